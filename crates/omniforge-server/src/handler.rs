@@ -1,0 +1,286 @@
+//! The hand-written rmcp [`ServerHandler`]: one value per stdio connection or HTTP session,
+//! all sharing one [`Shared`].
+
+// `logging/setLevel` is deprecated by SEP-2577 (2026-07-28) but still part of every earlier
+// revision we serve, and the conformance suite checks it.
+#![allow(deprecated)]
+
+use std::sync::{Arc, Mutex};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, ErrorData, Implementation, ListToolsResult, LoggingLevel,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscriptionFilter, Tool,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
+use serde_json::Value;
+use tokio_util::task::TaskTracker;
+
+use crate::auth::Principal;
+use crate::builtins;
+use crate::catalog::{Catalog, ToolSource};
+use crate::jsonrpc::INVALID_ARGUMENTS_META;
+use crate::peers::Peers;
+
+/// Server-wide state every handler shares.
+pub struct Shared {
+    /// The merged tool catalog.
+    pub catalog: Arc<Catalog>,
+    /// Peers to tell about catalog changes.
+    pub peers: Arc<Peers>,
+    /// Tools per `tools/list` page. Large by default: several clients ignore `nextCursor`.
+    pub page_size: usize,
+    /// Tracks in-flight `tools/call`s so shutdown can wait for them.
+    pub calls: TaskTracker,
+}
+
+impl Shared {
+    /// Shared state over `catalog`, with `page_size` tools per page (at least 1).
+    pub fn new(catalog: Arc<Catalog>, page_size: usize) -> Arc<Shared> {
+        Arc::new(Shared {
+            catalog,
+            peers: Arc::new(Peers::default()),
+            page_size: page_size.max(1),
+            calls: TaskTracker::new(),
+        })
+    }
+}
+
+/// The MCP handler. Cheap to create: one per connection or session.
+#[derive(Clone)]
+pub struct OmniForge {
+    shared: Arc<Shared>,
+    /// The level set by this peer's `logging/setLevel`; kept per peer (per session).
+    log_level: Arc<Mutex<Option<LoggingLevel>>>,
+}
+
+impl OmniForge {
+    /// A handler for one peer.
+    pub fn new(shared: Arc<Shared>) -> OmniForge {
+        OmniForge {
+            shared,
+            log_level: Arc::default(),
+        }
+    }
+
+    /// The level this peer asked for with `logging/setLevel`, if any.
+    pub fn log_level(&self) -> Option<LoggingLevel> {
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The caller: the token an HTTP request presented (put there by the HTTP front), or the
+/// trusted parent process on stdio. An HTTP request without a principal sees nothing.
+fn principal(ctx: &RequestContext<RoleServer>) -> Option<Principal> {
+    match ctx.extensions.get::<http::request::Parts>() {
+        Some(parts) => parts.extensions.get::<Principal>().cloned(),
+        None => Some(Principal::local()),
+    }
+}
+
+fn tool_error(text: impl Into<String>) -> CallToolResponse {
+    CallToolResult::error(vec![ContentBlock::text(text.into())]).into()
+}
+
+fn encode_cursor(offset: usize) -> String {
+    URL_SAFE_NO_PAD.encode(format!("o:{offset}"))
+}
+
+fn decode_cursor(cursor: &str) -> Option<usize> {
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    std::str::from_utf8(&bytes)
+        .ok()?
+        .strip_prefix("o:")?
+        .parse()
+        .ok()
+}
+
+/// Checks `args` against `schema`; the error text lists each violation with its location.
+fn validate_arguments(schema: &serde_json::Map<String, Value>, args: &Value) -> Result<(), String> {
+    let schema = Value::Object(schema.clone());
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| format!("the tool's inputSchema does not compile: {e}"))?;
+    let problems: Vec<String> = validator
+        .iter_errors(args)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            format!(
+                "- {}: {e}",
+                if at.is_empty() { "(root)" } else { at.as_str() }
+            )
+        })
+        .collect();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("\n"))
+    }
+}
+
+impl ServerHandler for OmniForge {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .enable_logging()
+                .build(),
+        )
+        .with_server_info(
+            Implementation::new("omniforge", env!("CARGO_PKG_VERSION")).with_title("OmniForge"),
+        )
+        .with_instructions(builtins::SERVER_INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let principal = principal(&ctx);
+        let snapshot = self.shared.catalog.snapshot();
+        let offset = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => decode_cursor(&cursor).ok_or_else(|| {
+                ErrorData::invalid_params(format!("invalid cursor: {cursor}"), None)
+            })?,
+        };
+        let visible: Vec<&Tool> = snapshot
+            .tools()
+            .iter()
+            .filter(|t| {
+                principal
+                    .as_ref()
+                    .is_some_and(|p| p.allows(t.required_scope))
+            })
+            .map(|t| &t.tool)
+            .collect();
+        if offset > visible.len() {
+            return Err(ErrorData::invalid_params(
+                "invalid cursor: past the end of the list",
+                None,
+            ));
+        }
+        let end = (offset + self.shared.page_size).min(visible.len());
+        let mut result = ListToolsResult::with_all_items(
+            visible[offset..end].iter().map(|t| (*t).clone()).collect(),
+        );
+        result.next_cursor = (end < visible.len()).then(|| encode_cursor(end));
+        Ok(result)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.shared
+            .catalog
+            .snapshot()
+            .get(name)
+            .map(|t| t.tool.clone())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let _in_flight = self.shared.calls.token();
+        if ctx.meta.get(INVALID_ARGUMENTS_META).is_some() {
+            return Ok(tool_error("arguments must be a JSON object"));
+        }
+        let principal = principal(&ctx);
+        let snapshot = self.shared.catalog.snapshot();
+        let Some(entry) = snapshot.get(&request.name).filter(|t| {
+            principal
+                .as_ref()
+                .is_some_and(|p| p.allows(t.required_scope))
+        }) else {
+            return Ok(tool_error("Unknown or inactive tool"));
+        };
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        if let Err(problems) = validate_arguments(&entry.tool.input_schema, &arguments) {
+            return Ok(tool_error(format!(
+                "Arguments do not match inputSchema\n{problems}"
+            )));
+        }
+        let result = match entry.source {
+            ToolSource::Builtin => builtins::call(&request.name),
+            ToolSource::Manifest | ToolSource::Stored => {
+                CallToolResult::error(vec![ContentBlock::text("Unknown or inactive tool")])
+            }
+        };
+        Ok(result.into())
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
+        self.shared.peers.add_session(ctx.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        (requested.tools_list_changed == Some(true))
+            .then(|| SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
+        let ended = ctx.request_context().ct.clone();
+        self.shared
+            .peers
+            .add_subscription(ctx.sink().clone(), ended);
+        ctx.cancelled().await;
+        Ok(())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Method not found: {}", request.method),
+            None,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_round_trip() {
+        assert_eq!(decode_cursor(&encode_cursor(1000)), Some(1000));
+        assert_eq!(decode_cursor("not-a-cursor"), None);
+        assert_eq!(decode_cursor(""), None);
+    }
+
+    #[test]
+    fn validation_names_the_place() {
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"net": {"type": "number"}},
+            "required": ["net"],
+            "additionalProperties": false
+        });
+        let schema = schema.as_object().cloned().unwrap();
+        assert!(validate_arguments(&schema, &serde_json::json!({"net": 1})).is_ok());
+        let err = validate_arguments(&schema, &serde_json::json!({"net": "x"})).unwrap_err();
+        assert!(err.contains("/net"), "{err}");
+        let err = validate_arguments(&schema, &serde_json::json!({})).unwrap_err();
+        assert!(err.contains("(root)"), "{err}");
+    }
+}

@@ -1,0 +1,23 @@
+//! The MCP face of OmniForge: the rmcp [`ServerHandler`](rmcp::ServerHandler), the tool
+//! catalog that merges every tool source, and the two transports.
+//!
+//! # Layout
+//! - [`catalog`]: the merged, ordered tool list and its change signal.
+//! - [`handler`]: the hand-written rmcp handler (tools, logging, subscriptions).
+//! - [`builtins`]: the `omniforge_*` tools compiled into the server.
+//! - [`peers`]: who gets `notifications/tools/list_changed`.
+//! - [`jsonrpc`]: the thin layer in front of rmcp's dispatch (envelope checks, version facts).
+//! - [`stdio`]: MCP over stdin/stdout, behind a line filter.
+//! - [`http`]: Streamable HTTP behind an axum front (Origin, Host, tokens, Accept, batches).
+//! - [`auth`]: bearer tokens and scopes.
+//!
+//! Only this crate (and the binary) touches rmcp types.
+
+pub mod auth;
+pub mod builtins;
+pub mod catalog;
+pub mod handler;
+pub mod http;
+pub mod jsonrpc;
+pub mod peers;
+pub mod stdio;

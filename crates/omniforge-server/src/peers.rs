@@ -1,0 +1,100 @@
+//! Every connected peer that wants `notifications/tools/list_changed`, and the task that
+//! tells them when the catalog changes.
+//!
+//! rmcp has no "all sessions" broadcast, so we keep the peers ourselves: the stdio peer and
+//! each HTTP session's peer register from `notifications/initialized`; 2026-07-28 clients
+//! register the sink of their `subscriptions/listen` stream. Closed peers are pruned on
+//! every broadcast.
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::service::{Peer, RoleServer, SubscriptionSink};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The registry of peers to notify.
+#[derive(Default)]
+pub struct Peers {
+    /// A std lock: held only to push or to clone the lists, never across an `.await`.
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    sessions: Vec<Peer<RoleServer>>,
+    subscriptions: Vec<(SubscriptionSink, CancellationToken)>,
+}
+
+impl Peers {
+    /// Adds a peer of the handshake lifecycle (stdio, or one HTTP session).
+    pub fn add_session(&self, peer: Peer<RoleServer>) {
+        self.lock().sessions.push(peer);
+    }
+
+    /// Adds a 2026-07-28 subscription stream; it is dropped once `ended` is cancelled.
+    pub fn add_subscription(&self, sink: SubscriptionSink, ended: CancellationToken) {
+        self.lock().subscriptions.push((sink, ended));
+    }
+
+    /// How many peers are registered and still open.
+    pub fn len(&self) -> usize {
+        let mut inner = self.lock();
+        inner.prune();
+        inner.sessions.len() + inner.subscriptions.len()
+    }
+
+    /// Whether no peer is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sends `notifications/tools/list_changed` to every open peer.
+    pub async fn notify_tool_list_changed(&self) {
+        let (sessions, subscriptions) = {
+            let mut inner = self.lock();
+            inner.prune();
+            (inner.sessions.clone(), inner.subscriptions.clone())
+        };
+        for peer in sessions {
+            if let Err(error) = peer.notify_tool_list_changed().await {
+                tracing::debug!(%error, "list_changed not delivered to a session");
+            }
+        }
+        for (sink, _) in subscriptions {
+            if let Err(error) = sink.notify_tool_list_changed().await {
+                tracing::debug!(%error, "list_changed not delivered to a subscription");
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Inner {
+    fn prune(&mut self) {
+        self.sessions.retain(|p| !p.is_transport_closed());
+        self.subscriptions
+            .retain(|(_, ended)| !ended.is_cancelled());
+    }
+}
+
+/// Forwards every catalog change to every peer until `shutdown` fires.
+pub async fn broadcast_changes(
+    peers: Arc<Peers>,
+    mut changes: watch::Receiver<u64>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                peers.notify_tool_list_changed().await;
+            }
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! Command line, environment and config file, resolved into settings.
+//!
+//! Two steps, as in ripgrep: [`Cli`] holds the raw flags (clap also reads each flag's
+//! `OMNIFORGE_*` environment variable, so a flag beats its variable), then [`Settings`] fills
+//! every gap from the TOML config file and finally from the defaults.
+//! Precedence: flags > environment > config file > defaults.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::Deserialize;
+
+const EXAMPLES: &str = "\
+Examples:
+  omniforge serve                                   # Streamable HTTP on http://127.0.0.1:8765/mcp
+  omniforge serve --listen 127.0.0.1:9000 --path /mcp
+  omniforge serve --listen 0.0.0.0:8765 --token-file tokens.txt --allow-origin https://claude.ai
+  omniforge stdio                                   # MCP over stdin/stdout (for Claude Code, VS Code, ...)
+  OMNIFORGE_LOG_LEVEL=debug omniforge --config omniforge.toml serve
+
+Every flag can also be set with an OMNIFORGE_* environment variable (e.g. OMNIFORGE_LISTEN)
+or in the TOML file given with --config (keys are the flag names with '_' for '-').";
+
+/// OmniForge: an MCP server that hosts tools for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "omniforge", version, about, after_help = EXAMPLES)]
+pub(crate) struct Cli {
+    /// TOML config file; its values sit below flags and environment variables.
+    #[arg(long, global = true, env = "OMNIFORGE_CONFIG", value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Where OmniForge keeps its data [default: the platform data directory + /omniforge,
+    /// e.g. $XDG_DATA_HOME/omniforge].
+    #[arg(long, global = true, env = "OMNIFORGE_DATA_DIR", value_name = "DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// Log filter: a level (error, warn, info, debug, trace) or tracing directives
+    /// such as `omniforge_server=debug` [default: info]. Logs go to stderr only.
+    #[arg(
+        long,
+        global = true,
+        env = "OMNIFORGE_LOG_LEVEL",
+        value_name = "FILTER"
+    )]
+    pub(crate) log_level: Option<String>,
+    /// Log line format [default: text].
+    #[arg(
+        long,
+        global = true,
+        env = "OMNIFORGE_LOG_FORMAT",
+        value_name = "FORMAT"
+    )]
+    pub(crate) log_format: Option<LogFormat>,
+    /// Tools per tools/list page [default: 1000]. Large, because several clients ignore nextCursor.
+    #[arg(long, global = true, env = "OMNIFORGE_PAGE_SIZE", value_name = "N")]
+    pub(crate) page_size: Option<usize>,
+    /// How long in-flight tool calls may run after SIGINT/SIGTERM, e.g. 10s [default: 10s].
+    #[arg(long, global = true, env = "OMNIFORGE_SHUTDOWN_GRACE", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) shutdown_grace: Option<Duration>,
+    /// What to run.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Serve MCP over Streamable HTTP (also GET /healthz).
+    Serve(ServeArgs),
+    /// Serve MCP over stdin/stdout; the parent process is trusted.
+    Stdio,
+}
+
+/// Flags of `omniforge serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1:8765]. Port 0 picks a free port.
+    #[arg(long, env = "OMNIFORGE_LISTEN", value_name = "ADDR")]
+    pub(crate) listen: Option<SocketAddr>,
+    /// Path of the MCP endpoint [default: /mcp].
+    #[arg(long, env = "OMNIFORGE_PATH", value_name = "PATH")]
+    pub(crate) path: Option<String>,
+    /// Serve without sessions, so that any replica can answer any request.
+    #[arg(long, env = "OMNIFORGE_STATELESS", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) stateless: Option<bool>,
+    /// A browser Origin to allow besides loopback ones (repeatable; comma-separated in the
+    /// environment), e.g. https://claude.ai.
+    #[arg(
+        long,
+        env = "OMNIFORGE_ALLOW_ORIGIN",
+        value_delimiter = ',',
+        value_name = "ORIGIN"
+    )]
+    pub(crate) allow_origin: Vec<String>,
+    /// A Host header value to accept, e.g. mcp.example.com or proxy-upstream:8000 (repeatable).
+    /// Turns the Host check on for any bind address; behind a reverse proxy, list the Host it sends.
+    #[arg(
+        long,
+        env = "OMNIFORGE_ALLOW_HOST",
+        value_delimiter = ',',
+        value_name = "HOST"
+    )]
+    pub(crate) allow_host: Vec<String>,
+    /// Bearer tokens, one `NAME TOKEN SCOPES` line each (scopes: tools:call, tools:write, admin).
+    #[arg(long, env = "OMNIFORGE_TOKEN_FILE", value_name = "FILE")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// Allow a non-loopback bind without tokens (anyone who can reach the port gets admin).
+    #[arg(long, env = "OMNIFORGE_INSECURE_NO_AUTH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) insecure_no_auth: Option<bool>,
+    /// Largest request body in bytes [default: 4194304]; larger bodies get 413.
+    #[arg(long, env = "OMNIFORGE_MAX_BODY_BYTES", value_name = "BYTES")]
+    pub(crate) max_body_bytes: Option<usize>,
+    /// How long an idle HTTP session lives, e.g. 5m [default: 5m]; then its id gets 404.
+    #[arg(long, env = "OMNIFORGE_SESSION_IDLE_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) session_idle_timeout: Option<Duration>,
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (write durations like 30s, 5m or 1h30m)"))
+}
+
+/// The config file: the same keys as the flags, with `_` for `-`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    data_dir: Option<PathBuf>,
+    log_level: Option<String>,
+    log_format: Option<LogFormat>,
+    page_size: Option<usize>,
+    #[serde(default, with = "humantime_serde_opt")]
+    shutdown_grace: Option<Duration>,
+    listen: Option<SocketAddr>,
+    path: Option<String>,
+    stateless: Option<bool>,
+    #[serde(default)]
+    allow_origin: Vec<String>,
+    #[serde(default)]
+    allow_host: Vec<String>,
+    token_file: Option<PathBuf>,
+    insecure_no_auth: Option<bool>,
+    max_body_bytes: Option<usize>,
+    #[serde(default, with = "humantime_serde_opt")]
+    session_idle_timeout: Option<Duration>,
+}
+
+/// Durations in the config file are strings like "30s".
+mod humantime_serde_opt {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let Some(s) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        super::parse_duration(&s)
+            .map(Some)
+            .map_err(serde::de::Error::custom)
+    }
+}
+
+/// Settings every command shares.
+#[derive(Debug)]
+pub(crate) struct Common {
+    /// Data directory (created if missing).
+    pub(crate) data_dir: PathBuf,
+    /// Log filter.
+    pub(crate) log_level: String,
+    /// Log format.
+    pub(crate) log_format: LogFormat,
+    /// Tools per tools/list page.
+    pub(crate) page_size: usize,
+    /// Grace period for in-flight calls at shutdown.
+    pub(crate) shutdown_grace: Duration,
+}
+
+/// Settings of `serve`.
+#[derive(Debug)]
+pub(crate) struct Serve {
+    /// Listen address.
+    pub(crate) listen: SocketAddr,
+    /// MCP endpoint path, starting with `/`.
+    pub(crate) path: String,
+    /// No sessions.
+    pub(crate) stateless: bool,
+    /// Extra allowed origins.
+    pub(crate) allow_origin: Vec<String>,
+    /// Extra allowed hosts.
+    pub(crate) allow_host: Vec<String>,
+    /// Token file.
+    pub(crate) token_file: Option<PathBuf>,
+    /// Allow a non-loopback bind without tokens.
+    pub(crate) insecure_no_auth: bool,
+    /// Body limit.
+    pub(crate) max_body_bytes: usize,
+    /// Idle session lifetime.
+    pub(crate) session_idle_timeout: Duration,
+}
+
+/// Everything resolved.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    /// Shared settings.
+    pub(crate) common: Common,
+    /// `Some` for `serve`.
+    pub(crate) serve: Option<Serve>,
+}
+
+impl Settings {
+    /// Resolves `cli` against the config file it names (if any) and the defaults.
+    ///
+    /// # Errors
+    /// An unreadable or invalid config file, or a value that makes no sense.
+    pub(crate) fn resolve(cli: Cli) -> Result<Settings> {
+        let file = match &cli.config {
+            Some(path) => read_config(path)?,
+            None => FileConfig::default(),
+        };
+        let data_dir = match cli.data_dir.or(file.data_dir) {
+            Some(dir) => dir,
+            None => dirs::data_dir()
+                .context("no platform data directory; pass --data-dir")?
+                .join("omniforge"),
+        };
+        let common = Common {
+            data_dir,
+            log_level: cli
+                .log_level
+                .or(file.log_level)
+                .unwrap_or_else(|| "info".into()),
+            log_format: cli
+                .log_format
+                .or(file.log_format)
+                .unwrap_or(LogFormat::Text),
+            page_size: cli.page_size.or(file.page_size).unwrap_or(1000),
+            shutdown_grace: cli
+                .shutdown_grace
+                .or(file.shutdown_grace)
+                .unwrap_or(Duration::from_secs(10)),
+        };
+        if common.page_size == 0 {
+            bail!("--page-size must be at least 1");
+        }
+        let serve = match cli.command {
+            Command::Stdio => None,
+            Command::Serve(args) => {
+                let path = args.path.or(file.path).unwrap_or_else(|| "/mcp".into());
+                if !path.starts_with('/') || path == "/healthz" {
+                    bail!("--path must start with '/' and must not be /healthz (got {path:?})");
+                }
+                Some(Serve {
+                    listen: args
+                        .listen
+                        .or(file.listen)
+                        .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8765))),
+                    path,
+                    stateless: args.stateless.or(file.stateless).unwrap_or(false),
+                    allow_origin: if args.allow_origin.is_empty() {
+                        file.allow_origin
+                    } else {
+                        args.allow_origin
+                    },
+                    allow_host: if args.allow_host.is_empty() {
+                        file.allow_host
+                    } else {
+                        args.allow_host
+                    },
+                    token_file: args.token_file.or(file.token_file),
+                    insecure_no_auth: args
+                        .insecure_no_auth
+                        .or(file.insecure_no_auth)
+                        .unwrap_or(false),
+                    max_body_bytes: args
+                        .max_body_bytes
+                        .or(file.max_body_bytes)
+                        .unwrap_or(4 * 1024 * 1024),
+                    session_idle_timeout: args
+                        .session_idle_timeout
+                        .or(file.session_idle_timeout)
+                        .unwrap_or(Duration::from_secs(300)),
+                })
+            }
+        };
+        Ok(Settings { common, serve })
+    }
+}
+
+fn read_config(path: &Path) -> Result<FileConfig> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading config file {}", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(args: &[&str]) -> Result<Settings> {
+        Settings::resolve(Cli::try_parse_from(args)?)
+    }
+
+    #[test]
+    fn defaults() {
+        let s = resolve(&["omniforge", "--data-dir", "/tmp/x", "serve"]).unwrap();
+        let serve = s.serve.unwrap();
+        assert_eq!(serve.listen.to_string(), "127.0.0.1:8765");
+        assert_eq!(serve.path, "/mcp");
+        assert_eq!(s.common.page_size, 1000);
+        assert_eq!(s.common.shutdown_grace, Duration::from_secs(10));
+        assert!(!serve.stateless);
+    }
+
+    #[test]
+    fn flags_beat_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:9001\"\npath = \"/x\"\nshutdown_grace = \"1m\"\nallow_origin = [\"https://a.example\"]\n",
+        )
+        .unwrap();
+        let c = file.to_str().unwrap();
+        let s = resolve(&[
+            "omniforge",
+            "--config",
+            c,
+            "--data-dir",
+            "/tmp/x",
+            "serve",
+            "--path",
+            "/y",
+        ])
+        .unwrap();
+        let serve = s.serve.unwrap();
+        assert_eq!(serve.listen.to_string(), "127.0.0.1:9001");
+        assert_eq!(serve.path, "/y");
+        assert_eq!(serve.allow_origin, ["https://a.example"]);
+        assert_eq!(s.common.shutdown_grace, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn bad_values_are_clear() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "lisen = \"x\"\n").unwrap();
+        let err = resolve(&["omniforge", "--config", file.to_str().unwrap(), "stdio"]).unwrap_err();
+        assert!(format!("{err:#}").contains("lisen"), "{err:#}");
+        let err =
+            Cli::try_parse_from(["omniforge", "--shutdown-grace", "ten", "stdio"]).unwrap_err();
+        assert!(err.to_string().contains("30s"), "{err}");
+    }
+}

@@ -1,0 +1,162 @@
+//! The `omniforge` binary: command line, tracing to stderr, wiring and signals.
+//! Everything else lives in the library crates; see ARCHITECTURE.md.
+
+mod config;
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::Parser;
+use omniforge_server::auth::TokenSet;
+use omniforge_server::catalog::Catalog;
+use omniforge_server::handler::Shared;
+use omniforge_server::http::HttpConfig;
+use omniforge_server::{builtins, http, peers, stdio};
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+use crate::config::{Cli, Common, LogFormat, Serve, Settings};
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match run(cli) {
+        Ok(()) => 0,
+        Err(error) => {
+            // stderr only: stdout may be the stdio transport.
+            eprintln!("omniforge: error: {error:#}");
+            1
+        }
+    };
+    // Exit explicitly: a blocking stdin read must not keep the process alive.
+    std::process::exit(code);
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let settings = Settings::resolve(cli)?;
+    init_tracing(&settings.common)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let Settings { common, serve } = settings;
+        std::fs::create_dir_all(&common.data_dir)
+            .with_context(|| format!("creating data directory {}", common.data_dir.display()))?;
+        let catalog = Arc::new(Catalog::new(builtins::tools()));
+        let shared = Shared::new(catalog.clone(), common.page_size);
+        let shutdown = CancellationToken::new();
+        tokio::spawn(peers::broadcast_changes(
+            shared.peers.clone(),
+            catalog.subscribe(),
+            shutdown.clone(),
+        ));
+        tokio::spawn(wait_for_signal(shutdown.clone()));
+        match serve {
+            Some(serve) => run_http(shared, &common, serve, shutdown).await,
+            None => run_stdio(shared, &common, shutdown).await,
+        }
+    })
+}
+
+fn init_tracing(common: &Common) -> Result<()> {
+    let filter = EnvFilter::try_new(&common.log_level)
+        .with_context(|| format!("invalid --log-level {:?}", common.log_level))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match common.log_format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+    Ok(())
+}
+
+async fn wait_for_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!(
+            "cannot install signal handlers; SIGINT/SIGTERM will end the process abruptly"
+        );
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    shutdown.cancel();
+}
+
+async fn run_stdio(
+    shared: Arc<Shared>,
+    common: &Common,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "serving MCP on stdio");
+    let grace = common.shutdown_grace;
+    let serving = stdio::serve(
+        shared,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        shutdown.clone(),
+    );
+    tokio::select! {
+        result = serving => result.context("stdio transport"),
+        () = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
+            tracing::warn!(?grace, "in-flight tool calls outlived the grace period");
+            Ok(())
+        }
+    }
+}
+
+async fn run_http(
+    shared: Arc<Shared>,
+    common: &Common,
+    serve: Serve,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let tokens = match &serve.token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading token file {}", path.display()))?;
+            TokenSet::parse(&text).with_context(|| format!("token file {}", path.display()))?
+        }
+        None => TokenSet::default(),
+    };
+    let loopback = serve.listen.ip().is_loopback();
+    if tokens.is_empty() && !loopback && !serve.insecure_no_auth {
+        bail!(
+            "refusing to listen on {} without authentication: give --token-file, bind a loopback \
+             address (127.0.0.1 or [::1]), or pass --insecure-no-auth",
+            serve.listen
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(serve.listen)
+        .await
+        .with_context(|| format!("binding {}", serve.listen))?;
+    let addr = listener.local_addr().context("reading the bound address")?;
+    let config = HttpConfig {
+        path: serve.path.clone(),
+        stateless: serve.stateless,
+        check_host: loopback || !serve.allow_host.is_empty(),
+        allowed_origins: serve.allow_origin,
+        allowed_hosts: serve.allow_host,
+        tokens,
+        max_body_bytes: serve.max_body_bytes,
+        session_idle_timeout: serve.session_idle_timeout,
+    };
+    tracing::info!(
+        url = %format!("http://{addr}{}", serve.path),
+        version = env!("CARGO_PKG_VERSION"),
+        stateless = config.stateless,
+        tokens = config.tokens.len(),
+        "listening"
+    );
+    http::serve(listener, shared, config, shutdown, common.shutdown_grace)
+        .await
+        .context("HTTP server")
+}
