@@ -492,31 +492,45 @@ impl Front {
     }
 
     /// Fills in or checks `MCP-Protocol-Version` for a request inside a known session.
+    ///
+    /// Absent: the negotiated revision is filled in (rmcp would assume 2025-03-26). Present: it
+    /// must name a revision we serve (2025-06-18, Basic > Transports > Protocol Version Header:
+    /// "invalid or unsupported" gets 400). A supported revision other than the negotiated one
+    /// is tolerated, as the reference servers do (the conformance suite sends 2025-03-26
+    /// inside 2025-11-25 sessions); the session keeps its negotiated revision.
     fn fill_protocol_version(
         &self,
         headers: &mut HeaderMap,
         session: Option<&str>,
     ) -> Result<(), Response> {
-        let Some(version) = session.and_then(|id| self.lock_sessions().get(id).map(|s| s.version))
-        else {
-            return Ok(());
-        };
+        let negotiated = session.and_then(|id| self.lock_sessions().get(id).map(|s| s.version));
         match headers
             .get(PROTOCOL_VERSION)
             .map(|v| v.to_str().unwrap_or(""))
         {
             None => {
-                headers.insert(PROTOCOL_VERSION, HeaderValue::from_static(version));
+                if let Some(version) = negotiated {
+                    headers.insert(PROTOCOL_VERSION, HeaderValue::from_static(version));
+                }
                 Ok(())
             }
-            Some(sent) if sent == version => Ok(()),
+            Some(sent) if jsonrpc::SUPPORTED_VERSIONS.contains(&sent) => {
+                if negotiated.is_some_and(|v| v != sent) {
+                    tracing::debug!(
+                        sent,
+                        negotiated,
+                        "MCP-Protocol-Version differs from the negotiated revision"
+                    );
+                }
+                Ok(())
+            }
             Some(sent) => Err(rpc_error(
                 StatusCode::BAD_REQUEST,
                 None,
                 code::INVALID_REQUEST,
                 format!(
-                    "Bad Request: MCP-Protocol-Version '{sent}' does not match the version \
-                     negotiated for this session ({version})"
+                    "Bad Request: unsupported MCP-Protocol-Version '{sent}' (supported: {})",
+                    jsonrpc::SUPPORTED_VERSIONS.join(", ")
                 ),
             )),
         }
