@@ -1,0 +1,10 @@
+//! End-to-end tests: the real `omniforge` binary, driven over stdio and Streamable HTTP.
+//!
+//! All end-to-end tests build into this one test binary (`e2e`), like ripgrep's `tests/`:
+//! `util` starts servers (each with its own temp data dir) and speaks the transports, and
+//! `wire` replays the interop wire cases from `tests/data/wire-cases.jsonl` as data.
+//!
+//! Run: `cargo nextest run -p omniforge --test e2e` (or `cargo test -p omniforge --test e2e`).
+
+mod util;
+mod wire;
