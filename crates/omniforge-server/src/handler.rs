@@ -207,7 +207,14 @@ impl ServerHandler for OmniForge {
         }
         let result = match entry.source {
             ToolSource::Builtin => builtins::call(&request.name),
-            ToolSource::Manifest | ToolSource::Stored => {
+            // The reference bridge answers a call without an upstream address with a clear
+            // configuration error instead of failing to dial; no upstream is configurable yet.
+            ToolSource::Manifest => CallToolResult::error(vec![ContentBlock::text(format!(
+                "Manifest tool {} has no upstream configured: OmniForge cannot dispatch it to its \
+                 Connect service",
+                request.name
+            ))]),
+            ToolSource::Stored => {
                 CallToolResult::error(vec![ContentBlock::text("Unknown or inactive tool")])
             }
         };

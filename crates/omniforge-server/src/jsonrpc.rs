@@ -40,6 +40,13 @@ pub const KNOWN_METHODS: [&str; 21] = [
     "skills/get",
 ];
 
+/// Methods that exist only in the stateless revision 2026-07-28.
+const STATELESS_ONLY_METHODS: [&str; 2] = ["server/discover", "subscriptions/listen"];
+
+/// Where a 2026-07-28 request carries its protocol revision.
+const PROTOCOL_VERSION_META_POINTER: &str =
+    "/params/_meta/io.modelcontextprotocol~1protocolVersion";
+
 /// JSON-RPC 2.0 §5.1 codes used by the front.
 pub mod code {
     /// Invalid JSON was received.
@@ -179,6 +186,22 @@ pub fn check_message(mut value: Value) -> Checked {
                 code::METHOD_NOT_FOUND,
                 format!("Method not found: {method}"),
             ),
+            // A 2026-07-28-only method without that revision's request `_meta` comes from a
+            // client of an earlier revision probing for it: "Method not found" is the answer
+            // such clients expect before they fall back to `initialize` (WIRE-14).
+            _ if STATELESS_ONLY_METHODS.contains(&method.as_str())
+                && value.pointer(PROTOCOL_VERSION_META_POINTER).is_none() =>
+            {
+                reject(
+                    Some(&id),
+                    code::METHOD_NOT_FOUND,
+                    format!(
+                        "Method not found: {method} exists only in protocol revision 2026-07-28, \
+                         whose requests carry _meta.\"io.modelcontextprotocol/protocolVersion\"; \
+                         clients of earlier revisions start with initialize"
+                    ),
+                )
+            }
             Ok(ClientJsonRpcMessage::Request(req))
                 if !matches!(req.request, ClientRequest::CustomRequest(_)) =>
             {
@@ -313,6 +336,19 @@ mod tests {
             )),
             (json!(3), code::INVALID_PARAMS)
         );
+    }
+
+    #[test]
+    fn stateless_methods_need_their_meta() {
+        assert_eq!(
+            rejected_code(check(
+                r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}"#
+            )),
+            (json!(1), code::METHOD_NOT_FOUND)
+        );
+        let with_meta = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{
+            "io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        assert!(matches!(check(with_meta), Checked::Request { .. }));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! - [`catalog`]: the merged, ordered tool list and its change signal.
 //! - [`handler`]: the hand-written rmcp handler (tools, logging, subscriptions).
 //! - [`builtins`]: the `omniforge_*` tools compiled into the server.
+//! - [`manifests`]: the manifest tool source (forge manifests, hot reload).
 //! - [`peers`]: who gets `notifications/tools/list_changed`.
 //! - [`jsonrpc`]: the thin layer in front of rmcp's dispatch (envelope checks, version facts).
 //! - [`stdio`]: MCP over stdin/stdout, behind a line filter.
@@ -19,5 +20,6 @@ pub mod catalog;
 pub mod handler;
 pub mod http;
 pub mod jsonrpc;
+pub mod manifests;
 pub mod peers;
 pub mod stdio;

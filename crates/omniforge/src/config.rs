@@ -58,6 +58,16 @@ pub(crate) struct Cli {
     /// How long in-flight tool calls may run after SIGINT/SIGTERM, e.g. 10s [default: 10s].
     #[arg(long, global = true, env = "OMNIFORGE_SHUTDOWN_GRACE", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) shutdown_grace: Option<Duration>,
+    /// A forge manifest (gen/mcp/manifest.json) whose RPCs become tools (repeatable; comma-
+    /// separated in the environment). Watched: edits reload it and announce list_changed.
+    #[arg(
+        long,
+        global = true,
+        env = "OMNIFORGE_MANIFEST",
+        value_delimiter = ',',
+        value_name = "PATH"
+    )]
+    pub(crate) manifest: Vec<PathBuf>,
     /// What to run.
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -140,6 +150,8 @@ struct FileConfig {
     page_size: Option<usize>,
     #[serde(default, with = "humantime_serde_opt")]
     shutdown_grace: Option<Duration>,
+    #[serde(default)]
+    manifest: Vec<PathBuf>,
     listen: Option<SocketAddr>,
     path: Option<String>,
     stateless: Option<bool>,
@@ -185,6 +197,8 @@ pub(crate) struct Common {
     pub(crate) page_size: usize,
     /// Grace period for in-flight calls at shutdown.
     pub(crate) shutdown_grace: Duration,
+    /// Forge manifests to serve.
+    pub(crate) manifests: Vec<PathBuf>,
 }
 
 /// Settings of `serve`.
@@ -246,6 +260,11 @@ impl Settings {
                 .or(file.log_format)
                 .unwrap_or(LogFormat::Text),
             page_size: cli.page_size.or(file.page_size).unwrap_or(1000),
+            manifests: if cli.manifest.is_empty() {
+                file.manifest
+            } else {
+                cli.manifest
+            },
             shutdown_grace: cli
                 .shutdown_grace
                 .or(file.shutdown_grace)

@@ -12,7 +12,7 @@ use omniforge_server::auth::TokenSet;
 use omniforge_server::catalog::Catalog;
 use omniforge_server::handler::Shared;
 use omniforge_server::http::HttpConfig;
-use omniforge_server::{builtins, http, peers, stdio};
+use omniforge_server::{builtins, http, manifests, peers, stdio};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -44,6 +44,7 @@ fn run(cli: Cli) -> Result<()> {
         std::fs::create_dir_all(&common.data_dir)
             .with_context(|| format!("creating data directory {}", common.data_dir.display()))?;
         let catalog = Arc::new(Catalog::new(builtins::tools()));
+        let _manifests = manifests::start(catalog.clone(), &common.manifests)?;
         let shared = Shared::new(catalog.clone(), common.page_size);
         let shutdown = CancellationToken::new();
         tokio::spawn(peers::broadcast_changes(

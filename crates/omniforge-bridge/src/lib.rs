@@ -1,0 +1,15 @@
+//! Manifest tools: the RPCs a forge manifest (`gen/mcp/manifest.json`) declares.
+//!
+//! This crate reads and validates manifests and watches them for changes. It knows nothing
+//! of MCP: the server crate turns a [`ManifestTool`] into an MCP tool.
+//!
+//! # Layout
+//! - [`manifest`]: the manifest shape (as the Go reference bridge reads it), loading and
+//!   validation with errors that name the file, the tool and the field.
+//! - [`watch`]: hot reload: a file watcher that hands over each new valid manifest and keeps
+//!   the old one when a new one is bad.
+
+pub mod manifest;
+pub mod watch;
+
+pub use manifest::{Manifest, ManifestError, ManifestTool};
