@@ -6,9 +6,12 @@
 //! # Layout
 //! - [`manifest`]: the manifest shape (as the Go reference bridge reads it), loading and
 //!   validation with errors that name the file, the tool and the field.
+//! - [`dispatch`]: one call to a Connect service (HTTP+JSON) and its [`dispatch::Outcome`];
+//!   proto3 zero-value filling for output validation.
 //! - [`watch`]: hot reload: a file watcher that hands over each new valid manifest and keeps
 //!   the old one when a new one is bad.
 
+pub mod dispatch;
 pub mod manifest;
 pub mod watch;
 

@@ -9,7 +9,7 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotation
 use serde_json::json;
 
 use crate::auth::Scope;
-use crate::catalog::{CatalogTool, ToolSource};
+use crate::catalog::{CatalogTool, Route, ToolSource};
 
 /// Name of the built-in that explains how to use this server.
 pub const INSTRUCTIONS: &str = "omniforge_instructions";
@@ -64,6 +64,7 @@ pub fn tools() -> Vec<CatalogTool> {
                 .open_world(false),
         ),
         source: ToolSource::Builtin,
+        route: Route::Builtin,
         required_scope: Scope::Call,
     }]
 }

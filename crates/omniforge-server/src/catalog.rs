@@ -44,10 +44,33 @@ impl ToolSource {
 pub struct CatalogTool {
     /// The MCP tool definition sent in `tools/list`.
     pub tool: Tool,
-    /// Where it comes from; decides how `tools/call` dispatches it.
+    /// Where it comes from.
     pub source: ToolSource,
+    /// How `tools/call` runs it.
+    pub route: Route,
     /// The scope a caller needs to see and call it.
     pub required_scope: Scope,
+}
+
+/// How a call of a catalog tool is carried out.
+#[derive(Debug, Clone)]
+pub enum Route {
+    /// A built-in, run in-process.
+    Builtin,
+    /// A manifest RPC, dispatched to its Connect service.
+    Manifest(Arc<crate::manifests::ManifestRoute>),
+    /// A streaming manifest RPC: reserved and callable by name, but never listed, and a call
+    /// says streaming is not supported.
+    Streaming,
+    /// A stored tool.
+    Stored,
+}
+
+impl CatalogTool {
+    /// Whether `tools/list` shows it.
+    pub fn is_listed(&self) -> bool {
+        !matches!(self.route, Route::Streaming)
+    }
 }
 
 /// An immutable, merged view of every source at one moment.
@@ -70,7 +93,10 @@ impl Snapshot {
 
     /// How many tools come from `source`.
     pub fn count(&self, source: ToolSource) -> usize {
-        self.tools.iter().filter(|t| t.source == source).count()
+        self.tools
+            .iter()
+            .filter(|t| t.source == source && t.is_listed())
+            .count()
     }
 }
 
@@ -166,11 +192,15 @@ fn merge(sources: &[Vec<CatalogTool>; 3]) -> Snapshot {
     snapshot
 }
 
+/// Whether two merges would list the same tools (what clients see; routes may differ).
 fn same_tools(a: &[CatalogTool], b: &[CatalogTool]) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(x, y)| x.source == y.source && x.tool == y.tool)
+    let listed = |v: &[CatalogTool]| {
+        v.iter()
+            .filter(|t| t.is_listed())
+            .map(|t| (t.source, t.tool.clone()))
+            .collect::<Vec<_>>()
+    };
+    listed(a) == listed(b)
 }
 
 #[cfg(test)]
@@ -186,6 +216,7 @@ mod tests {
         CatalogTool {
             tool: Tool::new(name.to_owned(), "d", Arc::new(schema)),
             source,
+            route: Route::Stored,
             required_scope: Scope::Call,
         }
     }

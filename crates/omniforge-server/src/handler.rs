@@ -22,9 +22,10 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::Principal;
 use crate::builtins;
-use crate::catalog::{Catalog, ToolSource};
+use crate::catalog::{Catalog, Route};
 use crate::jsonrpc::INVALID_ARGUMENTS_META;
 use crate::peers::Peers;
+use crate::{manifests, schema};
 
 /// Server-wide state every handler shares.
 pub struct Shared {
@@ -99,28 +100,6 @@ fn decode_cursor(cursor: &str) -> Option<usize> {
         .ok()
 }
 
-/// Checks `args` against `schema`; the error text lists each violation with its location.
-fn validate_arguments(schema: &serde_json::Map<String, Value>, args: &Value) -> Result<(), String> {
-    let schema = Value::Object(schema.clone());
-    let validator = jsonschema::validator_for(&schema)
-        .map_err(|e| format!("the tool's inputSchema does not compile: {e}"))?;
-    let problems: Vec<String> = validator
-        .iter_errors(args)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            format!(
-                "- {}: {e}",
-                if at.is_empty() { "(root)" } else { at.as_str() }
-            )
-        })
-        .collect();
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(problems.join("\n"))
-    }
-}
-
 impl ServerHandler for OmniForge {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -153,9 +132,10 @@ impl ServerHandler for OmniForge {
             .tools()
             .iter()
             .filter(|t| {
-                principal
-                    .as_ref()
-                    .is_some_and(|p| p.allows(t.required_scope))
+                t.is_listed()
+                    && principal
+                        .as_ref()
+                        .is_some_and(|p| p.allows(t.required_scope))
             })
             .map(|t| &t.tool)
             .collect();
@@ -199,22 +179,28 @@ impl ServerHandler for OmniForge {
         }) else {
             return Ok(tool_error("Unknown or inactive tool"));
         };
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
-        if let Err(problems) = validate_arguments(&entry.tool.input_schema, &arguments) {
+        let arguments = request.arguments.unwrap_or_default();
+        if let Err(problems) =
+            schema::validate(&entry.tool.input_schema, &Value::Object(arguments.clone()))
+        {
             return Ok(tool_error(format!(
                 "Arguments do not match inputSchema\n{problems}"
             )));
         }
-        let result = match entry.source {
-            ToolSource::Builtin => builtins::call(&request.name),
-            // The reference bridge answers a call without an upstream address with a clear
-            // configuration error instead of failing to dial; no upstream is configurable yet.
-            ToolSource::Manifest => CallToolResult::error(vec![ContentBlock::text(format!(
-                "Manifest tool {} has no upstream configured: OmniForge cannot dispatch it to its \
-                 Connect service",
-                request.name
-            ))]),
-            ToolSource::Stored => {
+        let result = match &entry.route {
+            Route::Builtin => builtins::call(&request.name),
+            Route::Manifest(route) => {
+                tokio::select! {
+                    result = route.call(&arguments) => result,
+                    // Dropping the call aborts the upstream request; rmcp drops the response.
+                    () = ctx.ct.cancelled() => {
+                        tracing::debug!(tool = %request.name, "call cancelled");
+                        return Err(ErrorData::internal_error("cancelled", None));
+                    }
+                }
+            }
+            Route::Streaming => manifests::streaming_not_supported(&request.name),
+            Route::Stored => {
                 CallToolResult::error(vec![ContentBlock::text("Unknown or inactive tool")])
             }
         };
@@ -273,21 +259,5 @@ mod tests {
         assert_eq!(decode_cursor(&encode_cursor(1000)), Some(1000));
         assert_eq!(decode_cursor("not-a-cursor"), None);
         assert_eq!(decode_cursor(""), None);
-    }
-
-    #[test]
-    fn validation_names_the_place() {
-        let schema = serde_json::json!({
-            "type": "object",
-            "properties": {"net": {"type": "number"}},
-            "required": ["net"],
-            "additionalProperties": false
-        });
-        let schema = schema.as_object().cloned().unwrap();
-        assert!(validate_arguments(&schema, &serde_json::json!({"net": 1})).is_ok());
-        let err = validate_arguments(&schema, &serde_json::json!({"net": "x"})).unwrap_err();
-        assert!(err.contains("/net"), "{err}");
-        let err = validate_arguments(&schema, &serde_json::json!({})).unwrap_err();
-        assert!(err.contains("(root)"), "{err}");
     }
 }

@@ -11,6 +11,7 @@
 //! - [`stdio`]: MCP over stdin/stdout, behind a line filter.
 //! - [`http`]: Streamable HTTP behind an axum front (Origin, Host, tokens, Accept, batches).
 //! - [`auth`]: bearer tokens and scopes.
+//! - [`schema`]: JSON Schema checks of arguments and results.
 //!
 //! Only this crate (and the binary) touches rmcp types.
 
@@ -22,4 +23,8 @@ pub mod http;
 pub mod jsonrpc;
 pub mod manifests;
 pub mod peers;
+pub mod schema;
 pub mod stdio;
+
+/// Re-exported so the binary can configure manifest upstreams without naming the bridge crate.
+pub use omniforge_bridge::dispatch::UpstreamConfig;

@@ -1,5 +1,5 @@
 //! The manifest tool source: forge manifests configured by the operator, turned into MCP
-//! tools and kept current by hot reload.
+//! tools, dispatched to their Connect services, and kept current by hot reload.
 //!
 //! A malformed manifest at start-up is an error that names the file, the tool and the field.
 //! Later, a bad edit keeps the previous version in place (logged by the watcher); a good one
@@ -8,12 +8,32 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use omniforge_bridge::dispatch::{
+    Outcome, Upstream, UpstreamConfig, UpstreamError, fill_zero_values,
+};
 use omniforge_bridge::watch::{ManifestWatch, WatchError, watch};
 use omniforge_bridge::{Manifest, ManifestError, ManifestTool};
-use rmcp::model::Tool;
+use rmcp::model::{CallToolResult, ContentBlock, Tool};
+use serde_json::{Map, Value};
 
 use crate::auth::Scope;
-use crate::catalog::{Catalog, CatalogTool, ToolSource};
+use crate::catalog::{Catalog, CatalogTool, Route, ToolSource};
+
+/// One configured manifest: the file and the service its RPCs go to.
+#[derive(Debug, Clone)]
+pub struct ManifestConfig {
+    /// The manifest file (`gen/mcp/manifest.json`).
+    pub path: PathBuf,
+    /// The Connect service. An empty base URL makes every call a clear configuration error.
+    pub upstream: UpstreamConfig,
+}
+
+/// What a manifest tool's call needs: the RPC and its upstream.
+#[derive(Debug)]
+pub struct ManifestRoute {
+    tool: ManifestTool,
+    upstream: Arc<Upstream>,
+}
 
 /// The loaded manifests and their watches. Dropping it stops the hot reload.
 pub struct ManifestSource {
@@ -27,6 +47,15 @@ pub enum ManifestSourceError {
     /// A manifest is missing or malformed.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    /// An upstream's settings are invalid.
+    #[error("manifest {path}: upstream: {source}")]
+    Upstream {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong.
+        #[source]
+        source: UpstreamError,
+    },
     /// A manifest's directory cannot be watched.
     #[error("cannot watch {path}: {source}")]
     Watch {
@@ -38,37 +67,43 @@ pub enum ManifestSourceError {
     },
 }
 
-/// Loads every manifest in `paths`, publishes their tools into `catalog`, and reloads on change.
-/// Must be called inside a tokio runtime.
+/// Loads every configured manifest, publishes their tools into `catalog`, and reloads on
+/// change. Must be called inside a tokio runtime.
 ///
 /// # Errors
-/// A manifest is missing or malformed, or cannot be watched.
+/// A manifest is missing or malformed, an upstream is misconfigured, or a file cannot be watched.
 pub fn start(
     catalog: Arc<Catalog>,
-    paths: &[PathBuf],
+    configs: &[ManifestConfig],
 ) -> Result<ManifestSource, ManifestSourceError> {
-    let loaded: Vec<Manifest> = paths
-        .iter()
-        .map(|p| Manifest::load(p))
-        .collect::<Result<_, _>>()?;
+    let mut loaded = Vec::new();
+    for config in configs {
+        let manifest = Manifest::load(&config.path)?;
+        let upstream =
+            Upstream::new(&config.upstream).map_err(|source| ManifestSourceError::Upstream {
+                path: config.path.clone(),
+                source,
+            })?;
+        loaded.push((manifest, Arc::new(upstream)));
+    }
     let loaded = Arc::new(Mutex::new(loaded));
     publish(&catalog, &loaded);
     let mut watches = Vec::new();
-    for (index, path) in paths.iter().enumerate() {
+    for (index, config) in configs.iter().enumerate() {
         let catalog = catalog.clone();
         let loaded_for_watch = loaded.clone();
-        let w = watch(path, move |manifest| {
+        let w = watch(&config.path, move |manifest| {
             if let Some(slot) = loaded_for_watch
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .get_mut(index)
             {
-                *slot = manifest;
+                slot.0 = manifest;
             }
             publish(&catalog, &loaded_for_watch);
         })
         .map_err(|source| ManifestSourceError::Watch {
-            path: path.clone(),
+            path: config.path.clone(),
             source,
         })?;
         watches.push(w);
@@ -76,20 +111,18 @@ pub fn start(
     Ok(ManifestSource { _watches: watches })
 }
 
-fn publish(catalog: &Catalog, loaded: &Mutex<Vec<Manifest>>) {
+fn publish(catalog: &Catalog, loaded: &Mutex<Vec<(Manifest, Arc<Upstream>)>>) {
     let tools: Vec<CatalogTool> = loaded
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .flat_map(|m| m.tools.iter())
-        .filter(|t| !t.is_streaming())
-        .map(to_catalog_tool)
+        .flat_map(|(m, upstream)| m.tools.iter().map(move |t| to_catalog_tool(t, upstream)))
         .collect();
     catalog.replace_source(ToolSource::Manifest, tools);
 }
 
 /// Only MCP fields go on the wire; the forge routing fields stay behind.
-fn to_catalog_tool(t: &ManifestTool) -> CatalogTool {
+fn to_catalog_tool(t: &ManifestTool, upstream: &Arc<Upstream>) -> CatalogTool {
     let mut tool = Tool::new(
         t.name.clone(),
         t.description.clone(),
@@ -107,9 +140,66 @@ fn to_catalog_tool(t: &ManifestTool) -> CatalogTool {
         };
         tool = tool.with_title(title);
     }
+    let route = if t.is_streaming() {
+        Route::Streaming
+    } else {
+        Route::Manifest(Arc::new(ManifestRoute {
+            tool: t.clone(),
+            upstream: upstream.clone(),
+        }))
+    };
     CatalogTool {
         tool,
         source: ToolSource::Manifest,
+        route,
         required_scope: Scope::Call,
+    }
+}
+
+/// The answer to calling a streaming RPC by name.
+pub fn streaming_not_supported(name: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "{name} is a streaming RPC: streaming RPCs are not supported (MCP tool calls are unary)"
+    ))])
+}
+
+impl ManifestRoute {
+    /// Calls the RPC and maps the outcome to an MCP result. Dropping the future aborts the
+    /// upstream request.
+    pub async fn call(&self, arguments: &Map<String, Value>) -> CallToolResult {
+        match self.upstream.call(&self.tool, arguments).await {
+            Outcome::Reply(reply) => self.reply(reply),
+            Outcome::ConnectError {
+                code,
+                message,
+                details,
+            } => {
+                let mut text = format!("{code}: {message}");
+                if !details.is_empty() {
+                    text.push('\n');
+                    text.push_str(&Value::Array(details).to_string());
+                }
+                // No structuredContent: it would have to match the outputSchema.
+                CallToolResult::error(vec![ContentBlock::text(text)])
+            }
+            Outcome::Failure(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
+        }
+    }
+
+    fn reply(&self, mut reply: Value) -> CallToolResult {
+        if let Some(schema) = &self.tool.output_schema {
+            fill_zero_values(schema, &mut reply);
+            if let Err(problems) = crate::schema::validate(schema, &reply) {
+                return CallToolResult::error(vec![ContentBlock::text(format!(
+                    "the upstream reply does not match the tool's outputSchema\n{problems}\n{reply}"
+                ))]);
+            }
+        }
+        let text = reply.to_string();
+        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+        if reply.is_object() {
+            result.structured_content = Some(reply);
+        }
+        result
     }
 }

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use omniforge_server::UpstreamConfig;
+use omniforge_server::manifests::ManifestConfig;
 use serde::Deserialize;
 
 const EXAMPLES: &str = "\
@@ -68,6 +70,31 @@ pub(crate) struct Cli {
         value_name = "PATH"
     )]
     pub(crate) manifest: Vec<PathBuf>,
+    /// The Connect service base URL for the manifest at the same position (repeatable),
+    /// e.g. http://127.0.0.1:8080. Without one, each call of that manifest's tools returns a
+    /// clear configuration error.
+    #[arg(
+        long,
+        visible_alias = "addr",
+        global = true,
+        env = "OMNIFORGE_UPSTREAM",
+        value_delimiter = ',',
+        value_name = "URL"
+    )]
+    pub(crate) upstream: Vec<String>,
+    /// The Authorization header value sent, verbatim, to the upstream at the same position
+    /// (repeatable), e.g. "Bearer abc". The MCP client's own token is never forwarded.
+    #[arg(
+        long,
+        visible_alias = "auth-header",
+        global = true,
+        env = "OMNIFORGE_UPSTREAM_AUTH",
+        value_name = "VALUE"
+    )]
+    pub(crate) upstream_auth: Vec<String>,
+    /// Per-call timeout for manifest tools, also sent as Connect-Timeout-Ms [default: 30s].
+    #[arg(long, global = true, env = "OMNIFORGE_UPSTREAM_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) upstream_timeout: Option<Duration>,
     /// What to run.
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -80,6 +107,9 @@ pub(crate) enum Command {
     Serve(ServeArgs),
     /// Serve MCP over stdin/stdout; the parent process is trusted.
     Stdio,
+    /// Serve one manifest's RPCs, and nothing else, over stdio: the drop-in equivalent of
+    /// `forge mcp serve` (`omniforge bridge --manifest gen/mcp/manifest.json --addr http://localhost:8080`).
+    Bridge,
 }
 
 /// Flags of `omniforge serve`.
@@ -151,7 +181,9 @@ struct FileConfig {
     #[serde(default, with = "humantime_serde_opt")]
     shutdown_grace: Option<Duration>,
     #[serde(default)]
-    manifest: Vec<PathBuf>,
+    manifest: Vec<FileManifest>,
+    #[serde(default, with = "humantime_serde_opt")]
+    upstream_timeout: Option<Duration>,
     listen: Option<SocketAddr>,
     path: Option<String>,
     stateless: Option<bool>,
@@ -164,6 +196,20 @@ struct FileConfig {
     max_body_bytes: Option<usize>,
     #[serde(default, with = "humantime_serde_opt")]
     session_idle_timeout: Option<Duration>,
+}
+
+/// A `[[manifest]]` entry of the config file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileManifest {
+    path: PathBuf,
+    #[serde(default)]
+    upstream: String,
+    auth_header: Option<String>,
+    #[serde(default, with = "humantime_serde_opt")]
+    timeout: Option<Duration>,
+    #[serde(default)]
+    headers: std::collections::BTreeMap<String, String>,
 }
 
 /// Durations in the config file are strings like "30s".
@@ -197,8 +243,8 @@ pub(crate) struct Common {
     pub(crate) page_size: usize,
     /// Grace period for in-flight calls at shutdown.
     pub(crate) shutdown_grace: Duration,
-    /// Forge manifests to serve.
-    pub(crate) manifests: Vec<PathBuf>,
+    /// Forge manifests to serve, each with its upstream.
+    pub(crate) manifests: Vec<ManifestConfig>,
 }
 
 /// Settings of `serve`.
@@ -227,6 +273,8 @@ pub(crate) struct Serve {
 /// Everything resolved.
 #[derive(Debug)]
 pub(crate) struct Settings {
+    /// `bridge`: serve only the manifest's tools.
+    pub(crate) bridge_only: bool,
     /// Shared settings.
     pub(crate) common: Common,
     /// `Some` for `serve`.
@@ -260,11 +308,14 @@ impl Settings {
                 .or(file.log_format)
                 .unwrap_or(LogFormat::Text),
             page_size: cli.page_size.or(file.page_size).unwrap_or(1000),
-            manifests: if cli.manifest.is_empty() {
-                file.manifest
-            } else {
-                cli.manifest
-            },
+            manifests: manifests(
+                &cli.manifest,
+                &cli.upstream,
+                &cli.upstream_auth,
+                cli.upstream_timeout,
+                file.manifest,
+                file.upstream_timeout,
+            )?,
             shutdown_grace: cli
                 .shutdown_grace
                 .or(file.shutdown_grace)
@@ -273,8 +324,12 @@ impl Settings {
         if common.page_size == 0 {
             bail!("--page-size must be at least 1");
         }
+        let bridge_only = matches!(cli.command, Command::Bridge);
         let serve = match cli.command {
-            Command::Stdio => None,
+            Command::Bridge if common.manifests.len() != 1 => {
+                bail!("bridge serves exactly one manifest: give --manifest PATH (and --addr URL)")
+            }
+            Command::Stdio | Command::Bridge => None,
             Command::Serve(args) => {
                 let path = args.path.or(file.path).unwrap_or_else(|| "/mcp".into());
                 if !path.starts_with('/') || path == "/healthz" {
@@ -313,8 +368,62 @@ impl Settings {
                 })
             }
         };
-        Ok(Settings { common, serve })
+        Ok(Settings {
+            bridge_only,
+            common,
+            serve,
+        })
     }
+}
+
+/// Pairs each `--manifest` with the `--upstream`/`--upstream-auth` at the same position; the
+/// config file's `[[manifest]]` entries apply when no `--manifest` is given.
+fn manifests(
+    paths: &[PathBuf],
+    upstreams: &[String],
+    auths: &[String],
+    timeout: Option<Duration>,
+    file: Vec<FileManifest>,
+    file_timeout: Option<Duration>,
+) -> Result<Vec<ManifestConfig>> {
+    let default_timeout = timeout.or(file_timeout).unwrap_or(Duration::from_secs(30));
+    if paths.is_empty() {
+        if !upstreams.is_empty() && file.is_empty() {
+            bail!(
+                "--upstream needs a --manifest (one --upstream per --manifest, in the same order)"
+            );
+        }
+        return Ok(file
+            .into_iter()
+            .map(|m| ManifestConfig {
+                path: m.path,
+                upstream: UpstreamConfig {
+                    base_url: m.upstream,
+                    auth_header: m.auth_header,
+                    timeout: timeout.or(m.timeout).unwrap_or(default_timeout),
+                    headers: m.headers.into_iter().collect(),
+                },
+            })
+            .collect());
+    }
+    if upstreams.len() > paths.len() || auths.len() > paths.len() {
+        bail!(
+            "give at most one --upstream and one --upstream-auth per --manifest, in the same order"
+        );
+    }
+    Ok(paths
+        .iter()
+        .enumerate()
+        .map(|(i, path)| ManifestConfig {
+            path: path.clone(),
+            upstream: UpstreamConfig {
+                base_url: upstreams.get(i).cloned().unwrap_or_default(),
+                auth_header: auths.get(i).cloned(),
+                timeout: default_timeout,
+                headers: Vec::new(),
+            },
+        })
+        .collect())
 }
 
 fn read_config(path: &Path) -> Result<FileConfig> {

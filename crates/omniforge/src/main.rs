@@ -40,11 +40,21 @@ fn run(cli: Cli) -> Result<()> {
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async move {
-        let Settings { common, serve } = settings;
+        let Settings {
+            bridge_only,
+            common,
+            serve,
+        } = settings;
         std::fs::create_dir_all(&common.data_dir)
             .with_context(|| format!("creating data directory {}", common.data_dir.display()))?;
-        let catalog = Arc::new(Catalog::new(builtins::tools()));
-        let _manifests = manifests::start(catalog.clone(), &common.manifests)?;
+        let builtin_tools = if bridge_only {
+            Vec::new()
+        } else {
+            builtins::tools()
+        };
+        let catalog = Arc::new(Catalog::new(builtin_tools));
+        let _manifests =
+            manifests::start(catalog.clone(), &common.manifests).context("loading manifests")?;
         let shared = Shared::new(catalog.clone(), common.page_size);
         let shutdown = CancellationToken::new();
         tokio::spawn(peers::broadcast_changes(
