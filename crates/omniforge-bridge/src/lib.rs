@@ -8,11 +8,13 @@
 //!   validation with errors that name the file, the tool and the field.
 //! - [`dispatch`]: one call to a Connect service (HTTP+JSON) and its [`dispatch::Outcome`];
 //!   proto3 zero-value filling for output validation.
+//! - [`schema_refs`]: inlining of `$ref`/`$defs` for strict clients (`--inline-schema-refs`).
 //! - [`watch`]: hot reload: a file watcher that hands over each new valid manifest and keeps
 //!   the old one when a new one is bad.
 
 pub mod dispatch;
 pub mod manifest;
+pub mod schema_refs;
 pub mod watch;
 
 pub use manifest::{Manifest, ManifestError, ManifestTool};

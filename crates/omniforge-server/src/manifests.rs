@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use omniforge_bridge::dispatch::{
     Outcome, Upstream, UpstreamConfig, UpstreamError, fill_zero_values,
 };
+use omniforge_bridge::schema_refs::{InlineError, inline_refs};
 use omniforge_bridge::watch::{ManifestWatch, WatchError, watch};
 use omniforge_bridge::{Manifest, ManifestError, ManifestTool};
 use rmcp::model::{CallToolResult, ContentBlock, Tool};
@@ -56,6 +57,19 @@ pub enum ManifestSourceError {
         #[source]
         source: UpstreamError,
     },
+    /// `--inline-schema-refs` cannot inline a tool's schema.
+    #[error("{path}: tool {tool:?}, field `{field}`: {source}")]
+    Inline {
+        /// The manifest file.
+        path: PathBuf,
+        /// The tool.
+        tool: String,
+        /// `inputSchema` or `outputSchema`.
+        field: &'static str,
+        /// The cycle or unresolvable reference.
+        #[source]
+        source: InlineError,
+    },
     /// A manifest's directory cannot be watched.
     #[error("cannot watch {path}: {source}")]
     Watch {
@@ -75,10 +89,15 @@ pub enum ManifestSourceError {
 pub fn start(
     catalog: Arc<Catalog>,
     configs: &[ManifestConfig],
+    inline_schema_refs: bool,
 ) -> Result<ManifestSource, ManifestSourceError> {
     let mut loaded = Vec::new();
     for config in configs {
-        let manifest = Manifest::load(&config.path)?;
+        let manifest = prepare(
+            &config.path,
+            Manifest::load(&config.path)?,
+            inline_schema_refs,
+        )?;
         let upstream =
             Upstream::new(&config.upstream).map_err(|source| ManifestSourceError::Upstream {
                 path: config.path.clone(),
@@ -92,7 +111,15 @@ pub fn start(
     for (index, config) in configs.iter().enumerate() {
         let catalog = catalog.clone();
         let loaded_for_watch = loaded.clone();
+        let path = config.path.clone();
         let w = watch(&config.path, move |manifest| {
+            let manifest = match prepare(&path, manifest, inline_schema_refs) {
+                Ok(manifest) => manifest,
+                Err(error) => {
+                    tracing::warn!(%error, "manifest changed but cannot be served; keeping the previous one");
+                    return;
+                }
+            };
             if let Some(slot) = loaded_for_watch
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -109,6 +136,33 @@ pub fn start(
         watches.push(w);
     }
     Ok(ManifestSource { _watches: watches })
+}
+
+/// Applies `--inline-schema-refs` to every tool's schemas.
+fn prepare(
+    path: &std::path::Path,
+    mut manifest: Manifest,
+    inline: bool,
+) -> Result<Manifest, ManifestSourceError> {
+    if !inline {
+        return Ok(manifest);
+    }
+    for tool in &mut manifest.tools {
+        let error = |field, source| ManifestSourceError::Inline {
+            path: path.to_owned(),
+            tool: tool.name.clone(),
+            field,
+            source,
+        };
+        let input = inline_refs(&tool.input_schema).map_err(|e| error("inputSchema", e))?;
+        let output = match &tool.output_schema {
+            Some(schema) => Some(inline_refs(schema).map_err(|e| error("outputSchema", e))?),
+            None => None,
+        };
+        tool.input_schema = input;
+        tool.output_schema = output;
+    }
+    Ok(manifest)
 }
 
 fn publish(catalog: &Catalog, loaded: &Mutex<Vec<(Manifest, Arc<Upstream>)>>) {
@@ -201,5 +255,30 @@ impl ManifestRoute {
             result.structured_content = Some(reply);
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inlining_errors_name_file_tool_and_field() {
+        let text = r##"{"tools":[{"name":"loop","inputSchema":{"type":"object",
+            "properties":{"n":{"$ref":"#/$defs/N"}},"$defs":{"N":{"type":"object","properties":{"m":{"$ref":"#/$defs/N"}}}}},
+            "procedure":"/p.S/Loop"}]}"##;
+        let path = std::path::Path::new("m.json");
+        let manifest = Manifest::parse(path, text).unwrap();
+        let err = prepare(path, manifest.clone(), true)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("m.json")
+                && err.contains("\"loop\"")
+                && err.contains("inputSchema")
+                && err.contains("cycle"),
+            "{err}"
+        );
+        assert!(prepare(path, manifest, false).is_ok());
     }
 }

@@ -95,6 +95,10 @@ pub(crate) struct Cli {
     /// Per-call timeout for manifest tools, also sent as Connect-Timeout-Ms [default: 30s].
     #[arg(long, global = true, env = "OMNIFORGE_UPSTREAM_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) upstream_timeout: Option<Duration>,
+    /// Inline local $ref/$defs in manifest tool schemas, for strict clients that cannot resolve
+    /// references (bounded depth; a cycle is an error naming the tool).
+    #[arg(long, global = true, env = "OMNIFORGE_INLINE_SCHEMA_REFS", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) inline_schema_refs: Option<bool>,
     /// What to run.
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -184,6 +188,7 @@ struct FileConfig {
     manifest: Vec<FileManifest>,
     #[serde(default, with = "humantime_serde_opt")]
     upstream_timeout: Option<Duration>,
+    inline_schema_refs: Option<bool>,
     listen: Option<SocketAddr>,
     path: Option<String>,
     stateless: Option<bool>,
@@ -245,6 +250,8 @@ pub(crate) struct Common {
     pub(crate) shutdown_grace: Duration,
     /// Forge manifests to serve, each with its upstream.
     pub(crate) manifests: Vec<ManifestConfig>,
+    /// Inline `$ref`s in manifest tool schemas.
+    pub(crate) inline_schema_refs: bool,
 }
 
 /// Settings of `serve`.
@@ -308,6 +315,10 @@ impl Settings {
                 .or(file.log_format)
                 .unwrap_or(LogFormat::Text),
             page_size: cli.page_size.or(file.page_size).unwrap_or(1000),
+            inline_schema_refs: cli
+                .inline_schema_refs
+                .or(file.inline_schema_refs)
+                .unwrap_or(false),
             manifests: manifests(
                 &cli.manifest,
                 &cli.upstream,

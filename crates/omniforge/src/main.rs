@@ -53,8 +53,12 @@ fn run(cli: Cli) -> Result<()> {
             builtins::tools()
         };
         let catalog = Arc::new(Catalog::new(builtin_tools));
-        let _manifests =
-            manifests::start(catalog.clone(), &common.manifests).context("loading manifests")?;
+        let _manifests = manifests::start(
+            catalog.clone(),
+            &common.manifests,
+            common.inline_schema_refs,
+        )
+        .context("loading manifests")?;
         let shared = Shared::new(catalog.clone(), common.page_size);
         let shutdown = CancellationToken::new();
         tokio::spawn(peers::broadcast_changes(
