@@ -48,8 +48,8 @@ fn empty_object_schema() -> Arc<JsonObject> {
 
 /// The built-in tools, in catalog order.
 pub fn tools() -> Vec<CatalogTool> {
-    vec![CatalogTool {
-        tool: Tool::new(
+    vec![CatalogTool::new(
+        Tool::new(
             INSTRUCTIONS,
             "How to use this OmniForge server: its tool sources, how calls and errors work, \
              and how to forge new tools. Takes no arguments.",
@@ -63,10 +63,10 @@ pub fn tools() -> Vec<CatalogTool> {
                 .idempotent(true)
                 .open_world(false),
         ),
-        source: ToolSource::Builtin,
-        route: Route::Builtin,
-        required_scope: Scope::Call,
-    }]
+        ToolSource::Builtin,
+        Route::Builtin,
+        Scope::Call,
+    )]
 }
 
 /// Runs the built-in `name`. Arguments were already validated against its inputSchema.

@@ -50,6 +50,8 @@ pub struct CatalogTool {
     pub route: Route,
     /// The scope a caller needs to see and call it.
     pub required_scope: Scope,
+    /// The inputSchema, compiled once when the tool enters the catalog (not on every call).
+    input_validator: Arc<Result<jsonschema::Validator, String>>,
 }
 
 /// How a call of a catalog tool is carried out.
@@ -67,6 +69,31 @@ pub enum Route {
 }
 
 impl CatalogTool {
+    /// A catalog entry; compiles the tool's inputSchema.
+    pub fn new(tool: Tool, source: ToolSource, route: Route, required_scope: Scope) -> CatalogTool {
+        let schema = serde_json::Value::Object((*tool.input_schema).clone());
+        let input_validator =
+            Arc::new(jsonschema::validator_for(&schema).map_err(|e| e.to_string()));
+        CatalogTool {
+            tool,
+            source,
+            route,
+            required_scope,
+            input_validator,
+        }
+    }
+
+    /// Checks call arguments against the inputSchema; the error lists each violation.
+    ///
+    /// # Errors
+    /// The violations, one per line, or a note that the schema does not compile.
+    pub fn check_arguments(&self, arguments: &serde_json::Value) -> Result<(), String> {
+        match &*self.input_validator {
+            Ok(validator) => crate::schema::check(validator, arguments),
+            Err(e) => Err(format!("the tool's inputSchema does not compile: {e}")),
+        }
+    }
+
     /// Whether `tools/list` shows it.
     pub fn is_listed(&self) -> bool {
         !matches!(self.route, Route::Streaming)
@@ -213,12 +240,12 @@ mod tests {
             .as_object()
             .cloned()
             .unwrap_or_default();
-        CatalogTool {
-            tool: Tool::new(name.to_owned(), "d", Arc::new(schema)),
+        CatalogTool::new(
+            Tool::new(name.to_owned(), "d", Arc::new(schema)),
             source,
-            route: Route::Stored,
-            required_scope: Scope::Call,
-        }
+            Route::Stored,
+            Scope::Call,
+        )
     }
 
     #[test]

@@ -24,8 +24,8 @@ use crate::auth::Principal;
 use crate::builtins;
 use crate::catalog::{Catalog, Route};
 use crate::jsonrpc::INVALID_ARGUMENTS_META;
+use crate::manifests;
 use crate::peers::Peers;
-use crate::{manifests, schema};
 
 /// Server-wide state every handler shares.
 pub struct Shared {
@@ -180,9 +180,7 @@ impl ServerHandler for OmniForge {
             return Ok(tool_error("Unknown or inactive tool"));
         };
         let arguments = request.arguments.unwrap_or_default();
-        if let Err(problems) =
-            schema::validate(&entry.tool.input_schema, &Value::Object(arguments.clone()))
-        {
+        if let Err(problems) = entry.check_arguments(&Value::Object(arguments.clone())) {
             return Ok(tool_error(format!(
                 "Arguments do not match inputSchema\n{problems}"
             )));

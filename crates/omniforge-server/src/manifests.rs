@@ -34,6 +34,8 @@ pub struct ManifestConfig {
 pub struct ManifestRoute {
     tool: ManifestTool,
     upstream: Arc<Upstream>,
+    /// The outputSchema compiled once, when declared.
+    output_validator: Option<Result<jsonschema::Validator, String>>,
 }
 
 /// The loaded manifests and their watches. Dropping it stops the hot reload.
@@ -197,17 +199,16 @@ fn to_catalog_tool(t: &ManifestTool, upstream: &Arc<Upstream>) -> CatalogTool {
     let route = if t.is_streaming() {
         Route::Streaming
     } else {
+        let output_validator = t.output_schema.as_ref().map(|schema| {
+            jsonschema::validator_for(&Value::Object(schema.clone())).map_err(|e| e.to_string())
+        });
         Route::Manifest(Arc::new(ManifestRoute {
             tool: t.clone(),
             upstream: upstream.clone(),
+            output_validator,
         }))
     };
-    CatalogTool {
-        tool,
-        source: ToolSource::Manifest,
-        route,
-        required_scope: Scope::Call,
-    }
+    CatalogTool::new(tool, ToolSource::Manifest, route, Scope::Call)
 }
 
 /// The answer to calling a streaming RPC by name.
@@ -241,9 +242,14 @@ impl ManifestRoute {
     }
 
     fn reply(&self, mut reply: Value) -> CallToolResult {
-        if let Some(schema) = &self.tool.output_schema {
+        if let (Some(schema), Some(validator)) = (&self.tool.output_schema, &self.output_validator)
+        {
             fill_zero_values(schema, &mut reply);
-            if let Err(problems) = crate::schema::validate(schema, &reply) {
+            let checked = match validator {
+                Ok(validator) => crate::schema::check(validator, &reply),
+                Err(e) => Err(format!("the outputSchema does not compile: {e}")),
+            };
+            if let Err(problems) = checked {
                 return CallToolResult::error(vec![ContentBlock::text(format!(
                     "the upstream reply does not match the tool's outputSchema\n{problems}\n{reply}"
                 ))]);

@@ -11,6 +11,15 @@ pub fn validate(schema: &Map<String, Value>, instance: &Value) -> Result<(), Str
     let schema = Value::Object(schema.clone());
     let validator = jsonschema::validator_for(&schema)
         .map_err(|e| format!("the schema does not compile: {e}"))?;
+    check(&validator, instance)
+}
+
+/// Checks `instance` with a compiled `validator`; the error lists each violation with its
+/// location, one per line.
+///
+/// # Errors
+/// The violations.
+pub fn check(validator: &jsonschema::Validator, instance: &Value) -> Result<(), String> {
     let problems: Vec<String> = validator
         .iter_errors(instance)
         .map(|e| {
