@@ -6,5 +6,6 @@
 //!
 //! Run: `cargo nextest run -p omniforge --test e2e` (or `cargo test -p omniforge --test e2e`).
 
+mod server;
 mod util;
 mod wire;
