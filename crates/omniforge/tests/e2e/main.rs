@@ -6,6 +6,9 @@
 //!
 //! Run: `cargo nextest run -p omniforge --test e2e` (or `cargo test -p omniforge --test e2e`).
 
+mod clients;
+mod procs;
+mod robustness;
 mod server;
 mod util;
 mod wire;
