@@ -39,7 +39,7 @@ fn run(cli: Cli) -> Result<()> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async move {
+    let result = runtime.block_on(async move {
         let Settings {
             bridge_only,
             common,
@@ -71,7 +71,11 @@ fn run(cli: Cli) -> Result<()> {
             Some(serve) => run_http(shared, &common, serve, shutdown).await,
             None => run_stdio(shared, &common, shutdown).await,
         }
-    })
+    });
+    // Do not wait for the blocking thread that reads stdin: it only ends when stdin closes,
+    // and a SIGTERM must not wait for that.
+    runtime.shutdown_background();
+    result
 }
 
 fn init_tracing(common: &Common) -> Result<()> {
