@@ -7,6 +7,7 @@
 //! Run: `cargo nextest run -p omniforge --test e2e` (or `cargo test -p omniforge --test e2e`).
 
 mod clients;
+mod manifest_tools;
 mod procs;
 mod robustness;
 mod server;
