@@ -466,7 +466,11 @@ impl Front {
                     return response;
                 }
                 let deleting = parts.method == Method::DELETE;
-                let response = self.mcp.handle(Request::from_parts(parts, body)).await;
+                let mut response = self.mcp.handle(Request::from_parts(parts, body)).await;
+                // rmcp answers a DELETE with 202; the official SDK clients expect 200 or 204.
+                if deleting && response.status() == StatusCode::ACCEPTED {
+                    *response.status_mut() = StatusCode::NO_CONTENT;
+                }
                 if let Some(id) = &session
                     && (response.status() == StatusCode::NOT_FOUND
                         || (deleting && response.status().is_success()))
@@ -593,6 +597,20 @@ impl Front {
                     method,
                     message,
                 } => {
+                    if method == "initialize"
+                        && session
+                            .as_deref()
+                            .is_some_and(|s| self.lock_sessions().contains_key(s))
+                    {
+                        // A second handshake would replace the session's negotiated state.
+                        return rpc_error(
+                            StatusCode::BAD_REQUEST,
+                            Some(&id),
+                            code::INVALID_REQUEST,
+                            "Invalid Request: this session is already initialized; initialize \
+                             without Mcp-Session-Id to start a new one",
+                        );
+                    }
                     let init = (method == "initialize").then(|| {
                         message
                             .pointer("/params/protocolVersion")

@@ -138,12 +138,23 @@ pub fn check_message(mut value: Value) -> Checked {
     };
     let id = match obj.get("id") {
         None => None,
-        Some(id @ (Value::String(_) | Value::Number(_))) => Some(id.clone()),
+        // MCP's RequestId is a string or an integer (schema `RequestId`); a fractional or
+        // out-of-range number would come back changed (rmcp keeps an i64), so it is refused.
+        Some(id @ Value::String(_)) => Some(id.clone()),
+        Some(id @ Value::Number(n)) if n.is_i64() => Some(id.clone()),
+        // The id is readable, so the error carries it back unchanged.
+        Some(id @ Value::Number(_)) => {
+            return reject(
+                Some(id),
+                code::INVALID_REQUEST,
+                "Invalid Request: id must be a string or an integer (-2^63 to 2^63-1)",
+            );
+        }
         Some(_) => {
             return reject(
                 None,
                 code::INVALID_REQUEST,
-                "Invalid Request: id must be a string or a number",
+                "Invalid Request: id must be a string or an integer (-2^63 to 2^63-1)",
             );
         }
     };
@@ -326,6 +337,15 @@ mod tests {
             rejected_code(check(r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#)),
             (Value::Null, code::INVALID_REQUEST)
         );
+        for id in ["1.0", "1e2", "1E-400", "18446744073709551616"] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            let expected: Value = serde_json::from_str(id).unwrap();
+            assert_eq!(
+                rejected_code(check(&text)),
+                (expected, code::INVALID_REQUEST),
+                "{id}"
+            );
+        }
         assert_eq!(
             rejected_code(check(r#"{"jsonrpc":"2.0","id":"x","method":"no/such"}"#)),
             (json!("x"), code::METHOD_NOT_FOUND)

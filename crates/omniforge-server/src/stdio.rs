@@ -30,7 +30,8 @@ use crate::jsonrpc::{self, Checked, code};
 /// The longest accepted input line, in bytes (16 MiB).
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
-/// Prefix of the ids the filter gives batch members, so their answers can be regrouped.
+/// Prefix of the ids the filter gives batch members, so their answers can be regrouped. A
+/// random per-connection part follows, so a client's own id can never be taken for one.
 const BATCH_ID_PREFIX: &str = "omniforge-batch/";
 
 /// Serves MCP on `input`/`output` until `input` ends or `shutdown` fires.
@@ -53,7 +54,7 @@ where
     let (to_rmcp, rmcp_in) = tokio::io::duplex(1 << 16);
     let (rmcp_out, from_rmcp) = tokio::io::duplex(1 << 16);
     let (out_tx, out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let state = Arc::new(Mutex::new(FilterState::default()));
+    let state = Arc::new(Mutex::new(FilterState::new()));
     let service_ct = CancellationToken::new();
 
     let service = {
@@ -101,6 +102,17 @@ struct FilterState {
     negotiated: Option<String>,
     next_batch: u64,
     batches: HashMap<u64, Batch>,
+    /// `BATCH_ID_PREFIX` plus this connection's random part.
+    batch_prefix: String,
+}
+
+impl FilterState {
+    fn new() -> FilterState {
+        FilterState {
+            batch_prefix: format!("{BATCH_ID_PREFIX}{}/", uuid::Uuid::new_v4().simple()),
+            ..FilterState::default()
+        }
+    }
 }
 
 struct Batch {
@@ -188,6 +200,18 @@ fn filter_one(
             message,
         } => {
             let key = id.to_string();
+            if method == "initialize" && st.initialize_id.is_some() {
+                // A second handshake would replace the negotiated session state under rmcp.
+                send(
+                    out,
+                    &jsonrpc::error_response(
+                        Some(&id),
+                        code::INVALID_REQUEST,
+                        "Invalid Request: this connection is already initialized",
+                    ),
+                );
+                return None;
+            }
             if method == "initialize" {
                 st.started = true;
                 st.initialize_id = Some(key);
@@ -265,7 +289,7 @@ fn filter_batch(
                     ));
                     continue;
                 }
-                let internal = format!("{BATCH_ID_PREFIX}{batch_no}/{i}");
+                let internal = format!("{}{batch_no}/{i}", st.batch_prefix);
                 message["id"] = Value::String(internal.clone());
                 batch.original_ids.insert(internal, id);
                 batch.outstanding += 1;
@@ -302,11 +326,18 @@ async fn pump_rmcp_output(
         let is_response = value.get("method").is_none();
         if is_response && let Some(id) = value.get("id").cloned() {
             let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(internal) = id.as_str().filter(|s| s.starts_with(BATCH_ID_PREFIX)) {
-                if let Some(done) = regroup(&mut st, internal, &mut value) {
-                    send(&out, &done);
+            if let Some(internal) = id
+                .as_str()
+                .filter(|s| s.starts_with(st.batch_prefix.as_str()))
+            {
+                match regroup(&mut st, internal, &mut value) {
+                    Regroup::Complete(done) => {
+                        send(&out, &done);
+                        continue;
+                    }
+                    Regroup::Pending => continue,
+                    Regroup::NotABatchMember => {}
                 }
-                continue;
             }
             let key = id.to_string();
             if st.initialize_id.as_deref() == Some(key.as_str()) {
@@ -325,25 +356,38 @@ async fn pump_rmcp_output(
     }
 }
 
-/// Files one batch member's answer; returns the whole batch answer once complete.
-fn regroup(st: &mut FilterState, internal: &str, value: &mut Value) -> Option<Value> {
-    let batch_no: u64 = internal
-        .strip_prefix(BATCH_ID_PREFIX)?
-        .split('/')
-        .next()?
-        .parse()
-        .ok()?;
-    let batch = st.batches.get_mut(&batch_no)?;
-    let original = batch.original_ids.remove(internal)?;
+/// What became of an answer whose id looks like a batch member's.
+enum Regroup {
+    /// The last member arrived: the whole batch answer.
+    Complete(Value),
+    /// Filed; more members to come.
+    Pending,
+    /// No batch is waiting for this id: forward the answer as it is.
+    NotABatchMember,
+}
+
+/// Files one batch member's answer.
+fn regroup(st: &mut FilterState, internal: &str, value: &mut Value) -> Regroup {
+    let batch_no = internal
+        .strip_prefix(st.batch_prefix.as_str())
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|n| n.parse::<u64>().ok());
+    let Some(batch) = batch_no.and_then(|n| st.batches.get_mut(&n)) else {
+        return Regroup::NotABatchMember;
+    };
+    let Some(original) = batch.original_ids.remove(internal) else {
+        return Regroup::NotABatchMember;
+    };
     value["id"] = original;
     batch.responses.push(value.take());
     batch.outstanding -= 1;
     if batch.outstanding > 0 {
-        return None;
+        return Regroup::Pending;
     }
-    st.batches
-        .remove(&batch_no)
-        .map(|b| Value::Array(b.responses))
+    match batch_no.and_then(|n| st.batches.remove(&n)) {
+        Some(b) => Regroup::Complete(Value::Array(b.responses)),
+        None => Regroup::Pending,
+    }
 }
 
 fn send(out: &mpsc::UnboundedSender<Vec<u8>>, message: &Value) {
@@ -459,6 +503,28 @@ mod tests {
         let answer = c.recv().await;
         assert_eq!(answer["error"]["code"], json!(code::INVALID_REQUEST));
         assert_eq!(answer["id"], Value::Null);
+    }
+
+    #[tokio::test]
+    async fn a_client_id_that_looks_internal_is_answered() {
+        let mut c = Conn::start();
+        c.initialize("2025-03-26").await;
+        c.send(r#"{"jsonrpc":"2.0","id":"omniforge-batch/0/0","method":"ping"}"#)
+            .await;
+        assert_eq!(c.recv().await["id"], json!("omniforge-batch/0/0"));
+    }
+
+    #[tokio::test]
+    async fn a_second_initialize_is_refused_and_the_session_survives() {
+        let mut c = Conn::start();
+        c.initialize("2025-06-18").await;
+        c.send(r#"{"jsonrpc":"2.0","id":5,"method":"initialize","params":{"protocolVersion":"2026-07-28","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}"#).await;
+        assert_eq!(
+            c.recv().await["error"]["code"],
+            json!(code::INVALID_REQUEST)
+        );
+        c.send(r#"{"jsonrpc":"2.0","id":6,"method":"ping"}"#).await;
+        assert_eq!(c.recv().await, json!({"jsonrpc":"2.0","id":6,"result":{}}));
     }
 
     #[tokio::test]

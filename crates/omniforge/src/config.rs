@@ -38,7 +38,7 @@ pub(crate) struct Cli {
     #[arg(long, global = true, env = "OMNIFORGE_DATA_DIR", value_name = "DIR")]
     pub(crate) data_dir: Option<PathBuf>,
     /// Log filter: a level (error, warn, info, debug, trace) or tracing directives
-    /// such as `omniforge_server=debug` [default: info,rmcp=warn]. Logs go to stderr only.
+    /// such as `omniforge_server=debug` [default: info,rmcp=error]. Logs go to stderr only.
     #[arg(
         long,
         global = true,
@@ -309,7 +309,7 @@ impl Settings {
             log_level: cli
                 .log_level
                 .or(file.log_level)
-                .unwrap_or_else(|| "info,rmcp=warn".into()),
+                .unwrap_or_else(|| "info,rmcp=error".into()),
             log_format: cli
                 .log_format
                 .or(file.log_format)
