@@ -1,0 +1,115 @@
+//! The prototype's result text, for callers that render a run as one text block.
+
+use crate::run::{Exit, RunOutput};
+
+/// Renders a run the way the Python prototype did, as `(text, is_error)`:
+///
+/// - stdout, trailing whitespace trimmed, or `(no output)` when it is blank;
+/// - then, each on a new line: `pre_run_error` when given (e.g. a failed install),
+///   `[stdout truncated: N bytes]` / `[stderr truncated: N bytes]` when a cap was hit (new:
+///   the prototype had no caps), `[stderr] …` when stderr is not blank, `[exit N]` for a
+///   non-zero exit (`[exit -N]` for death by signal N, as Python's `returncode` showed it),
+///   `[timeout]`, `[cancelled]`.
+///
+/// `is_error` is true for a non-zero exit, a signal, a timeout, a cancellation, or a
+/// pre-run error.
+pub fn prototype_text(output: &RunOutput, pre_run_error: Option<&str>) -> (String, bool) {
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = stdout.trim_end();
+    let mut text = if stdout.trim().is_empty() {
+        "(no output)".to_owned()
+    } else {
+        stdout.to_owned()
+    };
+    let mut line = |s: &str| {
+        text.push('\n');
+        text.push_str(s);
+    };
+    if let Some(e) = pre_run_error {
+        line(e);
+    }
+    if output.stdout_truncated_bytes > 0 {
+        line(&format!(
+            "[stdout truncated: {} bytes]",
+            output.stdout_truncated_bytes
+        ));
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !stderr.trim().is_empty() {
+        line(&format!("[stderr] {}", stderr.trim_end()));
+    }
+    if output.stderr_truncated_bytes > 0 {
+        line(&format!(
+            "[stderr truncated: {} bytes]",
+            output.stderr_truncated_bytes
+        ));
+    }
+    match output.exit {
+        Exit::Code(0) => {}
+        Exit::Code(n) => line(&format!("[exit {n}]")),
+        Exit::Signal(s) => line(&format!("[exit -{s}]")),
+        Exit::Timeout => line("[timeout]"),
+        Exit::Cancelled => line("[cancelled]"),
+    }
+    (text, !output.exit.is_success() || pre_run_error.is_some())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn out(stdout: &str, stderr: &str, exit: Exit) -> RunOutput {
+        RunOutput {
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            stdout_truncated_bytes: 0,
+            stderr_truncated_bytes: 0,
+            exit,
+            duration: Duration::ZERO,
+            result: None,
+        }
+    }
+
+    #[test]
+    fn check_texts() {
+        let cases: &[(RunOutput, Option<&str>, &str, bool)] = &[
+            (out("hello\n", "", Exit::Code(0)), None, "hello", false),
+            (out("", "", Exit::Code(0)), None, "(no output)", false),
+            (
+                out("", "boom\n", Exit::Code(2)),
+                None,
+                "(no output)\n[stderr] boom\n[exit 2]",
+                true,
+            ),
+            (
+                out("part", "", Exit::Timeout),
+                None,
+                "part\n[timeout]",
+                true,
+            ),
+            (
+                out("", "", Exit::Signal(9)),
+                None,
+                "(no output)\n[exit -9]",
+                true,
+            ),
+            (
+                out("", "", Exit::Cancelled),
+                None,
+                "(no output)\n[cancelled]",
+                true,
+            ),
+            (
+                out("", "", Exit::Code(0)),
+                Some("install failed: x"),
+                "(no output)\ninstall failed: x",
+                true,
+            ),
+        ];
+        for (o, pre, text, is_error) in cases {
+            assert_eq!(prototype_text(o, *pre), ((*text).to_owned(), *is_error));
+        }
+    }
+}

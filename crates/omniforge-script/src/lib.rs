@@ -1,0 +1,66 @@
+//! OmniForge script tools: build a Python environment for a tool, then run one call of it
+//! in a sandbox. Knows nothing of MCP or of the database: the server maps tool versions to
+//! [`Lock`]s and [`RunSpec`]s, and [`RunOutput`]s to MCP results.
+//!
+//! # Layout
+//!
+//! - [`env`]: the pinned [`Interpreter`], [`UvTool`] (found or installed), [`EnvBuilder`]:
+//!   `lock` (hash-pinned requirements and an `env_id`) and `build` (a venv at
+//!   `<data_dir>/envs/<env_id>/`, shared by identical locks, built atomically), [`gc`],
+//!   [`pep723_dependencies`]. Runs at tool-creation time, outside the sandbox.
+//! - [`run`]: [`Runner`] runs one [`RunSpec`] to a [`RunOutput`]: admission (slots and a
+//!   bounded queue), a new process group, rlimits, bubblewrap, cgroups, stdin arguments,
+//!   capped concurrent capture, timeout and cancellation that kill the whole tree.
+//! - [`sandbox`]: [`SandboxLevel`], the layers and their detection ([`doctor`]).
+//! - [`channel`]: the two-way side channel (JSON-RPC over a socketpair, `OMNIFORGE_FD`):
+//!   [`ScriptMessage`]s from the script, answers to its requests.
+//! - [`format`]: [`prototype_text`], the prototype's one-text-block rendering.
+//! - `omniforge.py` ([`HELPER_MODULE`]): the stdlib-only helper installed in every
+//!   environment (`import omniforge`).
+//! - `sys` (private): the only `unsafe` code, the child's `pre_exec` hook.
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::path::Path;
+//! use omniforge_script::*;
+//!
+//! let data_dir = Path::new("/var/lib/omniforge");
+//! let python = Interpreter::resolve(Path::new("python3")).await?;
+//! let uv = UvTool::locate_or_install(data_dir, None, &python).await?;
+//! let builder = EnvBuilder::new(EnvConfig {
+//!     data_dir: data_dir.to_owned(),
+//!     uv,
+//!     python,
+//!     allow_source_builds: false,
+//!     command_timeout: std::time::Duration::from_secs(600),
+//! });
+//! let code = "import humanize, omniforge\nprint(humanize.intcomma(omniforge.args()['n']))\n";
+//! let lock = builder.lock(&pep723_dependencies(code)?.into_iter().chain(["humanize".to_owned()]).collect::<Vec<_>>()).await?;
+//! let env = builder.build(&lock, |event| eprintln!("{event:?}")).await?;
+//!
+//! let runner = Runner::new(RunnerConfig::new(SandboxLevel::Standard))?;
+//! let mut spec = RunSpec::new(&env, code);
+//! spec.arguments = serde_json::json!({"n": 1234567});
+//! let output = runner.run(spec, tokio_util::sync::CancellationToken::new()).await?;
+//! let (text, is_error) = prototype_text(&output, None);
+//! assert_eq!((text.as_str(), is_error), ("1,234,567", false));
+//! # Ok(()) }
+//! ```
+
+pub mod channel;
+pub mod env;
+pub mod format;
+pub mod run;
+pub mod sandbox;
+mod sys;
+
+pub use channel::{LogMessage, Progress, RpcError, ScriptMessage, ScriptRequest, ScriptResult};
+pub use env::{
+    Env, EnvBuilder, EnvConfig, EnvError, HELPER_MODULE, Interpreter, Lock, ProgressEvent,
+    UV_VERSION, UvTool, gc, pep723_dependencies,
+};
+pub use format::prototype_text;
+pub use run::{Exit, RunError, RunOutput, RunSpec, Runner, RunnerConfig};
+pub use sandbox::{Layer, SandboxLevel, doctor};

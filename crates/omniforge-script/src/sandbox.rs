@@ -1,0 +1,600 @@
+//! Sandbox layers: what this machine offers, detected once, and how a run uses it.
+//!
+//! | layer | how | notes |
+//! |---|---|---|
+//! | `process-group` | `setpgid` at spawn, `killpg(SIGKILL)` | always |
+//! | `rlimits` | `setrlimit` in `pre_exec`: AS, CPU (soft < hard: SIGXCPU first), FSIZE, NOFILE, CORE=0 | always |
+//! | `namespaces` | bubblewrap: `--unshare-all` (user, pid, mount, net, ipc, uts, cgroup), `--die-with-parent`, `--new-session` | the kill of bwrap takes the whole PID namespace with it, `setsid` escapees included |
+//! | `unprivileged-uid` | bwrap `--unshare-user --uid 65534 --gid 65534 --cap-drop ALL --disable-userns` | without it bwrap started by root keeps all capabilities |
+//! | `read-only-root` | only `/usr` (+ `/bin`, `/lib*` symlinks), a few `/etc` files, the interpreter prefix, the environment and the script, all read-only; a private size-capped tmpfs `/tmp` | the data directory, the database and other environments are not in the sandbox at all |
+//! | `no-network` | bwrap's empty network namespace; `--share-net` only when a run allows network | |
+//! | `cgroup-pids` | a cgroup per run with `pids.max` (v1 `pids` hierarchy, or v2 with `pids` delegated) | the process limit that holds for root; `RLIMIT_NPROC` does not |
+//! | `cgroup-kill` | a v2 cgroup per run, `cgroup.kill` on exit/timeout | catches `setsid` escapees without bwrap |
+//! | `landlock`, `seccomp` | not implemented | bubblewrap's mount and network namespaces cover what they would add here |
+//!
+//! Detection runs bwrap once with the real flags, creates and removes test cgroups, and never
+//! assumes: a production host without a delegated cgroup subtree simply lacks those layers.
+
+use std::collections::BTreeSet;
+use std::io::Write as _;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// The uid and gid a sandboxed script runs as (`nobody`).
+pub const SANDBOX_UID: u32 = 65534;
+
+/// Where the script file appears inside the bubblewrap sandbox.
+pub(crate) const SANDBOX_SCRIPT: &str = "/omniforge/main.py";
+
+/// `/etc` entries exposed read-only in the sandbox when they exist (TLS roots, name
+/// resolution, time zone, MIME types).
+const ETC_ENTRIES: &[&str] = &[
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/pki",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/localtime",
+    "/etc/mime.types",
+    "/etc/ld.so.cache",
+];
+
+/// Top-level system directories exposed when they exist: as symlinks where the host has
+/// symlinks (merged `/usr`), read-only binds otherwise.
+const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32",
+];
+
+/// How much isolation a [`Runner`](crate::Runner) insists on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SandboxLevel {
+    /// Refuse to start without the `namespaces` layer (bubblewrap working).
+    Strict,
+    /// Use the best layers available and log which.
+    Standard,
+    /// Process group and rlimits only: for trusted code and for measuring overhead.
+    Off,
+}
+
+/// One isolation layer and whether this runner uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layer {
+    /// Stable name: `process-group`, `rlimits`, `namespaces`, `unprivileged-uid`,
+    /// `read-only-root`, `no-network`, `cgroup-pids`, `cgroup-kill`, `landlock`, `seccomp`.
+    pub name: &'static str,
+    /// Whether runs use it.
+    pub active: bool,
+    /// How, or why not.
+    pub detail: String,
+}
+
+/// Detects the layers a [`SandboxLevel::Standard`] runner would use on this machine, with
+/// bubblewrap looked up at `/usr/bin/bwrap` or on `PATH`. Takes tens of milliseconds (it
+/// starts bubblewrap once).
+pub fn doctor() -> Vec<Layer> {
+    Plan::detect(SandboxLevel::Standard, None).layers
+}
+
+/// What a runner uses, decided once.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) bwrap: Option<Bwrap>,
+    pub(crate) cgroups: Cgroups,
+    pub(crate) layers: Vec<Layer>,
+}
+
+impl Plan {
+    pub(crate) fn detect(level: SandboxLevel, bwrap_path: Option<&Path>) -> Plan {
+        let mut layers = vec![
+            Layer {
+                name: "process-group",
+                active: true,
+                detail: "setpgid at spawn, killpg(SIGKILL) on exit, timeout and cancel".into(),
+            },
+            Layer {
+                name: "rlimits",
+                active: true,
+                detail: "AS, CPU (SIGXCPU before SIGKILL), FSIZE, NOFILE, CORE=0".into(),
+            },
+        ];
+        let bwrap = match level {
+            SandboxLevel::Off => Err("sandbox level is off".to_owned()),
+            _ => Bwrap::detect(bwrap_path),
+        };
+        let (ns_detail, uid_detail, ro_detail, net_detail) = match &bwrap {
+            Ok(b) => (
+                format!("bubblewrap {}: user, pid, mount, net, ipc, uts, cgroup namespaces; --die-with-parent, --new-session", b.path.display()),
+                format!("uid/gid {SANDBOX_UID} in a user namespace, all capabilities dropped, no nested user namespaces"),
+                "read-only /usr, a few /etc files, the interpreter prefix, the environment and the script; private tmpfs /tmp".to_owned(),
+                "empty network namespace unless the run allows network".to_owned(),
+            ),
+            Err(why) => (why.clone(), why.clone(), why.clone(), why.clone()),
+        };
+        let ok = bwrap.is_ok();
+        layers.push(Layer {
+            name: "namespaces",
+            active: ok,
+            detail: ns_detail,
+        });
+        layers.push(Layer {
+            name: "unprivileged-uid",
+            active: ok,
+            detail: uid_detail,
+        });
+        layers.push(Layer {
+            name: "read-only-root",
+            active: ok,
+            detail: ro_detail,
+        });
+        layers.push(Layer {
+            name: "no-network",
+            active: ok,
+            detail: net_detail,
+        });
+        let cgroups = match level {
+            SandboxLevel::Off => Cgroups::default(),
+            _ => Cgroups::detect(),
+        };
+        layers.push(Layer {
+            name: "cgroup-pids",
+            active: cgroups.pids.is_some(),
+            detail: match &cgroups.pids {
+                Some(p) => format!("pids.max per run under {}", p.dir.display()),
+                None if level == SandboxLevel::Off => "sandbox level is off".into(),
+                None => format!(
+                    "no writable pids cgroup; process count is unbounded{}",
+                    if rustix::process::geteuid().is_root() {
+                        " (RLIMIT_NPROC does not bind root)"
+                    } else {
+                        ""
+                    }
+                ),
+            },
+        });
+        layers.push(Layer {
+            name: "cgroup-kill",
+            active: cgroups.kill.is_some(),
+            detail: match &cgroups.kill {
+                Some(p) => format!("cgroup.kill per run under {}", p.dir.display()),
+                None if level == SandboxLevel::Off => "sandbox level is off".into(),
+                None => "no writable cgroup v2 with cgroup.kill".into(),
+            },
+        });
+        layers.push(Layer {
+            name: "landlock",
+            active: false,
+            detail: "not implemented: bubblewrap's mount namespace already hides the filesystem"
+                .into(),
+        });
+        layers.push(Layer { name: "seccomp", active: false, detail: "not implemented: bubblewrap's network namespace already denies sockets to the outside".into() });
+        Plan {
+            bwrap: bwrap.ok(),
+            cgroups,
+            layers,
+        }
+    }
+}
+
+/// A working bubblewrap and the system part of its arguments.
+#[derive(Debug)]
+pub(crate) struct Bwrap {
+    pub(crate) path: PathBuf,
+    /// `--ro-bind`/`--symlink` arguments for the system directories and `/etc` entries.
+    system_args: Vec<String>,
+}
+
+impl Bwrap {
+    fn detect(explicit: Option<&Path>) -> Result<Bwrap, String> {
+        let path = match explicit {
+            Some(p) => p.to_owned(),
+            None => {
+                let default = PathBuf::from("/usr/bin/bwrap");
+                if default.is_file() {
+                    default
+                } else {
+                    find_program("bwrap")
+                        .ok_or_else(|| "bubblewrap (bwrap) is not installed".to_owned())?
+                }
+            }
+        };
+        let bwrap = Bwrap {
+            path,
+            system_args: system_args(),
+        };
+        // Probe with the flags real runs use: a kernel or container may refuse user or
+        // network namespaces even though the binary exists.
+        let mut args = bwrap.base_args(false);
+        args.extend(["--".into(), "/usr/bin/true".into()]);
+        let mut child = std::process::Command::new(&bwrap.path)
+            .args(&args)
+            .env_clear()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", bwrap.path.display()))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) if status.success() => return Ok(bwrap),
+                Ok(Some(status)) => {
+                    let mut err = String::new();
+                    if let Some(mut s) = child.stderr.take() {
+                        let _ = std::io::Read::read_to_string(&mut s, &mut err);
+                    }
+                    return Err(format!(
+                        "{} does not work here ({status}): {}",
+                        bwrap.path.display(),
+                        err.trim()
+                    ));
+                }
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2))
+                }
+                Ok(None) | Err(_) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "{} did not finish its self-test",
+                        bwrap.path.display()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Namespace, identity and system-file arguments shared by every run.
+    fn base_args(&self, network: bool) -> Vec<String> {
+        let mut a: Vec<String> = ["--unshare-all"].map(String::from).to_vec();
+        if network {
+            a.push("--share-net".into());
+        }
+        let uid = SANDBOX_UID.to_string();
+        a.extend(
+            [
+                "--unshare-user",
+                "--uid",
+                &uid,
+                "--gid",
+                &uid,
+                "--disable-userns",
+                "--cap-drop",
+                "ALL",
+                "--die-with-parent",
+                "--new-session",
+                "--hostname",
+                "omniforge",
+            ]
+            .map(String::from),
+        );
+        a.extend(self.system_args.iter().cloned());
+        a.extend(["--proc", "/proc", "--dev", "/dev"].map(String::from));
+        a
+    }
+
+    /// The full argument list for one run (the program and its arguments follow `--`).
+    pub(crate) fn run_args(&self, run: &BwrapRun<'_>) -> Vec<String> {
+        let mut a = self.base_args(run.network);
+        // Read-only binds of the interpreter's prefix and the environment, at their own paths
+        // (the venv's `bin/python` is an absolute symlink into the prefix).
+        let mut ro: BTreeSet<&Path> = BTreeSet::new();
+        ro.extend(run.extra_ro.iter().map(PathBuf::as_path));
+        ro.insert(run.env_dir);
+        for p in ro {
+            if p.starts_with("/usr") {
+                continue;
+            }
+            let p = p.display().to_string();
+            a.extend(["--ro-bind".into(), p.clone(), p]);
+        }
+        a.extend([
+            "--size".into(),
+            run.tmp_bytes.to_string(),
+            "--tmpfs".into(),
+            "/tmp".into(),
+        ]);
+        a.extend([
+            "--ro-bind".into(),
+            run.script.display().to_string(),
+            SANDBOX_SCRIPT.into(),
+        ]);
+        a.extend(["--chdir".into(), "/tmp".into(), "--".into()]);
+        a
+    }
+}
+
+/// Per-run inputs of [`Bwrap::run_args`].
+pub(crate) struct BwrapRun<'a> {
+    pub(crate) network: bool,
+    pub(crate) env_dir: &'a Path,
+    pub(crate) extra_ro: Vec<PathBuf>,
+    pub(crate) script: &'a Path,
+    pub(crate) tmp_bytes: u64,
+}
+
+fn system_args() -> Vec<String> {
+    let mut a = Vec::new();
+    for dir in SYSTEM_DIRS {
+        let p = Path::new(dir);
+        match std::fs::symlink_metadata(p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(target) = std::fs::read_link(p) {
+                    a.extend([
+                        "--symlink".into(),
+                        target.display().to_string(),
+                        (*dir).into(),
+                    ]);
+                }
+            }
+            Ok(m) if m.is_dir() => a.extend(["--ro-bind".into(), (*dir).into(), (*dir).into()]),
+            _ => {}
+        }
+    }
+    for entry in ETC_ENTRIES {
+        if Path::new(entry).exists() {
+            a.extend(["--ro-bind".into(), (*entry).into(), (*entry).into()]);
+        }
+    }
+    a
+}
+
+fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Sends SIGKILL to process group `pgid`; a group that is already gone is not an error.
+pub(crate) fn kill_group(pgid: u32) {
+    let Some(pid) = i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
+    if let Err(e) = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL)
+        && e != rustix::io::Errno::SRCH
+    {
+        tracing::warn!(pgid, error = %e, "killpg failed");
+    }
+}
+
+/// The cgroup parents this runner creates its per-run cgroups in.
+#[derive(Debug, Default)]
+pub(crate) struct Cgroups {
+    pub(crate) pids: Option<CgroupParent>,
+    pub(crate) kill: Option<CgroupParent>,
+    counter: AtomicU64,
+}
+
+/// A directory `omniforge-<server pid>-<runner number>` this process created in one cgroup hierarchy.
+#[derive(Debug)]
+pub(crate) struct CgroupParent {
+    dir: PathBuf,
+    /// cgroup v2 (`cgroup.kill`, `pids.max` when delegated) rather than v1.
+    v2: bool,
+}
+
+impl Drop for CgroupParent {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+impl Cgroups {
+    fn detect() -> Cgroups {
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        // Unique per runner: several runners in one process must not remove each other's.
+        static RUNNERS: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "omniforge-{}-{}",
+            std::process::id(),
+            RUNNERS.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut cg = Cgroups::default();
+        // cgroup v2: the unified hierarchy, mounted at /sys/fs/cgroup or (hybrid) below it.
+        let v2_mount = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|m| m.join("cgroup.controllers").is_file() && m.join("cgroup.procs").is_file());
+        let v2_own = own.lines().find_map(|l| l.strip_prefix("0::"));
+        if let (Some(mount), Some(own)) = (v2_mount, v2_own) {
+            let base = mount.join(own.trim_start_matches('/'));
+            remove_stale(&base);
+            let dir = base.join(&name);
+            if std::fs::create_dir(&dir).is_ok() || dir.is_dir() {
+                let parent = CgroupParent { dir, v2: true };
+                let controllers = std::fs::read_to_string(parent.dir.join("cgroup.controllers"))
+                    .unwrap_or_default();
+                let pids = controllers.split_whitespace().any(|c| c == "pids")
+                    && std::fs::write(parent.dir.join("cgroup.subtree_control"), "+pids").is_ok();
+                if parent.dir.join("cgroup.kill").is_file() {
+                    if pids {
+                        cg.pids = Some(CgroupParent {
+                            dir: parent.dir.clone(),
+                            v2: true,
+                        });
+                    }
+                    cg.kill = Some(parent);
+                }
+            }
+        }
+        // cgroup v1 `pids` hierarchy, when v2 cannot limit processes.
+        if cg.pids.is_none()
+            && let Some(own) = own.lines().find_map(|l| {
+                let mut f = l.splitn(3, ':');
+                let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+                ctrl.split(',').any(|c| c == "pids").then_some(path)
+            })
+        {
+            let base = Path::new("/sys/fs/cgroup/pids").join(own.trim_start_matches('/'));
+            remove_stale(&base);
+            let dir = base.join(&name);
+            if (std::fs::create_dir(&dir).is_ok() || dir.is_dir()) && dir.join("pids.max").is_file()
+            {
+                cg.pids = Some(CgroupParent { dir, v2: false });
+            }
+        }
+        cg
+    }
+
+    /// Creates this run's cgroups, each limited to `max_processes` where it limits processes.
+    pub(crate) fn create_run(&self, max_processes: u32) -> RunCgroups {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let mut dirs = Vec::new();
+        let same = matches!((&self.pids, &self.kill), (Some(p), Some(k)) if p.dir == k.dir);
+        for (parent, limit) in [(&self.pids, true), (&self.kill, false)] {
+            let Some(parent) = parent else { continue };
+            if same && !limit {
+                continue; // one v2 cgroup does both
+            }
+            let dir = parent.dir.join(format!("run-{n}"));
+            let created = std::fs::create_dir(&dir)
+                .and_then(|()| {
+                    if limit {
+                        std::fs::write(dir.join("pids.max"), max_processes.to_string())
+                    } else {
+                        Ok(())
+                    }
+                })
+                .and_then(|()| {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(dir.join("cgroup.procs"))
+                });
+            match created {
+                Ok(procs) => dirs.push(RunCgroup {
+                    dir,
+                    v2: parent.v2,
+                    procs: Some(procs),
+                }),
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot create a run cgroup");
+                    let _ = std::fs::remove_dir(&dir);
+                }
+            }
+        }
+        RunCgroups { dirs }
+    }
+}
+
+/// Removes `omniforge-<pid>-<n>` cgroups left by server processes that no longer exist.
+fn remove_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("omniforge-")?.split('-').next())
+        else {
+            continue;
+        };
+        if Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        if let Ok(runs) = std::fs::read_dir(e.path()) {
+            for r in runs.flatten().filter(|r| r.path().is_dir()) {
+                let _ = std::fs::remove_dir(r.path());
+            }
+        }
+        let _ = std::fs::remove_dir(e.path());
+    }
+}
+
+/// One run's cgroups.
+#[derive(Debug)]
+pub(crate) struct RunCgroups {
+    dirs: Vec<RunCgroup>,
+}
+
+#[derive(Debug)]
+struct RunCgroup {
+    dir: PathBuf,
+    v2: bool,
+    /// Open `cgroup.procs`, written by the child before exec; closed after spawn.
+    procs: Option<std::fs::File>,
+}
+
+impl RunCgroups {
+    /// Raw descriptors of the open `cgroup.procs` files, for the child's `pre_exec`.
+    pub(crate) fn procs_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.dirs
+            .iter()
+            .filter_map(|d| d.procs.as_ref().map(AsRawFd::as_raw_fd))
+            .collect()
+    }
+
+    /// Closes the `cgroup.procs` files once the child is spawned.
+    pub(crate) fn spawned(&mut self) {
+        for d in &mut self.dirs {
+            d.procs = None;
+        }
+    }
+
+    /// Kills every process in the run's cgroups (`cgroup.kill`, or SIGKILL to each member on
+    /// v1). Synchronous and quick; safe to call repeatedly.
+    pub(crate) fn kill(&self) {
+        for d in &self.dirs {
+            if d.v2 {
+                if let Ok(mut f) = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(d.dir.join("cgroup.kill"))
+                {
+                    let _ = f.write_all(b"1");
+                }
+            } else {
+                for pid in members(&d.dir) {
+                    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kills what is left, waits up to `grace` for the cgroups to empty, and removes them.
+    pub(crate) async fn finish(mut self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        loop {
+            self.kill();
+            self.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+            if self.dirs.is_empty() || Instant::now() >= deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        for d in &self.dirs {
+            tracing::warn!(dir = %d.dir.display(), "run cgroup did not empty in time; left behind");
+        }
+        self.dirs.clear();
+    }
+}
+
+impl Drop for RunCgroups {
+    fn drop(&mut self) {
+        if self.dirs.is_empty() {
+            return;
+        }
+        // Dropped mid-run (the caller abandoned the future): kill now, remove what we can.
+        self.kill();
+        for d in &self.dirs {
+            let _ = std::fs::remove_dir(&d.dir);
+        }
+    }
+}
+
+fn members(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}

@@ -1,0 +1,261 @@
+//! Running scripts: I/O, exit, limits, timeout, cancellation, admission.
+
+use std::time::{Duration, Instant};
+
+use omniforge_script::*;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::util::*;
+
+#[tokio::test]
+async fn hello_world() {
+    let out = run(&sandboxed(), spec("print('hello')").await).await;
+    assert_eq!(out.exit, Exit::Code(0));
+    assert_eq!(stdout(&out), "hello\n");
+    assert!(out.stderr.is_empty());
+    assert_eq!(prototype_text(&out, None), ("hello".to_owned(), false));
+}
+
+#[tokio::test]
+async fn arguments_arrive_on_stdin() {
+    let code =
+        "import json, sys, omniforge\nraw = sys.stdin.read()\nprint(json.loads(raw)['name'])\n";
+    let mut s = spec(code).await;
+    s.arguments = json!({"name": "Ada", "n": [1, 2]});
+    let out = run(&sandboxed(), s).await;
+    assert_eq!(
+        (stdout(&out).as_str(), out.exit),
+        ("Ada\n", Exit::Code(0)),
+        "{out:?}"
+    );
+
+    // The helper's args() reads the same stdin.
+    let mut s = spec("import omniforge\nprint(omniforge.args()['n'][1])\n").await;
+    s.arguments = json!({"n": [1, 2]});
+    assert_eq!(stdout(&run(&sandboxed(), s).await), "2\n");
+}
+
+#[tokio::test]
+async fn exit_code_and_stderr() {
+    let code = "import sys\nprint('partial')\nsys.stderr.write('bad thing\\n')\nsys.exit(3)\n";
+    let out = run(&sandboxed(), spec(code).await).await;
+    assert_eq!(out.exit, Exit::Code(3));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "bad thing\n");
+    assert_eq!(
+        prototype_text(&out, None),
+        ("partial\n[stderr] bad thing\n[exit 3]".to_owned(), true)
+    );
+
+    let out = run(&sandboxed(), spec("raise ValueError('nope')").await).await;
+    assert_eq!(out.exit, Exit::Code(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ValueError: nope"));
+}
+
+#[tokio::test]
+async fn environment_is_cleared() {
+    let code = "import os, sys\nprint(sorted(k for k in os.environ if k != 'LC_CTYPE'))\nprint(os.getcwd(), os.getuid())\n";
+    let mut s = spec(code).await;
+    s.env = vec![("API_KEY".into(), "s3cret".into())];
+    let out = run(&sandboxed(), s).await;
+    assert_eq!(
+        stdout(&out),
+        "['API_KEY', 'HOME', 'LANG', 'OMNIFORGE_FD', 'PATH', 'PWD', 'PYTHONDONTWRITEBYTECODE']\n/tmp 65534\n",
+        "{out:?}"
+    );
+}
+
+#[tokio::test]
+async fn output_is_capped_and_drained() {
+    let code = "import sys\nchunk = b'x' * 1_000_000\nfor _ in range(20):\n    sys.stdout.buffer.write(chunk)\n    sys.stderr.buffer.write(chunk)\n";
+    let mut s = spec(code).await;
+    s.max_capture_bytes = 64 * 1024;
+    let started = Instant::now();
+    let out = run(&sandboxed(), s).await;
+    assert_eq!(out.exit, Exit::Code(0));
+    assert_eq!(out.stdout.len(), 64 * 1024);
+    assert_eq!(out.stderr.len(), 64 * 1024);
+    assert_eq!(out.stdout_truncated_bytes, 20_000_000 - 64 * 1024);
+    assert_eq!(out.stderr_truncated_bytes, 20_000_000 - 64 * 1024);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let (text, _) = prototype_text(&out, None);
+    assert!(text.contains(&format!(
+        "[stdout truncated: {} bytes]",
+        20_000_000 - 64 * 1024
+    )));
+}
+
+/// A script that starts a `sleep &` grandchild, a `setsid` grandchild (with `setsid`) and then
+/// hangs.
+const TREE: &str = r#"
+import subprocess, time
+subprocess.Popen(["/bin/sh", "-c", "sleep 300 & wait"])
+subprocess.Popen(["setsid", "/bin/sh", "-c", "sleep 300"])
+subprocess.Popen(["/bin/sh", "-c", "sleep 300"], start_new_session=True)
+print("started", flush=True)
+time.sleep(300)
+"#;
+
+async fn timeout_kills_tree(runner: Runner) {
+    let (k, v) = marker();
+    let mut s = spec(TREE).await;
+    s.env = vec![(k, v.clone())];
+    s.timeout = Duration::from_millis(1500);
+    let started = Instant::now();
+    let out = run(&runner, s).await;
+    assert_eq!(out.exit, Exit::Timeout, "{out:?}");
+    assert_eq!(stdout(&out), "started\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        wait_gone(&v, Duration::from_secs(2)).await,
+        Vec::<i32>::new(),
+        "processes left behind"
+    );
+    assert_eq!(
+        prototype_text(&out, None),
+        ("started\n[timeout]".to_owned(), true)
+    );
+}
+
+#[tokio::test]
+async fn timeout_kills_tree_in_bubblewrap() {
+    timeout_kills_tree(sandboxed()).await;
+}
+
+/// Without bubblewrap, `setsid` escapees are caught by `cgroup.kill`.
+#[tokio::test]
+async fn timeout_kills_tree_with_cgroups_only() {
+    let mut config = RunnerConfig::new(SandboxLevel::Standard);
+    config.bwrap = Some("/nonexistent/bwrap".into());
+    let runner = Runner::new(config).unwrap();
+    assert!(
+        !runner
+            .layers()
+            .iter()
+            .any(|l| l.name == "namespaces" && l.active)
+    );
+    assert_layer(&runner, "cgroup-kill");
+    timeout_kills_tree(runner).await;
+}
+
+/// `Off` has only the process group: it catches `sleep &`, not `setsid` (documented).
+#[tokio::test]
+async fn timeout_kills_process_group_when_off() {
+    let (k, v) = marker();
+    let code = "import subprocess, time\nsubprocess.Popen(['/bin/sh', '-c', 'sleep 300 & wait'])\ntime.sleep(300)\n";
+    let mut s = spec(code).await;
+    s.env = vec![(k, v.clone())];
+    s.timeout = Duration::from_millis(800);
+    let out = run(&runner(SandboxLevel::Off), s).await;
+    assert_eq!(out.exit, Exit::Timeout);
+    assert_eq!(
+        wait_gone(&v, Duration::from_secs(2)).await,
+        Vec::<i32>::new()
+    );
+}
+
+#[tokio::test]
+async fn cancellation_kills_the_run() {
+    let (k, v) = marker();
+    let mut s = spec(TREE).await;
+    s.env = vec![(k, v.clone())];
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        trigger.cancel();
+    });
+    let started = Instant::now();
+    let out = sandboxed().run(s, cancel).await.unwrap();
+    assert_eq!(out.exit, Exit::Cancelled);
+    assert!(started.elapsed() < Duration::from_secs(4));
+    assert_eq!(
+        wait_gone(&v, Duration::from_secs(2)).await,
+        Vec::<i32>::new()
+    );
+    assert!(prototype_text(&out, None).1);
+}
+
+#[tokio::test]
+async fn full_queue_is_busy() {
+    let mut config = RunnerConfig::new(SandboxLevel::Off);
+    config.max_concurrent = 1;
+    config.queue = 1;
+    let runner = Runner::new(config).unwrap();
+    let slow = spec("import time\ntime.sleep(1)\n").await;
+    let (a, b, c) = tokio::join!(
+        run(&runner, slow.clone()),
+        run(&runner, slow.clone()),
+        async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            runner.run(slow.clone(), CancellationToken::new()).await
+        }
+    );
+    assert_eq!((a.exit, b.exit), (Exit::Code(0), Exit::Code(0)));
+    assert!(matches!(c, Err(RunError::Busy)), "{c:?}");
+}
+
+#[tokio::test]
+async fn memory_bomb_gets_memory_error() {
+    let mut s = spec("data = bytearray(1 << 30)\nprint('allocated')\n").await;
+    s.memory_bytes = 256 << 20;
+    let out = run(&sandboxed(), s).await;
+    assert_eq!(out.exit, Exit::Code(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MemoryError"));
+
+    // A growing list ends the same way, well before the timeout.
+    let mut s = spec("xs = []\nwhile True:\n    xs.append(' ' * 1_000_000)\n").await;
+    s.memory_bytes = 256 << 20;
+    let started = Instant::now();
+    let out = run(&sandboxed(), s).await;
+    assert_eq!(out.exit, Exit::Code(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("MemoryError"));
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn fork_bomb_is_contained() {
+    let runner = sandboxed();
+    assert_layer(&runner, "cgroup-pids");
+    let (k, v) = marker();
+    let code = r#"
+import os, time
+refused = False
+while True:
+    try:
+        os.fork()
+    except OSError:
+        if not refused:
+            refused = True
+            print("fork refused", flush=True)
+        time.sleep(0.01)
+"#;
+    let mut s = spec(code).await;
+    s.env = vec![(k, v.clone())];
+    s.timeout = Duration::from_secs(3);
+    s.max_processes = 32;
+    let started = Instant::now();
+    let run = tokio::spawn({
+        let runner = runner.clone();
+        async move { runner.run(s, CancellationToken::new()).await.unwrap() }
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let during = marked_processes(&v).len();
+    let out = run.await.unwrap();
+    assert!(during <= 32, "{during} processes with a limit of 32");
+    assert_eq!(out.exit, Exit::Timeout);
+    assert!(stdout(&out).starts_with("fork refused"), "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        wait_gone(&v, Duration::from_secs(2)).await,
+        Vec::<i32>::new()
+    );
+}

@@ -1,0 +1,133 @@
+//! The side channel and the helper module.
+
+use std::time::Duration;
+
+use omniforge_script::*;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::util::*;
+
+const SCRIPT: &str = r#"
+import omniforge
+omniforge.progress(1, 3, "one")
+omniforge.progress(1, 3, "repeat: dropped")
+omniforge.progress(2, 3)
+omniforge.log("warning", {"rows": 10})
+answer = omniforge.request("sample", {"prompt": "hi"}, timeout=10)
+print("answer", answer)
+try:
+    omniforge.request("elicit", {}, timeout=10)
+except omniforge.RequestError as e:
+    print("elicit error", e.code)
+try:
+    omniforge.request("roots", None, timeout=10)
+except omniforge.RequestError as e:
+    print("roots error", e.code, e.message)
+omniforge.result(content="done", structured={"n": 3})
+"#;
+
+#[tokio::test]
+async fn progress_log_result_and_requests_round_trip() {
+    let (tx, mut rx) = mpsc::channel(16);
+    let mut s = spec(SCRIPT).await;
+    s.messages = Some(tx);
+    let runner = sandboxed();
+    let run = tokio::spawn(async move { runner.run(s, CancellationToken::new()).await.unwrap() });
+    let mut seen = Vec::new();
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            ScriptMessage::Progress(p) => {
+                seen.push(format!("progress {} {:?} {:?}", p.done, p.total, p.message))
+            }
+            ScriptMessage::Log(l) => seen.push(format!("log {} {}", l.level, l.data)),
+            ScriptMessage::Result(r) => {
+                seen.push(format!("result {:?} {:?}", r.content, r.structured))
+            }
+            ScriptMessage::Request(req) => {
+                seen.push(format!("request {} {}", req.method(), req.params()));
+                match req.method() {
+                    "sample" => req.respond(Ok(json!({"text": "hello back"}))),
+                    "roots" => req.respond(Err(RpcError {
+                        code: -32601,
+                        message: "no roots".into(),
+                        data: None,
+                    })),
+                    _ => drop(req), // unanswered: the script gets an error
+                }
+            }
+            other => seen.push(format!("other {other:?}")),
+        }
+    }
+    let out = run.await.unwrap();
+    assert_eq!(
+        seen,
+        [
+            "progress 1 Some(3.0) Some(\"one\")",
+            "progress 2 Some(3.0) None",
+            "log warning {\"rows\":10}",
+            "request sample {\"prompt\":\"hi\"}",
+            "request elicit {}",
+            "request roots null",
+            "result Some(String(\"done\")) Some(Object {\"n\": Number(3)})",
+        ]
+    );
+    assert_eq!(
+        stdout(&out),
+        "answer {'text': 'hello back'}\nelicit error -32603\nroots error -32601 no roots\n",
+        "{out:?}"
+    );
+    assert_eq!(
+        out.result,
+        Some(ScriptResult {
+            content: Some(json!("done")),
+            structured: Some(json!({"n": 3}))
+        })
+    );
+}
+
+#[tokio::test]
+async fn without_a_receiver_requests_fail_and_result_is_kept() {
+    let code = "import omniforge\ntry:\n    omniforge.request('sample', {}, timeout=5)\nexcept omniforge.RequestError as e:\n    print(e.code)\nomniforge.result(structured={'ok': True})\n";
+    let out = run(&sandboxed(), spec(code).await).await;
+    assert_eq!(stdout(&out), "-32601\n");
+    assert_eq!(out.result.unwrap().structured, Some(json!({"ok": true})));
+}
+
+#[tokio::test]
+async fn helper_works_when_run_by_hand() {
+    // No OMNIFORGE_FD: progress and log do nothing, result prints JSON, request raises.
+    let env = base_env().await;
+    let code = "import omniforge\nomniforge.progress(1)\nomniforge.log('info', 'x')\nomniforge.result(content='c', structured={'a': 1})\ntry:\n    omniforge.request('sample')\nexcept RuntimeError:\n    print('no channel')\nprint(omniforge.args())\n";
+    let out = tokio::process::Command::new(env.python())
+        .args(["-I", "-c", code])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "{\"content\": \"c\", \"structured\": {\"a\": 1}}\nno channel\n{}\n"
+    );
+}
+
+#[tokio::test]
+async fn request_times_out_in_the_script() {
+    let (tx, mut rx) = mpsc::channel(4);
+    let code = "import omniforge\ntry:\n    omniforge.request('sample', {}, timeout=0.3)\nexcept TimeoutError:\n    print('timed out')\n";
+    let mut s = spec(code).await;
+    s.messages = Some(tx);
+    let runner = sandboxed();
+    let run = tokio::spawn(async move { runner.run(s, CancellationToken::new()).await.unwrap() });
+    // Hold the request without answering until the run is over.
+    let held = rx.recv().await;
+    let out = tokio::time::timeout(Duration::from_secs(10), run)
+        .await
+        .unwrap()
+        .unwrap();
+    drop(held);
+    assert_eq!(stdout(&out), "timed out\n");
+}
