@@ -298,7 +298,7 @@ impl Runner {
     ///
     /// # Errors
     /// [`RunError::Busy`] when slots and queue are full; [`RunError::InvalidSpec`] for
-    /// relative paths; [`RunError::Io`] when the process cannot be set up or started.
+    /// relative or missing paths; [`RunError::Io`] when the process cannot be set up or started.
     #[tracing::instrument(skip_all, fields(env = %spec.env_dir.display()))]
     pub async fn run(
         &self,
@@ -522,6 +522,18 @@ fn check_spec(spec: &RunSpec) -> Result<(), RunError> {
                 p.display()
             )));
         }
+    }
+    if !spec.env_dir.is_dir() {
+        return Err(RunError::InvalidSpec(format!(
+            "environment {} does not exist",
+            spec.env_dir.display()
+        )));
+    }
+    if !spec.python.exists() {
+        return Err(RunError::InvalidSpec(format!(
+            "interpreter {} does not exist",
+            spec.python.display()
+        )));
     }
     Ok(())
 }

@@ -209,7 +209,11 @@ impl Bwrap {
         // Probe with the flags real runs use: a kernel or container may refuse user or
         // network namespaces even though the binary exists.
         let mut args = bwrap.base_args(false);
-        args.extend(["--".into(), "/usr/bin/true".into()]);
+        let true_bin = ["/usr/bin/true", "/bin/true"]
+            .into_iter()
+            .find(|p| Path::new(p).is_file())
+            .ok_or_else(|| "no `true` program to test bubblewrap with".to_owned())?;
+        args.extend(["--".into(), true_bin.into()]);
         let mut child = std::process::Command::new(&bwrap.path)
             .args(&args)
             .env_clear()
@@ -280,8 +284,17 @@ impl Bwrap {
     /// The full argument list for one run (the program and its arguments follow `--`).
     pub(crate) fn run_args(&self, run: &BwrapRun<'_>) -> Vec<String> {
         let mut a = self.base_args(run.network);
+        // The private /tmp first: binds below come after it, so an environment or interpreter
+        // that lives under the host's /tmp is mounted on top of it instead of being hidden.
+        a.extend([
+            "--size".into(),
+            run.tmp_bytes.to_string(),
+            "--tmpfs".into(),
+            "/tmp".into(),
+        ]);
         // Read-only binds of the interpreter's prefix and the environment, at their own paths
-        // (the venv's `bin/python` is an absolute symlink into the prefix).
+        // (the venv's `bin/python` is an absolute symlink into the prefix). Sorted, so a
+        // parent is mounted before anything inside it.
         let mut ro: BTreeSet<&Path> = BTreeSet::new();
         ro.extend(run.extra_ro.iter().map(PathBuf::as_path));
         ro.insert(run.env_dir);
@@ -292,12 +305,6 @@ impl Bwrap {
             let p = p.display().to_string();
             a.extend(["--ro-bind".into(), p.clone(), p]);
         }
-        a.extend([
-            "--size".into(),
-            run.tmp_bytes.to_string(),
-            "--tmpfs".into(),
-            "/tmp".into(),
-        ]);
         a.extend([
             "--ro-bind".into(),
             run.script.display().to_string(),

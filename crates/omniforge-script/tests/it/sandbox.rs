@@ -129,6 +129,27 @@ async fn other_environments_are_not_visible() {
     assert_eq!(stdout(&out), "True\n", "{out:?}");
 }
 
+/// The sandbox's private /tmp must not hide an environment that lives under the host's /tmp.
+#[tokio::test]
+async fn env_under_host_tmp_is_visible() {
+    let data = tempfile::Builder::new()
+        .prefix("omniforge-test-")
+        .tempdir()
+        .unwrap();
+    assert!(data.path().starts_with("/tmp"));
+    let builder = builder_in(data.path(), false).await;
+    let env = builder
+        .build(&builder.lock(&[]).await.unwrap(), |_| {})
+        .await
+        .unwrap();
+    let out = run(
+        &sandboxed(),
+        RunSpec::new(&env, "import omniforge\nprint('ok')"),
+    )
+    .await;
+    assert_eq!(stdout(&out), "ok\n", "{out:?}");
+}
+
 #[tokio::test]
 async fn runs_as_nobody_without_capabilities() {
     let runner = sandboxed();
@@ -139,9 +160,9 @@ async fn runs_as_nobody_without_capabilities() {
 }
 
 #[tokio::test]
-async fn cpu_limit_sends_sigxcpu() {
-    // The CPU rlimit backs the wall-clock timeout: a busy loop under a 1 s timeout would be
-    // killed by the timeout first, so check the limit itself from inside.
+async fn cpu_and_core_limits_are_set() {
+    // The CPU rlimit (timeout rounded up + 1 s, hard 1 s later) only backs the wall-clock
+    // timeout, which a single busy process always hits first: check the limits from inside.
     let code = "import resource\nprint(resource.getrlimit(resource.RLIMIT_CPU), resource.getrlimit(resource.RLIMIT_CORE))\n";
     let mut s = spec(code).await;
     s.timeout = Duration::from_millis(2500);

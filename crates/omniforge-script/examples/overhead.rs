@@ -1,0 +1,104 @@
+//! Per-call overhead of the runner, layer by layer, against a bare interpreter start.
+//!
+//!     cargo run --release -p omniforge-script --example overhead -- [RUNS] [UV]
+//!
+//! Builds an environment without dependencies in a temporary data directory (uv: the
+//! optional argument, else `.deps/bin/uv`, `PATH`, or an install), then times `print('hi')`
+//! RUNS times (default 20) per configuration, interleaved, and prints the medians:
+//!
+//! - `bare`: `env/bin/python -I main.py`, spawned and waited for directly;
+//! - `off`: the runner at `SandboxLevel::Off` (process group, rlimits, capture, side channel);
+//! - `cgroups`: `Standard` without bubblewrap (adds the per-run cgroups);
+//! - `bwrap`: `Standard` (adds bubblewrap: namespaces, uid 65534, read-only binds).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use omniforge_script::*;
+use tokio_util::sync::CancellationToken;
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let runs: usize = args.next().map_or(Ok(20), |a| a.parse())?;
+    let explicit_uv = args.next().map(PathBuf::from).or_else(|| {
+        let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/bin/uv");
+        deps.exists().then_some(deps)
+    });
+    let data = tempfile::tempdir()?;
+    let python = Interpreter::resolve(Path::new("python3")).await?;
+    let uv = UvTool::locate_or_install(data.path(), explicit_uv, &python).await?;
+    let builder = EnvBuilder::new(EnvConfig {
+        data_dir: data.path().to_owned(),
+        uv,
+        python,
+        allow_source_builds: false,
+        command_timeout: Duration::from_secs(300),
+    });
+    let env = builder.build(&builder.lock(&[]).await?, |_| {}).await?;
+    let code = "print('hi')\n";
+    let script = data.path().join("main.py");
+    std::fs::write(&script, code)?;
+
+    let mut no_bwrap = RunnerConfig::new(SandboxLevel::Standard);
+    no_bwrap.bwrap = Some("/nonexistent/bwrap".into());
+    let runners = [
+        ("off", Runner::new(RunnerConfig::new(SandboxLevel::Off))?),
+        ("cgroups", Runner::new(no_bwrap)?),
+        (
+            "bwrap",
+            Runner::new(RunnerConfig::new(SandboxLevel::Standard))?,
+        ),
+    ];
+    for (name, runner) in &runners {
+        let active: Vec<_> = runner
+            .layers()
+            .iter()
+            .filter(|l| l.active)
+            .map(|l| l.name)
+            .collect();
+        println!("{name:<8} layers: {}", active.join(", "));
+    }
+
+    let mut bare = Vec::new();
+    let mut timed: Vec<Vec<Duration>> = vec![Vec::new(); runners.len()];
+    for _ in 0..runs {
+        let started = Instant::now();
+        let out = std::process::Command::new(env.python())
+            .arg("-I")
+            .arg(&script)
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .output()?;
+        bare.push(started.elapsed());
+        assert_eq!(out.stdout, b"hi\n");
+        for (i, (_, runner)) in runners.iter().enumerate() {
+            let started = Instant::now();
+            let out = runner
+                .run(RunSpec::new(&env, code), CancellationToken::new())
+                .await?;
+            timed[i].push(started.elapsed());
+            assert_eq!(out.stdout, b"hi\n", "{out:?}");
+        }
+    }
+    let base = median(&mut bare);
+    println!("{:<8} median {:>7.1} ms", "bare", ms(base));
+    for (i, (name, _)) in runners.iter().enumerate() {
+        let m = median(&mut timed[i]);
+        println!(
+            "{name:<8} median {:>7.1} ms  (+{:.1} ms over bare)",
+            ms(m),
+            ms(m) - ms(base)
+        );
+    }
+    Ok(())
+}
+
+fn median(xs: &mut [Duration]) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
