@@ -10,6 +10,11 @@
 //! - `off`: the runner at `SandboxLevel::Off` (process group, rlimits, capture, side channel);
 //! - `cgroups`: `Standard` without bubblewrap (adds the per-run cgroups);
 //! - `bwrap`: `Standard` (adds bubblewrap: namespaces, uid 65534, read-only binds).
+//!
+//! Then the same runners with `/usr/bin/true` as the "interpreter", which isolates what the
+//! runner and each layer cost from Python's own start-up.
+
+#![allow(clippy::print_stdout)] // a command-line report
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -82,6 +87,36 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let base = median(&mut bare);
+    println!("python: {runs} runs each, interleaved");
+    println!("{:<8} median {:>7.1} ms", "bare", ms(base));
+    for (i, (name, _)) in runners.iter().enumerate() {
+        let m = median(&mut timed[i]);
+        println!(
+            "{name:<8} median {:>7.1} ms  (+{:.1} ms over bare)",
+            ms(m),
+            ms(m) - ms(base)
+        );
+    }
+
+    let mut bare = Vec::new();
+    let mut timed: Vec<Vec<Duration>> = vec![Vec::new(); runners.len()];
+    for _ in 0..runs {
+        let started = Instant::now();
+        std::process::Command::new("/usr/bin/true")
+            .env_clear()
+            .output()?;
+        bare.push(started.elapsed());
+        for (i, (_, runner)) in runners.iter().enumerate() {
+            let mut spec = RunSpec::new(&env, code);
+            spec.python = "/usr/bin/true".into();
+            let started = Instant::now();
+            let out = runner.run(spec, CancellationToken::new()).await?;
+            timed[i].push(started.elapsed());
+            assert_eq!(out.exit, Exit::Code(0), "{out:?}");
+        }
+    }
+    let base = median(&mut bare);
+    println!("/usr/bin/true: {runs} runs each, interleaved");
     println!("{:<8} median {:>7.1} ms", "bare", ms(base));
     for (i, (name, _)) in runners.iter().enumerate() {
         let m = median(&mut timed[i]);

@@ -9,7 +9,7 @@
 //! | `read-only-root` | only `/usr` (+ `/bin`, `/lib*` symlinks), a few `/etc` files, the interpreter prefix, the environment and the script, all read-only; a private size-capped tmpfs `/tmp` | the data directory, the database and other environments are not in the sandbox at all |
 //! | `no-network` | bwrap's empty network namespace; `--share-net` only when a run allows network | |
 //! | `cgroup-pids` | a cgroup per run with `pids.max` (v1 `pids` hierarchy, or v2 with `pids` delegated) | the process limit that holds for root; `RLIMIT_NPROC` does not |
-//! | `cgroup-kill` | a v2 cgroup per run, `cgroup.kill` on exit/timeout | catches `setsid` escapees without bwrap |
+//! | `cgroup-kill` | a v2 cgroup per run, `cgroup.kill` on exit/timeout | catches `setsid` escapees without bwrap; not used with bwrap (each cgroup joined costs the child milliseconds) |
 //! | `landlock`, `seccomp` | not implemented | bubblewrap's mount and network namespaces cover what they would add here |
 //!
 //! Detection runs bwrap once with the real flags, creates and removes test cgroups, and never
@@ -136,10 +136,21 @@ impl Plan {
             active: ok,
             detail: net_detail,
         });
-        let cgroups = match level {
+        let mut cgroups = match level {
             SandboxLevel::Off => Cgroups::default(),
             _ => Cgroups::detect(),
         };
+        // Joining a cgroup costs the child a few milliseconds per hierarchy (the kernel's
+        // migration lock). With bubblewrap the PID namespace already takes the whole tree down,
+        // so a separate kill-only cgroup is skipped; one v2 cgroup doing both stays.
+        let mut kill_skipped = None;
+        if bwrap.is_ok() {
+            let shared =
+                matches!((&cgroups.pids, &cgroups.kill), (Some(p), Some(k)) if p.dir == k.dir);
+            if !shared {
+                kill_skipped = cgroups.kill.take();
+            }
+        }
         layers.push(Layer {
             name: "cgroup-pids",
             active: cgroups.pids.is_some(),
@@ -162,6 +173,9 @@ impl Plan {
             detail: match &cgroups.kill {
                 Some(p) => format!("cgroup.kill per run under {}", p.dir.display()),
                 None if level == SandboxLevel::Off => "sandbox level is off".into(),
+                None if kill_skipped.is_some() => {
+                    "available, not used: bubblewrap's PID namespace already kills the tree".into()
+                }
                 None => "no writable cgroup v2 with cgroup.kill".into(),
             },
         });
