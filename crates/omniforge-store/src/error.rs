@@ -1,0 +1,168 @@
+//! [`StoreError`], the one error type of this crate, and the opaque [`DatabaseError`] it wraps.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// What kind of name an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum NameKind {
+    /// A tool name: 1 to 64 characters from `[a-zA-Z0-9_-]`.
+    Tool,
+    /// A secret name: 1 to 64 characters from `[a-zA-Z0-9_]`, not starting with a digit (so it
+    /// can be an environment variable name).
+    Secret,
+}
+
+impl NameKind {
+    /// The rule a valid name of this kind follows, for error messages.
+    pub fn rule(self) -> &'static str {
+        match self {
+            NameKind::Tool => "1 to 64 characters from [a-zA-Z0-9_-]",
+            NameKind::Secret => "1 to 64 characters from [a-zA-Z0-9_], not starting with a digit",
+        }
+    }
+}
+
+impl fmt::Display for NameKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            NameKind::Tool => "tool",
+            NameKind::Secret => "secret",
+        })
+    }
+}
+
+/// Everything that can go wrong in a store operation.
+///
+/// Callers usually match [`NotFound`](StoreError::NotFound),
+/// [`AlreadyExists`](StoreError::AlreadyExists) and the validation variants, which a client
+/// caused, and treat the rest as internal faults (log them, answer with a generic message).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The tool, the version of a tool, or the secret does not exist.
+    #[error("{kind} {name:?}{} not found", version.map(|n| format!(" version {n}")).unwrap_or_default())]
+    NotFound {
+        /// Whether a tool (or one of its versions) or a secret is missing.
+        kind: NameKind,
+        /// The name that was looked up.
+        name: String,
+        /// The version number, when a specific version of an existing or missing tool was asked for.
+        version: Option<u32>,
+    },
+    /// A tool with this name exists already (enabled or not).
+    #[error("tool {name:?} already exists")]
+    AlreadyExists {
+        /// The tool name.
+        name: String,
+    },
+    /// A tool or secret name breaks its rule (see [`NameKind::rule`]).
+    #[error("invalid {kind} name {name:?}: expected {}", kind.rule())]
+    InvalidName {
+        /// Which rule applies.
+        kind: NameKind,
+        /// The rejected name.
+        name: String,
+    },
+    /// A field of a [`NewVersion`](crate::NewVersion) or [`CallRecord`](crate::CallRecord) is out
+    /// of range (for example a number that does not fit SQLite's signed 64-bit integers).
+    #[error("invalid {field}: {reason}")]
+    Invalid {
+        /// The field, as `dependencies[2]` or `limits.memory_bytes`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The operation contradicts the current state: a uniqueness constraint failed (another
+    /// writer got there first), or a backup destination exists already.
+    #[error("conflict: {reason}")]
+    Conflict {
+        /// What conflicted.
+        reason: String,
+    },
+    /// A stored row cannot be read back (edited by hand, or written by a newer OmniForge).
+    #[error("corrupt store row: {reason}")]
+    Corrupt {
+        /// What could not be decoded.
+        reason: String,
+    },
+    /// A file operation outside SQLite failed (creating the database or backup file).
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// SQLite failed: the file cannot be opened, the write lock was not granted within the
+    /// busy timeout, the disk is full, a migration failed, the store was closed.
+    #[error("database error: {0}")]
+    Database(#[source] DatabaseError),
+}
+
+/// An error from the database layer, kept opaque so that callers need not depend on `sqlx`.
+///
+/// Its `Display` is the underlying message; [`std::error::Error::source`] reaches the cause.
+#[derive(Debug)]
+pub struct DatabaseError(Inner);
+
+#[derive(Debug)]
+enum Inner {
+    Sqlx(sqlx::Error),
+    Migrate(sqlx::migrate::MigrateError),
+}
+
+impl DatabaseError {
+    /// True if SQLite gave up waiting for a lock held by another connection or process
+    /// (`SQLITE_BUSY` after the busy timeout). Retrying later may succeed.
+    pub fn is_busy(&self) -> bool {
+        match &self.0 {
+            Inner::Sqlx(sqlx::Error::Database(e)) => {
+                // SQLITE_BUSY is 5; extended codes (BUSY_SNAPSHOT, ...) keep it in the low byte.
+                e.code()
+                    .and_then(|c| c.parse::<i32>().ok())
+                    .is_some_and(|c| c & 0xff == 5)
+            }
+            Inner::Sqlx(sqlx::Error::PoolTimedOut) => true,
+            _ => false,
+        }
+    }
+}
+
+impl fmt::Display for DatabaseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Inner::Sqlx(e) => e.fmt(f),
+            Inner::Migrate(e) => write!(f, "migration: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for DatabaseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.0 {
+            Inner::Sqlx(e) => e.source(),
+            Inner::Migrate(e) => e.source(),
+        }
+    }
+}
+
+/// Turns `sqlx` errors into [`StoreError`]s; a uniqueness violation becomes
+/// [`StoreError::Conflict`] because only a concurrent writer can cause one (existence is
+/// checked first inside the same write transaction).
+pub(crate) fn db(e: sqlx::Error) -> StoreError {
+    if let sqlx::Error::Database(d) = &e
+        && d.is_unique_violation()
+    {
+        return StoreError::Conflict {
+            reason: d.message().to_owned(),
+        };
+    }
+    StoreError::Database(DatabaseError(Inner::Sqlx(e)))
+}
+
+pub(crate) fn migrate(e: sqlx::migrate::MigrateError) -> StoreError {
+    StoreError::Database(DatabaseError(Inner::Migrate(e)))
+}

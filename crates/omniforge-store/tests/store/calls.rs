@@ -1,0 +1,146 @@
+//! The call log: round trips of every outcome, limits, pruning to the configured size.
+
+use omniforge_store::{CallOutcome, CallRecord, StoreConfig, StoreError, ToolStore};
+
+use crate::util::{TestStore, config, spec};
+
+/// A call of `tool`@`version` whose fields all derive from `i`.
+pub(crate) fn call(tool: &str, version: u32, i: u64) -> CallRecord {
+    CallRecord {
+        tool: tool.into(),
+        version,
+        started_at_ms: 1_700_000_000_000 + i as i64,
+        duration_ms: 10 + i,
+        outcome: CallOutcome::Ok,
+        bytes_out: 100 * i,
+    }
+}
+
+async fn started(store: &dyn ToolStore, tool: &str) -> Vec<i64> {
+    let calls = store.recent_calls(tool, 100).await.unwrap();
+    calls
+        .iter()
+        .map(|c| c.started_at_ms - 1_700_000_000_000)
+        .collect()
+}
+
+#[tokio::test]
+async fn every_outcome_round_trips_newest_first() {
+    let t = TestStore::new().await;
+    let s = &t.store;
+    s.create_tool("t", spec("1")).await.unwrap();
+    let outcomes = [
+        CallOutcome::Ok,
+        CallOutcome::Error,
+        CallOutcome::Exit(3),
+        CallOutcome::Exit(-9),
+        CallOutcome::Timeout,
+        CallOutcome::Cancelled,
+    ];
+    let mut written = Vec::new();
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        let c = CallRecord {
+            outcome,
+            ..call("t", 1, i as u64)
+        };
+        s.record_call(c.clone()).await.unwrap();
+        written.push(c);
+    }
+    written.reverse();
+    assert_eq!(s.recent_calls("t", 100).await.unwrap(), written);
+    assert_eq!(s.recent_calls("t", 2).await.unwrap(), written[..2]);
+    assert!(s.recent_calls("t", 0).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn calls_are_kept_to_the_configured_number() {
+    let t = TestStore::with(StoreConfig {
+        call_log_max_rows: 5,
+        ..config()
+    })
+    .await;
+    let s = &t.store;
+    s.create_tool("a", spec("a")).await.unwrap();
+    s.create_tool("b", spec("b")).await.unwrap();
+    for i in 0..12 {
+        s.record_call(call("a", 1, i)).await.unwrap();
+    }
+    assert_eq!(started(s, "a").await, [11, 10, 9, 8, 7]);
+
+    // The limit is for the whole log, not per tool: the newest 5 calls of any tool.
+    for i in 100..103 {
+        s.record_call(call("b", 1, i)).await.unwrap();
+    }
+    assert_eq!(started(s, "b").await, [102, 101, 100]);
+    assert_eq!(started(s, "a").await, [11, 10]);
+
+    // Reopening with a lower limit prunes at the next recorded call.
+    s.close().await;
+    let lower = omniforge_store::SqliteStore::open_with(
+        &t.path,
+        &StoreConfig {
+            call_log_max_rows: 2,
+            ..config()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(started(&lower, "b").await.len(), 3);
+    lower.record_call(call("a", 1, 50)).await.unwrap();
+    assert_eq!(started(&lower, "a").await, [50]);
+    assert_eq!(started(&lower, "b").await, [102]);
+}
+
+#[tokio::test]
+async fn zero_keeps_no_log() {
+    let t = TestStore::with(StoreConfig {
+        call_log_max_rows: 0,
+        ..config()
+    })
+    .await;
+    t.store.create_tool("t", spec("1")).await.unwrap();
+    t.store.record_call(call("t", 1, 1)).await.unwrap();
+    assert!(t.store.recent_calls("t", 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn calls_of_unknown_versions_are_refused() {
+    let t = TestStore::new().await;
+    let s = &t.store;
+    s.create_tool("t", spec("1")).await.unwrap();
+    assert!(matches!(
+        s.record_call(call("t", 2, 1)).await,
+        Err(StoreError::NotFound {
+            version: Some(2),
+            ..
+        })
+    ));
+    assert!(matches!(
+        s.record_call(call("ghost", 1, 1)).await,
+        Err(StoreError::NotFound {
+            version: Some(1),
+            ..
+        })
+    ));
+    let too_big = CallRecord {
+        bytes_out: u64::MAX,
+        ..call("t", 1, 1)
+    };
+    assert!(matches!(
+        s.record_call(too_big).await,
+        Err(StoreError::Invalid { .. })
+    ));
+    assert!(s.recent_calls("t", 10).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn call_log_writes_leave_data_version_alone() {
+    let t = TestStore::new().await;
+    let s = &t.store;
+    s.create_tool("t", spec("1")).await.unwrap();
+    let before = s.data_version().await.unwrap();
+    for i in 0..3 {
+        s.record_call(call("t", 1, i)).await.unwrap();
+    }
+    assert_eq!(s.data_version().await.unwrap(), before);
+}

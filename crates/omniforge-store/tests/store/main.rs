@@ -1,0 +1,14 @@
+//! Integration tests of `omniforge-store` against real SQLite files in temporary directories.
+//! All of them build into this one binary (like ripgrep's `tests/`); no mocks.
+//!
+//! - `tools`: create, versions, rollback, enable/disable, purge, ordering, names, env ids.
+//! - `calls`: the call log and its pruning.
+//! - `secrets`: secret storage and what listing reveals.
+//! - `processes`: several store instances on one file (as server and CLI are), backup under
+//!   writes, concurrent writers and busy timeouts, and the `kill -9` durability test.
+
+mod calls;
+mod processes;
+mod secrets;
+mod tools;
+mod util;

@@ -1,0 +1,92 @@
+//! Secrets: set, overwrite, delete, and that only `secret_values` reveals values.
+
+use std::collections::HashMap;
+
+use omniforge_store::{NameKind, StoreError, ToolStore};
+
+use crate::util::TestStore;
+
+#[tokio::test]
+async fn set_list_read_delete() {
+    let t = TestStore::new().await;
+    let s = &t.store;
+    assert!(s.secret_names().await.unwrap().is_empty());
+    s.set_secret("ZED", "z").await.unwrap();
+    s.set_secret("API_TOKEN", "first").await.unwrap();
+    s.set_secret("API_TOKEN", "second").await.unwrap();
+    s.set_secret("EMPTY", "").await.unwrap();
+    assert_eq!(
+        s.secret_names().await.unwrap(),
+        ["API_TOKEN", "EMPTY", "ZED"]
+    );
+
+    let want = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let values: HashMap<String, String> = s
+        .secret_values(&want(&["API_TOKEN", "EMPTY", "MISSING"]))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(k, v)| (k, v.into_inner()))
+        .collect();
+    assert_eq!(
+        values,
+        HashMap::from([
+            ("API_TOKEN".into(), "second".into()),
+            ("EMPTY".into(), String::new())
+        ])
+    );
+    assert!(s.secret_values(&[]).await.unwrap().is_empty());
+
+    s.delete_secret("ZED").await.unwrap();
+    assert_eq!(s.secret_names().await.unwrap(), ["API_TOKEN", "EMPTY"]);
+    assert!(matches!(
+        s.delete_secret("ZED").await,
+        Err(StoreError::NotFound {
+            kind: NameKind::Secret,
+            ..
+        })
+    ));
+}
+
+#[tokio::test]
+async fn odd_values_survive_and_stay_redacted_in_debug() {
+    let t = TestStore::new().await;
+    let value = "line1\nline2 ' \" ; DROP TABLE secret; -- ünï \u{0}";
+    t.store.set_secret("WEIRD", value).await.unwrap();
+    let got = t.store.secret_values(&["WEIRD".into()]).await.unwrap();
+    assert_eq!(got["WEIRD"].expose(), value);
+    assert!(!format!("{got:?}").contains("line1"));
+}
+
+#[tokio::test]
+async fn secret_names_are_validated() {
+    let t = TestStore::new().await;
+    for bad in ["", "1ST", "has-dash", "has space", "dot.ted"] {
+        assert!(
+            matches!(
+                t.store.set_secret(bad, "v").await,
+                Err(StoreError::InvalidName {
+                    kind: NameKind::Secret,
+                    ..
+                })
+            ),
+            "{bad:?}"
+        );
+    }
+    assert!(t.store.secret_names().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn secret_changes_bump_data_version() {
+    let t = TestStore::new().await;
+    let s = &t.store;
+    let v0 = s.data_version().await.unwrap();
+    s.set_secret("A", "1").await.unwrap();
+    let v1 = s.data_version().await.unwrap();
+    s.delete_secret("A").await.unwrap();
+    let v2 = s.data_version().await.unwrap();
+    assert!(v0 < v1 && v1 < v2, "{v0} {v1} {v2}");
+    // A failed delete is rolled back, counter included.
+    let _ = s.delete_secret("A").await;
+    assert_eq!(s.data_version().await.unwrap(), v2);
+}
