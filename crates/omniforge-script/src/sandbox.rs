@@ -20,6 +20,7 @@ use std::io::Write as _;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -146,7 +147,7 @@ impl Plan {
         let mut kill_skipped = None;
         if bwrap.is_ok() {
             let shared =
-                matches!((&cgroups.pids, &cgroups.kill), (Some(p), Some(k)) if p.dir == k.dir);
+                matches!((&cgroups.pids, &cgroups.kill), (Some(p), Some(k)) if Arc::ptr_eq(p, k));
             if !shared {
                 kill_skipped = cgroups.kill.take();
             }
@@ -389,8 +390,8 @@ pub(crate) fn kill_group(pgid: u32) {
 /// The cgroup parents this runner creates its per-run cgroups in.
 #[derive(Debug, Default)]
 pub(crate) struct Cgroups {
-    pub(crate) pids: Option<CgroupParent>,
-    pub(crate) kill: Option<CgroupParent>,
+    pub(crate) pids: Option<Arc<CgroupParent>>,
+    pub(crate) kill: Option<Arc<CgroupParent>>,
     counter: AtomicU64,
 }
 
@@ -430,17 +431,14 @@ impl Cgroups {
             remove_stale(&base);
             let dir = base.join(&name);
             if std::fs::create_dir(&dir).is_ok() || dir.is_dir() {
-                let parent = CgroupParent { dir, v2: true };
+                let parent = Arc::new(CgroupParent { dir, v2: true });
                 let controllers = std::fs::read_to_string(parent.dir.join("cgroup.controllers"))
                     .unwrap_or_default();
                 let pids = controllers.split_whitespace().any(|c| c == "pids")
                     && std::fs::write(parent.dir.join("cgroup.subtree_control"), "+pids").is_ok();
                 if parent.dir.join("cgroup.kill").is_file() {
                     if pids {
-                        cg.pids = Some(CgroupParent {
-                            dir: parent.dir.clone(),
-                            v2: true,
-                        });
+                        cg.pids = Some(Arc::clone(&parent));
                     }
                     cg.kill = Some(parent);
                 }
@@ -459,7 +457,7 @@ impl Cgroups {
             let dir = base.join(&name);
             if (std::fs::create_dir(&dir).is_ok() || dir.is_dir()) && dir.join("pids.max").is_file()
             {
-                cg.pids = Some(CgroupParent { dir, v2: false });
+                cg.pids = Some(Arc::new(CgroupParent { dir, v2: false }));
             }
         }
         cg
@@ -469,7 +467,7 @@ impl Cgroups {
     pub(crate) fn create_run(&self, max_processes: u32) -> RunCgroups {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let mut dirs = Vec::new();
-        let same = matches!((&self.pids, &self.kill), (Some(p), Some(k)) if p.dir == k.dir);
+        let same = matches!((&self.pids, &self.kill), (Some(p), Some(k)) if Arc::ptr_eq(p, k));
         for (parent, limit) in [(&self.pids, true), (&self.kill, false)] {
             let Some(parent) = parent else { continue };
             if same && !limit {
@@ -494,6 +492,7 @@ impl Cgroups {
                     dir,
                     v2: parent.v2,
                     procs: Some(procs),
+                    _parent: Arc::clone(parent),
                 }),
                 Err(e) => {
                     tracing::warn!(dir = %dir.display(), error = %e, "cannot create a run cgroup");
@@ -542,6 +541,9 @@ struct RunCgroup {
     v2: bool,
     /// Open `cgroup.procs`, written by the child before exec; closed after spawn.
     procs: Option<std::fs::File>,
+    /// Keeps the parent directory until this run's cgroup is gone (the parent is removed
+    /// when its runner and all its runs have been dropped).
+    _parent: Arc<CgroupParent>,
 }
 
 impl RunCgroups {
@@ -604,10 +606,29 @@ impl Drop for RunCgroups {
         if self.dirs.is_empty() {
             return;
         }
-        // Dropped mid-run (the caller abandoned the future): kill now, remove what we can.
+        // Dropped mid-run (the caller abandoned the future): kill now; the processes take a
+        // moment to exit, so a short-lived thread removes the cgroups once they are empty.
         self.kill();
-        for d in &self.dirs {
-            let _ = std::fs::remove_dir(&d.dir);
+        let mut dirs = std::mem::take(&mut self.dirs);
+        dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+        if dirs.is_empty() {
+            return;
+        }
+        let spawned = std::thread::Builder::new().name("omniforge-cgroup-cleanup".into()).spawn(move || {
+            let mut left = RunCgroups { dirs };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !left.dirs.is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+                left.kill();
+                left.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+            }
+            for d in &left.dirs {
+                tracing::warn!(dir = %d.dir.display(), "run cgroup did not empty in time; left behind");
+            }
+            left.dirs.clear();
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the cgroup cleanup thread");
         }
     }
 }

@@ -259,3 +259,38 @@ while True:
         Vec::<i32>::new()
     );
 }
+
+#[tokio::test]
+async fn dropping_the_run_kills_the_tree() {
+    let (k, v) = marker();
+    let mut s = spec(TREE).await;
+    s.env = vec![(k, v.clone())];
+    let runner = sandboxed();
+    let task = tokio::spawn(async move { runner.run(s, CancellationToken::new()).await });
+    // Wait until the tree is up, then abandon the call.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while marked_processes(&v).len() < 4 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(marked_processes(&v).len() >= 4, "tree never came up");
+    task.abort();
+    let _ = task.await;
+    assert_eq!(
+        wait_gone(&v, Duration::from_secs(3)).await,
+        Vec::<i32>::new()
+    );
+}
+
+#[tokio::test]
+async fn death_by_signal() {
+    let code = "import os\nos.kill(os.getpid(), 9)\n";
+    let off = run(&runner(SandboxLevel::Off), spec(code).await).await;
+    assert_eq!(off.exit, Exit::Signal(9));
+    assert_eq!(
+        prototype_text(&off, None),
+        ("(no output)\n[exit -9]".to_owned(), true)
+    );
+    // bubblewrap reports a child's death by signal N as exit code 128 + N.
+    let sandboxed = run(&sandboxed(), spec(code).await).await;
+    assert_eq!(sandboxed.exit, Exit::Code(137));
+}
