@@ -4,7 +4,7 @@
 //!
 //! # Layout
 //!
-//! - [`env`]: the pinned [`Interpreter`], [`UvTool`] (found or installed), [`EnvBuilder`]:
+//! - [`env`](mod@env): the pinned [`Interpreter`], [`UvTool`] (found or installed), [`EnvBuilder`]:
 //!   `lock` (hash-pinned requirements and an `env_id`) and `build` (a venv at
 //!   `<data_dir>/envs/<env_id>/`, shared by identical locks, built atomically), [`gc`],
 //!   [`pep723_dependencies`]. Runs at tool-creation time, outside the sandbox.
@@ -14,10 +14,32 @@
 //! - [`sandbox`]: [`SandboxLevel`], the layers and their detection ([`doctor`]).
 //! - [`channel`]: the two-way side channel (JSON-RPC over a socketpair, `OMNIFORGE_FD`):
 //!   [`ScriptMessage`]s from the script, answers to its requests.
-//! - [`format`]: [`prototype_text`], the prototype's one-text-block rendering.
+//! - [`format`](mod@format): [`prototype_text`], the prototype's one-text-block rendering.
 //! - `omniforge.py` ([`HELPER_MODULE`]): the stdlib-only helper installed in every
 //!   environment (`import omniforge`).
 //! - `sys` (private): the only `unsafe` code, the child's `pre_exec` hook.
+//!
+//! # Invariants
+//!
+//! - **No MCP, no database.** Nothing here knows rmcp types or SQL; tool versions, call logs
+//!   and MCP results belong to the server.
+//! - **Nothing is installed at call time.** uv runs only in [`EnvBuilder`]; a call executes
+//!   the environment's interpreter directly (`-I`), so a call needs no network and no cache.
+//! - **A call's processes die with the call**, whether it exits, times out, is cancelled or
+//!   its future is dropped.
+//! - **One `unsafe` module** (`sys`), the child's `pre_exec`; everything else is safe code.
+//! - **Landlock and seccomp are absent on purpose**: with bubblewrap present they add little
+//!   here (the mount namespace hides the filesystem, the network namespace has no route out).
+//!   [`doctor`] reports them as inactive.
+//!
+//! # Dependencies and why
+//!
+//! `rustix` (raw, allocation-free system calls for `pre_exec`: `setrlimit`, `fcntl`, `write`;
+//! and `killpg`), `sha2` (environment ids), `toml` (PEP 723 blocks), `tempfile` (atomic
+//! environment builds, per-run scratch files), `tokio`/`tokio-util` (processes, the
+//! cancellation token), `serde`/`serde_json`, `thiserror`, `tracing`. Not used:
+//! `process-wrap` (tokio's `process_group` plus one `killpg` cover it, and the `pre_exec`
+//! hook must also join cgroups), `nix` (rustix was already in the lock file).
 //!
 //! # Example
 //!
