@@ -244,7 +244,8 @@ struct Inner {
 }
 
 impl Runner {
-    /// Detects the sandbox layers and prepares the scratch directory.
+    /// Detects the sandbox layers and prepares the scratch directory. Blocks for a few
+    /// milliseconds (it runs bubblewrap once and creates test cgroups): call it at start-up.
     ///
     /// # Errors
     /// [`RunError::SandboxUnavailable`] for [`SandboxLevel::Strict`] without the
