@@ -1,7 +1,7 @@
 //! The built-in tools, compiled into the server and listed first.
 //!
-//! Today: `omniforge_instructions`. The authoring tools (`omniforge_create_tool`, …) join
-//! this list with the script-tools store.
+//! `omniforge_instructions` lives here; the authoring tools (`omniforge_create_tool`, …) are
+//! defined and run in [`crate::forge`].
 
 use std::sync::Arc;
 
@@ -30,7 +30,8 @@ OmniForge is an MCP server whose tool list can grow while you work.
 1. Built-in tools: names start with `omniforge_`. They are always present.
 2. Manifest tools: RPCs declared in a forge manifest (gen/mcp/manifest.json) that the operator
    configured; each call is proxied to the running Connect service.
-3. Stored tools: tools forged by agents, kept in OmniForge's database, newest first.
+3. Stored tools: tools forged by agents with omniforge_create_tool, kept in OmniForge's database,
+   newest first.
 When two sources offer the same name, the earlier source wins.
 
 ## Calling tools
@@ -38,7 +39,36 @@ When two sources offer the same name, the earlier source wins.
 - Problems with a call (unknown tool, arguments that do not match) come back as a normal result
   with `isError: true` and a text that says what is wrong, so you can correct the call.
 - The tool list can change during a session. The server sends
-  `notifications/tools/list_changed`; call tools/list again when you receive it.
+  `notifications/tools/list_changed`; call tools/list again when you receive it. If your client
+  cannot see new tools, call them with `omniforge_call_tool {name, arguments}`.
+
+## Forging a tool
+`omniforge_create_tool {name, description, code, inputSchema?, outputSchema?, title?,
+dependencies?, annotations?, timeout_s?, network?}` stores version 1 of a Python tool;
+`omniforge_update_tool` (same fields) adds a version; `omniforge_test_tool {code, arguments?,
+dependencies?}` runs code once without saving; `omniforge_get_tool`, `omniforge_rollback_tool`
+and `omniforge_delete_tool` (`purge: true` removes the history) manage what exists.
+- name: letters, digits, `_` and `-`, at most 64 characters; not a built-in or manifest name.
+- Arguments arrive as JSON on stdin: `args = json.load(sys.stdin)`, or
+  `import omniforge; args = omniforge.args()`.
+- Return text by printing it. With an `outputSchema`, print exactly one JSON object matching it:
+  it becomes `structuredContent`. A failing script (non-zero exit, timeout) is an error result
+  showing stdout, `[stderr] ...`, `[exit N]` or `[timeout]`.
+- Dependencies: PEP 508 strings (`\"python-dateutil>=2.9\"`), or a PEP 723 `# /// script` block
+  in the code. They are resolved and installed (wheels only) when the tool is created, never at
+  call time; the script has no network unless `network: true`.
+- Limits: `timeout_s` (default 30 s), memory, output size; scripts run in a sandbox that sees
+  only their environment and a private /tmp.
+- The helper module: `import omniforge`; `omniforge.progress(done, total, message)` reports
+  progress to the caller, `omniforge.log(level, data)` logs, `omniforge.result(content=...,
+  structured={...})` sets the result instead of stdout.
+
+Example (`add_vat`):
+    code: import json, sys
+          from decimal import Decimal
+          a = json.load(sys.stdin); net = Decimal(str(a[\"net\"])); vat = net * Decimal(\"0.2\")
+          print(json.dumps({\"net\": str(a[\"net\"]), \"vat\": str(vat.quantize(Decimal(\"0.01\")))}))
+    inputSchema: {\"type\": \"object\", \"properties\": {\"net\": {\"type\": \"number\"}}, \"required\": [\"net\"]}
 ";
 
 fn empty_object_schema() -> Arc<JsonObject> {

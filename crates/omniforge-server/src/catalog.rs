@@ -64,8 +64,8 @@ pub enum Route {
     /// A streaming manifest RPC: reserved and callable by name, but never listed, and a call
     /// says streaming is not supported.
     Streaming,
-    /// A stored tool.
-    Stored,
+    /// A stored (script) tool.
+    Stored(Arc<crate::forge::StoredRoute>),
 }
 
 impl CatalogTool {
@@ -243,7 +243,7 @@ mod tests {
         CatalogTool::new(
             Tool::new(name.to_owned(), "d", Arc::new(schema)),
             source,
-            Route::Stored,
+            Route::Builtin,
             Scope::Call,
         )
     }

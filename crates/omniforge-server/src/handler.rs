@@ -24,8 +24,8 @@ use crate::auth::Principal;
 use crate::builtins;
 use crate::catalog::{Catalog, Route};
 use crate::jsonrpc::INVALID_ARGUMENTS_META;
-use crate::manifests;
 use crate::peers::Peers;
+use crate::{forge, manifests};
 
 /// Server-wide state every handler shares.
 pub struct Shared {
@@ -37,16 +37,23 @@ pub struct Shared {
     pub page_size: usize,
     /// Tracks in-flight `tools/call`s so shutdown can wait for them.
     pub calls: TaskTracker,
+    /// Script tools and the authoring built-ins; `None` when no store is configured.
+    pub forge: Option<Arc<forge::Forge>>,
 }
 
 impl Shared {
     /// Shared state over `catalog`, with `page_size` tools per page (at least 1).
-    pub fn new(catalog: Arc<Catalog>, page_size: usize) -> Arc<Shared> {
+    pub fn new(
+        catalog: Arc<Catalog>,
+        page_size: usize,
+        forge: Option<Arc<forge::Forge>>,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             catalog,
             peers: Arc::new(Peers::default()),
             page_size: page_size.max(1),
             calls: TaskTracker::new(),
+            forge,
         })
     }
 }
@@ -172,37 +179,70 @@ impl ServerHandler for OmniForge {
         }
         let principal = principal(&ctx);
         let snapshot = self.shared.catalog.snapshot();
-        let Some(entry) = snapshot.get(&request.name).filter(|t| {
-            principal
-                .as_ref()
-                .is_some_and(|p| p.allows(t.required_scope))
-        }) else {
-            return Ok(tool_error("Unknown or inactive tool"));
-        };
-        let arguments = request.arguments.unwrap_or_default();
-        if let Err(problems) = entry.check_arguments(&Value::Object(arguments.clone())) {
-            return Ok(tool_error(format!(
-                "Arguments do not match inputSchema\n{problems}"
-            )));
-        }
-        let result = match &entry.route {
-            Route::Builtin => builtins::call(&request.name),
-            Route::Manifest(route) => {
-                tokio::select! {
-                    result = route.call(&arguments) => result,
-                    // Dropping the call aborts the upstream request; rmcp drops the response.
-                    () = ctx.ct.cancelled() => {
-                        tracing::debug!(tool = %request.name, "call cancelled");
-                        return Err(ErrorData::internal_error("cancelled", None));
+        let mut name = request.name.to_string();
+        let mut arguments = request.arguments.unwrap_or_default();
+        // omniforge_call_tool: for clients that cannot see tools forged mid-session, call the
+        // named tool under the caller's own scopes, as if it had been called directly.
+        for hop in 0..2 {
+            let Some(entry) = snapshot.get(&name).filter(|t| {
+                principal
+                    .as_ref()
+                    .is_some_and(|p| p.allows(t.required_scope))
+            }) else {
+                return Ok(tool_error("Unknown or inactive tool"));
+            };
+            if let Err(problems) = entry.check_arguments(&Value::Object(arguments.clone())) {
+                return Ok(tool_error(format!(
+                    "Arguments do not match inputSchema\n{problems}"
+                )));
+            }
+            if name == forge::names::CALL {
+                if hop > 0 {
+                    return Ok(tool_error(
+                        "omniforge_call_tool cannot call omniforge_call_tool",
+                    ));
+                }
+                name = arguments
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                arguments = match arguments.get("arguments") {
+                    Some(Value::Object(inner)) => inner.clone(),
+                    None => serde_json::Map::new(),
+                    Some(_) => return Ok(tool_error("arguments must be a JSON object")),
+                };
+                continue;
+            }
+            let result = match &entry.route {
+                Route::Builtin if name == builtins::INSTRUCTIONS => builtins::call(&name),
+                Route::Builtin => match (&self.shared.forge, &principal) {
+                    (Some(forge), Some(p)) => forge.call_builtin(&name, arguments, p, &ctx).await,
+                    _ => {
+                        CallToolResult::error(vec![ContentBlock::text("Unknown or inactive tool")])
+                    }
+                },
+                Route::Manifest(route) => {
+                    tokio::select! {
+                        result = route.call(&arguments) => result,
+                        // Dropping the call aborts the upstream request; rmcp drops the response.
+                        () = ctx.ct.cancelled() => {
+                            tracing::debug!(tool = %name, "call cancelled");
+                            return Err(ErrorData::internal_error("cancelled", None));
+                        }
                     }
                 }
-            }
-            Route::Streaming => manifests::streaming_not_supported(&request.name),
-            Route::Stored => {
-                CallToolResult::error(vec![ContentBlock::text("Unknown or inactive tool")])
-            }
-        };
-        Ok(result.into())
+                Route::Streaming => manifests::streaming_not_supported(&name),
+                Route::Stored(route) => match &self.shared.forge {
+                    Some(forge) => forge.call_stored(route, arguments, &ctx).await,
+                    None => {
+                        CallToolResult::error(vec![ContentBlock::text("Unknown or inactive tool")])
+                    }
+                },
+            };
+            return Ok(result.into());
+        }
+        Ok(tool_error("Unknown or inactive tool"))
     }
 
     async fn set_level(

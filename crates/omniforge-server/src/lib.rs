@@ -5,6 +5,7 @@
 //! - [`catalog`]: the merged, ordered tool list and its change signal.
 //! - [`handler`]: the hand-written rmcp handler (tools, logging, subscriptions).
 //! - [`builtins`]: the `omniforge_*` tools compiled into the server.
+//! - [`forge`]: script tools: the stored tool source, the authoring built-ins, script calls.
 //! - [`manifests`]: the manifest tool source (forge manifests, hot reload).
 //! - [`peers`]: who gets `notifications/tools/list_changed`.
 //! - [`jsonrpc`]: the thin layer in front of rmcp's dispatch (envelope checks, version facts).
@@ -18,6 +19,7 @@
 pub mod auth;
 pub mod builtins;
 pub mod catalog;
+pub mod forge;
 pub mod handler;
 pub mod http;
 pub mod jsonrpc;

@@ -424,7 +424,7 @@ mod tests {
 
     impl Conn {
         fn start() -> Conn {
-            let shared = Shared::new(Arc::new(Catalog::new(builtins::tools())), 1000);
+            let shared = Shared::new(Arc::new(Catalog::new(builtins::tools())), 1000, None);
             let (input, server_in) = tokio::io::duplex(1 << 16);
             let (server_out, output) = tokio::io::duplex(1 << 16);
             tokio::spawn(serve(

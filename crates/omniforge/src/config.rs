@@ -99,6 +99,50 @@ pub(crate) struct Cli {
     /// references (bounded depth; a cycle is an error naming the tool).
     #[arg(long, global = true, env = "OMNIFORGE_INLINE_SCHEMA_REFS", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub(crate) inline_schema_refs: Option<bool>,
+    /// The Python interpreter script tools run with; resolved to its real executable
+    /// (never a shim) [default: python3].
+    #[arg(long, global = true, env = "OMNIFORGE_PYTHON", value_name = "PATH")]
+    pub(crate) python: Option<PathBuf>,
+    /// The uv that builds script environments [default: uv on PATH, else <data-dir>/uv,
+    /// installed there from PyPI when missing].
+    #[arg(long, global = true, env = "OMNIFORGE_UV", value_name = "PATH")]
+    pub(crate) uv: Option<PathBuf>,
+    /// Allow installing dependencies from source distributions (their build code then runs
+    /// on this machine); wheels only by default.
+    #[arg(long, global = true, env = "OMNIFORGE_ALLOW_SOURCE_BUILDS", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) allow_source_builds: Option<bool>,
+    /// Script isolation: strict (refuse to start without namespaces), standard (best
+    /// available), off [default: standard].
+    #[arg(long, global = true, env = "OMNIFORGE_SANDBOX", value_name = "LEVEL")]
+    pub(crate) sandbox: Option<SandboxArg>,
+    /// Hide the authoring built-ins (create, update, delete, get, rollback, test).
+    #[arg(long, global = true, env = "OMNIFORGE_NO_AUTHORING", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) no_authoring: Option<bool>,
+    /// Timeout of a script tool call when the tool sets none [default: 30s].
+    #[arg(long, global = true, env = "OMNIFORGE_TOOL_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) tool_timeout: Option<Duration>,
+    /// The largest timeout a script tool may set [default: 10m].
+    #[arg(long, global = true, env = "OMNIFORGE_MAX_TOOL_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) max_tool_timeout: Option<Duration>,
+    /// Address-space limit of a script call, in bytes [default: 2147483648].
+    #[arg(
+        long,
+        global = true,
+        env = "OMNIFORGE_MEMORY_LIMIT_BYTES",
+        value_name = "BYTES"
+    )]
+    pub(crate) memory_limit_bytes: Option<u64>,
+    /// Most bytes of text a script call returns to the client [default: 65536].
+    #[arg(
+        long,
+        global = true,
+        env = "OMNIFORGE_MAX_RESULT_BYTES",
+        value_name = "BYTES"
+    )]
+    pub(crate) max_result_bytes: Option<usize>,
+    /// Rows kept in the call log [default: 10000].
+    #[arg(long, global = true, env = "OMNIFORGE_CALL_LOG_ROWS", value_name = "N")]
+    pub(crate) call_log_rows: Option<u64>,
     /// What to run.
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -160,6 +204,18 @@ pub(crate) struct ServeArgs {
     pub(crate) session_idle_timeout: Option<Duration>,
 }
 
+/// Script isolation level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum SandboxArg {
+    /// Refuse to start without the namespace layer.
+    Strict,
+    /// The best layers this machine has.
+    Standard,
+    /// Process group and rlimits only.
+    Off,
+}
+
 /// Log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -189,6 +245,18 @@ struct FileConfig {
     #[serde(default, with = "humantime_serde_opt")]
     upstream_timeout: Option<Duration>,
     inline_schema_refs: Option<bool>,
+    python: Option<PathBuf>,
+    uv: Option<PathBuf>,
+    allow_source_builds: Option<bool>,
+    sandbox: Option<SandboxArg>,
+    no_authoring: Option<bool>,
+    #[serde(default, with = "humantime_serde_opt")]
+    tool_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    max_tool_timeout: Option<Duration>,
+    memory_limit_bytes: Option<u64>,
+    max_result_bytes: Option<usize>,
+    call_log_rows: Option<u64>,
     listen: Option<SocketAddr>,
     path: Option<String>,
     stateless: Option<bool>,
@@ -252,6 +320,23 @@ pub(crate) struct Common {
     pub(crate) manifests: Vec<ManifestConfig>,
     /// Inline `$ref`s in manifest tool schemas.
     pub(crate) inline_schema_refs: bool,
+    /// Script tools.
+    pub(crate) scripts: Scripts,
+}
+
+/// Settings of script tools.
+#[derive(Debug)]
+pub(crate) struct Scripts {
+    pub(crate) python: PathBuf,
+    pub(crate) uv: Option<PathBuf>,
+    pub(crate) allow_source_builds: bool,
+    pub(crate) sandbox: SandboxArg,
+    pub(crate) authoring: bool,
+    pub(crate) tool_timeout: Duration,
+    pub(crate) max_tool_timeout: Duration,
+    pub(crate) memory_limit_bytes: u64,
+    pub(crate) max_result_bytes: usize,
+    pub(crate) call_log_rows: u64,
 }
 
 /// Settings of `serve`.
@@ -315,6 +400,36 @@ impl Settings {
                 .or(file.log_format)
                 .unwrap_or(LogFormat::Text),
             page_size: cli.page_size.or(file.page_size).unwrap_or(1000),
+            scripts: Scripts {
+                python: cli
+                    .python
+                    .or(file.python)
+                    .unwrap_or_else(|| PathBuf::from("python3")),
+                uv: cli.uv.or(file.uv),
+                allow_source_builds: cli
+                    .allow_source_builds
+                    .or(file.allow_source_builds)
+                    .unwrap_or(false),
+                sandbox: cli.sandbox.or(file.sandbox).unwrap_or(SandboxArg::Standard),
+                authoring: !cli.no_authoring.or(file.no_authoring).unwrap_or(false),
+                tool_timeout: cli
+                    .tool_timeout
+                    .or(file.tool_timeout)
+                    .unwrap_or(Duration::from_secs(30)),
+                max_tool_timeout: cli
+                    .max_tool_timeout
+                    .or(file.max_tool_timeout)
+                    .unwrap_or(Duration::from_secs(600)),
+                memory_limit_bytes: cli
+                    .memory_limit_bytes
+                    .or(file.memory_limit_bytes)
+                    .unwrap_or(2 << 30),
+                max_result_bytes: cli
+                    .max_result_bytes
+                    .or(file.max_result_bytes)
+                    .unwrap_or(64 * 1024),
+                call_log_rows: cli.call_log_rows.or(file.call_log_rows).unwrap_or(10_000),
+            },
             inline_schema_refs: cli
                 .inline_schema_refs
                 .or(file.inline_schema_refs)

@@ -8,15 +8,17 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
+use omniforge_script::SandboxLevel;
 use omniforge_server::auth::TokenSet;
 use omniforge_server::catalog::Catalog;
 use omniforge_server::handler::Shared;
 use omniforge_server::http::HttpConfig;
-use omniforge_server::{builtins, http, manifests, peers, stdio};
+use omniforge_server::{builtins, forge, http, manifests, peers, stdio};
+use omniforge_store::{DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, SqliteStore, StoreConfig};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{Cli, Common, LogFormat, Serve, Settings};
+use crate::config::{Cli, Common, LogFormat, SandboxArg, Serve, Settings};
 
 fn main() {
     let cli = Cli::parse();
@@ -50,7 +52,9 @@ fn run(cli: Cli) -> Result<()> {
         let builtin_tools = if bridge_only {
             Vec::new()
         } else {
-            builtins::tools()
+            let mut tools = builtins::tools();
+            tools.extend(forge::builtin_tools(common.scripts.authoring));
+            tools
         };
         let catalog = Arc::new(Catalog::new(builtin_tools));
         let _manifests = manifests::start(
@@ -59,7 +63,12 @@ fn run(cli: Cli) -> Result<()> {
             common.inline_schema_refs,
         )
         .context("loading manifests")?;
-        let shared = Shared::new(catalog.clone(), common.page_size);
+        let forge = if bridge_only {
+            None
+        } else {
+            Some(start_forge(&common, catalog.clone()).await?)
+        };
+        let shared = Shared::new(catalog.clone(), common.page_size, forge);
         let shutdown = CancellationToken::new();
         tokio::spawn(peers::broadcast_changes(
             shared.peers.clone(),
@@ -76,6 +85,38 @@ fn run(cli: Cli) -> Result<()> {
     // and a SIGTERM must not wait for that.
     runtime.shutdown_background();
     result
+}
+
+async fn start_forge(common: &Common, catalog: Arc<Catalog>) -> Result<Arc<forge::Forge>> {
+    let scripts = &common.scripts;
+    let db = common.data_dir.join("omniforge.db");
+    let store_config = StoreConfig {
+        busy_timeout: DEFAULT_BUSY_TIMEOUT,
+        call_log_max_rows: scripts.call_log_rows,
+        max_readers: DEFAULT_MAX_READERS,
+    };
+    let store = SqliteStore::open_with(&db, &store_config)
+        .await
+        .with_context(|| format!("opening the tool store {}", db.display()))?;
+    let config = forge::ForgeConfig {
+        data_dir: common.data_dir.clone(),
+        python: scripts.python.clone(),
+        uv: scripts.uv.clone(),
+        allow_source_builds: scripts.allow_source_builds,
+        sandbox: match scripts.sandbox {
+            SandboxArg::Strict => SandboxLevel::Strict,
+            SandboxArg::Standard => SandboxLevel::Standard,
+            SandboxArg::Off => SandboxLevel::Off,
+        },
+        default_timeout: scripts.tool_timeout,
+        max_timeout: scripts.max_tool_timeout,
+        memory_bytes: scripts.memory_limit_bytes,
+        max_result_bytes: scripts.max_result_bytes,
+        authoring: scripts.authoring,
+    };
+    forge::Forge::start(catalog, Arc::new(store), config)
+        .await
+        .context("starting script tools")
 }
 
 fn init_tracing(common: &Common) -> Result<()> {

@@ -1,0 +1,1083 @@
+//! Script tools: the stored tool source, the authoring built-ins that forge tools, and calls
+//! of stored tools.
+//!
+//! The store (`omniforge-store`) keeps tools and their immutable versions; the script crate
+//! (`omniforge-script`) resolves and builds one environment per lock and runs each call in
+//! its sandbox. This module turns MCP requests into those operations and their outcomes back
+//! into MCP results. Every tool-level problem is an `isError` result that says what is wrong
+//! and where.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use omniforge_script::{
+    Env, EnvBuilder, EnvConfig, Exit, Interpreter, Lock, ProgressEvent, RunOutput, RunSpec, Runner,
+    RunnerConfig, SandboxLevel, ScriptMessage, UvTool, pep723_dependencies, prototype_text,
+};
+use omniforge_store::{
+    Annotations, CallOutcome, CallRecord, Limits, NewVersion, Runtime, StoreError, StoredTool,
+    ToolStore, ToolVersion,
+};
+use rmcp::model::{
+    CallToolResult, ContentBlock, JsonObject, ProgressNotificationParam, Tool, ToolAnnotations,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::{OnceCell, mpsc};
+
+use crate::auth::{Principal, Scope};
+use crate::catalog::{Catalog, CatalogTool, Route, ToolSource};
+
+/// Names of the authoring built-ins.
+pub mod names {
+    /// Create a tool (version 1).
+    pub const CREATE: &str = "omniforge_create_tool";
+    /// Add a version to a tool.
+    pub const UPDATE: &str = "omniforge_update_tool";
+    /// Disable (or purge) a tool.
+    pub const DELETE: &str = "omniforge_delete_tool";
+    /// Show a tool's source, schemas and versions.
+    pub const GET: &str = "omniforge_get_tool";
+    /// Make an earlier version current.
+    pub const ROLLBACK: &str = "omniforge_rollback_tool";
+    /// Run code once without saving it.
+    pub const TEST: &str = "omniforge_test_tool";
+    /// Call any enabled tool by name.
+    pub const CALL: &str = "omniforge_call_tool";
+}
+
+/// How script tools are built and run.
+#[derive(Debug, Clone)]
+pub struct ForgeConfig {
+    /// The server's data directory (environments, uv cache, run scratch files).
+    pub data_dir: PathBuf,
+    /// The Python interpreter to pin; resolved to its real executable (never a shim).
+    pub python: PathBuf,
+    /// An explicit uv; otherwise PATH, then `<data_dir>/uv`, else installed there.
+    pub uv: Option<PathBuf>,
+    /// Allow building dependencies from source distributions (wheels only by default).
+    pub allow_source_builds: bool,
+    /// Required isolation.
+    pub sandbox: SandboxLevel,
+    /// Timeout of a call when the tool sets none.
+    pub default_timeout: Duration,
+    /// The largest timeout a tool may set.
+    pub max_timeout: Duration,
+    /// Address-space limit of a call, bytes.
+    pub memory_bytes: u64,
+    /// Most bytes of text a call returns to the client; the rest is cut with a marker.
+    pub max_result_bytes: usize,
+    /// Whether the authoring built-ins are offered.
+    pub authoring: bool,
+}
+
+/// The stored tool source and the authoring tools.
+pub struct Forge {
+    store: Arc<dyn ToolStore>,
+    catalog: Arc<Catalog>,
+    runner: Runner,
+    /// Built on first use: resolving the interpreter and finding (or installing) uv takes
+    /// time and may need PyPI, which a server that never forges a tool should not pay for.
+    envs: OnceCell<EnvBuilder>,
+    config: ForgeConfig,
+    /// The store's change counter at the last reload (picks up other processes' writes).
+    seen_version: AtomicI64,
+}
+
+/// The forge could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForgeError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The sandbox cannot be set up (e.g. `--sandbox strict` without namespaces).
+    #[error(transparent)]
+    Run(#[from] omniforge_script::RunError),
+}
+
+/// What a stored tool's call needs: its current version.
+#[derive(Debug)]
+pub struct StoredRoute {
+    version: ToolVersion,
+    output_validator: Option<Result<jsonschema::Validator, String>>,
+}
+
+impl Forge {
+    /// Starts the stored tool source: publishes the enabled tools and watches the store for
+    /// changes made by other processes (polled every second).
+    ///
+    /// # Errors
+    /// The store cannot be read, or the sandbox level cannot be provided.
+    pub async fn start(
+        catalog: Arc<Catalog>,
+        store: Arc<dyn ToolStore>,
+        config: ForgeConfig,
+    ) -> Result<Arc<Forge>, ForgeError> {
+        let mut runner_config = RunnerConfig::new(config.sandbox);
+        runner_config.scratch_dir = config.data_dir.join("run");
+        std::fs::create_dir_all(&runner_config.scratch_dir).map_err(|source| {
+            omniforge_script::RunError::Io {
+                context: "creating the run directory".into(),
+                source,
+            }
+        })?;
+        // The runner logs each sandbox layer it detected.
+        let runner = Runner::new(runner_config)?;
+        let forge = Arc::new(Forge {
+            store,
+            catalog,
+            runner,
+            envs: OnceCell::new(),
+            config,
+            seen_version: AtomicI64::new(i64::MIN),
+        });
+        forge.reload().await?;
+        tokio::spawn(poll_store(Arc::downgrade(&forge)));
+        Ok(forge)
+    }
+
+    /// The sandbox layers in force, for `/healthz` and `doctor`.
+    pub fn layers(&self) -> &[omniforge_script::Layer] {
+        self.runner.layers()
+    }
+
+    /// Re-reads the enabled tools and publishes them.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub async fn reload(&self) -> Result<(), StoreError> {
+        let version = self.store.data_version().await?;
+        let tools = self.store.list_enabled().await?;
+        self.seen_version.store(version, Ordering::Release);
+        let entries = tools.into_iter().map(stored_entry).collect();
+        self.catalog.replace_source(ToolSource::Stored, entries);
+        Ok(())
+    }
+
+    async fn reload_if_changed(&self) {
+        match self.store.data_version().await {
+            Ok(v) if v != self.seen_version.load(Ordering::Acquire) => {
+                if let Err(error) = self.reload().await {
+                    tracing::warn!(%error, "reloading stored tools failed");
+                }
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "reading the store's change counter failed"),
+        }
+    }
+
+    async fn envs(&self) -> Result<&EnvBuilder, String> {
+        self.envs
+            .get_or_try_init(|| async {
+                let python = Interpreter::resolve(&self.config.python).await.map_err(|e| e.to_string())?;
+                let uv = UvTool::locate_or_install(&self.config.data_dir, self.config.uv.clone(), &python)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tracing::info!(python = %python.executable().display(), uv = %uv.path().display(), "script environments ready");
+                Ok(EnvBuilder::new(EnvConfig {
+                    data_dir: self.config.data_dir.clone(),
+                    uv,
+                    python,
+                    allow_source_builds: self.config.allow_source_builds,
+                    command_timeout: Duration::from_secs(600),
+                }))
+            })
+            .await
+    }
+
+    /// Runs an authoring built-in.
+    pub async fn call_builtin(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        principal: &Principal,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let outcome = match name {
+            names::CREATE => self.create_or_update(arguments, principal, ctx, true).await,
+            names::UPDATE => {
+                self.create_or_update(arguments, principal, ctx, false)
+                    .await
+            }
+            names::DELETE => self.delete(arguments).await,
+            names::GET => self.get(arguments).await,
+            names::ROLLBACK => self.rollback(arguments).await,
+            names::TEST => self.test(arguments, ctx).await,
+            _ => Err("Unknown or inactive tool".to_owned()),
+        };
+        match outcome {
+            Ok(result) => result,
+            Err(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
+        }
+    }
+
+    async fn create_or_update(
+        &self,
+        arguments: Map<String, Value>,
+        principal: &Principal,
+        ctx: &RequestContext<RoleServer>,
+        create: bool,
+    ) -> Result<CallToolResult, String> {
+        let draft: Draft = parse(arguments)?;
+        if let Err(e) = omniforge_store::validate_tool_name(&draft.name) {
+            return Err(format!("name: {e}"));
+        }
+        if self.catalog.is_reserved(&draft.name) {
+            return Err(format!(
+                "name: {:?} is taken by a built-in or manifest tool; choose another name",
+                draft.name
+            ));
+        }
+        let existing = self
+            .store
+            .get(&draft.name)
+            .await
+            .map_err(|e| e.to_string())?;
+        let previous = existing.as_ref().map(|t| &t.current);
+        match (create, &existing) {
+            (true, Some(_)) => {
+                return Err(format!(
+                    "name: a tool named {:?} already exists; use omniforge_update_tool to add a version",
+                    draft.name
+                ));
+            }
+            (false, None) => {
+                return Err(format!(
+                    "name: no tool named {:?}; use omniforge_create_tool",
+                    draft.name
+                ));
+            }
+            _ => {}
+        }
+        let spec = self.prepare(draft, previous, principal, ctx).await?;
+        let name = spec.0;
+        let version = if create {
+            self.store.create_tool(&name, spec.1).await
+        } else {
+            self.store.add_version(&name, spec.1).await
+        }
+        .map_err(|e| e.to_string())?;
+        self.reload().await.map_err(|e| e.to_string())?;
+        let verb = if create { "Created" } else { "Updated" };
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+            "{verb} tool {name} (version {}). It is listed in tools/list now; clients that ignore \
+             notifications/tools/list_changed can call it with omniforge_call_tool.",
+            version.number
+        ))]))
+    }
+
+    /// Validates a draft and builds its environment; returns the name and the version to store.
+    async fn prepare(
+        &self,
+        draft: Draft,
+        previous: Option<&ToolVersion>,
+        principal: &Principal,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(String, NewVersion), String> {
+        let previous_spec = previous.map(|v| &v.spec);
+        let input_schema = match draft.input_schema {
+            Some(schema) => schema,
+            None => match previous_spec {
+                Some(p) => p.input_schema.clone(),
+                None => default_input_schema(),
+            },
+        };
+        check_tool_schema("inputSchema", &input_schema)?;
+        let output_schema = match draft.output_schema {
+            Some(schema) => Some(schema),
+            None => previous_spec.and_then(|p| p.output_schema.clone()),
+        };
+        if let Some(schema) = &output_schema {
+            check_tool_schema("outputSchema", schema)?;
+        }
+        let code = draft.code;
+        let envs = self.envs().await.map_err(|e| format!("environment: {e}"))?;
+        check_code(envs.config().python.executable(), &code).await?;
+        let mut dependencies = draft.dependencies.unwrap_or_default();
+        for dep in pep723_dependencies(&code).map_err(|e| format!("code: {e}"))? {
+            if !dependencies.contains(&dep) {
+                dependencies.push(dep);
+            }
+        }
+        let timeout = self.timeout(draft.timeout_s)?;
+        let (lock, _env) = self.build_env(envs, &dependencies, ctx).await?;
+        let annotations = draft.annotations.unwrap_or_default();
+        let version = NewVersion {
+            title: draft
+                .title
+                .or_else(|| previous_spec.and_then(|p| p.title.clone())),
+            description: draft.description,
+            input_schema,
+            output_schema,
+            annotations: Annotations {
+                read_only_hint: annotations.read_only_hint,
+                destructive_hint: annotations.destructive_hint,
+                idempotent_hint: annotations.idempotent_hint,
+                open_world_hint: annotations.open_world_hint,
+            },
+            runtime: Runtime::Python,
+            code,
+            dependencies,
+            limits: Limits {
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                memory_bytes: self.config.memory_bytes,
+                network: draft.network.unwrap_or(false),
+            },
+            lock: lock.requirements,
+            env_id: lock.env_id,
+            secrets: draft.secrets.unwrap_or_default(),
+            author: principal.name.clone(),
+        };
+        Ok((draft.name, version))
+    }
+
+    fn timeout(&self, seconds: Option<f64>) -> Result<Duration, String> {
+        let Some(seconds) = seconds else {
+            return Ok(self.config.default_timeout);
+        };
+        let max = self.config.max_timeout.as_secs_f64();
+        if !(seconds > 0.0 && seconds <= max) {
+            return Err(format!(
+                "timeout_s: must be more than 0 and at most {max} seconds, got {seconds}"
+            ));
+        }
+        Ok(Duration::from_secs_f64(seconds))
+    }
+
+    /// Resolves and builds the environment, sending progress notifications while it installs.
+    async fn build_env(
+        &self,
+        envs: &EnvBuilder,
+        dependencies: &[String],
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(Lock, Env), String> {
+        let progress = Progress::new(ctx);
+        progress.send(0.0, "resolving dependencies".into()).await;
+        let lock = envs
+            .lock(dependencies)
+            .await
+            .map_err(|e| format!("dependencies: {e}"))?;
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let building = lock.clone();
+        let build = envs.build(&building, move |event| {
+            let text = match event {
+                ProgressEvent::Reused => "environment already built".to_owned(),
+                ProgressEvent::CreatingVenv => "creating the environment".to_owned(),
+                ProgressEvent::Installing { packages } => format!("installing {packages} packages"),
+                ProgressEvent::Output(line) => line,
+                ProgressEvent::Installed { packages } => format!("installed {packages} packages"),
+                _ => return,
+            };
+            let _ = tx.send(text);
+        });
+        tokio::pin!(build);
+        let mut step = 1.0;
+        let env = loop {
+            tokio::select! {
+                result = &mut build => break result.map_err(|e| format!("dependencies: install failed: {e}"))?,
+                Some(message) = rx.recv() => {
+                    progress.send(step, message).await;
+                    step += 1.0;
+                }
+            }
+        };
+        Ok((lock, env))
+    }
+
+    async fn delete(&self, arguments: Map<String, Value>) -> Result<CallToolResult, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Args {
+            name: String,
+            #[serde(default)]
+            purge: bool,
+        }
+        let args: Args = parse(arguments)?;
+        if args.purge {
+            self.store
+                .purge(&args.name)
+                .await
+                .map_err(|e| e.to_string())?;
+        } else {
+            self.store
+                .set_enabled(&args.name, false)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        self.reload().await.map_err(|e| e.to_string())?;
+        let text = if args.purge {
+            format!("Purged tool {} and its history.", args.name)
+        } else {
+            format!(
+                "Disabled tool {}; its versions are kept (omniforge_get_tool shows them, \
+                 omniforge_rollback_tool enables it again).",
+                args.name
+            )
+        };
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
+    }
+
+    async fn rollback(&self, arguments: Map<String, Value>) -> Result<CallToolResult, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Args {
+            name: String,
+            version: u32,
+        }
+        let args: Args = parse(arguments)?;
+        self.store
+            .rollback(&args.name, args.version)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.store
+            .set_enabled(&args.name, true)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.reload().await.map_err(|e| e.to_string())?;
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+            "Tool {} now runs version {} and is enabled.",
+            args.name, args.version
+        ))]))
+    }
+
+    async fn get(&self, arguments: Map<String, Value>) -> Result<CallToolResult, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Args {
+            name: String,
+        }
+        let args: Args = parse(arguments)?;
+        let Some(stored) = self
+            .store
+            .get(&args.name)
+            .await
+            .map_err(|e| e.to_string())?
+        else {
+            return Err(format!("name: no tool named {:?}", args.name));
+        };
+        let versions = self
+            .store
+            .versions(&args.name)
+            .await
+            .map_err(|e| e.to_string())?;
+        let spec = &stored.current.spec;
+        let view = json!({
+            "name": stored.tool.name,
+            "enabled": stored.tool.enabled,
+            "currentVersion": stored.tool.current_version,
+            "title": spec.title,
+            "description": spec.description,
+            "code": spec.code,
+            "inputSchema": spec.input_schema,
+            "outputSchema": spec.output_schema,
+            "dependencies": spec.dependencies,
+            "lock": spec.lock,
+            "limits": {"timeout_s": spec.limits.timeout_ms as f64 / 1000.0, "memory_bytes": spec.limits.memory_bytes, "network": spec.limits.network},
+            "secrets": spec.secrets,
+            "versions": versions.iter().map(|v| json!({
+                "number": v.number,
+                "createdAtMs": v.created_at_ms,
+                "author": v.spec.author,
+                "description": v.spec.description,
+            })).collect::<Vec<_>>(),
+        });
+        let mut result = CallToolResult::success(vec![ContentBlock::text(
+            serde_json::to_string_pretty(&view).unwrap_or_default(),
+        )]);
+        result.structured_content = Some(view);
+        Ok(result)
+    }
+
+    async fn test(
+        &self,
+        arguments: Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Args {
+            code: String,
+            #[serde(default)]
+            arguments: Option<Map<String, Value>>,
+            #[serde(default)]
+            dependencies: Option<Vec<String>>,
+            #[serde(default)]
+            timeout_s: Option<f64>,
+            #[serde(default)]
+            network: Option<bool>,
+        }
+        let args: Args = parse(arguments)?;
+        let envs = self.envs().await.map_err(|e| format!("environment: {e}"))?;
+        check_code(envs.config().python.executable(), &args.code).await?;
+        let mut dependencies = args.dependencies.unwrap_or_default();
+        for dep in pep723_dependencies(&args.code).map_err(|e| format!("code: {e}"))? {
+            if !dependencies.contains(&dep) {
+                dependencies.push(dep);
+            }
+        }
+        let timeout = self.timeout(args.timeout_s)?;
+        let (_, env) = self.build_env(envs, &dependencies, ctx).await?;
+        let mut spec = RunSpec::new(&env, args.code);
+        spec.arguments = Value::Object(args.arguments.unwrap_or_default());
+        spec.timeout = timeout;
+        spec.memory_bytes = self.config.memory_bytes;
+        spec.network = args.network.unwrap_or(false);
+        let (result, _) = self.run(spec, None, ctx).await;
+        Ok(result)
+    }
+
+    /// Calls a stored tool.
+    pub async fn call_stored(
+        &self,
+        route: &StoredRoute,
+        arguments: Map<String, Value>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let version = &route.version;
+        let spec_v = &version.spec;
+        let env = Env {
+            path: self.config.data_dir.join("envs").join(&spec_v.env_id),
+            env_id: spec_v.env_id.clone(),
+        };
+        let mut spec = RunSpec::new(&env, spec_v.code.clone());
+        spec.arguments = Value::Object(arguments);
+        spec.timeout = Duration::from_millis(spec_v.limits.timeout_ms);
+        spec.memory_bytes = spec_v.limits.memory_bytes;
+        spec.network = spec_v.limits.network;
+        if !spec_v.secrets.is_empty() {
+            match self.store.secret_values(&spec_v.secrets).await {
+                Ok(values) => {
+                    spec.env = values
+                        .into_iter()
+                        .map(|(k, v)| (k, v.into_inner()))
+                        .collect()
+                }
+                Err(e) => {
+                    return CallToolResult::error(vec![ContentBlock::text(format!(
+                        "secrets: {e}"
+                    ))]);
+                }
+            }
+        }
+        let started_at_ms = now_ms();
+        let (result, outcome) = self.run(spec, Some(route), ctx).await;
+        let bytes_out: usize = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.len()))
+            .sum();
+        let record = CallRecord {
+            tool: version.tool.clone(),
+            version: version.number,
+            started_at_ms,
+            duration_ms: u64::try_from(now_ms() - started_at_ms).unwrap_or(0),
+            outcome,
+            bytes_out: bytes_out as u64,
+        };
+        if let Err(error) = self.store.record_call(record).await {
+            tracing::warn!(%error, "recording a call failed");
+        }
+        result
+    }
+
+    /// Runs one script and shapes its result; forwards its progress and log messages.
+    async fn run(
+        &self,
+        mut spec: RunSpec,
+        route: Option<&StoredRoute>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> (CallToolResult, CallOutcome) {
+        let (tx, mut rx) = mpsc::channel::<ScriptMessage>(64);
+        spec.messages = Some(tx);
+        let progress = Progress::new(ctx);
+        let run = self.runner.run(spec, ctx.ct.clone());
+        tokio::pin!(run);
+        let output = loop {
+            tokio::select! {
+                output = &mut run => break output,
+                Some(message) = rx.recv() => match message {
+                    ScriptMessage::Progress(p) => {
+                        progress.send_raw(p.done, p.total, p.message).await;
+                    }
+                    ScriptMessage::Log(log) => {
+                        tracing::debug!(level = %log.level, data = %log.data, "script log");
+                    }
+                    ScriptMessage::Request(request) => {
+                        let method = request.method().to_owned();
+                        request.respond(Err(omniforge_script::RpcError {
+                            code: omniforge_script::channel::METHOD_NOT_FOUND,
+                            message: format!("{method} is not available to scripts yet"),
+                            data: None,
+                        }));
+                    }
+                    _ => {}
+                }
+            }
+        };
+        let output = match output {
+            Ok(output) => output,
+            Err(omniforge_script::RunError::Busy) => {
+                return (
+                    error_result("busy: too many tool calls are running; try again shortly".into()),
+                    CallOutcome::Error,
+                );
+            }
+            Err(e) => {
+                return (
+                    error_result(format!("the script could not be started: {e}")),
+                    CallOutcome::Error,
+                );
+            }
+        };
+        let outcome = match output.exit {
+            Exit::Code(0) => CallOutcome::Ok,
+            Exit::Code(n) => CallOutcome::Exit(n),
+            Exit::Signal(s) => CallOutcome::Exit(-s),
+            Exit::Timeout => CallOutcome::Timeout,
+            Exit::Cancelled => CallOutcome::Cancelled,
+        };
+        (self.shape(&output, route), outcome)
+    }
+
+    fn shape(&self, output: &RunOutput, route: Option<&StoredRoute>) -> CallToolResult {
+        let failed = !output.exit.is_success();
+        // A result given through the helper module wins over stdout.
+        if !failed && let Some(given) = &output.result {
+            return self.given_result(given.content.clone(), given.structured.clone(), route);
+        }
+        let with_schema = route.and_then(|r| r.output_validator.as_ref());
+        if !failed && let Some(validator) = with_schema {
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            return match serde_json::from_str::<Value>(stdout.trim()) {
+                Ok(value @ Value::Object(_)) => match check_output(validator, &value) {
+                    Ok(()) => structured_result(value, self.config.max_result_bytes),
+                    Err(problems) => error_result(format!(
+                        "the result does not match the tool's outputSchema\n{problems}"
+                    )),
+                },
+                _ => error_result(format!(
+                    "the tool declares an outputSchema, so its stdout must be one JSON object; got: {}",
+                    cut(stdout.trim(), 500)
+                )),
+            };
+        }
+        let (text, is_error) = prototype_text(output, None);
+        let text = cut(&text, self.config.max_result_bytes);
+        if is_error {
+            error_result(text)
+        } else {
+            CallToolResult::success(vec![ContentBlock::text(text)])
+        }
+    }
+
+    fn given_result(
+        &self,
+        content: Option<Value>,
+        structured: Option<Value>,
+        route: Option<&StoredRoute>,
+    ) -> CallToolResult {
+        if let (Some(value), Some(validator)) =
+            (&structured, route.and_then(|r| r.output_validator.as_ref()))
+            && let Err(problems) = check_output(validator, value)
+        {
+            return error_result(format!(
+                "the result does not match the tool's outputSchema\n{problems}"
+            ));
+        }
+        let mut blocks = Vec::new();
+        match content {
+            Some(Value::String(text)) => {
+                blocks.push(ContentBlock::text(cut(&text, self.config.max_result_bytes)))
+            }
+            Some(Value::Array(items)) => {
+                for item in items {
+                    match serde_json::from_value::<ContentBlock>(item.clone()) {
+                        Ok(block) => blocks.push(block),
+                        Err(_) => blocks.push(ContentBlock::text(item.to_string())),
+                    }
+                }
+            }
+            Some(other @ Value::Object(_)) => {
+                match serde_json::from_value::<ContentBlock>(other.clone()) {
+                    Ok(block) => blocks.push(block),
+                    Err(_) => blocks.push(ContentBlock::text(other.to_string())),
+                }
+            }
+            Some(other) => blocks.push(ContentBlock::text(other.to_string())),
+            None => {}
+        }
+        if blocks.is_empty()
+            && let Some(value) = &structured
+        {
+            blocks.push(ContentBlock::text(value.to_string()));
+        }
+        let mut result = CallToolResult::success(blocks);
+        result.structured_content = structured.filter(Value::is_object);
+        result
+    }
+}
+
+async fn poll_store(forge: std::sync::Weak<Forge>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(forge) = forge.upgrade() else { return };
+        forge.reload_if_changed().await;
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn error_result(text: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(text)])
+}
+
+fn structured_result(value: Value, max_bytes: usize) -> CallToolResult {
+    let text = cut(&value.to_string(), max_bytes);
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(value);
+    result
+}
+
+fn check_output(
+    validator: &Result<jsonschema::Validator, String>,
+    value: &Value,
+) -> Result<(), String> {
+    match validator {
+        Ok(v) => crate::schema::check(v, value),
+        Err(e) => Err(format!("the outputSchema does not compile: {e}")),
+    }
+}
+
+/// Cuts `text` to at most `max` bytes (at a character boundary) with a marker saying how
+/// many bytes were left out.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[{} more bytes not shown]",
+        &text[..end],
+        text.len() - end
+    )
+}
+
+/// A catalog entry for a stored tool's current version.
+fn stored_entry(stored: StoredTool) -> CatalogTool {
+    let spec = &stored.current.spec;
+    let mut tool = Tool::new(
+        stored.tool.name.clone(),
+        spec.description.clone(),
+        Arc::new(spec.input_schema.clone()),
+    );
+    if let Some(title) = &spec.title {
+        tool = tool.with_title(title.clone());
+    }
+    if let Some(output) = &spec.output_schema {
+        tool = tool.with_raw_output_schema(Arc::new(output.clone()));
+    }
+    let a = spec.annotations;
+    if a != Annotations::default() {
+        let mut annotations = ToolAnnotations::new();
+        annotations.read_only_hint = a.read_only_hint;
+        annotations.destructive_hint = a.destructive_hint;
+        annotations.idempotent_hint = a.idempotent_hint;
+        annotations.open_world_hint = a.open_world_hint;
+        tool = tool.with_annotations(annotations);
+    }
+    let output_validator = spec
+        .output_schema
+        .as_ref()
+        .map(|s| jsonschema::validator_for(&Value::Object(s.clone())).map_err(|e| e.to_string()));
+    let route = StoredRoute {
+        version: stored.current,
+        output_validator,
+    };
+    CatalogTool::new(
+        tool,
+        ToolSource::Stored,
+        Route::Stored(Arc::new(route)),
+        Scope::Call,
+    )
+}
+
+fn default_input_schema() -> JsonObject {
+    json!({"type": "object", "properties": {}})
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// A tool schema must compile as JSON Schema 2020-12, have root `type: object`, and resolve
+/// every reference within itself.
+fn check_tool_schema(field: &str, schema: &JsonObject) -> Result<(), String> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(format!(
+            "{field}: the root must be {{\"type\": \"object\", ...}} (MCP tools take and return JSON objects); got {}",
+            cut(&Value::Object(schema.clone()).to_string(), 200)
+        ));
+    }
+    if let Some(dialect) = schema.get("$schema").and_then(Value::as_str)
+        && !dialect.contains("2020-12")
+    {
+        return Err(format!(
+            "{field}: $schema must be JSON Schema 2020-12, got {dialect:?}"
+        ));
+    }
+    jsonschema::draft202012::options()
+        .build(&Value::Object(schema.clone()))
+        .map(|_| ())
+        .map_err(|e| format!("{field}: not a valid JSON Schema 2020-12: {e}"))
+}
+
+/// Byte-compiles `code` with the pinned interpreter; the error names the line.
+async fn check_code(python: &std::path::Path, code: &str) -> Result<(), String> {
+    use tokio::io::AsyncWriteExt;
+    const CHECK: &str = "import sys\nsrc = sys.stdin.read()\ntry:\n    compile(src, 'tool.py', 'exec')\nexcept SyntaxError as e:\n    print(f'line {e.lineno}, column {e.offset}: {e.msg}: {(e.text or \"\").strip()}')\n    sys.exit(1)\n";
+    let mut child = tokio::process::Command::new(python)
+        .args(["-I", "-c", CHECK])
+        .env_clear()
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("code: cannot start {}: {e}", python.display()))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(code.as_bytes()).await;
+    }
+    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .map_err(|_| "code: the syntax check timed out".to_owned())?
+        .map_err(|e| format!("code: syntax check failed: {e}"))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        let detail = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        let detail = if detail.is_empty() {
+            String::from_utf8_lossy(&output.stderr).trim().to_owned()
+        } else {
+            detail
+        };
+        Err(format!("code: does not compile: {detail}"))
+    }
+}
+
+/// The arguments of create and update.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Draft {
+    name: String,
+    description: String,
+    code: String,
+    #[serde(rename = "inputSchema")]
+    input_schema: Option<JsonObject>,
+    #[serde(rename = "outputSchema")]
+    output_schema: Option<JsonObject>,
+    title: Option<String>,
+    dependencies: Option<Vec<String>>,
+    annotations: Option<DraftAnnotations>,
+    timeout_s: Option<f64>,
+    network: Option<bool>,
+    secrets: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DraftAnnotations {
+    read_only_hint: Option<bool>,
+    destructive_hint: Option<bool>,
+    idempotent_hint: Option<bool>,
+    open_world_hint: Option<bool>,
+}
+
+fn parse<T: for<'de> Deserialize<'de>>(arguments: Map<String, Value>) -> Result<T, String> {
+    serde_json::from_value(Value::Object(arguments)).map_err(|e| format!("arguments: {e}"))
+}
+
+/// Sends `notifications/progress` for the request, when the client gave a progress token.
+struct Progress {
+    token: Option<rmcp::model::ProgressToken>,
+    peer: rmcp::service::Peer<RoleServer>,
+    last: std::sync::Mutex<f64>,
+}
+
+impl Progress {
+    fn new(ctx: &RequestContext<RoleServer>) -> Progress {
+        Progress {
+            token: ctx.meta.get_progress_token(),
+            peer: ctx.peer.clone(),
+            last: std::sync::Mutex::new(f64::MIN),
+        }
+    }
+
+    async fn send(&self, done: f64, message: String) {
+        self.send_raw(done, None, Some(message)).await;
+    }
+
+    /// Sends a progress value; values that do not increase are dropped (the spec requires
+    /// progress to increase with each notification).
+    async fn send_raw(&self, done: f64, total: Option<f64>, message: Option<String>) {
+        let Some(token) = &self.token else { return };
+        {
+            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            if done <= *last {
+                return;
+            }
+            *last = done;
+        }
+        let mut param = ProgressNotificationParam::new(token.clone(), done);
+        if let Some(total) = total {
+            param = param.with_total(total);
+        }
+        if let Some(message) = message {
+            param = param.with_message(message);
+        }
+        if let Err(error) = self.peer.notify_progress(param).await {
+            tracing::debug!(%error, "progress not delivered");
+        }
+    }
+}
+
+/// The authoring built-ins, in catalog order (after `omniforge_instructions`).
+pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
+    let object = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
+    let draft_properties = json!({
+        "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$", "description": "Tool name: letters, digits, _ and -, at most 64."},
+        "description": {"type": "string", "description": "What the tool does, for the model that will call it."},
+        "code": {"type": "string", "description": "Python source. Arguments arrive as JSON on stdin (or omniforge.args()); print the result."},
+        "inputSchema": {"type": "object", "description": "JSON Schema 2020-12 of the arguments; root type object. Default: {\"type\":\"object\",\"properties\":{}}."},
+        "outputSchema": {"type": "object", "description": "JSON Schema of the result; then stdout must be one JSON object, returned as structuredContent."},
+        "title": {"type": "string"},
+        "dependencies": {"type": "array", "items": {"type": "string"}, "description": "PEP 508 requirements, e.g. \"python-dateutil>=2.9\"; a PEP 723 # /// script block in the code is read too."},
+        "annotations": {"type": "object", "properties": {
+            "readOnlyHint": {"type": "boolean"}, "destructiveHint": {"type": "boolean"},
+            "idempotentHint": {"type": "boolean"}, "openWorldHint": {"type": "boolean"}}, "additionalProperties": false},
+        "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "Wall-clock limit per call, seconds (default 30)."},
+        "network": {"type": "boolean", "description": "Allow network access at call time (default false)."},
+        "secrets": {"type": "array", "items": {"type": "string"}, "description": "Names of stored secrets to pass as environment variables."}
+    });
+    let draft_schema = |required: &[&str]| {
+        object(json!({
+            "type": "object", "properties": draft_properties.clone(), "required": required, "additionalProperties": false
+        }))
+    };
+    let name_only = object(
+        json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false}),
+    );
+    let write =
+        |name: &str, description: &str, schema: Arc<JsonObject>, annotations: ToolAnnotations| {
+            CatalogTool::new(
+                Tool::new(name.to_owned(), description.to_owned(), schema)
+                    .with_annotations(annotations),
+                ToolSource::Builtin,
+                Route::Builtin,
+                Scope::Write,
+            )
+        };
+    let mut tools = Vec::new();
+    if authoring {
+        tools.push(write(
+            names::CREATE,
+            "Create a new tool from Python code (version 1). Validates the name, schemas and code, installs the dependencies (progress is reported), stores it and announces tools/list_changed. Call omniforge_instructions first for the authoring guide.",
+            draft_schema(&["name", "description", "code"]),
+            ToolAnnotations::new().read_only(false).destructive(false).idempotent(false).open_world(false),
+        ));
+        tools.push(write(
+            names::UPDATE,
+            "Add a new version of an existing tool (same fields as omniforge_create_tool; omitted schemas and title are kept from the current version).",
+            draft_schema(&["name", "description", "code"]),
+            ToolAnnotations::new().read_only(false).destructive(false).idempotent(false).open_world(false),
+        ));
+        tools.push(write(
+            names::DELETE,
+            "Disable a tool, keeping its history; with purge: true, remove it and its history for good.",
+            object(json!({"type": "object", "properties": {"name": {"type": "string"}, "purge": {"type": "boolean", "default": false}}, "required": ["name"], "additionalProperties": false})),
+            ToolAnnotations::new().read_only(false).destructive(true).idempotent(true).open_world(false),
+        ));
+        tools.push(write(
+            names::GET,
+            "Show a stored tool: its source, schemas, dependencies, lock, limits and versions.",
+            name_only,
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ));
+        tools.push(write(
+            names::ROLLBACK,
+            "Make an earlier version of a tool current (and enable the tool).",
+            object(json!({"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "integer", "minimum": 1}}, "required": ["name", "version"], "additionalProperties": false})),
+            ToolAnnotations::new().read_only(false).destructive(false).idempotent(true).open_world(false),
+        ));
+        tools.push(write(
+            names::TEST,
+            "Run Python code once with the given arguments in the same sandbox, without saving anything.",
+            object(json!({"type": "object", "properties": {
+                "code": {"type": "string"}, "arguments": {"type": "object"},
+                "dependencies": {"type": "array", "items": {"type": "string"}},
+                "timeout_s": {"type": "number", "exclusiveMinimum": 0}, "network": {"type": "boolean"}},
+                "required": ["code"], "additionalProperties": false})),
+            ToolAnnotations::new().read_only(true).destructive(false).idempotent(false).open_world(false),
+        ));
+    }
+    tools.push(CatalogTool::new(
+        Tool::new(
+            names::CALL,
+            "Call any enabled tool by name with arguments, under your own permissions. For clients that cannot see tools forged during the session.",
+            object(json!({"type": "object", "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}}, "required": ["name"], "additionalProperties": false})),
+        )
+        .with_annotations(ToolAnnotations::new().open_world(true)),
+        ToolSource::Builtin,
+        Route::Builtin,
+        Scope::Call,
+    ));
+    tools
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_must_be_objects_and_valid() {
+        let ok = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "string"}}});
+        assert!(check_tool_schema("inputSchema", ok.as_object().unwrap()).is_ok());
+        let not_object = json!({"anyOf": [{"type": "object"}]});
+        let err = check_tool_schema("inputSchema", not_object.as_object().unwrap()).unwrap_err();
+        assert!(err.starts_with("inputSchema: the root must be"), "{err}");
+        let dangling = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}});
+        let err = check_tool_schema("outputSchema", dangling.as_object().unwrap()).unwrap_err();
+        assert!(
+            err.starts_with("outputSchema: not a valid JSON Schema"),
+            "{err}"
+        );
+        let remote =
+            json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/x.json"}}});
+        assert!(check_tool_schema("inputSchema", remote.as_object().unwrap()).is_err());
+    }
+
+    #[test]
+    fn cut_marks_what_is_left_out() {
+        assert_eq!(cut("hello", 10), "hello");
+        let out = cut("héllo world", 2);
+        assert!(
+            out.starts_with('h') && out.contains("more bytes not shown"),
+            "{out}"
+        );
+    }
+}
