@@ -137,6 +137,7 @@ impl Forge {
         });
         forge.reload().await?;
         tokio::spawn(poll_store(Arc::downgrade(&forge)));
+        tokio::spawn(collect_garbage(Arc::downgrade(&forge)));
         Ok(forge)
     }
 
@@ -728,6 +729,27 @@ async fn poll_store(forge: std::sync::Weak<Forge>) {
         tick.tick().await;
         let Some(forge) = forge.upgrade() else { return };
         forge.reload_if_changed().await;
+    }
+}
+
+/// Removes environments no version uses any more, every hour (first after ten minutes).
+async fn collect_garbage(forge: std::sync::Weak<Forge>) {
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let mut tick = tokio::time::interval(Duration::from_secs(3600));
+    loop {
+        tick.tick().await;
+        let Some(forge) = forge.upgrade() else { return };
+        let envs_dir = forge.config.data_dir.join("envs");
+        match forge.store.env_ids_in_use().await {
+            Ok(in_use) => match omniforge_script::gc(&envs_dir, &in_use) {
+                Ok(removed) if !removed.is_empty() => {
+                    tracing::info!(removed = removed.len(), "removed unused environments")
+                }
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "removing unused environments failed"),
+            },
+            Err(error) => tracing::warn!(%error, "reading the environments in use failed"),
+        }
     }
 }
 

@@ -158,6 +158,35 @@ pub(crate) enum Command {
     /// Serve one manifest's RPCs, and nothing else, over stdio: the drop-in equivalent of
     /// `forge mcp serve` (`omniforge bridge --manifest gen/mcp/manifest.json --addr http://localhost:8080`).
     Bridge,
+    /// Report the script sandbox layers this machine provides; exits 0 only when every layer
+    /// the chosen --sandbox level needs is present.
+    Doctor {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove script environments that no tool version uses any more (the server also does
+    /// this every hour).
+    Gc,
+    /// Copy the tool database consistently to FILE (safe while a server runs; FILE must not exist).
+    Backup {
+        /// Where to write the copy.
+        file: PathBuf,
+    },
+}
+
+/// A one-shot command instead of a server.
+#[derive(Debug)]
+pub(crate) enum Maintenance {
+    /// `doctor`.
+    Doctor {
+        /// JSON output.
+        json: bool,
+    },
+    /// `gc`.
+    Gc,
+    /// `backup FILE`.
+    Backup(PathBuf),
 }
 
 /// Flags of `omniforge serve`.
@@ -367,6 +396,8 @@ pub(crate) struct Serve {
 pub(crate) struct Settings {
     /// `bridge`: serve only the manifest's tools.
     pub(crate) bridge_only: bool,
+    /// `doctor`, `gc`, `backup`: run it and exit.
+    pub(crate) maintenance: Option<Maintenance>,
     /// Shared settings.
     pub(crate) common: Common,
     /// `Some` for `serve`.
@@ -451,11 +482,24 @@ impl Settings {
             bail!("--page-size must be at least 1");
         }
         let bridge_only = matches!(cli.command, Command::Bridge);
+        let mut maintenance = None;
         let serve = match cli.command {
             Command::Bridge if common.manifests.len() != 1 => {
                 bail!("bridge serves exactly one manifest: give --manifest PATH (and --addr URL)")
             }
             Command::Stdio | Command::Bridge => None,
+            Command::Doctor { json } => {
+                maintenance = Some(Maintenance::Doctor { json });
+                None
+            }
+            Command::Gc => {
+                maintenance = Some(Maintenance::Gc);
+                None
+            }
+            Command::Backup { file } => {
+                maintenance = Some(Maintenance::Backup(file));
+                None
+            }
             Command::Serve(args) => {
                 let path = args.path.or(file.path).unwrap_or_else(|| "/mcp".into());
                 if !path.starts_with('/') || path == "/healthz" {
@@ -496,6 +540,7 @@ impl Settings {
         };
         Ok(Settings {
             bridge_only,
+            maintenance,
             common,
             serve,
         })

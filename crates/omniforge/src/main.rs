@@ -14,11 +14,13 @@ use omniforge_server::catalog::Catalog;
 use omniforge_server::handler::Shared;
 use omniforge_server::http::HttpConfig;
 use omniforge_server::{builtins, forge, http, manifests, peers, stdio};
-use omniforge_store::{DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, SqliteStore, StoreConfig};
+use omniforge_store::{
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, SqliteStore, StoreConfig, ToolStore,
+};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{Cli, Common, LogFormat, SandboxArg, Serve, Settings};
+use crate::config::{Cli, Common, LogFormat, Maintenance, SandboxArg, Serve, Settings};
 
 fn main() {
     let cli = Cli::parse();
@@ -44,11 +46,15 @@ fn run(cli: Cli) -> Result<()> {
     let result = runtime.block_on(async move {
         let Settings {
             bridge_only,
+            maintenance,
             common,
             serve,
         } = settings;
         std::fs::create_dir_all(&common.data_dir)
             .with_context(|| format!("creating data directory {}", common.data_dir.display()))?;
+        if let Some(task) = maintenance {
+            return run_maintenance(task, &common).await;
+        }
         let builtin_tools = if bridge_only {
             Vec::new()
         } else {
@@ -87,17 +93,99 @@ fn run(cli: Cli) -> Result<()> {
     result
 }
 
-async fn start_forge(common: &Common, catalog: Arc<Catalog>) -> Result<Arc<forge::Forge>> {
-    let scripts = &common.scripts;
+/// `doctor`, `gc` and `backup`: one-shot commands that print to stdout (no stdio server runs).
+#[allow(clippy::print_stdout)]
+async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
+    match task {
+        Maintenance::Doctor { json } => {
+            let layers = omniforge_script::doctor();
+            let needed: &[&str] = match common.scripts.sandbox {
+                SandboxArg::Strict => &[
+                    "process-group",
+                    "rlimits",
+                    "namespaces",
+                    "unprivileged-uid",
+                    "read-only-root",
+                    "no-network",
+                ],
+                SandboxArg::Standard | SandboxArg::Off => &["process-group", "rlimits"],
+            };
+            let missing: Vec<&str> = needed
+                .iter()
+                .copied()
+                .filter(|n| !layers.iter().any(|l| l.name == *n && l.active))
+                .collect();
+            if json {
+                let out = serde_json::json!({
+                    "sandbox": format!("{:?}", common.scripts.sandbox).to_lowercase(),
+                    "layers": layers.iter().map(|l| serde_json::json!({"name": l.name, "active": l.active, "detail": l.detail})).collect::<Vec<_>>(),
+                    "missing": missing,
+                });
+                println!("{out}");
+            } else {
+                for l in &layers {
+                    println!(
+                        "{:<17} {:<8} {}",
+                        l.name,
+                        if l.active { "active" } else { "inactive" },
+                        l.detail
+                    );
+                }
+                if !missing.is_empty() {
+                    println!(
+                        "missing for --sandbox {:?}: {}",
+                        common.scripts.sandbox,
+                        missing.join(", ")
+                    );
+                }
+            }
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                bail!(
+                    "the sandbox level needs layers this machine lacks: {}",
+                    missing.join(", ")
+                )
+            }
+        }
+        Maintenance::Gc => {
+            let store = open_store(common).await?;
+            let in_use = store
+                .env_ids_in_use()
+                .await
+                .context("reading the environments in use")?;
+            let removed = omniforge_script::gc(&common.data_dir.join("envs"), &in_use)
+                .context("removing environments")?;
+            println!("removed {} unused environment(s)", removed.len());
+            Ok(())
+        }
+        Maintenance::Backup(file) => {
+            let store = open_store(common).await?;
+            store
+                .backup(&file)
+                .await
+                .with_context(|| format!("backing up to {}", file.display()))?;
+            println!("backed up the tool database to {}", file.display());
+            Ok(())
+        }
+    }
+}
+
+async fn open_store(common: &Common) -> Result<SqliteStore> {
     let db = common.data_dir.join("omniforge.db");
-    let store_config = StoreConfig {
+    let config = StoreConfig {
         busy_timeout: DEFAULT_BUSY_TIMEOUT,
-        call_log_max_rows: scripts.call_log_rows,
+        call_log_max_rows: common.scripts.call_log_rows,
         max_readers: DEFAULT_MAX_READERS,
     };
-    let store = SqliteStore::open_with(&db, &store_config)
+    SqliteStore::open_with(&db, &config)
         .await
-        .with_context(|| format!("opening the tool store {}", db.display()))?;
+        .with_context(|| format!("opening the tool store {}", db.display()))
+}
+
+async fn start_forge(common: &Common, catalog: Arc<Catalog>) -> Result<Arc<forge::Forge>> {
+    let scripts = &common.scripts;
+    let store = open_store(common).await?;
     let config = forge::ForgeConfig {
         data_dir: common.data_dir.clone(),
         python: scripts.python.clone(),
