@@ -527,15 +527,19 @@ impl Forge {
         spec.timeout = timeout;
         spec.memory_bytes = self.config.memory_bytes;
         spec.network = args.network.unwrap_or(false);
-        let (result, _) = self.run(spec, None, ctx).await;
+        let (result, _) = self.run(spec, None, None, ctx).await;
         Ok(result)
     }
 
     /// Calls a stored tool.
+    ///
+    /// `log_level` is the level the peer set with `logging/setLevel`: script log messages at
+    /// or above it are sent as `notifications/message` (default: info and above).
     pub async fn call_stored(
         &self,
         route: &StoredRoute,
         arguments: Map<String, Value>,
+        log_level: Option<&str>,
         ctx: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let version = &route.version;
@@ -549,13 +553,15 @@ impl Forge {
         spec.timeout = Duration::from_millis(spec_v.limits.timeout_ms);
         spec.memory_bytes = spec_v.limits.memory_bytes;
         spec.network = spec_v.limits.network;
+        let mut secret_values = Vec::new();
         if !spec_v.secrets.is_empty() {
             match self.store.secret_values(&spec_v.secrets).await {
                 Ok(values) => {
                     spec.env = values
                         .into_iter()
                         .map(|(k, v)| (k, v.into_inner()))
-                        .collect()
+                        .collect();
+                    secret_values = spec.env.iter().map(|(_, v)| v.clone()).collect();
                 }
                 Err(e) => {
                     return CallToolResult::error(vec![ContentBlock::text(format!(
@@ -565,7 +571,8 @@ impl Forge {
             }
         }
         let started_at_ms = now_ms();
-        let (result, outcome) = self.run(spec, Some(route), ctx).await;
+        let (mut result, outcome) = self.run(spec, Some(route), log_level, ctx).await;
+        redact(&mut result, &secret_values);
         let bytes_out: usize = result
             .content
             .iter()
@@ -590,22 +597,40 @@ impl Forge {
         &self,
         mut spec: RunSpec,
         route: Option<&StoredRoute>,
+        log_level: Option<&str>,
         ctx: &RequestContext<RoleServer>,
     ) -> (CallToolResult, CallOutcome) {
         let (tx, mut rx) = mpsc::channel::<ScriptMessage>(64);
         spec.messages = Some(tx);
         let progress = Progress::new(ctx);
+        let threshold = level_rank(log_level.unwrap_or("info")).unwrap_or(1);
         let run = self.runner.run(spec, ctx.ct.clone());
         tokio::pin!(run);
+        // Clients time out silent requests (often after 60 s): after 15 s without progress,
+        // send a heartbeat progress notification ourselves.
+        let mut heartbeat =
+            tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
         let output = loop {
             tokio::select! {
                 output = &mut run => break output,
+                _ = heartbeat.tick() => progress.heartbeat().await,
                 Some(message) = rx.recv() => match message {
                     ScriptMessage::Progress(p) => {
+                        heartbeat.reset();
                         progress.send_raw(p.done, p.total, p.message).await;
                     }
                     ScriptMessage::Log(log) => {
-                        tracing::debug!(level = %log.level, data = %log.data, "script log");
+                        let rank = level_rank(&log.level);
+                        if rank.is_some_and(|r| r >= threshold)
+                            && let Ok(level) = serde_json::from_value(Value::String(log.level.clone()))
+                        {
+                            #[allow(deprecated)] // logging is part of every revision before 2026-07-28
+                            let param = rmcp::model::LoggingMessageNotificationParam::new(level, log.data).with_logger("script");
+                            #[allow(deprecated)]
+                            if let Err(error) = ctx.peer.notify_logging_message(param).await {
+                                tracing::debug!(%error, "log message not delivered");
+                            }
+                        }
                     }
                     ScriptMessage::Request(request) => {
                         let method = request.method().to_owned();
@@ -722,6 +747,54 @@ impl Forge {
     }
 }
 
+/// How long a script may be silent before the server sends a heartbeat progress notification.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// The rank of an MCP log level (RFC 5424 order), `None` for an unknown name.
+fn level_rank(level: &str) -> Option<u8> {
+    [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ]
+    .iter()
+    .position(|l| *l == level)
+    .and_then(|i| u8::try_from(i).ok())
+}
+
+/// Replaces every exact secret value (of at least 4 bytes) in the result with `[redacted]`.
+fn redact(result: &mut CallToolResult, secrets: &[String]) {
+    let secrets: Vec<&String> = secrets.iter().filter(|s| s.len() >= 4).collect();
+    if secrets.is_empty() {
+        return;
+    }
+    let scrub = |text: &str| {
+        secrets
+            .iter()
+            .fold(text.to_owned(), |t, s| t.replace(s.as_str(), "[redacted]"))
+    };
+    for block in &mut result.content {
+        if let Some(text) = block.as_text() {
+            let cleaned = scrub(&text.text);
+            if cleaned != text.text {
+                *block = ContentBlock::text(cleaned);
+            }
+        }
+    }
+    if let Some(structured) = &result.structured_content {
+        let cleaned = scrub(&structured.to_string());
+        result.structured_content = serde_json::from_str(&cleaned)
+            .ok()
+            .or(Some(Value::Null))
+            .filter(|v| !v.is_null());
+    }
+}
+
 async fn poll_store(forge: std::sync::Weak<Forge>) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -800,10 +873,16 @@ fn cut(text: &str, max: usize) -> String {
 /// A catalog entry for a stored tool's current version.
 fn stored_entry(stored: StoredTool) -> CatalogTool {
     let spec = &stored.current.spec;
+    // Served as authored, except that an object schema without `properties` gets `{}`:
+    // OpenAI-backed clients reject it otherwise (WIRE-24).
+    let mut input_schema = spec.input_schema.clone();
+    if !input_schema.contains_key("properties") {
+        input_schema.insert("properties".into(), json!({}));
+    }
     let mut tool = Tool::new(
         stored.tool.name.clone(),
         spec.description.clone(),
-        Arc::new(spec.input_schema.clone()),
+        Arc::new(input_schema),
     );
     if let Some(title) = &spec.title {
         tool = tool.with_title(title.clone());
@@ -950,6 +1029,16 @@ impl Progress {
         self.send_raw(done, None, Some(message)).await;
     }
 
+    /// A "still running" notification, slightly above the last value sent.
+    async fn heartbeat(&self) {
+        let next = {
+            let last = *self.last.lock().unwrap_or_else(|e| e.into_inner());
+            if last == f64::MIN { 0.0 } else { last + 0.001 }
+        };
+        self.send_raw(next, None, Some("still running".to_owned()))
+            .await;
+    }
+
     /// Sends a progress value; values that do not increase are dropped (the spec requires
     /// progress to increase with each notification).
     async fn send_raw(&self, done: f64, total: Option<f64>, message: Option<String>) {
@@ -1091,6 +1180,25 @@ mod tests {
         let remote =
             json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/x.json"}}});
         assert!(check_tool_schema("inputSchema", remote.as_object().unwrap()).is_err());
+    }
+
+    #[test]
+    fn secrets_are_redacted_from_text_and_structured_content() {
+        let mut result = CallToolResult::success(vec![ContentBlock::text("token=s3cr3t-value ok")]);
+        result.structured_content = Some(json!({"t": "s3cr3t-value"}));
+        redact(&mut result, &["s3cr3t-value".to_owned(), "ab".to_owned()]);
+        assert_eq!(
+            result.content[0].as_text().map(|t| t.text.as_str()),
+            Some("token=[redacted] ok")
+        );
+        assert_eq!(result.structured_content, Some(json!({"t": "[redacted]"})));
+    }
+
+    #[test]
+    fn log_levels_are_ordered() {
+        assert!(level_rank("debug") < level_rank("info"));
+        assert!(level_rank("error") > level_rank("warning"));
+        assert_eq!(level_rank("loud"), None);
     }
 
     #[test]

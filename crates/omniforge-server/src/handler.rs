@@ -234,7 +234,11 @@ impl ServerHandler for OmniForge {
                 }
                 Route::Streaming => manifests::streaming_not_supported(&name),
                 Route::Stored(route) => match &self.shared.forge {
-                    Some(forge) => forge.call_stored(route, arguments, &ctx).await,
+                    Some(forge) => {
+                        let level = self.log_level().and_then(|l| serde_json::to_value(l).ok());
+                        let level = level.as_ref().and_then(Value::as_str);
+                        forge.call_stored(route, arguments, level, &ctx).await
+                    }
                     None => {
                         CallToolResult::error(vec![ContentBlock::text("Unknown or inactive tool")])
                     }
