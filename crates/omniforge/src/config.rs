@@ -173,6 +173,26 @@ pub(crate) enum Command {
         /// Where to write the copy.
         file: PathBuf,
     },
+    /// Manage secrets that tool versions declare and receive as environment variables.
+    #[command(subcommand)]
+    Secret(SecretCommand),
+}
+
+/// `omniforge secret ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum SecretCommand {
+    /// Store a secret; its value is read from stdin (so it stays out of shell history).
+    Set {
+        /// Name: letters, digits and _, not starting with a digit.
+        name: String,
+    },
+    /// Remove a secret.
+    Rm {
+        /// Name.
+        name: String,
+    },
+    /// List secret names (never values).
+    List,
 }
 
 /// A one-shot command instead of a server.
@@ -187,6 +207,8 @@ pub(crate) enum Maintenance {
     Gc,
     /// `backup FILE`.
     Backup(PathBuf),
+    /// `secret ...`.
+    Secret(SecretCommand),
 }
 
 /// Flags of `omniforge serve`.
@@ -498,6 +520,10 @@ impl Settings {
             }
             Command::Backup { file } => {
                 maintenance = Some(Maintenance::Backup(file));
+                None
+            }
+            Command::Secret(command) => {
+                maintenance = Some(Maintenance::Secret(command));
                 None
             }
             Command::Serve(args) => {

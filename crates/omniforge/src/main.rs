@@ -20,7 +20,9 @@ use omniforge_store::{
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{Cli, Common, LogFormat, Maintenance, SandboxArg, Serve, Settings};
+use crate::config::{
+    Cli, Common, LogFormat, Maintenance, SandboxArg, SecretCommand, Serve, Settings,
+};
 
 fn main() {
     let cli = Cli::parse();
@@ -157,6 +159,39 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
             let removed = omniforge_script::gc(&common.data_dir.join("envs"), &in_use)
                 .context("removing environments")?;
             println!("removed {} unused environment(s)", removed.len());
+            Ok(())
+        }
+        Maintenance::Secret(command) => {
+            let store = open_store(common).await?;
+            match command {
+                SecretCommand::Set { name } => {
+                    let mut value = String::new();
+                    std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
+                        .context("reading the secret from stdin")?;
+                    let value = value.strip_suffix('\n').unwrap_or(&value);
+                    let value = value.strip_suffix('\r').unwrap_or(value);
+                    if value.is_empty() {
+                        bail!("the secret's value is read from stdin, and stdin was empty");
+                    }
+                    store
+                        .set_secret(&name, value)
+                        .await
+                        .context("storing the secret")?;
+                    println!("stored secret {name}");
+                }
+                SecretCommand::Rm { name } => {
+                    store
+                        .delete_secret(&name)
+                        .await
+                        .context("removing the secret")?;
+                    println!("removed secret {name}");
+                }
+                SecretCommand::List => {
+                    for name in store.secret_names().await.context("listing secrets")? {
+                        println!("{name}");
+                    }
+                }
+            }
             Ok(())
         }
         Maintenance::Backup(file) => {
