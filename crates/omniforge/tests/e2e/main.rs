@@ -10,6 +10,7 @@ mod clients;
 mod manifest_tools;
 mod procs;
 mod robustness;
+mod script_tools;
 mod server;
 mod util;
 mod wire;
