@@ -298,15 +298,30 @@ impl Forge {
         let code = draft.code;
         let envs = self.envs().await.map_err(|e| format!("environment: {e}"))?;
         check_code(envs.config().python.executable(), &code).await?;
-        let mut dependencies = draft.dependencies.unwrap_or_default();
+        // An update keeps whatever it leaves out from the current version.
+        let mut dependencies = draft
+            .dependencies
+            .or_else(|| previous_spec.map(|p| p.dependencies.clone()))
+            .unwrap_or_default();
         for dep in pep723_dependencies(&code).map_err(|e| format!("code: {e}"))? {
             if !dependencies.contains(&dep) {
                 dependencies.push(dep);
             }
         }
-        let timeout = self.timeout(draft.timeout_s)?;
+        let timeout = match (draft.timeout_s, previous_spec) {
+            (None, Some(p)) => Duration::from_millis(p.limits.timeout_ms),
+            (seconds, _) => self.timeout(seconds)?,
+        };
         let (lock, _env) = self.build_env(envs, &dependencies, ctx).await?;
-        let annotations = draft.annotations.unwrap_or_default();
+        let previous_annotations = previous_spec.map(|p| p.annotations).unwrap_or_default();
+        let annotations = draft
+            .annotations
+            .map_or(previous_annotations, |a| Annotations {
+                read_only_hint: a.read_only_hint,
+                destructive_hint: a.destructive_hint,
+                idempotent_hint: a.idempotent_hint,
+                open_world_hint: a.open_world_hint,
+            });
         let version = NewVersion {
             title: draft
                 .title
@@ -314,23 +329,24 @@ impl Forge {
             description: draft.description,
             input_schema,
             output_schema,
-            annotations: Annotations {
-                read_only_hint: annotations.read_only_hint,
-                destructive_hint: annotations.destructive_hint,
-                idempotent_hint: annotations.idempotent_hint,
-                open_world_hint: annotations.open_world_hint,
-            },
+            annotations,
             runtime: Runtime::Python,
             code,
             dependencies,
             limits: Limits {
                 timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
                 memory_bytes: self.config.memory_bytes,
-                network: draft.network.unwrap_or(false),
+                network: draft
+                    .network
+                    .or(previous_spec.map(|p| p.limits.network))
+                    .unwrap_or(false),
             },
             lock: lock.requirements,
             env_id: lock.env_id,
-            secrets: draft.secrets.unwrap_or_default(),
+            secrets: draft
+                .secrets
+                .or_else(|| previous_spec.map(|p| p.secrets.clone()))
+                .unwrap_or_default(),
             author: principal.name.clone(),
         };
         Ok((draft.name, version))
@@ -1109,7 +1125,7 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
         ));
         tools.push(write(
             names::UPDATE,
-            "Add a new version of an existing tool (same fields as omniforge_create_tool; omitted schemas and title are kept from the current version).",
+            "Add a new version of an existing tool (same fields as omniforge_create_tool; every optional field left out - schemas, title, dependencies, annotations, timeout_s, network, secrets - is kept from the current version).",
             draft_schema(&["name", "description", "code"]),
             ToolAnnotations::new().read_only(false).destructive(false).idempotent(false).open_world(false),
         ));
