@@ -16,6 +16,7 @@ use rmcp::model::Tool;
 use tokio::sync::watch;
 
 use crate::auth::Scope;
+use crate::schema_profile::{self, SchemaProfile};
 
 /// Where a tool comes from. The order of the variants is the merge order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -137,16 +138,24 @@ pub struct Catalog {
     snapshot: RwLock<Arc<Snapshot>>,
     /// Bumped after every publish; the notifier waits on it.
     changes: watch::Sender<u64>,
+    /// How schemas are served.
+    profile: SchemaProfile,
 }
 
 impl Catalog {
-    /// A catalog holding only `builtins`.
+    /// A catalog holding only `builtins`, serving schemas as authored.
     pub fn new(builtins: Vec<CatalogTool>) -> Self {
+        Catalog::with_profile(builtins, SchemaProfile::AsAuthored)
+    }
+
+    /// A catalog holding only `builtins`, serving schemas in `profile`.
+    pub fn with_profile(builtins: Vec<CatalogTool>, profile: SchemaProfile) -> Self {
         let (changes, _) = watch::channel(0);
         let catalog = Catalog {
             sources: RwLock::new([builtins, Vec::new(), Vec::new()]),
             snapshot: RwLock::new(Arc::default()),
             changes,
+            profile,
         };
         catalog.publish();
         catalog
@@ -186,7 +195,7 @@ impl Catalog {
     fn publish(&self) {
         let merged = {
             let sources = self.sources.read().unwrap_or_else(|e| e.into_inner());
-            merge(&sources)
+            merge(&sources, self.profile)
         };
         let changed = {
             let mut current = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
@@ -200,7 +209,7 @@ impl Catalog {
     }
 }
 
-fn merge(sources: &[Vec<CatalogTool>; 3]) -> Snapshot {
+fn merge(sources: &[Vec<CatalogTool>; 3], profile: SchemaProfile) -> Snapshot {
     let mut snapshot = Snapshot::default();
     for tool in sources.iter().flatten() {
         let name = tool.tool.name.to_string();
@@ -214,7 +223,17 @@ fn merge(sources: &[Vec<CatalogTool>; 3]) -> Snapshot {
             continue;
         }
         snapshot.by_name.insert(name, snapshot.tools.len());
-        snapshot.tools.push(tool.clone());
+        let mut tool = tool.clone();
+        if profile == SchemaProfile::Conservative {
+            // Served in the conservative form; arguments are still checked against the
+            // authored schema (compiled in `CatalogTool::new`).
+            tool.tool.input_schema =
+                Arc::new(schema_profile::conservative(&tool.tool.input_schema));
+            if let Some(output) = &tool.tool.output_schema {
+                tool.tool.output_schema = Some(Arc::new(schema_profile::conservative(output)));
+            }
+        }
+        snapshot.tools.push(tool);
     }
     snapshot
 }

@@ -13,6 +13,7 @@
 //! - [`http`]: Streamable HTTP behind an axum front (Origin, Host, tokens, Accept, batches).
 //! - [`auth`]: bearer tokens and scopes.
 //! - [`schema`]: JSON Schema checks of arguments and results.
+//! - [`schema_profile`]: how tool schemas are served (`as-authored`, `conservative`).
 //!
 //! Only this crate (and the binary) touches rmcp types.
 
@@ -26,6 +27,7 @@ pub mod jsonrpc;
 pub mod manifests;
 pub mod peers;
 pub mod schema;
+pub mod schema_profile;
 pub mod stdio;
 
 /// Re-exported so the binary can configure manifest upstreams without naming the bridge crate.

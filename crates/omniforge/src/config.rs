@@ -143,6 +143,16 @@ pub(crate) struct Cli {
     /// Rows kept in the call log [default: 10000].
     #[arg(long, global = true, env = "OMNIFORGE_CALL_LOG_ROWS", value_name = "N")]
     pub(crate) call_log_rows: Option<u64>,
+    /// How tool schemas are served: as-authored, or conservative (references inlined, single
+    /// `type`, no additionalProperties: the subset strict hosts such as Gemini accept)
+    /// [default: as-authored].
+    #[arg(
+        long,
+        global = true,
+        env = "OMNIFORGE_SCHEMA_PROFILE",
+        value_name = "PROFILE"
+    )]
+    pub(crate) schema_profile: Option<SchemaProfileArg>,
     /// What to run.
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -255,6 +265,16 @@ pub(crate) struct ServeArgs {
     pub(crate) session_idle_timeout: Option<Duration>,
 }
 
+/// How tool schemas are served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum SchemaProfileArg {
+    /// As their authors wrote them.
+    AsAuthored,
+    /// The subset strict hosts accept.
+    Conservative,
+}
+
 /// Script isolation level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -308,6 +328,7 @@ struct FileConfig {
     memory_limit_bytes: Option<u64>,
     max_result_bytes: Option<usize>,
     call_log_rows: Option<u64>,
+    schema_profile: Option<SchemaProfileArg>,
     listen: Option<SocketAddr>,
     path: Option<String>,
     stateless: Option<bool>,
@@ -373,6 +394,8 @@ pub(crate) struct Common {
     pub(crate) inline_schema_refs: bool,
     /// Script tools.
     pub(crate) scripts: Scripts,
+    /// How tool schemas are served.
+    pub(crate) schema_profile: SchemaProfileArg,
 }
 
 /// Settings of script tools.
@@ -453,6 +476,10 @@ impl Settings {
                 .or(file.log_format)
                 .unwrap_or(LogFormat::Text),
             page_size: cli.page_size.or(file.page_size).unwrap_or(1000),
+            schema_profile: cli
+                .schema_profile
+                .or(file.schema_profile)
+                .unwrap_or(SchemaProfileArg::AsAuthored),
             scripts: Scripts {
                 python: cli
                     .python

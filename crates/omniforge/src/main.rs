@@ -13,6 +13,7 @@ use omniforge_server::auth::TokenSet;
 use omniforge_server::catalog::Catalog;
 use omniforge_server::handler::Shared;
 use omniforge_server::http::HttpConfig;
+use omniforge_server::schema_profile::SchemaProfile;
 use omniforge_server::{builtins, forge, http, manifests, peers, stdio};
 use omniforge_store::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, SqliteStore, StoreConfig, ToolStore,
@@ -21,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{
-    Cli, Common, LogFormat, Maintenance, SandboxArg, SecretCommand, Serve, Settings,
+    Cli, Common, LogFormat, Maintenance, SandboxArg, SchemaProfileArg, SecretCommand, Serve,
+    Settings,
 };
 
 fn main() {
@@ -64,7 +66,11 @@ fn run(cli: Cli) -> Result<()> {
             tools.extend(forge::builtin_tools(common.scripts.authoring));
             tools
         };
-        let catalog = Arc::new(Catalog::new(builtin_tools));
+        let profile = match common.schema_profile {
+            SchemaProfileArg::AsAuthored => SchemaProfile::AsAuthored,
+            SchemaProfileArg::Conservative => SchemaProfile::Conservative,
+        };
+        let catalog = Arc::new(Catalog::with_profile(builtin_tools, profile));
         let _manifests = manifests::start(
             catalog.clone(),
             &common.manifests,
