@@ -139,6 +139,16 @@ impl Manifest {
             path: path.to_owned(),
             detail: describe_parse_error(text, &e),
         })?;
+        // A JSON file that is not a manifest (package.json, `{}`) must not start as "no tools".
+        let has_tools = serde_json::from_str::<Value>(text)
+            .ok()
+            .is_some_and(|v| v.get("tools").is_some_and(Value::is_array));
+        if !has_tools {
+            return Err(ManifestError::Parse {
+                path: path.to_owned(),
+                detail: "not a forge manifest: the top level has no `tools` array".into(),
+            });
+        }
         manifest.validate(path)?;
         Ok(manifest)
     }

@@ -20,6 +20,11 @@ three sources, listed in this order: built-in tools (names start with `omniforge
 tools (RPCs of a Connect service configured by the operator) and stored tools (forged by agents \
 and kept in OmniForge's database). Call `omniforge_instructions` for how to use and extend it.";
 
+/// The server-level `instructions` of `omniforge bridge`, which serves one manifest only.
+pub const BRIDGE_INSTRUCTIONS: &str = "OmniForge bridge: each tool is an RPC of a forge manifest, \
+proxied to its running Connect service. Arguments are the RPC's request message as JSON; a \
+Connect error comes back as an isError result naming its code (e.g. `not_found: ...`).";
+
 /// The text `omniforge_instructions` answers with.
 const GUIDE: &str = "\
 # OmniForge

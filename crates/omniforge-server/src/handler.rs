@@ -119,7 +119,19 @@ impl ServerHandler for OmniForge {
         .with_server_info(
             Implementation::new("omniforge", env!("CARGO_PKG_VERSION")).with_title("OmniForge"),
         )
-        .with_instructions(builtins::SERVER_INSTRUCTIONS)
+        .with_instructions(
+            if self
+                .shared
+                .catalog
+                .snapshot()
+                .get(builtins::INSTRUCTIONS)
+                .is_some()
+            {
+                builtins::SERVER_INSTRUCTIONS
+            } else {
+                builtins::BRIDGE_INSTRUCTIONS
+            },
+        )
     }
 
     async fn list_tools(

@@ -465,6 +465,9 @@ impl Settings {
                 .context("no platform data directory; pass --data-dir")?
                 .join("omniforge"),
         };
+        // Paths handed to subprocesses (uv runs in other directories, the sandbox binds paths)
+        // must not depend on the working directory.
+        let data_dir = absolute(data_dir)?;
         let common = Common {
             data_dir,
             log_level: cli
@@ -485,7 +488,7 @@ impl Settings {
                     .python
                     .or(file.python)
                     .unwrap_or_else(|| PathBuf::from("python3")),
-                uv: cli.uv.or(file.uv),
+                uv: cli.uv.or(file.uv).map(absolute).transpose()?,
                 allow_source_builds: cli
                     .allow_source_builds
                     .or(file.allow_source_builds)
@@ -648,6 +651,11 @@ fn manifests(
             },
         })
         .collect())
+}
+
+/// `path` made absolute against the working directory (not resolving symlinks).
+fn absolute(path: PathBuf) -> Result<PathBuf> {
+    std::path::absolute(&path).with_context(|| format!("making {} absolute", path.display()))
 }
 
 fn read_config(path: &Path) -> Result<FileConfig> {

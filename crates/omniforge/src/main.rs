@@ -3,7 +3,7 @@
 
 mod config;
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
@@ -31,8 +31,8 @@ fn main() {
     let code = match run(cli) {
         Ok(()) => 0,
         Err(error) => {
-            // stderr only: stdout may be the stdio transport.
-            eprintln!("omniforge: error: {error:#}");
+            // stderr only: stdout may be the stdio transport. A closed stderr is not a reason to panic.
+            let _ = writeln!(std::io::stderr(), "omniforge: error: {}", describe(&error));
             1
         }
     };
@@ -253,13 +253,42 @@ fn init_tracing(common: &Common) -> Result<()> {
         .with_context(|| format!("invalid --log-level {:?}", common.log_level))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LossyStderr)
         .with_ansi(std::io::stderr().is_terminal());
     match common.log_format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
     }
     Ok(())
+}
+
+/// The error and its causes on one line, leaving out a cause whose text the message already
+/// carries (library errors often print their source too).
+fn describe(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+/// stderr for logs, where a failed write (a closed pipe, a full disk) is dropped: losing a log
+/// line must never take a request, or the signal handler, down with it.
+struct LossyStderr;
+
+impl std::io::Write for LossyStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(std::io::stderr().write(buf).unwrap_or(buf.len()))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
 }
 
 async fn wait_for_signal(shutdown: CancellationToken) {
