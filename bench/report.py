@@ -1,0 +1,462 @@
+"""Writes bench/RESULTS.md and bench/results.png from a scripts/bench run.
+
+    python report.py --results results.jsonl --machine machine.json --notes notes.md --md RESULTS.md --png results.png
+
+Input: one JSON object per measurement (from bench/loadgen and script-layers), tagged with
+workload, system, transport, round. Every number written here comes from those files; rounds
+are combined by their median.
+"""
+
+import argparse
+import json
+import os
+import statistics
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+SYSTEMS = ["omniforge", "rmcp-minimal", "fastmcp", "mcpserver2", "ts-sdk"]
+LABEL = {
+    "omniforge": "OmniForge",
+    "rmcp-minimal": "rmcp 3.11 minimal",
+    "fastmcp": "FastMCP (mcp 1.x)",
+    "mcpserver2": "MCPServer (mcp 2.x)",
+    "ts-sdk": "TypeScript SDK",
+    "direct": "Connect upstream, direct",
+    "bare": "bare python -I",
+}
+
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, nd=2):
+    if x is None:
+        return "n/a"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:.{nd}f}"
+
+
+def ms(us):
+    return None if us is None else us / 1000.0
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--results", required=True)
+    ap.add_argument("--machine", required=True)
+    ap.add_argument("--notes")
+    ap.add_argument("--md", required=True)
+    ap.add_argument("--png", required=True)
+    ap.add_argument("--smoke", action="store_true")
+    a = ap.parse_args()
+
+    rows = [json.loads(l) for l in open(a.results) if l.strip()]
+    machine = json.load(open(a.machine))
+    by = defaultdict(list)
+    for r in rows:
+        by[r.get("workload")].append(r)
+    loads = [float(r["load1"]) for r in rows if "load1" in r]
+    end = [r for r in rows if r.get("workload") == "end"]
+    out = []
+    w = out.append
+
+    w("# OmniForge benchmarks: results\n")
+    if a.smoke or machine.get("smoke"):
+        w("> **Smoke run** (about 1 s per workload): these numbers check the harness and mean little.\n")
+    w("Produced by `scripts/bench` (raw data: `bench/target/results/results.jsonl`). Servers run on CPU 0, the "
+      "load generator (`bench/loadgen`, Rust, one thread) on CPU 1, both pinned with `taskset`. Every peer serves "
+      "the same tool, `omniforge_instructions`, answering OmniForge's own instructions text "
+      f"({machine.get('guide_bytes')} bytes, one text block), so each `tools/call` moves the same bytes. "
+      "Medians over rounds; latencies are per request, client-side, in milliseconds.\n")
+    w("## Machine and versions\n")
+    s = machine.get("settings", {})
+    w("| | |\n|---|---|")
+    w(f"| date | {machine['date']} |")
+    w(f"| CPU | {machine['cpu_model']}, `nproc` = {machine['nproc']} |")
+    w(f"| kernel | {machine['kernel']} |")
+    la = machine.get("loadavg_start")
+    w(f"| load average | at start {' / '.join(la) if la else 'n/a'} (1/5/15 min); 1-min load during the measurements "
+      f"{fmt(min(loads), 2) if loads else 'n/a'} to {fmt(max(loads), 2) if loads else 'n/a'}"
+      f"{'; at end ' + end[-1]['loadavg_end'] if end else ''}. The machine is shared with other engineers' builds. |")
+    w(f"| OmniForge | {machine['omniforge']} (commit {machine['omniforge_commit']}), rmcp {machine['rmcp']}, "
+      f"tokio {machine['tokio']}, axum {machine['axum']}, {machine['rustc']}; binary `{machine.get('omniforge_binary')}` |")
+    w(f"| rmcp minimal peer | rmcp {machine['rmcp']} (`bench/rmcp-minimal`, same features as OmniForge) |")
+    w(f"| Python SDK | FastMCP from `mcp` {machine['python_mcp1']}, MCPServer from `mcp` {machine['python_mcp2']}, "
+      f"uvicorn {machine['uvicorn']}, {machine['python']} |")
+    w(f"| TypeScript SDK | `@modelcontextprotocol/sdk` {machine['ts_sdk']} on Node {machine['node']} (Express app from `createMcpExpressApp`) |")
+    w(f"| settings | {s.get('duration_s')} s measured after {s.get('warmup_s')} s warm-up per HTTP run, "
+      f"{s.get('rounds')} rounds; stdio {s.get('stdio_calls')} calls; script {s.get('script_calls')} calls; "
+      f"start-up {s.get('startup_runs')} runs; {s.get('sessions')} sessions |")
+    w("")
+
+    targets = []  # (workload, target, measured, met, margin)
+
+    # ---- w1
+    w1 = by.get("w1", [])
+    agg = defaultdict(lambda: defaultdict(list))
+    for r in w1:
+        k = (r["system"], r["transport"], int(r["clients"]))
+        agg[k]["rps"].append(r["rps"])
+        lat = r.get("lat_us") or {}
+        agg[k]["p50"].append(ms(lat.get("p50")))
+        agg[k]["p99"].append(ms(lat.get("p99")))
+        agg[k]["errors"].append(r.get("errors", 0))
+        agg[k]["rss"].append((r.get("rss_kb") or 0) / 1024)
+    W1 = {k: {m: med(v) for m, v in d.items()} for k, d in agg.items()}
+    if W1:
+        w("## 1. `tools/call` of a trivial built-in tool over Streamable HTTP\n")
+        w("| system | transport | clients | throughput (req/s) | p50 (ms) | p99 (ms) | errors | RSS after (MB) | OmniForge ÷ this (throughput) |")
+        w("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for tr in ["http-session", "http-stateless"]:
+            for c in [1, 32]:
+                base = W1.get(("omniforge", tr, c), {}).get("rps")
+                for sysn in SYSTEMS:
+                    d = W1.get((sysn, tr, c))
+                    if not d:
+                        continue
+                    ratio = base / d["rps"] if base and d["rps"] else None
+                    w(f"| {LABEL[sysn]} | {tr} | {c} | {fmt(d['rps'])} | {fmt(d['p50'], 3)} | {fmt(d['p99'], 3)} | "
+                      f"{int(d['errors'] or 0)} | {fmt(d['rss'], 1)} | {'—' if sysn == 'omniforge' else fmt(ratio) + '×'} |")
+        w("")
+        tr = "http-session"
+        om = W1.get(("omniforge", tr, 32), {}).get("rps")
+        for peer, goal in [("rmcp-minimal", 0.8), ("fastmcp", 10.0), ("ts-sdk", 3.0)]:
+            p = W1.get((peer, tr, 32), {}).get("rps")
+            if om and p:
+                r = om / p
+                targets.append(("1", f"throughput ≥ {goal}× {LABEL[peer]} (32 clients, session mode)",
+                                f"{r:.2f}× ({fmt(om)} vs {fmt(p)} req/s)", r >= goal,
+                                f"missed by {(goal - r) / goal * 100:.0f}% (needs {goal * p:,.0f} req/s)" if r < goal else f"{(r / goal - 1) * 100:.0f}% headroom"))
+        for c1 in [1]:
+            p50 = W1.get(("omniforge", tr, c1), {}).get("p50")
+            if p50 is not None:
+                targets.append(("1", "p50 latency with 1 client ≤ 0.3 ms", f"{p50:.3f} ms", p50 <= 0.3,
+                                f"missed by {p50 - 0.3:.3f} ms ({p50 / 0.3:.1f}× the target)" if p50 > 0.3 else f"{0.3 - p50:.3f} ms under"))
+                pm = W1.get(("rmcp-minimal", tr, c1), {}).get("p50")
+                if pm:
+                    w(f"With 1 client, OmniForge's p50 is {p50:.3f} ms against {pm:.3f} ms for the rmcp minimal server "
+                      f"(+{p50 - pm:.3f} ms in OmniForge's own layers).\n")
+
+    # ---- w2
+    w2 = by.get("w2", [])
+    if w2:
+        w("## 2. `tools/list` with 10,000 stored tools (first page)\n")
+        w("| clients | throughput (req/s) | p50 (ms) | p99 (ms) | errors | page size | idle RSS (MB) | RSS after load (MB) | peak RSS (MB) |")
+        w("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for c in [1, 32]:
+            rs = [r for r in w2 if int(r["clients"]) == c]
+            if not rs:
+                continue
+            p50 = med([ms(r["lat_us"]["p50"]) for r in rs if r.get("lat_us")])
+            p99 = med([ms(r["lat_us"]["p99"]) for r in rs if r.get("lat_us")])
+            idle = med([int(r["idle_rss_kb"]) / 1024 for r in rs if r.get("idle_rss_kb")])
+            after = med([r["rss_kb"] / 1024 for r in rs if r.get("rss_kb")])
+            hwm = med([r["hwm_kb"] / 1024 for r in rs if r.get("hwm_kb")])
+            pb = med([int(r["page_bytes"]) for r in rs if r.get("page_bytes")])
+            w(f"| {c} | {fmt(med([r['rps'] for r in rs]))} | {fmt(p50, 3)} | {fmt(p99, 3)} | "
+              f"{sum(r.get('errors', 0) for r in rs)} | {fmt(pb / 1024 if pb else None, 0)} KiB, 1,000 tools | {fmt(idle, 1)} | {fmt(after, 1)} | {fmt(hwm, 1)} |")
+            if c == 1:
+                targets.append(("2", "first page p50 ≤ 2 ms", f"{p50:.3f} ms", p50 <= 2.0,
+                                f"missed by {p50 - 2:.2f} ms ({p50 / 2:.1f}× the target)" if p50 > 2 else f"{2 - p50:.2f} ms under"))
+                rss = max(x for x in [idle, after] if x is not None)
+                targets.append(("2", "server RSS with 10,000 tools ≤ 60 MB", f"{rss:.1f} MB (idle {fmt(idle, 1)}, after 1-client load {fmt(after, 1)}; peak {fmt(hwm, 1)})",
+                                rss <= 60, f"missed by {rss - 60:.1f} MB" if rss > 60 else f"{60 - rss:.1f} MB under"))
+        w("")
+
+    # ---- w3
+    w3 = by.get("w3", [])
+    if w3:
+        w("## 3. Manifest tool call against a local Connect upstream\n")
+        w("The upstream is the Connect fixture (`tests/fixtures/connect`, Node 22, `@connectrpc/connect-node`), "
+          "pinned to CPU 0 together with OmniForge: the whole server side shares one core. `direct` is the same "
+          "load generator POSTing the Connect JSON request itself (`/fixture.v1.FixtureService/Echo`); `via OmniForge` "
+          "is an MCP `tools/call` of `fixture_echo` (session mode).\n")
+        w("| path | clients | throughput (req/s) | p50 (ms) | p99 (ms) | errors |")
+        w("|---|---:|---:|---:|---:|---:|")
+        W3 = {}
+        for sysn in ["direct", "omniforge"]:
+            for c in [1, 32]:
+                rs = [r for r in w3 if r["system"] == sysn and int(r["clients"]) == c]
+                if not rs:
+                    continue
+                d = {"rps": med([r["rps"] for r in rs]), "p50": med([ms(r["lat_us"]["p50"]) for r in rs if r.get("lat_us")]),
+                     "p99": med([ms(r["lat_us"]["p99"]) for r in rs if r.get("lat_us")]), "errors": sum(r.get("errors", 0) for r in rs)}
+                # per-round pairing for the added latency
+                d["rounds"] = {r["round"]: r for r in rs}
+                W3[(sysn, c)] = d
+                w(f"| {'direct' if sysn == 'direct' else 'via OmniForge'} | {c} | {fmt(d['rps'])} | {fmt(d['p50'], 3)} | {fmt(d['p99'], 3)} | {d['errors']} |")
+        w("")
+        if ("direct", 1) in W3 and ("omniforge", 1) in W3:
+            added = []
+            for rd, r in W3[("omniforge", 1)]["rounds"].items():
+                dr = W3[("direct", 1)]["rounds"].get(rd)
+                if dr and r.get("lat_us") and dr.get("lat_us"):
+                    added.append(ms(r["lat_us"]["p50"] - dr["lat_us"]["p50"]))
+            ad = med(added)
+            if ad is not None:
+                targets.append(("3", "p50 added latency ≤ 0.25 ms (1 client)", f"{ad:.3f} ms (per-round: {', '.join(f'{x:.3f}' for x in added)})",
+                                ad <= 0.25, f"missed by {ad - 0.25:.3f} ms" if ad > 0.25 else f"{0.25 - ad:.3f} ms under"))
+        if ("direct", 32) in W3 and ("omniforge", 32) in W3:
+            r = W3[("omniforge", 32)]["rps"] / W3[("direct", 32)]["rps"]
+            targets.append(("3", "throughput ≥ 0.7× direct (32 clients)", f"{r:.2f}×", r >= 0.7,
+                            f"missed by {(0.7 - r) / 0.7 * 100:.0f}%" if r < 0.7 else f"{(r / 0.7 - 1) * 100:.0f}% headroom"))
+
+    # ---- w4
+    w4 = by.get("w4", [])
+    w4l = by.get("w4-layers", [])
+    if w4:
+        w("## 4. Warm script tool call (Python, one dependency: python-dateutil)\n")
+        w("`bench_dateutil` (`bench/peers/dateutil_tool.py`) stored through `omniforge_create_tool`; one client, "
+          "sequential calls. `bare` is the same script run with its environment's interpreter, "
+          "`<env>/bin/python -I dateutil_tool.py`, arguments on stdin, on the server core.\n")
+        w("| what | calls | p50 (ms) | p90 (ms) | p99 (ms) |")
+        w("|---|---:|---:|---:|---:|")
+        W4 = {}
+        for key, label in [(("omniforge", "standard"), "OmniForge, `--sandbox standard` (every layer)"),
+                           (("omniforge", "off"), "OmniForge, `--sandbox off`"), (("bare", None), "bare `python -I`")]:
+            rs = [r for r in w4 if r["system"] == key[0] and (key[1] is None or r.get("sandbox") == key[1])]
+            if not rs:
+                continue
+            d = {q: med([ms(r["lat_us"][q]) for r in rs if r.get("lat_us")]) for q in ["p50", "p90", "p99"]}
+            W4[key] = d
+            w(f"| {label} | {sum(int(r.get('count', 0)) for r in rs)} | {fmt(d['p50'])} | {fmt(d['p90'])} | {fmt(d['p99'])} |")
+        w("")
+        if ("omniforge", "standard") in W4 and ("bare", None) in W4:
+            std, bare = W4[("omniforge", "standard")]["p50"], W4[("bare", None)]["p50"]
+            targets.append(("4", "p50 with every sandbox layer ≤ bare + 15 ms", f"{std:.1f} ms vs bare {bare:.1f} ms (+{std - bare:.1f} ms)",
+                            std <= bare + 15, f"missed by {std - bare - 15:.1f} ms" if std > bare + 15 else f"{bare + 15 - std:.1f} ms under"))
+        if w4l:
+            L = defaultdict(list)
+            layers = w4l[-1]["data"].get("layers", {})
+            for r in w4l:
+                for k, v in r["data"]["lat_us"].items():
+                    L[k].append(ms(v["p50"]))
+            Lm = {k: med(v) for k, v in L.items()}
+            w("### The cost of each layer (p50, ms)\n")
+            w("From `bench/tools/src/bin/script-layers.rs`: omniforge-script's `Runner` driven directly (no MCP), "
+              "interleaved with bare runs; and one call-log write (`SqliteStore::record_call`). "
+              "The last row is what remains of the end-to-end OmniForge call.\n")
+            w("| layer | what it adds | p50 (ms) |")
+            w("|---|---|---:|")
+            rows_l = [("Python itself", "bare `python -I` with python-dateutil", Lm.get("bare")),
+                      ("runner", "process group, rlimits, side-channel socketpair, script file, capped capture "
+                                 f"(layers: {', '.join(layers.get('runner-off', []))})", _d(Lm, "runner-off", "bare")),
+                      ("pids cgroup", "per-run cgroup create/join/remove", _d(Lm, "runner-cgroups", "runner-off")),
+                      ("bubblewrap", "namespaces, uid 65534, read-only binds, private /tmp "
+                                     f"(layers: {', '.join(x for x in layers.get('runner-bwrap', []) if x not in layers.get('runner-cgroups', []))})",
+                       _d(Lm, "runner-bwrap", "runner-cgroups")),
+                      ("call log", "one SQLite row, `synchronous=FULL` (an fsync)", Lm.get("call-log"))]
+            if ("omniforge", "standard") in W4 and Lm.get("runner-bwrap") is not None:
+                rest = W4[("omniforge", "standard")]["p50"] - Lm["runner-bwrap"] - (Lm.get("call-log") or 0)
+                rows_l.append(("MCP + OmniForge", "HTTP, rmcp, argument validation, result shaping, the rest", rest))
+            for name, what, v in rows_l:
+                w(f"| {name} | {what} | {fmt(v)} |")
+            w("")
+
+    # ---- w5
+    st = by.get("w5-startup", [])
+    ss = by.get("w5-sessions", [])
+    if st or ss:
+        w("## 5. Memory and start-up\n")
+        w("Start-up: from spawn to the first successful `initialize` answer (HTTP: retried every millisecond; stdio: "
+          "written at once), through `taskset`. Idle RSS: VmRSS 1 s after the last start-up became ready. Sessions: "
+          "`initialize` + `notifications/initialized` each, then idle; with `+GET`, each session also holds its "
+          "standalone SSE stream on its own connection, as every real client does.\n")
+        w("| system | start-up p50 HTTP (ms) | start-up p50 stdio (ms) | idle RSS (MB) | sessions | RSS added (MB) | per session (KB) | RSS added with +GET (MB) | per session +GET (KB) |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        W5 = {}
+        for sysn in SYSTEMS:
+            h = [r for r in st if r["system"] == sysn and r["transport"] == "http"]
+            sd = [r for r in st if r["system"] == sysn and r["transport"] == "stdio"]
+            s0 = [r for r in ss if r["system"] == sysn and r["mode"] == "sessions"]
+            s1 = [r for r in ss if r["system"] == sysn and r["mode"] == "sessions+sse"]
+            d = {"start": med([ms(r["lat_us"]["p50"]) for r in h]), "start_stdio": med([ms(r["lat_us"]["p50"]) for r in sd]),
+                 "idle": med([r["idle_rss_kb"] / 1024 for r in h if r.get("idle_rss_kb")]),
+                 "n": med([r["sessions"] for r in s0 + s1]),
+                 "add": med([r["rss_delta_kb"] / 1024 for r in s0]), "per": med([r["per_session_kb"] for r in s0]),
+                 "add_sse": med([r["rss_delta_kb"] / 1024 for r in s1]), "per_sse": med([r["per_session_kb"] for r in s1])}
+            if not any(v is not None for v in d.values()):
+                continue
+            W5[sysn] = d
+            w(f"| {LABEL[sysn]} | {fmt(d['start'], 1)} | {fmt(d['start_stdio'], 1)} | {fmt(d['idle'], 1)} | {fmt(d['n'], 0)} | "
+              f"{fmt(d['add'], 1)} | {fmt(d['per'], 1)} | {fmt(d['add_sse'], 1)} | {fmt(d['per_sse'], 1)} |")
+        w("")
+        o = W5.get("omniforge", {})
+        if o.get("idle") is not None:
+            targets.append(("5", "idle server RSS ≤ 15 MB", f"{o['idle']:.1f} MB", o["idle"] <= 15,
+                            f"missed by {o['idle'] - 15:.1f} MB" if o["idle"] > 15 else f"{15 - o['idle']:.1f} MB under"))
+        n = o.get("n") or 0
+        for key, label in [("add", "without GET streams"), ("add_sse", "each with its GET stream")]:
+            if o.get(key) is not None:
+                v = o[key] * (1000 / n if n else 1)
+                targets.append(("5", f"1,000 idle HTTP sessions add ≤ 30 MB ({label})",
+                                f"{v:.1f} MB" + ("" if n == 1000 else f" (scaled from {n:.0f} sessions)"), v <= 30,
+                                f"missed by {v - 30:.1f} MB" if v > 30 else f"{30 - v:.1f} MB under"))
+        if o.get("start") is not None:
+            targets.append(("5", "start-up to ready ≤ 100 ms (HTTP)", f"{o['start']:.1f} ms", o["start"] <= 100,
+                            f"missed by {o['start'] - 100:.1f} ms" if o["start"] > 100 else f"{100 - o['start']:.1f} ms under"))
+
+    # ---- w6
+    w6 = by.get("w6", [])
+    if w6:
+        w("## 6. stdio: sequential `tools/call` on one connection\n")
+        w("| system | calls per round | total (s) | calls/s | p50 (ms) | p99 (ms) | errors | OmniForge ÷ this (calls/s) |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|")
+        W6 = {}
+        for sysn in SYSTEMS:
+            rs = [r for r in w6 if r["system"] == sysn]
+            if rs:
+                W6[sysn] = {"n": med([r["count"] for r in rs]), "t": med([r["window_s"] for r in rs]), "rps": med([r["rps"] for r in rs]),
+                            "p50": med([ms(r["lat_us"]["p50"]) for r in rs if r.get("lat_us")]),
+                            "p99": med([ms(r["lat_us"]["p99"]) for r in rs if r.get("lat_us")]), "errors": sum(r.get("errors", 0) for r in rs)}
+        base = W6.get("omniforge", {}).get("rps")
+        for sysn, d in W6.items():
+            ratio = base / d["rps"] if base and d["rps"] else None
+            w(f"| {LABEL[sysn]} | {fmt(d['n'], 0)} | {fmt(d['t'])} | {fmt(d['rps'])} | {fmt(d['p50'], 3)} | {fmt(d['p99'], 3)} | {d['errors']} | "
+              f"{'—' if sysn == 'omniforge' else fmt(ratio) + '×'} |")
+        w("")
+        if base and "rmcp-minimal" in W6:
+            r = base / W6["rmcp-minimal"]["rps"]
+            targets.append(("6", "stdio calls/s as a ratio against the rmcp minimal server (no threshold set)", f"{r:.2f}×", None, "reported"))
+
+    # ---- targets
+    w("## Targets\n")
+    w("| # | target | measured | met? | margin |")
+    w("|---|---|---|---|---|")
+    for wk, t, m, ok, margin in targets:
+        w(f"| {wk} | {t} | {m} | {'—' if ok is None else ('**met**' if ok else '**missed**')} | {margin} |")
+    w("")
+
+    # ---- profile
+    prof = os.path.join(os.path.dirname(a.results), "perf-w1-flat.txt")
+    if os.path.exists(prof) and os.path.getsize(prof) > 0:
+        w("## Profile: OmniForge under workload 1 (32 clients, session mode)\n")
+        w("`perf record -e cpu-clock -F 2999 -g` on the server process during the run; self time by "
+          "shared object and symbol (entries ≥ 0.7%):\n")
+        w("```")
+        for line in open(prof).read().splitlines()[:40]:
+            w(line.rstrip())
+        w("```\n")
+
+    if a.notes and os.path.exists(a.notes):
+        w(open(a.notes).read())
+
+    open(a.md, "w").write("\n".join(out) + "\n")
+    plot(a.png, W1 if w1 else {}, by, machine)
+
+
+def _d(L, a, b):
+    return None if L.get(a) is None or L.get(b) is None else L[a] - L[b]
+
+
+def plot(path, W1, by, machine):
+    fig, axes = plt.subplots(2, 3, figsize=(18, 10))
+    colors = {"omniforge": "#d9480f", "rmcp-minimal": "#1c7ed6", "fastmcp": "#2b8a3e", "mcpserver2": "#74b816",
+              "ts-sdk": "#7048e8", "direct": "#868e96", "bare": "#868e96"}
+    names = [s for s in SYSTEMS if any(k[0] == s for k in W1)]
+
+    def bars(ax, keys, vals, title, ylabel, log=False, labels=None):
+        xs = range(len(keys))
+        ax.bar(xs, [v or 0 for v in vals], color=[colors.get(k.split("|")[0], "#495057") for k in keys])
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels(labels or [LABEL.get(k, k) for k in keys], rotation=25, ha="right", fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.set_ylabel(ylabel)
+        if log:
+            ax.set_yscale("log")
+        for x, v in zip(xs, vals):
+            if v:
+                ax.annotate(fmt(v), (x, v), ha="center", va="bottom", fontsize=7)
+
+    # throughput, session mode, 1 and 32 clients
+    ax = axes[0][0]
+    width = 0.38
+    for i, c in enumerate([1, 32]):
+        vals = [W1.get((s, "http-session", c), {}).get("rps") or 0 for s in names]
+        ax.bar([x + (i - 0.5) * width for x in range(len(names))], vals, width,
+               color=[colors[s] for s in names], alpha=0.55 if c == 1 else 1.0, label=f"{c} client{'s' if c > 1 else ''}")
+        for x, v in enumerate(vals):
+            if v:
+                ax.annotate(f"{v:,.0f}", (x + (i - 0.5) * width, v), ha="center", va="bottom", fontsize=6)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([LABEL[s] for s in names], rotation=25, ha="right", fontsize=8)
+    ax.set_title("1. tools/call over HTTP (session): throughput\n(light: 1 client, dark: 32 clients)", fontsize=10)
+    ax.set_ylabel("requests/s")
+    ax.set_yscale("log")
+
+    # latency p50 and p99, 1 client
+    ax = axes[0][1]
+    for i, q in enumerate(["p50", "p99"]):
+        vals = [W1.get((s, "http-session", 1), {}).get(q) or 0 for s in names]
+        ax.bar([x + (i - 0.5) * width for x in range(len(names))], vals, width, color=[colors[s] for s in names],
+               alpha=0.55 if q == "p50" else 1.0)
+        for x, v in enumerate(vals):
+            if v:
+                ax.annotate(f"{v:.2f}", (x + (i - 0.5) * width, v), ha="center", va="bottom", fontsize=6)
+    ax.axhline(0.3, color="red", ls="--", lw=1)
+    ax.text(len(names) - 0.5, 0.3, "target p50 0.3 ms", color="red", fontsize=7, ha="right", va="bottom")
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([LABEL[s] for s in names], rotation=25, ha="right", fontsize=8)
+    ax.set_title("1. tools/call over HTTP (session), 1 client: latency\n(light: p50, dark: p99)", fontsize=10)
+    ax.set_ylabel("ms")
+    ax.set_yscale("log")
+
+    # stdio
+    ax = axes[0][2]
+    w6 = by.get("w6", [])
+    ks = [s for s in SYSTEMS if any(r["system"] == s for r in w6)]
+    bars(ax, ks, [med([r["rps"] for r in w6 if r["system"] == s]) for s in ks], "6. stdio: sequential tools/call", "calls/s", log=True)
+
+    # w3
+    ax = axes[1][0]
+    w3 = by.get("w3", [])
+    keys, vals, labels = [], [], []
+    for s in ["direct", "omniforge"]:
+        for c in [1, 32]:
+            rs = [r for r in w3 if r["system"] == s and int(r["clients"]) == c]
+            if rs:
+                keys.append(s)
+                vals.append(med([r["rps"] for r in rs]))
+                p50 = med([r["lat_us"]["p50"] / 1000 for r in rs if r.get("lat_us")])
+                labels.append(f"{'direct' if s == 'direct' else 'via OmniForge'}\n{c} cl., p50 {p50:.2f} ms")
+    if keys:
+        bars(ax, keys, vals, "3. Connect upstream: direct vs MCP via OmniForge", "requests/s", labels=labels)
+
+    # memory
+    ax = axes[1][1]
+    st, ss = by.get("w5-startup", []), by.get("w5-sessions", [])
+    ks = [s for s in SYSTEMS if any(r["system"] == s for r in st + ss)]
+    idle = [med([r["idle_rss_kb"] / 1024 for r in st if r["system"] == s and r.get("idle_rss_kb")]) or 0 for s in ks]
+    add = [med([r["rss_delta_kb"] / 1024 for r in ss if r["system"] == s and r["mode"] == "sessions+sse"]) or 0 for s in ks]
+    ax.bar(range(len(ks)), idle, color=[colors[s] for s in ks], alpha=0.55, label="idle RSS")
+    ax.bar(range(len(ks)), add, bottom=idle, color=[colors[s] for s in ks], label="+ sessions with GET streams")
+    for x, (i0, a0) in enumerate(zip(idle, add)):
+        ax.annotate(f"{i0:.0f} + {a0:.0f}", (x, i0 + a0), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(ks)))
+    ax.set_xticklabels([LABEL[s] for s in ks], rotation=25, ha="right", fontsize=8)
+    n = med([r["sessions"] for r in ss]) or 0
+    ax.set_title(f"5. RSS: idle (light) + {n:.0f} idle sessions with GET streams (dark)", fontsize=10)
+    ax.set_ylabel("MB")
+
+    # start-up
+    ax = axes[1][2]
+    ks = [s for s in SYSTEMS if any(r["system"] == s and r["transport"] == "http" for r in st)]
+    bars(ax, ks, [med([r["lat_us"]["p50"] / 1000 for r in st if r["system"] == s and r["transport"] == "http"]) for s in ks],
+         "5. start-up to first initialize answer (HTTP), p50", "ms", log=True)
+    ax.axhline(100, color="red", ls="--", lw=1)
+
+    fig.suptitle(f"OmniForge vs MCP SDK servers — {machine['cpu_model']}, {machine['nproc']} cores, {machine['date']}"
+                 f"{' (SMOKE RUN)' if machine.get('smoke') else ''}", fontsize=12)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
