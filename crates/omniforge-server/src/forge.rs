@@ -99,6 +99,40 @@ pub enum ForgeError {
     Run(#[from] omniforge_script::RunError),
 }
 
+/// Who asks, and how to reach them while the work runs.
+pub struct Caller {
+    /// Recorded as a version's author: the token's name, `stdio`, or `cli`.
+    pub author: String,
+    /// Where progress and log notifications go (none for the CLI).
+    peer: Option<rmcp::service::Peer<RoleServer>>,
+    /// The request's progress token, when the client gave one.
+    progress_token: Option<rmcp::model::ProgressToken>,
+    /// Fires when the request is cancelled (or the server shuts down).
+    pub ct: tokio_util::sync::CancellationToken,
+}
+
+impl Caller {
+    /// An MCP request by `principal`.
+    pub fn request(ctx: &RequestContext<RoleServer>, principal: &Principal) -> Caller {
+        Caller {
+            author: principal.name.clone(),
+            peer: Some(ctx.peer.clone()),
+            progress_token: ctx.meta.get_progress_token(),
+            ct: ctx.ct.clone(),
+        }
+    }
+
+    /// The command line (`omniforge tool ...`): no peer to notify.
+    pub fn local(author: &str) -> Caller {
+        Caller {
+            author: author.to_owned(),
+            peer: None,
+            progress_token: None,
+            ct: tokio_util::sync::CancellationToken::new(),
+        }
+    }
+}
+
 /// What a stored tool's call needs: its current version.
 #[derive(Debug)]
 pub struct StoredRoute {
@@ -195,19 +229,15 @@ impl Forge {
         &self,
         name: &str,
         arguments: Map<String, Value>,
-        principal: &Principal,
-        ctx: &RequestContext<RoleServer>,
+        caller: &Caller,
     ) -> CallToolResult {
         let outcome = match name {
-            names::CREATE => self.create_or_update(arguments, principal, ctx, true).await,
-            names::UPDATE => {
-                self.create_or_update(arguments, principal, ctx, false)
-                    .await
-            }
+            names::CREATE => self.create_or_update(arguments, caller, true).await,
+            names::UPDATE => self.create_or_update(arguments, caller, false).await,
             names::DELETE => self.delete(arguments).await,
             names::GET => self.get(arguments).await,
             names::ROLLBACK => self.rollback(arguments).await,
-            names::TEST => self.test(arguments, ctx).await,
+            names::TEST => self.test(arguments, caller).await,
             _ => Err("Unknown or inactive tool".to_owned()),
         };
         match outcome {
@@ -216,11 +246,46 @@ impl Forge {
         }
     }
 
+    /// Creates a tool (`create`) or adds a version, from the arguments of
+    /// `omniforge_create_tool` / `omniforge_update_tool`; for the command line.
+    pub async fn create_or_update_tool(
+        &self,
+        arguments: Map<String, Value>,
+        caller: &Caller,
+        create: bool,
+    ) -> CallToolResult {
+        self.create_or_update(arguments, caller, create)
+            .await
+            .unwrap_or_else(error_result)
+    }
+
+    /// Runs the current version of the stored tool `name` once, enabled or not; for the
+    /// command line (`omniforge tool run`).
+    pub async fn run_stored(
+        &self,
+        name: &str,
+        arguments: Map<String, Value>,
+        caller: &Caller,
+    ) -> CallToolResult {
+        let stored = match self.store.get(name).await {
+            Ok(Some(stored)) => stored,
+            Ok(None) => return error_result(format!("no tool named {name:?}")),
+            Err(e) => return error_result(e.to_string()),
+        };
+        let entry = stored_entry(stored);
+        if let Err(problems) = entry.check_arguments(&Value::Object(arguments.clone())) {
+            return error_result(format!("Arguments do not match inputSchema\n{problems}"));
+        }
+        match &entry.route {
+            Route::Stored(route) => self.call_stored(route, arguments, None, caller).await,
+            _ => error_result("Unknown or inactive tool".into()),
+        }
+    }
+
     async fn create_or_update(
         &self,
         arguments: Map<String, Value>,
-        principal: &Principal,
-        ctx: &RequestContext<RoleServer>,
+        caller: &Caller,
         create: bool,
     ) -> Result<CallToolResult, String> {
         let draft: Draft = parse(arguments)?;
@@ -254,7 +319,7 @@ impl Forge {
             }
             _ => {}
         }
-        let spec = self.prepare(draft, previous, principal, ctx).await?;
+        let spec = self.prepare(draft, previous, caller).await?;
         let name = spec.0;
         let version = if create {
             self.store.create_tool(&name, spec.1).await
@@ -276,8 +341,7 @@ impl Forge {
         &self,
         draft: Draft,
         previous: Option<&ToolVersion>,
-        principal: &Principal,
-        ctx: &RequestContext<RoleServer>,
+        caller: &Caller,
     ) -> Result<(String, NewVersion), String> {
         let previous_spec = previous.map(|v| &v.spec);
         let input_schema = match draft.input_schema {
@@ -312,7 +376,7 @@ impl Forge {
             (None, Some(p)) => Duration::from_millis(p.limits.timeout_ms),
             (seconds, _) => self.timeout(seconds)?,
         };
-        let (lock, _env) = self.build_env(envs, &dependencies, ctx).await?;
+        let (lock, _env) = self.build_env(envs, &dependencies, caller).await?;
         let previous_annotations = previous_spec.map(|p| p.annotations).unwrap_or_default();
         let annotations = draft
             .annotations
@@ -347,7 +411,7 @@ impl Forge {
                 .secrets
                 .or_else(|| previous_spec.map(|p| p.secrets.clone()))
                 .unwrap_or_default(),
-            author: principal.name.clone(),
+            author: caller.author.clone(),
         };
         Ok((draft.name, version))
     }
@@ -370,9 +434,9 @@ impl Forge {
         &self,
         envs: &EnvBuilder,
         dependencies: &[String],
-        ctx: &RequestContext<RoleServer>,
+        caller: &Caller,
     ) -> Result<(Lock, Env), String> {
-        let progress = Progress::new(ctx);
+        let progress = Progress::new(caller);
         progress.send(0.0, "resolving dependencies".into()).await;
         let lock = envs
             .lock(dependencies)
@@ -512,7 +576,7 @@ impl Forge {
     async fn test(
         &self,
         arguments: Map<String, Value>,
-        ctx: &RequestContext<RoleServer>,
+        caller: &Caller,
     ) -> Result<CallToolResult, String> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -537,13 +601,13 @@ impl Forge {
             }
         }
         let timeout = self.timeout(args.timeout_s)?;
-        let (_, env) = self.build_env(envs, &dependencies, ctx).await?;
+        let (_, env) = self.build_env(envs, &dependencies, caller).await?;
         let mut spec = RunSpec::new(&env, args.code);
         spec.arguments = Value::Object(args.arguments.unwrap_or_default());
         spec.timeout = timeout;
         spec.memory_bytes = self.config.memory_bytes;
         spec.network = args.network.unwrap_or(false);
-        let (result, _) = self.run(spec, None, None, ctx).await;
+        let (result, _) = self.run(spec, None, None, caller).await;
         Ok(result)
     }
 
@@ -556,7 +620,7 @@ impl Forge {
         route: &StoredRoute,
         arguments: Map<String, Value>,
         log_level: Option<&str>,
-        ctx: &RequestContext<RoleServer>,
+        caller: &Caller,
     ) -> CallToolResult {
         let version = &route.version;
         let spec_v = &version.spec;
@@ -587,7 +651,7 @@ impl Forge {
             }
         }
         let started_at_ms = now_ms();
-        let (mut result, outcome) = self.run(spec, Some(route), log_level, ctx).await;
+        let (mut result, outcome) = self.run(spec, Some(route), log_level, caller).await;
         redact(&mut result, &secret_values);
         let bytes_out: usize = result
             .content
@@ -614,13 +678,13 @@ impl Forge {
         mut spec: RunSpec,
         route: Option<&StoredRoute>,
         log_level: Option<&str>,
-        ctx: &RequestContext<RoleServer>,
+        caller: &Caller,
     ) -> (CallToolResult, CallOutcome) {
         let (tx, mut rx) = mpsc::channel::<ScriptMessage>(64);
         spec.messages = Some(tx);
-        let progress = Progress::new(ctx);
+        let progress = Progress::new(caller);
         let threshold = level_rank(log_level.unwrap_or("info")).unwrap_or(1);
-        let run = self.runner.run(spec, ctx.ct.clone());
+        let run = self.runner.run(spec, caller.ct.clone());
         tokio::pin!(run);
         // Clients time out silent requests (often after 60 s): after 15 s without progress,
         // send a heartbeat progress notification ourselves.
@@ -643,7 +707,9 @@ impl Forge {
                             #[allow(deprecated)] // logging is part of every revision before 2026-07-28
                             let param = rmcp::model::LoggingMessageNotificationParam::new(level, log.data).with_logger("script");
                             #[allow(deprecated)]
-                            if let Err(error) = ctx.peer.notify_logging_message(param).await {
+                            if let Some(peer) = &caller.peer
+                                && let Err(error) = peer.notify_logging_message(param).await
+                            {
                                 tracing::debug!(%error, "log message not delivered");
                             }
                         }
@@ -1028,15 +1094,15 @@ fn parse<T: for<'de> Deserialize<'de>>(arguments: Map<String, Value>) -> Result<
 /// Sends `notifications/progress` for the request, when the client gave a progress token.
 struct Progress {
     token: Option<rmcp::model::ProgressToken>,
-    peer: rmcp::service::Peer<RoleServer>,
+    peer: Option<rmcp::service::Peer<RoleServer>>,
     last: std::sync::Mutex<f64>,
 }
 
 impl Progress {
-    fn new(ctx: &RequestContext<RoleServer>) -> Progress {
+    fn new(caller: &Caller) -> Progress {
         Progress {
-            token: ctx.meta.get_progress_token(),
-            peer: ctx.peer.clone(),
+            token: caller.progress_token.clone(),
+            peer: caller.peer.clone(),
             last: std::sync::Mutex::new(f64::MIN),
         }
     }
@@ -1058,7 +1124,9 @@ impl Progress {
     /// Sends a progress value; values that do not increase are dropped (the spec requires
     /// progress to increase with each notification).
     async fn send_raw(&self, done: f64, total: Option<f64>, message: Option<String>) {
-        let Some(token) = &self.token else { return };
+        let (Some(token), Some(peer)) = (&self.token, &self.peer) else {
+            return;
+        };
         {
             let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
             if done <= *last {
@@ -1073,7 +1141,7 @@ impl Progress {
         if let Some(message) = message {
             param = param.with_message(message);
         }
-        if let Err(error) = self.peer.notify_progress(param).await {
+        if let Err(error) = peer.notify_progress(param).await {
             tracing::debug!(%error, "progress not delivered");
         }
     }

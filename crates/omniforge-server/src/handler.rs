@@ -229,7 +229,11 @@ impl ServerHandler for OmniForge {
             let result = match &entry.route {
                 Route::Builtin if name == builtins::INSTRUCTIONS => builtins::call(&name),
                 Route::Builtin => match (&self.shared.forge, &principal) {
-                    (Some(forge), Some(p)) => forge.call_builtin(&name, arguments, p, &ctx).await,
+                    (Some(forge), Some(p)) => {
+                        forge
+                            .call_builtin(&name, arguments, &forge::Caller::request(&ctx, p))
+                            .await
+                    }
                     _ => {
                         CallToolResult::error(vec![ContentBlock::text("Unknown or inactive tool")])
                     }
@@ -249,7 +253,17 @@ impl ServerHandler for OmniForge {
                     Some(forge) => {
                         let level = self.log_level().and_then(|l| serde_json::to_value(l).ok());
                         let level = level.as_ref().and_then(Value::as_str);
-                        forge.call_stored(route, arguments, level, &ctx).await
+                        forge
+                            .call_stored(
+                                route,
+                                arguments,
+                                level,
+                                &forge::Caller::request(
+                                    &ctx,
+                                    principal.as_ref().unwrap_or(&Principal::anonymous()),
+                                ),
+                            )
+                            .await
                     }
                     None => {
                         CallToolResult::error(vec![ContentBlock::text("Unknown or inactive tool")])

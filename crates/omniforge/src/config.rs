@@ -186,6 +186,71 @@ pub(crate) enum Command {
     /// Manage secrets that tool versions declare and receive as environment variables.
     #[command(subcommand)]
     Secret(SecretCommand),
+    /// Manage stored tools from the command line. A running server on the same data dir sees
+    /// the change within a second and announces list_changed.
+    #[command(subcommand)]
+    Tool(ToolCommand),
+}
+
+/// `omniforge tool ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum ToolCommand {
+    /// List the enabled stored tools, most recently updated first.
+    List,
+    /// Show a tool's current version: code, schemas, dependencies, lock, limits.
+    Show {
+        /// Tool name.
+        name: String,
+    },
+    /// List a tool's versions.
+    History {
+        /// Tool name.
+        name: String,
+    },
+    /// Create a tool from a JSON file holding the arguments of omniforge_create_tool
+    /// (see examples/tools/).
+    Add {
+        /// The JSON file.
+        file: PathBuf,
+    },
+    /// Add a version from a JSON file holding the arguments of omniforge_update_tool; fields
+    /// left out are kept.
+    Edit {
+        /// Tool name.
+        name: String,
+        /// The JSON file.
+        file: PathBuf,
+    },
+    /// Enable a disabled tool.
+    Enable {
+        /// Tool name.
+        name: String,
+    },
+    /// Disable a tool (its history is kept).
+    Disable {
+        /// Tool name.
+        name: String,
+    },
+    /// Remove a tool and its history.
+    Rm {
+        /// Tool name.
+        name: String,
+    },
+    /// Make an earlier version current.
+    Rollback {
+        /// Tool name.
+        name: String,
+        /// Version number.
+        version: u32,
+    },
+    /// Run a tool once with JSON arguments and print its result; exits 1 when it is an error.
+    Run {
+        /// Tool name.
+        name: String,
+        /// Arguments, a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+    },
 }
 
 /// `omniforge secret ...`.
@@ -219,6 +284,8 @@ pub(crate) enum Maintenance {
     Backup(PathBuf),
     /// `secret ...`.
     Secret(SecretCommand),
+    /// `tool ...`.
+    Tool(ToolCommand),
 }
 
 /// Flags of `omniforge serve`.
@@ -470,10 +537,22 @@ impl Settings {
         let data_dir = absolute(data_dir)?;
         let common = Common {
             data_dir,
-            log_level: cli
-                .log_level
-                .or(file.log_level)
-                .unwrap_or_else(|| "info,rmcp=error".into()),
+            log_level: cli.log_level.or(file.log_level).unwrap_or_else(|| {
+                // One-shot commands print their own output; only problems are logged.
+                let one_shot = matches!(
+                    cli.command,
+                    Command::Doctor { .. }
+                        | Command::Gc
+                        | Command::Backup { .. }
+                        | Command::Secret(_)
+                        | Command::Tool(_)
+                );
+                if one_shot {
+                    "warn".into()
+                } else {
+                    "info,rmcp=error".into()
+                }
+            }),
             log_format: cli
                 .log_format
                 .or(file.log_format)
@@ -554,6 +633,10 @@ impl Settings {
             }
             Command::Secret(command) => {
                 maintenance = Some(Maintenance::Secret(command));
+                None
+            }
+            Command::Tool(command) => {
+                maintenance = Some(Maintenance::Tool(command));
                 None
             }
             Command::Serve(args) => {

@@ -4,6 +4,7 @@
 mod config;
 
 use std::io::{IsTerminal, Write as _};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
@@ -23,7 +24,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::{
     Cli, Common, LogFormat, Maintenance, SandboxArg, SchemaProfileArg, SecretCommand, Serve,
-    Settings,
+    Settings, ToolCommand,
 };
 
 fn main() {
@@ -200,6 +201,7 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
             }
             Ok(())
         }
+        Maintenance::Tool(command) => run_tool_command(command, common).await,
         Maintenance::Backup(file) => {
             let store = open_store(common).await?;
             store
@@ -210,6 +212,128 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// `omniforge tool ...`.
+#[allow(clippy::print_stdout)]
+async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
+    let store = open_store(common).await?;
+    let show_result = |result: rmcp::model::CallToolResult| -> Result<()> {
+        for block in &result.content {
+            if let Some(text) = block.as_text() {
+                println!("{}", text.text);
+            }
+        }
+        if result.is_error == Some(true) {
+            bail!("the call ended with isError")
+        } else {
+            Ok(())
+        }
+    };
+    let read_args = |file: &Path| -> Result<serde_json::Map<String, serde_json::Value>> {
+        let text =
+            std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+        match serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))? {
+            serde_json::Value::Object(map) => Ok(map),
+            _ => bail!("{}: expected a JSON object", file.display()),
+        }
+    };
+    match command {
+        ToolCommand::List => {
+            for t in store.list_enabled().await.context("listing tools")? {
+                println!(
+                    "{:<40} v{:<4} {}",
+                    t.tool.name,
+                    t.tool.current_version,
+                    t.current.spec.description.lines().next().unwrap_or("")
+                );
+            }
+        }
+        ToolCommand::Show { name } => {
+            let Some(t) = store.get(&name).await.context("reading the tool")? else {
+                bail!("no tool named {name:?}")
+            };
+            let spec = &t.current.spec;
+            let view = serde_json::json!({
+                "name": t.tool.name, "enabled": t.tool.enabled, "currentVersion": t.tool.current_version,
+                "title": spec.title, "description": spec.description, "code": spec.code,
+                "inputSchema": spec.input_schema, "outputSchema": spec.output_schema,
+                "dependencies": spec.dependencies, "lock": spec.lock, "secrets": spec.secrets,
+                "limits": {"timeout_ms": spec.limits.timeout_ms, "memory_bytes": spec.limits.memory_bytes, "network": spec.limits.network},
+            });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&view).unwrap_or_default()
+            );
+        }
+        ToolCommand::History { name } => {
+            for v in store.versions(&name).await.context("reading versions")? {
+                println!(
+                    "v{:<4} {:<16} by {:<12} {}",
+                    v.number,
+                    v.created_at_ms,
+                    v.spec.author,
+                    v.spec.description.lines().next().unwrap_or("")
+                );
+            }
+        }
+        ToolCommand::Enable { name } => store.set_enabled(&name, true).await.context("enabling")?,
+        ToolCommand::Disable { name } => {
+            store.set_enabled(&name, false).await.context("disabling")?
+        }
+        ToolCommand::Rm { name } => store.purge(&name).await.context("removing")?,
+        ToolCommand::Rollback { name, version } => {
+            store
+                .rollback(&name, version)
+                .await
+                .context("rolling back")?;
+        }
+        ToolCommand::Add { file } => {
+            let forge = cli_forge(common).await?;
+            show_result(
+                forge
+                    .create_or_update_tool(read_args(&file)?, &forge::Caller::local("cli"), true)
+                    .await,
+            )?;
+        }
+        ToolCommand::Edit { name, file } => {
+            let forge = cli_forge(common).await?;
+            let mut args = read_args(&file)?;
+            args.insert("name".into(), serde_json::Value::String(name));
+            show_result(
+                forge
+                    .create_or_update_tool(args, &forge::Caller::local("cli"), false)
+                    .await,
+            )?;
+        }
+        ToolCommand::Run { name, arguments } => {
+            let args = match serde_json::from_str(&arguments).context("parsing the arguments")? {
+                serde_json::Value::Object(map) => map,
+                _ => bail!("arguments must be a JSON object"),
+            };
+            let forge = cli_forge(common).await?;
+            show_result(
+                forge
+                    .run_stored(&name, args, &forge::Caller::local("cli"))
+                    .await,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A forge for the command line: built-in and manifest names are reserved as in the server.
+async fn cli_forge(common: &Common) -> Result<Arc<forge::Forge>> {
+    let mut tools = builtins::tools();
+    tools.extend(forge::builtin_tools(true));
+    let catalog = Arc::new(Catalog::new(tools));
+    let _manifests = manifests::start(
+        catalog.clone(),
+        &common.manifests,
+        common.inline_schema_refs,
+    )
+    .context("loading manifests")?;
+    start_forge(common, catalog).await
 }
 
 async fn open_store(common: &Common) -> Result<SqliteStore> {
