@@ -8,6 +8,7 @@
 
 mod cli;
 mod clients;
+mod escape;
 mod manifest_tools;
 mod procs;
 mod robustness;
