@@ -111,7 +111,7 @@ impl Plan {
             Ok(b) => (
                 format!("bubblewrap {}: user, pid, mount, net, ipc, uts, cgroup namespaces; --die-with-parent, --new-session", b.path.display()),
                 format!("uid/gid {SANDBOX_UID} in a user namespace, all capabilities dropped, no nested user namespaces"),
-                "read-only /usr, a few /etc files, the interpreter prefix, the environment and the script; private tmpfs /tmp".to_owned(),
+                "read-only /usr, a few /etc files, the interpreter prefix, the environment and the script, all under a read-only root; private size-capped tmpfs /tmp".to_owned(),
                 "empty network namespace unless the run allows network".to_owned(),
             ),
             Err(why) => (why.clone(), why.clone(), why.clone(), why.clone()),
@@ -325,6 +325,9 @@ impl Bwrap {
             run.script.display().to_string(),
             SANDBOX_SCRIPT.into(),
         ]);
+        // bubblewrap's own root is a writable tmpfs without a size cap: make it read-only once
+        // everything is mounted, so the size-capped /tmp is the only place a script can write.
+        a.extend(["--remount-ro".into(), "/".into()]);
         a.extend(["--chdir".into(), "/tmp".into(), "--".into()]);
         a
     }
