@@ -85,7 +85,16 @@ pub struct Forge {
     config: ForgeConfig,
     /// The store's change counter at the last reload (picks up other processes' writes).
     seen_version: AtomicI64,
+    /// Whole outputs of calls whose text was cut, by resource URI, with when they were kept.
+    /// A std lock: held for map operations only.
+    outputs: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, String)>>,
 }
+
+/// How long the whole output of a cut result can be read through its resource link.
+pub const RUN_OUTPUT_TTL: Duration = Duration::from_secs(3600);
+
+/// The URI prefix of kept outputs.
+pub const RUN_OUTPUT_PREFIX: &str = "omniforge://runs/";
 
 /// The forge could not start.
 #[derive(Debug, thiserror::Error)]
@@ -109,6 +118,8 @@ pub struct Caller {
     progress_token: Option<rmcp::model::ProgressToken>,
     /// Fires when the request is cancelled (or the server shuts down).
     pub ct: tokio_util::sync::CancellationToken,
+    /// Whether results may carry `resource_link` content (protocol revision 2025-06-18 on).
+    resource_links: bool,
 }
 
 impl Caller {
@@ -119,6 +130,10 @@ impl Caller {
             peer: Some(ctx.peer.clone()),
             progress_token: ctx.meta.get_progress_token(),
             ct: ctx.ct.clone(),
+            resource_links: ctx
+                .peer
+                .peer_info()
+                .is_none_or(|info| info.protocol_version.as_str() >= "2025-06-18"),
         }
     }
 
@@ -129,6 +144,7 @@ impl Caller {
             peer: None,
             progress_token: None,
             ct: tokio_util::sync::CancellationToken::new(),
+            resource_links: true,
         }
     }
 }
@@ -168,6 +184,7 @@ impl Forge {
             envs: OnceCell::new(),
             config,
             seen_version: AtomicI64::new(i64::MIN),
+            outputs: std::sync::Mutex::default(),
         });
         forge.reload().await?;
         tokio::spawn(poll_store(Arc::downgrade(&forge)));
@@ -607,7 +624,7 @@ impl Forge {
         spec.timeout = timeout;
         spec.memory_bytes = self.config.memory_bytes;
         spec.network = args.network.unwrap_or(false);
-        let (result, _) = self.run(spec, None, None, caller).await;
+        let (result, _) = self.run(spec, None, None, &[], caller).await;
         Ok(result)
     }
 
@@ -651,7 +668,9 @@ impl Forge {
             }
         }
         let started_at_ms = now_ms();
-        let (mut result, outcome) = self.run(spec, Some(route), log_level, caller).await;
+        let (mut result, outcome) = self
+            .run(spec, Some(route), log_level, &secret_values, caller)
+            .await;
         redact(&mut result, &secret_values);
         let bytes_out: usize = result
             .content
@@ -678,6 +697,7 @@ impl Forge {
         mut spec: RunSpec,
         route: Option<&StoredRoute>,
         log_level: Option<&str>,
+        secrets: &[String],
         caller: &Caller,
     ) -> (CallToolResult, CallOutcome) {
         let (tx, mut rx) = mpsc::channel::<ScriptMessage>(64);
@@ -748,10 +768,19 @@ impl Forge {
             Exit::Timeout => CallOutcome::Timeout,
             Exit::Cancelled => CallOutcome::Cancelled,
         };
-        (self.shape(&output, route), outcome)
+        (
+            self.shape(&output, route, secrets, caller.resource_links),
+            outcome,
+        )
     }
 
-    fn shape(&self, output: &RunOutput, route: Option<&StoredRoute>) -> CallToolResult {
+    fn shape(
+        &self,
+        output: &RunOutput,
+        route: Option<&StoredRoute>,
+        secrets: &[String],
+        resource_links: bool,
+    ) -> CallToolResult {
         let failed = !output.exit.is_success();
         // A result given through the helper module wins over stdout.
         if !failed && let Some(given) = &output.result {
@@ -774,12 +803,50 @@ impl Forge {
             };
         }
         let (text, is_error) = prototype_text(output, None);
-        let text = cut(&text, self.config.max_result_bytes);
-        if is_error {
-            error_result(text)
+        let mut blocks = Vec::new();
+        if text.len() > self.config.max_result_bytes {
+            // Keep the whole captured output for a while and link to it (WIRE-30: clients cap
+            // what they take from one result).
+            let uri = self.keep_output(scrub(&text, secrets));
+            let cut_text = format!(
+                "{}\n[the whole output: {uri}]",
+                cut(&text, self.config.max_result_bytes)
+            );
+            blocks.push(ContentBlock::text(cut_text));
+            if resource_links {
+                blocks.push(ContentBlock::resource_link(
+                    rmcp::model::Resource::new(uri, "output")
+                        .with_description("The whole captured output of this tool call")
+                        .with_mime_type("text/plain")
+                        .with_size(text.len() as u64),
+                ));
+            }
         } else {
-            CallToolResult::success(vec![ContentBlock::text(text)])
+            blocks.push(ContentBlock::text(text));
         }
+        let mut result = CallToolResult::success(blocks);
+        result.is_error = Some(is_error);
+        result
+    }
+
+    /// Keeps `text` for [`RUN_OUTPUT_TTL`]; returns its `omniforge://runs/{id}/output` URI.
+    fn keep_output(&self, text: String) -> String {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let uri = format!("{RUN_OUTPUT_PREFIX}{id}/output");
+        let mut outputs = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        outputs.retain(|_, (at, _)| now.duration_since(*at) < RUN_OUTPUT_TTL);
+        outputs.insert(uri.clone(), (now, text));
+        uri
+    }
+
+    /// The kept output a run's resource link points to, while it lasts.
+    pub fn read_output(&self, uri: &str) -> Option<String> {
+        let outputs = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
+        outputs
+            .get(uri)
+            .filter(|(at, _)| at.elapsed() < RUN_OUTPUT_TTL)
+            .map(|(_, text)| text.clone())
     }
 
     fn given_result(
@@ -849,17 +916,20 @@ fn level_rank(level: &str) -> Option<u8> {
     .and_then(|i| u8::try_from(i).ok())
 }
 
+/// `text` with every exact secret value of at least 4 bytes replaced by `[redacted]`.
+fn scrub(text: &str, secrets: &[String]) -> String {
+    secrets
+        .iter()
+        .filter(|s| s.len() >= 4)
+        .fold(text.to_owned(), |t, s| t.replace(s.as_str(), "[redacted]"))
+}
+
 /// Replaces every exact secret value (of at least 4 bytes) in the result with `[redacted]`.
 fn redact(result: &mut CallToolResult, secrets: &[String]) {
-    let secrets: Vec<&String> = secrets.iter().filter(|s| s.len() >= 4).collect();
-    if secrets.is_empty() {
+    if !secrets.iter().any(|s| s.len() >= 4) {
         return;
     }
-    let scrub = |text: &str| {
-        secrets
-            .iter()
-            .fold(text.to_owned(), |t, s| t.replace(s.as_str(), "[redacted]"))
-    };
+    let scrub = |text: &str| scrub(text, secrets);
     for block in &mut result.content {
         if let Some(text) = block.as_text() {
             let cleaned = scrub(&text.text);

@@ -12,8 +12,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, ErrorData, Implementation, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    CustomResult, ErrorCode, ErrorData, Implementation, ListResourcesResult, ListToolsResult,
+    LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, SetLevelRequestParams,
     SubscriptionFilter, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
@@ -111,6 +112,7 @@ impl ServerHandler for OmniForge {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_resources()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
@@ -273,6 +275,41 @@ impl ServerHandler for OmniForge {
             return Ok(result.into());
         }
         Ok(tool_error("Unknown or inactive tool"))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        // The outputs behind resource links of cut results are not listed: each is reachable
+        // from the result that links to it, for an hour.
+        Ok(ListResourcesResult::with_all_items(Vec::new()))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let text = self
+            .shared
+            .forge
+            .as_ref()
+            .and_then(|f| f.read_output(&request.uri));
+        match text {
+            Some(text) => Ok(ReadResourceResult::new(vec![
+                ResourceContents::text(text, request.uri.clone()).with_mime_type("text/plain"),
+            ])
+            .into()),
+            None => Err(ErrorData::resource_not_found(
+                format!(
+                    "no resource {} (outputs of cut results are kept for an hour)",
+                    request.uri
+                ),
+                None,
+            )),
+        }
     }
 
     async fn set_level(
