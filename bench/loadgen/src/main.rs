@@ -356,6 +356,10 @@ fn finish(mut result: Value, common: &Common) -> Result<(), BoxError> {
             result["rss_kb"] = json!(rss);
             result["hwm_kb"] = json!(hwm);
         }
+        if let Some((anon, file)) = rss_split_kb(pid) {
+            result["rss_anon_kb"] = json!(anon);
+            result["rss_file_kb"] = json!(file);
+        }
     }
     let line = result.to_string();
     println!("{line}");
@@ -384,6 +388,19 @@ fn rss_kb(pid: u32) -> Option<(u64, u64)> {
             .and_then(|n| n.parse::<u64>().ok())
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// RssAnon and RssFile of `pid`, in kB (heap vs mapped binary and libraries).
+fn rss_split_kb(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    Some((field("RssAnon:")?, field("RssFile:")?))
 }
 
 fn raise_fd_limit() {
@@ -638,8 +655,20 @@ impl McpClient {
                 String::from_utf8_lossy(&reply.body[..reply.body.len().min(200)])
             ));
         }
-        let message = response_message(&reply.body, id)?;
-        check_result(&message, self.spec.method == "tools/call")?;
+        // Large answers (a tools/list page of 1,000 tools is ~0.5 MB) are checked by bytes, not
+        // parsed: the client's own JSON parsing would otherwise inflate the server's latency.
+        if reply.body.len() > 64 * 1024 {
+            let id_field = format!("\"id\":{id}");
+            if !contains(&reply.body, id_field.as_bytes()) || !contains(&reply.body, b"\"result\"") {
+                return Err(format!(
+                    "no result for id {id}: {}",
+                    String::from_utf8_lossy(&reply.body[..300])
+                ));
+            }
+        } else {
+            let message = response_message(&reply.body, id)?;
+            check_result(&message, self.spec.method == "tools/call")?;
+        }
         if let Some(expect) = &self.spec.expect {
             if !contains(&reply.body, expect.as_bytes()) {
                 return Err(format!("response lacks {expect:?}"));
@@ -1146,6 +1175,7 @@ async fn run_startup(
 ) -> Result<Value, BoxError> {
     let mut hist = new_hist();
     let mut idle_rss = None;
+    let mut idle_split = None;
     let mut samples = Vec::new();
     for run in 0..runs {
         let t0 = Instant::now();
@@ -1190,6 +1220,7 @@ async fn run_startup(
             if let (Some(s), Some(pid)) = (idle_rss_after_s, pid) {
                 tokio::time::sleep(Duration::from_secs_f64(s)).await;
                 idle_rss = rss_kb(pid).map(|r| r.0);
+                idle_split = rss_split_kb(pid);
             }
         }
         if let Some(mut child) = child {
@@ -1208,6 +1239,8 @@ async fn run_startup(
         "ms": samples,
         "lat_us": summary(&hist),
         "idle_rss_kb": idle_rss,
+        "idle_rss_anon_kb": idle_split.map(|s| s.0),
+        "idle_rss_file_kb": idle_split.map(|s| s.1),
     }))
 }
 
