@@ -205,10 +205,19 @@ async fn healthz(State(front): State<Arc<Front>>) -> Response {
     .into_iter()
     .map(|s| (s.as_str().to_owned(), json!(snapshot.count(s))))
     .collect();
+    // The script sandbox layers, under the names `omniforge doctor` uses.
+    let sandbox: serde_json::Map<String, Value> = front
+        .shared
+        .forge
+        .iter()
+        .flat_map(|f| f.layers())
+        .map(|l| (l.name.to_owned(), json!(l.active)))
+        .collect();
     axum::Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "tools": tools,
+        "sandbox": sandbox,
         "sessions": front.lock_sessions().len(),
     }))
     .into_response()
