@@ -72,6 +72,8 @@ pub struct ForgeConfig {
     pub max_result_bytes: usize,
     /// Whether the authoring built-ins are offered.
     pub authoring: bool,
+    /// How long the whole output of a cut result stays readable through its resource link.
+    pub output_ttl: Duration,
 }
 
 /// The stored tool source and the authoring tools.
@@ -89,9 +91,6 @@ pub struct Forge {
     /// A std lock: held for map operations only.
     outputs: std::sync::Mutex<std::collections::HashMap<String, (std::time::Instant, String)>>,
 }
-
-/// How long the whole output of a cut result can be read through its resource link.
-pub const RUN_OUTPUT_TTL: Duration = Duration::from_secs(3600);
 
 /// The URI prefix of kept outputs.
 pub const RUN_OUTPUT_PREFIX: &str = "omniforge://runs/";
@@ -829,13 +828,14 @@ impl Forge {
         result
     }
 
-    /// Keeps `text` for [`RUN_OUTPUT_TTL`]; returns its `omniforge://runs/{id}/output` URI.
+    /// Keeps `text` for [`ForgeConfig::output_ttl`]; returns its `omniforge://runs/{id}/output` URI.
     fn keep_output(&self, text: String) -> String {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let uri = format!("{RUN_OUTPUT_PREFIX}{id}/output");
         let mut outputs = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
         let now = std::time::Instant::now();
-        outputs.retain(|_, (at, _)| now.duration_since(*at) < RUN_OUTPUT_TTL);
+        let ttl = self.config.output_ttl;
+        outputs.retain(|_, (at, _)| now.duration_since(*at) < ttl);
         outputs.insert(uri.clone(), (now, text));
         uri
     }
@@ -845,7 +845,7 @@ impl Forge {
         let outputs = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
         outputs
             .get(uri)
-            .filter(|(at, _)| at.elapsed() < RUN_OUTPUT_TTL)
+            .filter(|(at, _)| at.elapsed() < self.config.output_ttl)
             .map(|(_, text)| text.clone())
     }
 

@@ -140,6 +140,10 @@ pub(crate) struct Cli {
         value_name = "BYTES"
     )]
     pub(crate) max_result_bytes: Option<usize>,
+    /// How long the whole output of a cut script result stays readable through its resource
+    /// link [default: 1h].
+    #[arg(long, global = true, env = "OMNIFORGE_OUTPUT_TTL", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) output_ttl: Option<Duration>,
     /// Rows kept in the call log [default: 10000].
     #[arg(long, global = true, env = "OMNIFORGE_CALL_LOG_ROWS", value_name = "N")]
     pub(crate) call_log_rows: Option<u64>,
@@ -396,6 +400,8 @@ struct FileConfig {
     max_result_bytes: Option<usize>,
     call_log_rows: Option<u64>,
     schema_profile: Option<SchemaProfileArg>,
+    #[serde(default, with = "humantime_serde_opt")]
+    output_ttl: Option<Duration>,
     listen: Option<SocketAddr>,
     path: Option<String>,
     stateless: Option<bool>,
@@ -478,6 +484,7 @@ pub(crate) struct Scripts {
     pub(crate) memory_limit_bytes: u64,
     pub(crate) max_result_bytes: usize,
     pub(crate) call_log_rows: u64,
+    pub(crate) output_ttl: Duration,
 }
 
 /// Settings of `serve`.
@@ -591,6 +598,10 @@ impl Settings {
                     .or(file.max_result_bytes)
                     .unwrap_or(64 * 1024),
                 call_log_rows: cli.call_log_rows.or(file.call_log_rows).unwrap_or(10_000),
+                output_ttl: cli
+                    .output_ttl
+                    .or(file.output_ttl)
+                    .unwrap_or(Duration::from_secs(3600)),
             },
             inline_schema_refs: cli
                 .inline_schema_refs

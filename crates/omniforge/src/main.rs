@@ -366,6 +366,7 @@ async fn start_forge(common: &Common, catalog: Arc<Catalog>) -> Result<Arc<forge
         memory_bytes: scripts.memory_limit_bytes,
         max_result_bytes: scripts.max_result_bytes,
         authoring: scripts.authoring,
+        output_ttl: scripts.output_ttl,
     };
     forge::Forge::start(catalog, Arc::new(store), config)
         .await
