@@ -17,7 +17,11 @@ fn repo_root() -> PathBuf {
 
 fn uv() -> PathBuf {
     let uv = repo_root().join(".deps/bin/uv");
-    assert!(uv.exists(), "{} is missing: run `scripts/bootstrap`", uv.display());
+    assert!(
+        uv.exists(),
+        "{} is missing: run `scripts/bootstrap`",
+        uv.display()
+    );
     uv
 }
 
@@ -70,13 +74,24 @@ async fn tool_commands_reach_a_running_server() {
     let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
         "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"cli-test","version":"0"}}});
-    stdin.write_all(format!("{init}\n").as_bytes()).await.unwrap();
+    stdin
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .unwrap();
     let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(answer["result"]["protocolVersion"], json!("2025-06-18"));
-    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").await.unwrap();
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .unwrap();
 
     let example = repo_root().join("examples/tools/add_vat.json");
-    let (ok, out, err) = omniforge(dir.path(), &["tool", "add", example.to_str().unwrap()], None).await;
+    let (ok, out, err) = omniforge(
+        dir.path(),
+        &["tool", "add", example.to_str().unwrap()],
+        None,
+    )
+    .await;
     assert!(ok, "tool add failed: {out}\n{err}");
     assert!(out.contains("Created tool add_vat (version 1)"), "{out}");
 
@@ -91,9 +106,16 @@ async fn tool_commands_reach_a_running_server() {
         false
     })
     .await;
-    assert_eq!(changed, Ok(true), "no list_changed within 5 s of `tool add`");
+    assert_eq!(
+        changed,
+        Ok(true),
+        "no list_changed within 5 s of `tool add`"
+    );
     let list = json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add_vat","arguments":{"net":10}}});
-    stdin.write_all(format!("{list}\n").as_bytes()).await.unwrap();
+    stdin
+        .write_all(format!("{list}\n").as_bytes())
+        .await
+        .unwrap();
     let answer: Value = loop {
         let m: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
         if m["id"] == json!(2) {
@@ -105,21 +127,45 @@ async fn tool_commands_reach_a_running_server() {
         json!("{\"net\": \"10\", \"rate\": \"20\", \"vat\": \"2.00\", \"gross\": \"12.00\"}")
     );
 
-    let (ok, out, _) = omniforge(dir.path(), &["tool", "run", "add_vat", r#"{"net": 7}"#], None).await;
+    let (ok, out, _) = omniforge(
+        dir.path(),
+        &["tool", "run", "add_vat", r#"{"net": 7}"#],
+        None,
+    )
+    .await;
     assert!(ok && out.contains("\"gross\": \"8.40\""), "{out}");
-    let (ok, out, _) = omniforge(dir.path(), &["tool", "run", "add_vat", r#"{"net": "x"}"#], None).await;
-    assert!(!ok && out.contains("Arguments do not match inputSchema"), "{out}");
+    let (ok, out, _) = omniforge(
+        dir.path(),
+        &["tool", "run", "add_vat", r#"{"net": "x"}"#],
+        None,
+    )
+    .await;
+    assert!(
+        !ok && out.contains("Arguments do not match inputSchema"),
+        "{out}"
+    );
     let (ok, out, _) = omniforge(dir.path(), &["tool", "list"], None).await;
     assert!(ok && out.starts_with("add_vat"), "{out}");
     let (ok, _, _) = omniforge(dir.path(), &["tool", "disable", "add_vat"], None).await;
     assert!(ok);
     let (ok, out, _) = omniforge(dir.path(), &["tool", "list"], None).await;
-    assert!(ok && out.trim().is_empty(), "a disabled tool is listed: {out}");
+    assert!(
+        ok && out.trim().is_empty(),
+        "a disabled tool is listed: {out}"
+    );
 
-    let (ok, _, err) = omniforge(dir.path(), &["secret", "set", "API_KEY"], Some("s3cret-value\n")).await;
+    let (ok, _, err) = omniforge(
+        dir.path(),
+        &["secret", "set", "API_KEY"],
+        Some("s3cret-value\n"),
+    )
+    .await;
     assert!(ok, "{err}");
     let (ok, out, _) = omniforge(dir.path(), &["secret", "list"], None).await;
-    assert!(ok && out.trim() == "API_KEY" && !out.contains("s3cret"), "{out}");
+    assert!(
+        ok && out.trim() == "API_KEY" && !out.contains("s3cret"),
+        "{out}"
+    );
 
     let backup = dir.path().join("backup.db");
     let (ok, _, err) = omniforge(dir.path(), &["backup", backup.to_str().unwrap()], None).await;
@@ -127,7 +173,10 @@ async fn tool_commands_reach_a_running_server() {
     let (ok, out, err) = omniforge(dir.path(), &["doctor", "--json"], None).await;
     assert!(ok, "{err}");
     let doctor: Value = serde_json::from_str(&out).unwrap();
-    assert!(doctor["layers"].as_array().is_some_and(|l| !l.is_empty()), "{doctor}");
+    assert!(
+        doctor["layers"].as_array().is_some_and(|l| !l.is_empty()),
+        "{doctor}"
+    );
     let (ok, out, _) = omniforge(dir.path(), &["gc"], None).await;
     assert!(ok && out.contains("unused environment"), "{out}");
 }
