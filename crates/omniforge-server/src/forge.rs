@@ -561,27 +561,7 @@ impl Forge {
             .versions(&args.name)
             .await
             .map_err(|e| e.to_string())?;
-        let spec = &stored.current.spec;
-        let view = json!({
-            "name": stored.tool.name,
-            "enabled": stored.tool.enabled,
-            "currentVersion": stored.tool.current_version,
-            "title": spec.title,
-            "description": spec.description,
-            "code": spec.code,
-            "inputSchema": spec.input_schema,
-            "outputSchema": spec.output_schema,
-            "dependencies": spec.dependencies,
-            "lock": spec.lock,
-            "limits": {"timeout_s": spec.limits.timeout_ms as f64 / 1000.0, "memory_bytes": spec.limits.memory_bytes, "network": spec.limits.network},
-            "secrets": spec.secrets,
-            "versions": versions.iter().map(|v| json!({
-                "number": v.number,
-                "createdAtMs": v.created_at_ms,
-                "author": v.spec.author,
-                "description": v.spec.description,
-            })).collect::<Vec<_>>(),
-        });
+        let view = describe_tool(&stored, &versions);
         let mut result = CallToolResult::success(vec![ContentBlock::text(
             serde_json::to_string_pretty(&view).unwrap_or_default(),
         )]);
@@ -1020,6 +1000,32 @@ fn cut(text: &str, max: usize) -> String {
         &text[..end],
         text.len() - end
     )
+}
+
+/// What `omniforge_get_tool` and `omniforge tool show` print: a stored tool's current version
+/// (code, schemas, dependencies, lock, limits, secret names) and its versions. Never secret values.
+pub fn describe_tool(stored: &StoredTool, versions: &[ToolVersion]) -> Value {
+    let spec = &stored.current.spec;
+    json!({
+        "name": stored.tool.name,
+        "enabled": stored.tool.enabled,
+        "currentVersion": stored.tool.current_version,
+        "title": spec.title,
+        "description": spec.description,
+        "code": spec.code,
+        "inputSchema": spec.input_schema,
+        "outputSchema": spec.output_schema,
+        "dependencies": spec.dependencies,
+        "lock": spec.lock,
+        "limits": {"timeout_s": spec.limits.timeout_ms as f64 / 1000.0, "memory_bytes": spec.limits.memory_bytes, "network": spec.limits.network},
+        "secrets": spec.secrets,
+        "versions": versions.iter().map(|v| json!({
+            "number": v.number,
+            "createdAtMs": v.created_at_ms,
+            "author": v.spec.author,
+            "description": v.spec.description,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// A catalog entry for a stored tool's current version.

@@ -253,14 +253,8 @@ async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
             let Some(t) = store.get(&name).await.context("reading the tool")? else {
                 bail!("no tool named {name:?}")
             };
-            let spec = &t.current.spec;
-            let view = serde_json::json!({
-                "name": t.tool.name, "enabled": t.tool.enabled, "currentVersion": t.tool.current_version,
-                "title": spec.title, "description": spec.description, "code": spec.code,
-                "inputSchema": spec.input_schema, "outputSchema": spec.output_schema,
-                "dependencies": spec.dependencies, "lock": spec.lock, "secrets": spec.secrets,
-                "limits": {"timeout_ms": spec.limits.timeout_ms, "memory_bytes": spec.limits.memory_bytes, "network": spec.limits.network},
-            });
+            let versions = store.versions(&name).await.context("reading versions")?;
+            let view = forge::describe_tool(&t, &versions);
             println!(
                 "{}",
                 serde_json::to_string_pretty(&view).unwrap_or_default()
