@@ -3,6 +3,15 @@
 
 mod config;
 
+/// Prints a line for a one-shot command. A closed stdout (`omniforge tool list | head -1`) ends
+/// the output quietly instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 use std::io::{IsTerminal, Write as _};
 use std::path::Path;
 use std::sync::Arc;
@@ -103,7 +112,6 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 /// `doctor`, `gc` and `backup`: one-shot commands that print to stdout (no stdio server runs).
-#[allow(clippy::print_stdout)]
 async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
     match task {
         Maintenance::Doctor { json } => {
@@ -130,10 +138,10 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
                     "layers": layers.iter().map(|l| serde_json::json!({"name": l.name, "active": l.active, "detail": l.detail})).collect::<Vec<_>>(),
                     "missing": missing,
                 });
-                println!("{out}");
+                out!("{out}");
             } else {
                 for l in &layers {
-                    println!(
+                    out!(
                         "{:<17} {:<8} {}",
                         l.name,
                         if l.active { "active" } else { "inactive" },
@@ -141,7 +149,7 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
                     );
                 }
                 if !missing.is_empty() {
-                    println!(
+                    out!(
                         "missing for --sandbox {:?}: {}",
                         common.scripts.sandbox,
                         missing.join(", ")
@@ -165,7 +173,7 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
                 .context("reading the environments in use")?;
             let removed = omniforge_script::gc(&common.data_dir.join("envs"), &in_use)
                 .context("removing environments")?;
-            println!("removed {} unused environment(s)", removed.len());
+            out!("removed {} unused environment(s)", removed.len());
             Ok(())
         }
         Maintenance::Secret(command) => {
@@ -184,18 +192,18 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
                         .set_secret(&name, value)
                         .await
                         .context("storing the secret")?;
-                    println!("stored secret {name}");
+                    out!("stored secret {name}");
                 }
                 SecretCommand::Rm { name } => {
                     store
                         .delete_secret(&name)
                         .await
                         .context("removing the secret")?;
-                    println!("removed secret {name}");
+                    out!("removed secret {name}");
                 }
                 SecretCommand::List => {
                     for name in store.secret_names().await.context("listing secrets")? {
-                        println!("{name}");
+                        out!("{name}");
                     }
                 }
             }
@@ -208,20 +216,19 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
                 .backup(&file)
                 .await
                 .with_context(|| format!("backing up to {}", file.display()))?;
-            println!("backed up the tool database to {}", file.display());
+            out!("backed up the tool database to {}", file.display());
             Ok(())
         }
     }
 }
 
 /// `omniforge tool ...`.
-#[allow(clippy::print_stdout)]
 async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
     let store = open_store(common).await?;
     let show_result = |result: rmcp::model::CallToolResult| -> Result<()> {
         for block in &result.content {
             if let Some(text) = block.as_text() {
-                println!("{}", text.text);
+                out!("{}", text.text);
             }
         }
         if result.is_error == Some(true) {
@@ -241,7 +248,7 @@ async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
     match command {
         ToolCommand::List => {
             for t in store.list_enabled().await.context("listing tools")? {
-                println!(
+                out!(
                     "{:<40} v{:<4} {}",
                     t.tool.name,
                     t.tool.current_version,
@@ -255,14 +262,14 @@ async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
             };
             let versions = store.versions(&name).await.context("reading versions")?;
             let view = forge::describe_tool(&t, &versions);
-            println!(
+            out!(
                 "{}",
                 serde_json::to_string_pretty(&view).unwrap_or_default()
             );
         }
         ToolCommand::History { name } => {
             for v in store.versions(&name).await.context("reading versions")? {
-                println!(
+                out!(
                     "v{:<4} {:<16} by {:<12} {}",
                     v.number,
                     v.created_at_ms,
