@@ -32,6 +32,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::serve::ListenerExt;
 use bytes::Bytes;
 use futures::StreamExt;
 use http::header::{
@@ -164,6 +165,13 @@ pub async fn serve(
         }
     };
     tokio::spawn(drain);
+    // SSE answers are written in pieces (headers, priming event, message); without
+    // TCP_NODELAY each later piece waits for the client's delayed ACK (about 40 ms on Linux).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "setting TCP_NODELAY failed");
+        }
+    });
     let server = axum::serve(
         listener,
         router.into_make_service_with_connect_info::<SocketAddr>(),
