@@ -94,6 +94,8 @@ def main():
     w(f"| Python SDK | FastMCP from `mcp` {machine['python_mcp1']}, MCPServer from `mcp` {machine['python_mcp2']}, "
       f"uvicorn {machine['uvicorn']}, {machine['python']} |")
     w(f"| TypeScript SDK | `@modelcontextprotocol/sdk` {machine['ts_sdk']} on Node {machine['node']} (Express app from `createMcpExpressApp`) |")
+    for rr in machine.get("reruns", []):
+        w(f"| re-run | `--only {rr['only']}` on {rr['date']} (load {' / '.join(rr['loadavg_start'])}); those rows replace the first run's |")
     w(f"| settings | {s.get('duration_s')} s measured after {s.get('warmup_s')} s warm-up per HTTP run, "
       f"{s.get('rounds')} rounds; stdio {s.get('stdio_calls')} calls; script {s.get('script_calls')} calls; "
       f"start-up {s.get('startup_runs')} runs; {s.get('sessions')} sessions |")
@@ -189,11 +191,11 @@ def main():
           f"one compiled input-schema validator of the seeded schema adds {d['validator_kb_each']:.1f} KB of RSS "
           f"({d['validators_mb']:.1f} MB for {d['n']:,}; {d['compile_us_each']:.1f} µs to compile each), and one "
           f"`serde_json::Value` copy of that 2-property schema {d['schema_clone_kb_each']:.1f} KB.\n")
-    w2p = os.path.join(os.path.dirname(a.results), "perf-w2-flat.txt")
+    w2p = os.path.join(os.path.dirname(a.results), "perf-w2-omniforge.txt")
     if os.path.exists(w2p) and os.path.getsize(w2p) > 0:
-        w("Profile of the patched build serving the first page to 1 client (`perf record -e cpu-clock`, self time, entries ≥ 1%):\n")
+        w("Profile of the patched build serving the first page to 1 client (`perf record -e cpu-clock --call-graph dwarf`):\n")
         w("```")
-        for line in open(w2p).read().splitlines()[:30]:
+        for line in open(w2p).read().splitlines()[:70]:
             w(line.rstrip())
         w("```\n")
 
@@ -268,27 +270,51 @@ def main():
                 for k, v in r["data"]["lat_us"].items():
                     L[k].append(ms(v["p50"]))
             Lm = {k: med(v) for k, v in L.items()}
+            P = defaultdict(list)
+            for r in w4l:
+                for k, v in (r["data"].get("paired_diff_us") or {}).items():
+                    P[k].append(ms(v))
+            Pm = {k: med(v) for k, v in P.items()}
             w("### The cost of each layer (p50, ms)\n")
             w("From `bench/tools/src/bin/script-layers.rs`: omniforge-script's `Runner` driven directly (no MCP), "
-              "interleaved with bare runs; and one call-log write (`SqliteStore::record_call`). "
-              "The last row is what remains of the end-to-end OmniForge call.\n")
+              "each iteration running bare, runner-off, runner-cgroups and runner-bwrap back to back; a layer's cost is "
+              "the median of the paired per-iteration differences (robust to the machine's load drifting), median "
+              "over rounds. Then one call-log write (`SqliteStore::record_call`). The last rows are what remains of the "
+              "end-to-end OmniForge call (its p50 minus the bare p50 from the same script-layers runs, minus the "
+              "runner layers and the call log): noisy, since it subtracts medians of different runs.\n")
             w("| layer | what it adds | p50 (ms) |")
             w("|---|---|---:|")
+            pd = lambda a_, b_: Pm.get(f"{a_} - {b_}", _d(Lm, a_, b_))
             rows_l = [("Python itself", "bare `python -I` with python-dateutil", Lm.get("bare")),
                       ("runner", "process group, rlimits, side-channel socketpair, script file, capped capture "
-                                 f"(layers: {', '.join(layers.get('runner-off', []))})", _d(Lm, "runner-off", "bare")),
-                      ("pids cgroup", "per-run cgroup create/join/remove", _d(Lm, "runner-cgroups", "runner-off")),
+                                 f"(layers: {', '.join(layers.get('runner-off', []))})", pd("runner-off", "bare")),
+                      ("cgroups", "per-run cgroups: create, move the child in (pre_exec), kill, remove "
+                                  f"(layers: {', '.join(x for x in layers.get('runner-cgroups', []) if x not in layers.get('runner-off', []))})",
+                       pd("runner-cgroups", "runner-off")),
                       ("bubblewrap", "namespaces, uid 65534, read-only binds, private /tmp "
                                      f"(layers: {', '.join(x for x in layers.get('runner-bwrap', []) if x not in layers.get('runner-cgroups', []))})",
-                       _d(Lm, "runner-bwrap", "runner-cgroups")),
+                       pd("runner-bwrap", "runner-cgroups")),
+                      ("all runner layers", "runner-bwrap − bare, paired", pd("runner-bwrap", "bare")),
                       ("call log", "one SQLite row, `synchronous=FULL` (an fsync)", Lm.get("call-log"))]
             for v in VARIANTS:
                 if (v, "standard") in W4 and Lm.get("runner-bwrap") is not None:
-                    rest = W4[(v, "standard")]["p50"] - Lm["runner-bwrap"] - (Lm.get("call-log") or 0)
-                    rows_l.append((f"MCP + server ({LABEL[v]})", "HTTP, rmcp, argument validation, result shaping, the rest: "
-                                   "end-to-end p50 minus runner-bwrap minus call log", rest))
+                    rest = W4[(v, "standard")]["p50"] - W4[("bare", None)]["p50"] - (pd("runner-bwrap", "bare") or 0) - (Lm.get("call-log") or 0)
+                    rows_l.append((f"MCP + server ({LABEL[v]})", "HTTP, rmcp, argument validation, result shaping, the rest", rest))
             for name, what, v in rows_l:
                 w(f"| {name} | {what} | {fmt(v)} |")
+            w("")
+        cg = by.get("w4-cgroup", [])
+        if cg:
+            d = cg[-1]["data"]
+            w(f"Each cgroup step, measured apart (`bench/cgroup_cost.py`, {d['runs']} runs, a child moved after {d['gap_ms']} ms "
+              "of idleness as between two calls; medians, ms):\n")
+            w("| hierarchy | mkdir | move a process in (after idleness) | p90 | a second move right after | rmdir after exit |")
+            w("|---|---:|---:|---:|---:|---:|")
+            for h, v in d["ms"].items():
+                if "error" in v:
+                    w(f"| {h} | {v['error']} | | | | |")
+                else:
+                    w(f"| {h} | {v['mkdir']:.3f} | {v['migrate']:.3f} | {v['migrate_p90']:.3f} | {v['migrate_again']:.3f} | {v['rmdir']:.3f} |")
             w("")
 
     # ---- w5
@@ -373,17 +399,23 @@ def main():
     w("")
 
     # ---- profile
-    prof = os.path.join(os.path.dirname(a.results), "perf-w1-flat.txt")
-    if os.path.exists(prof) and os.path.getsize(prof) > 0:
-        w("## Profile: OmniForge + TCP_NODELAY patch under workload 1 (32 clients, session mode)\n")
-        w("OmniForge as committed spends its time waiting (see the notes), so the CPU profile is of the patched build, "
-          "where the CPU is the limit.\n")
-        w("`perf record -e cpu-clock -F 2999 -g` on the server process during the run; self time by "
-          "shared object and symbol (entries ≥ 0.7%):\n")
-        w("```")
-        for line in open(prof).read().splitlines()[:40]:
-            w(line.rstrip())
-        w("```\n")
+    d = os.path.dirname(a.results)
+    profs = [("w1-omniforge", "OmniForge + TCP_NODELAY patch, workload 1 (tools/call, 32 clients, session mode)"),
+             ("w1-rmcp", "rmcp 3.11 minimal, workload 1 (same load)"),
+             ("w3-omniforge", "OmniForge + TCP_NODELAY patch, workload 3 (manifest tool, 32 clients; the Connect upstream is another process)")]
+    if any(os.path.exists(os.path.join(d, f"perf-{n}.txt")) for n, _ in profs):
+        w("## Profiles\n")
+        w("`perf record -e cpu-clock -F 999 --call-graph dwarf` on the server process for 4 s of load (scripts/bench, "
+          "`profile` step). OmniForge as committed mostly waits on the network (see the notes), so its patched build "
+          "is profiled, where the CPU is the limit. Self time by shared object, then inclusive time of user-space frames.\n")
+        for n, title in profs:
+            f = os.path.join(d, f"perf-{n}.txt")
+            if os.path.exists(f) and os.path.getsize(f) > 0:
+                w(f"### {title}\n")
+                w("```")
+                for line in open(f).read().splitlines()[:70]:
+                    w(line.rstrip())
+                w("```\n")
 
     if a.notes and os.path.exists(a.notes):
         w(open(a.notes).read())
@@ -397,7 +429,7 @@ def _d(L, a, b):
 
 
 def plot(path, W1, by, machine):
-    fig, axes = plt.subplots(2, 3, figsize=(18, 10))
+    fig, axes = plt.subplots(3, 3, figsize=(18, 15))
     colors = {"omniforge": "#d9480f", "omniforge-nodelay": "#f59f00", "rmcp-nagle": "#a5d8ff", "rmcp-minimal": "#1c7ed6", "fastmcp": "#2b8a3e", "mcpserver2": "#74b816",
               "ts-sdk": "#7048e8", "direct": "#868e96", "bare": "#868e96"}
     names = [s for s in SYSTEMS if any(k[0] == s for k in W1)]
@@ -458,14 +490,14 @@ def plot(path, W1, by, machine):
     ax = axes[1][0]
     w3 = by.get("w3", [])
     keys, vals, labels = [], [], []
-    for s in ["direct", "omniforge"]:
+    for s in ["direct"] + VARIANTS:
         for c in [1, 32]:
             rs = [r for r in w3 if r["system"] == s and int(r["clients"]) == c]
             if rs:
                 keys.append(s)
                 vals.append(med([r["rps"] for r in rs]))
                 p50 = med([r["lat_us"]["p50"] / 1000 for r in rs if r.get("lat_us")])
-                labels.append(f"{'direct' if s == 'direct' else 'via OmniForge'}\n{c} cl., p50 {p50:.2f} ms")
+                labels.append(f"{'direct' if s == 'direct' else 'via ' + LABEL[s]}\n{c} cl., p50 {p50:.2f} ms")
     if keys:
         bars(ax, keys, vals, "3. Connect upstream: direct vs MCP via OmniForge", "requests/s", labels=labels)
 
@@ -491,6 +523,52 @@ def plot(path, W1, by, machine):
     bars(ax, ks, [med([r["lat_us"]["p50"] / 1000 for r in st if r["system"] == s and r["transport"] == "http"]) for s in ks],
          "5. start-up to first initialize answer (HTTP), p50", "ms", log=True)
     ax.axhline(100, color="red", ls="--", lw=1)
+
+    # stateless throughput
+    ax = axes[2][0]
+    for i, c in enumerate([1, 32]):
+        vals = [W1.get((s, "http-stateless", c), {}).get("rps") or 0 for s in names]
+        ax.bar([x + (i - 0.5) * width for x in range(len(names))], vals, width,
+               color=[colors[s] for s in names], alpha=0.55 if c == 1 else 1.0)
+        for x, v in enumerate(vals):
+            if v:
+                ax.annotate(f"{v:,.0f}", (x + (i - 0.5) * width, v), ha="center", va="bottom", fontsize=6)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([LABEL[s] for s in names], rotation=25, ha="right", fontsize=8)
+    ax.set_title("1. tools/call over HTTP (stateless): throughput\n(light: 1 client, dark: 32 clients)", fontsize=10)
+    ax.set_ylabel("requests/s")
+    ax.set_yscale("log")
+
+    # w2
+    ax = axes[2][1]
+    w2 = by.get("w2", [])
+    ks = [v for v in VARIANTS if any(r["system"] == v and int(r["clients"]) == 1 for r in w2)]
+    if ks:
+        bars(ax, ks, [med([r["lat_us"]["p50"] / 1000 for r in w2 if r["system"] == v and int(r["clients"]) == 1]) for v in ks],
+             "2. tools/list, 10,000 stored tools: first page p50 (1 client)", "ms")
+        ax.axhline(2, color="red", ls="--", lw=1)
+
+    # w4
+    ax = axes[2][2]
+    w4 = by.get("w4", [])
+    keys, vals, labels = [], [], []
+    for v in VARIANTS:
+        for sb in ["standard", "off"]:
+            rs = [r for r in w4 if r["system"] == v and r.get("sandbox") == sb]
+            if rs:
+                keys.append(v)
+                vals.append(med([r["lat_us"]["p50"] / 1000 for r in rs]))
+                labels.append(f"{LABEL[v]}\n--sandbox {sb}")
+    rs = [r for r in w4 if r["system"] == "bare"]
+    if rs:
+        keys.append("bare")
+        vals.append(med([r["lat_us"]["p50"] / 1000 for r in rs]))
+        labels.append("bare python -I")
+    if keys:
+        bars(ax, keys, vals, "4. warm script tool call (python-dateutil), p50", "ms", labels=labels)
+        if rs:
+            ax.axhline(vals[-1] + 15, color="red", ls="--", lw=1)
+            ax.text(0, vals[-1] + 15, "bare + 15 ms", color="red", fontsize=7, va="bottom")
 
     fig.suptitle(f"OmniForge vs MCP SDK servers — {machine['cpu_model']}, {machine['nproc']} cores, {machine['date']}"
                  f"{' (SMOKE RUN)' if machine.get('smoke') else ''}", fontsize=12)

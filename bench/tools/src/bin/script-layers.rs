@@ -12,8 +12,8 @@
 //! - `call-log`: one `SqliteStore::record_call` (the call log row OmniForge writes after every
 //!   stored-tool call; `synchronous=FULL`, so one fsync), on a temporary database.
 //!
-//! Prints one JSON object: the active layers of each runner and the latency summary (µs) of
-//! each configuration.
+//! Prints one JSON object: the active layers of each runner, the latency summary (µs) of
+//! each configuration, and the median of paired per-iteration differences between them.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -166,6 +166,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = std::fs::remove_dir_all(&dir);
     timings.push(("call-log", log_times));
 
+    // Paired differences: each iteration ran bare, off, cgroups and bwrap back to back, so the
+    // median of per-iteration differences is robust to the machine's load drifting.
+    let mut diffs = serde_json::Map::new();
+    for (a, b) in [(1, 0), (2, 1), (3, 2), (3, 0)] {
+        let mut d: Vec<f64> = timings[a]
+            .1
+            .iter()
+            .zip(&timings[b].1)
+            .map(|(x, y)| (x.as_secs_f64() - y.as_secs_f64()) * 1e6)
+            .collect();
+        d.sort_by(f64::total_cmp);
+        diffs.insert(
+            format!("{} - {}", timings[a].0, timings[b].0),
+            json!((d[d.len() / 2] * 10.0).round() / 10.0),
+        );
+    }
     let mut results = serde_json::Map::new();
     for (name, mut v) in timings {
         v.sort();
@@ -178,7 +194,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     println!(
         "{}",
-        json!({"runs": runs, "layers": layers, "lat_us": results, "sample_output": sample_output.trim_end()})
+        json!({"runs": runs, "layers": layers, "lat_us": results, "paired_diff_us": diffs, "sample_output": sample_output.trim_end()})
     );
     Ok(())
 }
