@@ -22,7 +22,7 @@ SYSTEMS = ["omniforge", "omniforge-nodelay", "rmcp-minimal", "rmcp-nagle", "fast
 VARIANTS = ["omniforge", "omniforge-nodelay"]
 LABEL = {
     "omniforge": "OmniForge",
-    "omniforge-nodelay": "OmniForge + TCP_NODELAY patch",
+    "omniforge-nodelay": "OmniForge + bench/patches",
     "rmcp-nagle": "rmcp minimal, no TCP_NODELAY",
     "rmcp-minimal": "rmcp 3.11 minimal",
     "fastmcp": "FastMCP (mcp 1.x)",
@@ -66,6 +66,9 @@ def main():
     for r in rows:
         by[r.get("workload")].append(r)
     loads = [float(r["load1"]) for r in rows if "load1" in r]
+    patched = any(r.get("system") == "omniforge-nodelay" for r in rows)
+    global VARIANTS
+    VARIANTS = ["omniforge", "omniforge-nodelay"] if patched else ["omniforge"]
     end = [r for r in rows if r.get("workload") == "end"]
     out = []
     w = out.append
@@ -123,8 +126,9 @@ def main():
     W1 = {k: {m: med(v) for m, v in d.items()} for k, d in agg.items()}
     if W1:
         w("## 1. `tools/call` of a trivial built-in tool over Streamable HTTP\n")
-        w("| system | transport | clients | throughput (req/s) | p50 (ms) | p99 (ms) | errors | RSS after (MB) | OmniForge ÷ this | patched ÷ this |")
-        w("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+        pc = " patched ÷ this |" if patched else ""
+        w("| system | transport | clients | throughput (req/s) | p50 (ms) | p99 (ms) | errors | RSS after (MB) | OmniForge ÷ this |" + pc)
+        w("|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if patched else ""))
         for tr in ["http-session", "http-stateless"]:
             for c in [1, 32]:
                 base = W1.get(("omniforge", tr, c), {}).get("rps")
@@ -136,8 +140,8 @@ def main():
                     ratio = base / d["rps"] if base and d["rps"] else None
                     ratiod = based / d["rps"] if based and d["rps"] else None
                     w(f"| {LABEL[sysn]} | {tr} | {c} | {fmt(d['rps'])} | {fmt(d['p50'], 3)} | {fmt(d['p99'], 3)} | "
-                      f"{int(d['errors'] or 0)} | {fmt(d['rss'], 1)} | {'—' if sysn == 'omniforge' else fmt(ratio) + '×'} | "
-                      f"{'—' if sysn == 'omniforge-nodelay' else fmt(ratiod) + '×'} |")
+                      f"{int(d['errors'] or 0)} | {fmt(d['rss'], 1)} | {'—' if sysn == 'omniforge' else fmt(ratio) + '×'} |"
+                      + (f" {'—' if sysn == 'omniforge-nodelay' else fmt(ratiod) + '×'} |" if patched else ""))
         w("")
         tr = "http-session"
         for v in VARIANTS:
@@ -193,7 +197,7 @@ def main():
           f"`serde_json::Value` copy of that 2-property schema {d['schema_clone_kb_each']:.1f} KB.\n")
     w2p = os.path.join(os.path.dirname(a.results), "perf-w2-omniforge.txt")
     if os.path.exists(w2p) and os.path.getsize(w2p) > 0:
-        w("Profile of the patched build serving the first page to 1 client (`perf record -e cpu-clock --call-graph dwarf`):\n")
+        w(f"Profile of {LABEL[VARIANTS[-1]]} serving the first page to 1 client (`perf record -e cpu-clock --call-graph dwarf`):\n")
         w("```")
         for line in open(w2p).read().splitlines()[:70]:
             w(line.rstrip())
@@ -387,27 +391,35 @@ def main():
 
     # ---- targets
     w("## Targets\n")
-    w("OmniForge as committed (HEAD, see above), and the same commit with `bench/patches/tcp-nodelay.patch` "
-      "(the proposed fix, measured in the same run; not part of main).\n")
-    w("| # | target | OmniForge HEAD | met? | margin | HEAD + TCP_NODELAY patch | met? |")
-    w("|---|---|---|---|---|---|---|")
     mark = lambda ok: "—" if ok is None else ("**met**" if ok else "**missed**")
+    if patched:
+        w("OmniForge as committed (HEAD, see above), and the same commit with `bench/patches/` applied "
+          "(proposed fixes, measured in the same run; not part of main).\n")
+        w("| # | target | OmniForge HEAD | met? | margin | HEAD + bench/patches | met? |")
+        w("|---|---|---|---|---|---|---|")
+    else:
+        w(f"OmniForge as committed (commit {machine['omniforge_commit']}).\n")
+        w("| # | target | measured | met? | margin |")
+        w("|---|---|---|---|---|")
     for (wk, t), per in targets.items():
         m, ok, margin = per.get("omniforge", ("n/a", None, ""))
-        pm, pok, pmargin = per.get("omniforge-nodelay", ("(same code path)", None, ""))
-        w(f"| {wk} | {t} | {m} | {mark(ok)} | {margin} | {pm} | {mark(pok)}{(' (' + pmargin + ')') if pmargin and pok is not None else ''} |")
+        line = f"| {wk} | {t} | {m} | {mark(ok)} | {margin} |"
+        if patched:
+            pm, pok, pmargin = per.get("omniforge-nodelay", ("(same code path)", None, ""))
+            line += f" {pm} | {mark(pok)}{(' (' + pmargin + ')') if pmargin and pok is not None else ''} |"
+        w(line)
     w("")
 
     # ---- profile
     d = os.path.dirname(a.results)
-    profs = [("w1-omniforge", "OmniForge + TCP_NODELAY patch, workload 1 (tools/call, 32 clients, session mode)"),
+    profs = [("w1-omniforge", f"{LABEL[VARIANTS[-1]]}, workload 1 (tools/call, 32 clients, session mode)"),
              ("w1-rmcp", "rmcp 3.11 minimal, workload 1 (same load)"),
-             ("w3-omniforge", "OmniForge + TCP_NODELAY patch, workload 3 (manifest tool, 32 clients; the Connect upstream is another process)")]
+             ("w3-omniforge", f"{LABEL[VARIANTS[-1]]}, workload 3 (manifest tool, 32 clients; the Connect upstream is another process)")]
     if any(os.path.exists(os.path.join(d, f"perf-{n}.txt")) for n, _ in profs):
         w("## Profiles\n")
         w("`perf record -e cpu-clock -F 999 --call-graph dwarf` on the server process for 4 s of load (scripts/bench, "
-          "`profile` step). OmniForge as committed mostly waits on the network (see the notes), so its patched build "
-          "is profiled, where the CPU is the limit. Self time by shared object, then inclusive time of user-space frames.\n")
+          "`profile` step; the patched build when there is one). Self time by shared object, then inclusive time of "
+          "user-space frames.\n")
         for n, title in profs:
             f = os.path.join(d, f"perf-{n}.txt")
             if os.path.exists(f) and os.path.getsize(f) > 0:
