@@ -51,8 +51,11 @@ pub struct CatalogTool {
     pub route: Route,
     /// The scope a caller needs to see and call it.
     pub required_scope: Scope,
-    /// The inputSchema, compiled once when the tool enters the catalog (not on every call).
-    input_validator: Arc<Result<jsonschema::Validator, String>>,
+    /// The inputSchema as authored (the served one may be rewritten by a schema profile).
+    authored_input: Arc<rmcp::model::JsonObject>,
+    /// `authored_input`, compiled at the first call (not per call, and not for tools never
+    /// called: 10,000 stored tools must not hold 10,000 compiled validators).
+    input_validator: Arc<std::sync::OnceLock<Result<jsonschema::Validator, String>>>,
 }
 
 /// How a call of a catalog tool is carried out.
@@ -70,17 +73,15 @@ pub enum Route {
 }
 
 impl CatalogTool {
-    /// A catalog entry; compiles the tool's inputSchema.
+    /// A catalog entry.
     pub fn new(tool: Tool, source: ToolSource, route: Route, required_scope: Scope) -> CatalogTool {
-        let schema = serde_json::Value::Object((*tool.input_schema).clone());
-        let input_validator =
-            Arc::new(jsonschema::validator_for(&schema).map_err(|e| e.to_string()));
         CatalogTool {
+            authored_input: tool.input_schema.clone(),
             tool,
             source,
             route,
             required_scope,
-            input_validator,
+            input_validator: Arc::default(),
         }
     }
 
@@ -89,7 +90,11 @@ impl CatalogTool {
     /// # Errors
     /// The violations, one per line, or a note that the schema does not compile.
     pub fn check_arguments(&self, arguments: &serde_json::Value) -> Result<(), String> {
-        match &*self.input_validator {
+        let compiled = self.input_validator.get_or_init(|| {
+            jsonschema::validator_for(&serde_json::Value::Object((*self.authored_input).clone()))
+                .map_err(|e| e.to_string())
+        });
+        match compiled {
             Ok(validator) => crate::schema::check(validator, arguments),
             Err(e) => Err(format!("the tool's inputSchema does not compile: {e}")),
         }

@@ -152,7 +152,21 @@ impl Caller {
 #[derive(Debug)]
 pub struct StoredRoute {
     version: ToolVersion,
-    output_validator: Option<Result<jsonschema::Validator, String>>,
+    /// The version's outputSchema, compiled at the first call that needs it.
+    output_validator: std::sync::OnceLock<Option<Result<jsonschema::Validator, String>>>,
+}
+
+impl StoredRoute {
+    /// The compiled outputSchema, when the version declares one.
+    fn output_validator(&self) -> Option<&Result<jsonschema::Validator, String>> {
+        self.output_validator
+            .get_or_init(|| {
+                self.version.spec.output_schema.as_ref().map(|s| {
+                    jsonschema::validator_for(&Value::Object(s.clone())).map_err(|e| e.to_string())
+                })
+            })
+            .as_ref()
+    }
 }
 
 impl Forge {
@@ -765,7 +779,7 @@ impl Forge {
         if !failed && let Some(given) = &output.result {
             return self.given_result(given.content.clone(), given.structured.clone(), route);
         }
-        let with_schema = route.and_then(|r| r.output_validator.as_ref());
+        let with_schema = route.and_then(StoredRoute::output_validator);
         if !failed && let Some(validator) = with_schema {
             let stdout = String::from_utf8_lossy(&output.stdout);
             return match serde_json::from_str::<Value>(stdout.trim()) {
@@ -836,7 +850,7 @@ impl Forge {
         route: Option<&StoredRoute>,
     ) -> CallToolResult {
         if let (Some(value), Some(validator)) =
-            (&structured, route.and_then(|r| r.output_validator.as_ref()))
+            (&structured, route.and_then(StoredRoute::output_validator))
             && let Err(problems) = check_output(validator, value)
         {
             return error_result(format!(
@@ -1057,13 +1071,9 @@ fn stored_entry(stored: StoredTool) -> CatalogTool {
         annotations.open_world_hint = a.open_world_hint;
         tool = tool.with_annotations(annotations);
     }
-    let output_validator = spec
-        .output_schema
-        .as_ref()
-        .map(|s| jsonschema::validator_for(&Value::Object(s.clone())).map_err(|e| e.to_string()));
     let route = StoredRoute {
         version: stored.current,
-        output_validator,
+        output_validator: std::sync::OnceLock::new(),
     };
     CatalogTool::new(
         tool,
