@@ -98,7 +98,8 @@ def main():
       f"uvicorn {machine['uvicorn']}, {machine['python']} |")
     w(f"| TypeScript SDK | `@modelcontextprotocol/sdk` {machine['ts_sdk']} on Node {machine['node']} (Express app from `createMcpExpressApp`) |")
     for rr in machine.get("reruns", []):
-        w(f"| re-run | `--only {rr['only']}` on {rr['date']} (load {' / '.join(rr['loadavg_start'])}); those rows replace the first run's |")
+        w(f"| re-run | `--only {rr['only']}` on {rr['date']} (load {' / '.join(rr['loadavg_start'])}), OmniForge commit "
+          f"{rr.get('omniforge_commit', machine['omniforge_commit'])}; those rows replace the first run's |")
     w(f"| settings | {s.get('duration_s')} s measured after {s.get('warmup_s')} s warm-up per HTTP run, "
       f"{s.get('rounds')} rounds; stdio {s.get('stdio_calls')} calls; script {s.get('script_calls')} calls; "
       f"start-up {s.get('startup_runs')} runs; {s.get('sessions')} sessions |")
@@ -398,7 +399,10 @@ def main():
         w("| # | target | OmniForge HEAD | met? | margin | HEAD + bench/patches | met? |")
         w("|---|---|---|---|---|---|---|")
     else:
-        w(f"OmniForge as committed (commit {machine['omniforge_commit']}).\n")
+        other = [f"`{rr['only']}` on {rr['omniforge_commit']}" for rr in machine.get("reruns", [])
+                 if rr.get("omniforge_commit") and rr["omniforge_commit"] != machine["omniforge_commit"]]
+        w(f"OmniForge as committed (commit {machine['omniforge_commit']}"
+          + (f"; re-run: {', '.join(other)}" if other else "") + ").\n")
         w("| # | target | measured | met? | margin |")
         w("|---|---|---|---|---|")
     for (wk, t), per in targets.items():
@@ -582,7 +586,7 @@ def plot(path, W1, by, machine):
             ax.axhline(vals[-1] + 15, color="red", ls="--", lw=1)
             ax.text(0, vals[-1] + 15, "bare + 15 ms", color="red", fontsize=7, va="bottom")
 
-    fig.suptitle(f"OmniForge vs MCP SDK servers — {machine['cpu_model']}, {machine['nproc']} cores, {machine['date']}"
+    fig.suptitle(f"OmniForge {machine['omniforge_commit']} vs MCP SDK servers — {machine['cpu_model']}, {machine['nproc']} cores, {machine['date']}"
                  f"{' (SMOKE RUN)' if machine.get('smoke') else ''}", fontsize=12)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
