@@ -10,6 +10,7 @@ are combined by their median.
 import argparse
 import json
 import os
+import re
 import statistics
 from collections import defaultdict
 
@@ -201,7 +202,7 @@ def main():
         w(f"Profile of {LABEL[VARIANTS[-1]]} serving the first page to 1 client (`perf record -e cpu-clock --call-graph dwarf`):\n")
         w("```")
         for line in open(w2p).read().splitlines()[:70]:
-            w(line.rstrip())
+            w(perf_line(line))
         w("```\n")
 
     # ---- w3
@@ -430,7 +431,7 @@ def main():
                 w(f"### {title}\n")
                 w("```")
                 for line in open(f).read().splitlines()[:70]:
-                    w(line.rstrip())
+                    w(perf_line(line))
                 w("```\n")
 
     if a.notes and os.path.exists(a.notes):
@@ -438,6 +439,11 @@ def main():
 
     open(a.md, "w").write("\n".join(out) + "\n")
     plot(a.png, W1 if w1 else {}, by, machine)
+
+
+def perf_line(line):
+    """A perf report line without its empty trailing columns (`-      -`) and padding."""
+    return re.sub(r"\s+-\s+-\s*$", "", line).rstrip()
 
 
 def _d(L, a, b):
