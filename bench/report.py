@@ -252,8 +252,9 @@ def main():
         w("`bench_dateutil` (`bench/peers/dateutil_tool.py`) stored through `omniforge_create_tool`; one client, "
           "sequential calls. `bare` is the same script run with its environment's interpreter, "
           "`<env>/bin/python -I dateutil_tool.py`, arguments on stdin, on the server core.\n")
-        w("| what | calls | p50 (ms) | p90 (ms) | p99 (ms) |")
-        w("|---|---:|---:|---:|---:|")
+        w4r = by.get("w4-runner", [])
+        w("| what | calls | p50 (ms) | p90 (ms) | p99 (ms) | the runner's own p50 inside OmniForge (ms) |")
+        w("|---|---:|---:|---:|---:|---:|")
         W4 = {}
         for key, label in [((v, sb), f"{LABEL[v]}, `--sandbox {sb}`{' (every layer)' if sb == 'standard' else ''}")
                            for v in VARIANTS for sb in ["standard", "off"]] + [(("bare", None), "bare `python -I`")]:
@@ -261,9 +262,19 @@ def main():
             if not rs:
                 continue
             d = {q: med([ms(r["lat_us"][q]) for r in rs if r.get("lat_us")]) for q in ["p50", "p90", "p99"]}
+            d["runner"] = med([r["runner_p50_ms"] for r in w4r if r["system"] == key[0] and r["sandbox"] == key[1]])
             W4[key] = d
-            w(f"| {label} | {sum(int(r.get('count', 0)) for r in rs)} | {fmt(d['p50'])} | {fmt(d['p90'])} | {fmt(d['p99'])} |")
+            w(f"| {label} | {sum(int(r.get('count', 0)) for r in rs)} | {fmt(d['p50'])} | {fmt(d['p90'])} | {fmt(d['p99'])} | "
+              f"{fmt(d['runner']) if key[0] != 'bare' else ''} |")
         w("")
+        for v in VARIANTS:
+            for sb in ["standard", "off"]:
+                d = W4.get((v, sb))
+                if d and d.get("runner") is not None and ("bare", None) in W4:
+                    w(f"{LABEL[v]}, `--sandbox {sb}`: of the {d['p50']:.1f} ms end to end, the runner's own run takes "
+                      f"{d['runner']:.1f} ms ({d['runner'] - W4[('bare', None)]['p50']:+.1f} ms against the bare run), and "
+                      f"everything around it (HTTP, MCP, argument checks, result shaping, call log) {d['p50'] - d['runner']:.1f} ms "
+                      "(medians of the runner's debug log and of the client's latencies, same calls).\n")
         for v in VARIANTS:
           if (v, "standard") in W4 and ("bare", None) in W4:
             std, bare = W4[(v, "standard")]["p50"], W4[("bare", None)]["p50"]
@@ -285,9 +296,8 @@ def main():
             w("From `bench/tools/src/bin/script-layers.rs`: omniforge-script's `Runner` driven directly (no MCP), "
               "each iteration running bare, runner-off, runner-cgroups and runner-bwrap back to back; a layer's cost is "
               "the median of the paired per-iteration differences (robust to the machine's load drifting), median "
-              "over rounds. Then one call-log write (`SqliteStore::record_call`). The last rows are what remains of the "
-              "end-to-end OmniForge call (its p50 minus the bare p50 from the same script-layers runs, minus the "
-              "runner layers and the call log): noisy, since it subtracts medians of different runs.\n")
+              "over rounds. Then one call-log write (`SqliteStore::record_call`). The last rows split OmniForge's "
+              "end-to-end call with the runner's own duration, which OmniForge logs at debug level for every call.\n")
             w("| layer | what it adds | p50 (ms) |")
             w("|---|---|---:|")
             pd = lambda a_, b_: Pm.get(f"{a_} - {b_}", _d(Lm, a_, b_))
@@ -303,9 +313,15 @@ def main():
                       ("all runner layers", "runner-bwrap − bare, paired", pd("runner-bwrap", "bare")),
                       ("call log", "one SQLite row, `synchronous=FULL` (an fsync)", Lm.get("call-log"))]
             for v in VARIANTS:
-                if (v, "standard") in W4 and Lm.get("runner-bwrap") is not None:
-                    rest = W4[(v, "standard")]["p50"] - W4[("bare", None)]["p50"] - (pd("runner-bwrap", "bare") or 0) - (Lm.get("call-log") or 0)
-                    rows_l.append((f"MCP + server ({LABEL[v]})", "HTTP, rmcp, argument validation, result shaping, the rest", rest))
+                d = W4.get((v, "standard"))
+                if d and d.get("runner") is not None and ("bare", None) in W4:
+                    rows_l.append((f"all runner layers inside {LABEL[v]}", "the runner's own p50 from the server's debug log, minus bare",
+                                   d["runner"] - W4[("bare", None)]["p50"]))
+                    rows_l.append((f"around the runner in {LABEL[v]}", "HTTP, MCP, argument checks, result shaping, call log: "
+                                   "end-to-end p50 minus the runner's own p50", d["p50"] - d["runner"]))
+                elif d and Lm.get("runner-bwrap") is not None and ("bare", None) in W4:
+                    rest = d["p50"] - W4[("bare", None)]["p50"] - (pd("runner-bwrap", "bare") or 0) - (Lm.get("call-log") or 0)
+                    rows_l.append((f"MCP + server ({LABEL[v]})", "the rest, by subtraction (noisy)", rest))
             for name, what, v in rows_l:
                 w(f"| {name} | {what} | {fmt(v)} |")
             w("")
