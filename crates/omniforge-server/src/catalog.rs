@@ -244,14 +244,11 @@ fn merge(sources: &[Vec<CatalogTool>; 3], profile: SchemaProfile) -> Snapshot {
 }
 
 /// Whether two merges would list the same tools (what clients see; routes may differ).
-fn same_tools(a: &[CatalogTool], b: &[CatalogTool]) -> bool {
-    let listed = |v: &[CatalogTool]| {
-        v.iter()
-            .filter(|t| t.is_listed())
-            .map(|t| (t.source, t.tool.clone()))
-            .collect::<Vec<_>>()
-    };
-    listed(a) == listed(b)
+fn same_tools<'a>(a: &'a [CatalogTool], b: &'a [CatalogTool]) -> bool {
+    // Compared in place: cloning 10,000 tools per reload only to compare them showed up in
+    // the server's peak memory.
+    let listed = |v: &'a [CatalogTool]| v.iter().filter(|t| t.is_listed());
+    listed(a).map(|t| (t.source, &t.tool)).eq(listed(b).map(|t| (t.source, &t.tool)))
 }
 
 #[cfg(test)]

@@ -151,7 +151,12 @@ impl Caller {
 /// What a stored tool's call needs: its current version.
 #[derive(Debug)]
 pub struct StoredRoute {
+    /// Only what a call reads: the input schema, description and title live in the catalog's
+    /// `Tool` alone, and the lock and dependency list stay in the store (10,000 stored tools
+    /// held every schema twice).
     version: ToolVersion,
+    /// The outputSchema, shared with the catalog's `Tool`.
+    output_schema: Option<Arc<JsonObject>>,
     /// The version's outputSchema, compiled at the first call that needs it.
     output_validator: std::sync::OnceLock<Option<Result<jsonschema::Validator, String>>>,
 }
@@ -161,8 +166,9 @@ impl StoredRoute {
     fn output_validator(&self) -> Option<&Result<jsonschema::Validator, String>> {
         self.output_validator
             .get_or_init(|| {
-                self.version.spec.output_schema.as_ref().map(|s| {
-                    jsonschema::validator_for(&Value::Object(s.clone())).map_err(|e| e.to_string())
+                self.output_schema.as_ref().map(|s| {
+                    jsonschema::validator_for(&Value::Object((**s).clone()))
+                        .map_err(|e| e.to_string())
                 })
             })
             .as_ref()
@@ -1044,23 +1050,25 @@ pub fn describe_tool(stored: &StoredTool, versions: &[ToolVersion]) -> Value {
 
 /// A catalog entry for a stored tool's current version.
 fn stored_entry(stored: StoredTool) -> CatalogTool {
-    let spec = &stored.current.spec;
+    let StoredTool { tool: row, current: mut version } = stored;
+    let spec = &mut version.spec;
     // Served as authored, except that an object schema without `properties` gets `{}`:
     // OpenAI-backed clients reject it otherwise (WIRE-24).
-    let mut input_schema = spec.input_schema.clone();
+    let mut input_schema = std::mem::take(&mut spec.input_schema);
     if !input_schema.contains_key("properties") {
         input_schema.insert("properties".into(), json!({}));
     }
     let mut tool = Tool::new(
-        stored.tool.name.clone(),
-        spec.description.clone(),
+        row.name,
+        std::mem::take(&mut spec.description),
         Arc::new(input_schema),
     );
-    if let Some(title) = &spec.title {
-        tool = tool.with_title(title.clone());
+    if let Some(title) = spec.title.take() {
+        tool = tool.with_title(title);
     }
-    if let Some(output) = &spec.output_schema {
-        tool = tool.with_raw_output_schema(Arc::new(output.clone()));
+    let output_schema = spec.output_schema.take().map(Arc::new);
+    if let Some(output) = &output_schema {
+        tool = tool.with_raw_output_schema(output.clone());
     }
     let a = spec.annotations;
     if a != Annotations::default() {
@@ -1071,8 +1079,12 @@ fn stored_entry(stored: StoredTool) -> CatalogTool {
         annotations.open_world_hint = a.open_world_hint;
         tool = tool.with_annotations(annotations);
     }
+    // A call needs neither of these; `omniforge_get_tool` reads them from the store.
+    spec.lock = String::new();
+    spec.dependencies = Vec::new();
     let route = StoredRoute {
-        version: stored.current,
+        version,
+        output_schema,
         output_validator: std::sync::OnceLock::new(),
     };
     CatalogTool::new(
