@@ -224,7 +224,9 @@ impl Forge {
         let version = self.store.data_version().await?;
         let tools = self.store.list_enabled().await?;
         self.seen_version.store(version, Ordering::Release);
-        let entries = tools.into_iter().map(stored_entry).collect();
+        let mut entries: Vec<_> = tools.into_iter().map(stored_entry).collect();
+        // The collect reuses the larger `StoredTool` buffer; give the difference back.
+        entries.shrink_to_fit();
         self.catalog.replace_source(ToolSource::Stored, entries);
         Ok(())
     }
