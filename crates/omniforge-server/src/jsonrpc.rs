@@ -189,7 +189,8 @@ pub fn check_message(mut value: Value) -> Checked {
     if let Some("tools/call") = method.as_deref() {
         rewrite_call_arguments(obj);
     }
-    let parsed = serde_json::from_value::<ClientJsonRpcMessage>(value.clone());
+    // Deserialized from a borrow: cloning every message first showed in the profiles.
+    let parsed = <ClientJsonRpcMessage as serde::Deserialize>::deserialize(&value);
     match (id, method) {
         (Some(id), Some(method)) => match parsed {
             _ if !KNOWN_METHODS.contains(&method.as_str()) => reject(
