@@ -52,6 +52,7 @@ use crate::auth::{Principal, TokenSet};
 use crate::catalog::ToolSource;
 use crate::handler::{OmniForge, Shared};
 use crate::jsonrpc::{self, Checked, code};
+use crate::streams::Sessions;
 
 const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -94,8 +95,8 @@ struct SessionInfo {
 struct Front {
     shared: Arc<Shared>,
     config: HttpConfig,
-    mcp: StreamableHttpService<OmniForge, LocalSessionManager>,
-    session_manager: Arc<LocalSessionManager>,
+    mcp: StreamableHttpService<OmniForge, Sessions>,
+    session_manager: Arc<Sessions>,
     /// A std lock: held for map operations only, never across an `.await`.
     sessions: Mutex<HashMap<String, SessionInfo>>,
 }
@@ -106,7 +107,7 @@ struct Front {
 pub fn app(shared: Arc<Shared>, config: HttpConfig, rmcp_ct: CancellationToken) -> Router {
     let mut session_manager = LocalSessionManager::default();
     session_manager.session_config.keep_alive = Some(config.session_idle_timeout);
-    let session_manager = Arc::new(session_manager);
+    let session_manager = Arc::new(Sessions::new(session_manager));
     let rmcp_config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(!config.stateless)
         // The front checks Host and Origin; rmcp's checks would answer in plain text.

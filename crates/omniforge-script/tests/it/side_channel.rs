@@ -82,7 +82,8 @@ async fn progress_log_result_and_requests_round_trip() {
         out.result,
         Some(ScriptResult {
             content: Some(json!("done")),
-            structured: Some(json!({"n": 3}))
+            structured: Some(json!({"n": 3})),
+            is_error: false,
         })
     );
 }
