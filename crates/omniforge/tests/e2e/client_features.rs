@@ -1,0 +1,665 @@
+//! Scripts that speak full MCP, end to end: the conformance test tools
+//! (`packs/conformance-tools.toml`) and scripts that ask the client (sampling, elicitation,
+//! roots), called by the official Python SDK (2.x) and TypeScript SDK clients over stdio and
+//! Streamable HTTP. Stricter than the conformance suite: exact content and mimeTypes, progress
+//! values, log messages, the sampling request and the elicitation schema as the client
+//! received them, and the errors a script gets when the client lacks a capability or the
+//! revision forbids server-to-client requests.
+//!
+//! The drivers (`client_drivers/client.py`, `client.mjs`) declare a capability only when the
+//! test gives them an answer for it, record every request and notification they receive
+//! during a call, and answer one JSON command line with one JSON line.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::mpsc;
+
+use crate::procs::{Captured, drain};
+use crate::script_tools::{
+    Omni, Sdk, StdioGuard, data_home, no_proxy, node22, python2, repo_root, require, stdio_argv,
+    ts_modules, unique, uv,
+};
+use crate::util::BIN;
+
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The 1x1 red PNG and the silent WAV inlined in the conformance tools' code.
+const RED_PIXEL_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
+const SILENT_WAV: &str = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA==";
+
+fn pack_path() -> PathBuf {
+    repo_root().join("packs/conformance-tools.toml")
+}
+
+/// The `tools` entries of the conformance tools pack.
+fn pack_tools() -> Vec<Value> {
+    let text = std::fs::read_to_string(pack_path()).unwrap();
+    let pack: Value = toml::from_str(&text).unwrap();
+    assert_eq!(pack["format"], 1, "pack format");
+    pack["tools"].as_array().cloned().unwrap()
+}
+
+/// Adds `tools` (omniforge_create_tool argument objects) to the store in `data` with
+/// `omniforge tool add`, as scripts/conformance does until the pack importer exists.
+fn add_tools(data: &Path, tools: &[Value]) {
+    let dir = tempfile::tempdir().unwrap();
+    for tool in tools {
+        let name = tool["name"].as_str().unwrap();
+        let file = dir.path().join(format!("{name}.json"));
+        std::fs::write(&file, tool.to_string()).unwrap();
+        let out = std::process::Command::new(BIN)
+            .args(["tool", "add"])
+            .arg(&file)
+            .arg("--data-dir")
+            .arg(data)
+            .arg("--uv")
+            .arg(uv())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "omniforge tool add {name} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// A running `client.py` / `client.mjs`.
+struct Client {
+    sdk: Sdk,
+    transport: &'static str,
+    _child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::UnboundedReceiver<String>,
+    stderr: Captured,
+    _dir: TempDir,
+}
+
+impl Client {
+    /// Starts the driver over `transport` (`stdio` or `http`) against `target` with the
+    /// client `features` (answers for sampling, elicitation, roots), after initialize.
+    async fn start(sdk: Sdk, transport: &'static str, target: &str, features: &Value) -> Client {
+        let dir = tempfile::tempdir().unwrap();
+        let drivers = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/client_drivers");
+        let mut cmd = match sdk {
+            Sdk::Py2 => {
+                require(&[python2()]);
+                let mut cmd = Command::new(python2());
+                cmd.arg(drivers.join("client.py"))
+                    .env("PYTHONUNBUFFERED", "1")
+                    .env("PYTHONDONTWRITEBYTECODE", "1");
+                cmd
+            }
+            Sdk::Ts => {
+                require(&[
+                    node22(),
+                    ts_modules().join("@modelcontextprotocol/sdk/package.json"),
+                ]);
+                let home = dir.path().join("ts");
+                std::fs::create_dir(&home).unwrap();
+                std::fs::copy(drivers.join("client.mjs"), home.join("client.mjs")).unwrap();
+                std::os::unix::fs::symlink(ts_modules(), home.join("node_modules")).unwrap();
+                let mut cmd = Command::new(node22());
+                cmd.arg(home.join("client.mjs"));
+                cmd
+            }
+        };
+        cmd.arg(transport)
+            .arg(target)
+            .arg(features.to_string())
+            .current_dir(dir.path())
+            .env("NO_COLOR", "1");
+        no_proxy(&mut cmd);
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the {sdk:?} driver: {e}"));
+        let stdin = child.stdin.take().unwrap();
+        let stderr = Captured::default();
+        drain(child.stderr.take().unwrap(), stderr.clone());
+        let (tx, lines) = mpsc::unbounded_channel();
+        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = out.next_line().await {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut client = Client {
+            sdk,
+            transport,
+            _child: child,
+            stdin,
+            lines,
+            stderr,
+            _dir: dir,
+        };
+        let ready = client.read().await;
+        assert_eq!(
+            ready["event"],
+            "ready",
+            "{sdk:?} over {transport} did not initialize: {ready}\n{}",
+            client.stderr.tail(6000)
+        );
+        client
+    }
+
+    async fn read(&mut self) -> Value {
+        loop {
+            match tokio::time::timeout(COMMAND_TIMEOUT, self.lines.recv()).await {
+                Ok(Some(line)) if line.trim().is_empty() => continue,
+                Ok(Some(line)) => return serde_json::from_str(&line).unwrap(),
+                other => panic!(
+                    "{:?} driver over {}: no answer ({other:?}); stderr:\n{}",
+                    self.sdk,
+                    self.transport,
+                    self.stderr.tail(8000)
+                ),
+            }
+        }
+    }
+
+    /// One command; its answer must be `ok`.
+    async fn cmd(&mut self, command: Value) -> Value {
+        let mut line = command.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+        self.stdin.flush().await.unwrap();
+        let reply = self.read().await;
+        assert_eq!(
+            reply["ok"],
+            true,
+            "{:?} over {}: {command} failed: {reply}\nstderr:\n{}",
+            self.sdk,
+            self.transport,
+            self.stderr.tail(6000)
+        );
+        reply
+    }
+
+    /// `tools/call`: the driver's answer (`result`, `progress`, `logs`, `sampling`,
+    /// `elicitation`, `roots`).
+    async fn call(&mut self, name: &str, args: Value) -> Value {
+        self.cmd(json!({"op": "call", "name": name, "args": args, "progress": true}))
+            .await
+    }
+
+    fn what(&self) -> String {
+        format!("{:?} over {}", self.sdk, self.transport)
+    }
+}
+
+/// The text of a result's content item `i`.
+fn text(result: &Value, i: usize) -> &str {
+    result["content"][i]["text"].as_str().unwrap_or_default()
+}
+
+fn assert_ok(result: &Value, what: &str) {
+    assert_ne!(result["isError"], true, "{what}: an error result: {result}");
+}
+
+/// Everything the conformance tools return, checked exactly, for one client.
+async fn check_conformance_tools(client: &mut Client, pack: &[Value]) {
+    let who = client.what();
+
+    // tools/list: the 2020-12 tool's inputSchema exactly as authored.
+    let listed = client.cmd(json!({"op": "list"})).await;
+    let tools = listed["tools"].as_array().unwrap();
+    let authored = pack
+        .iter()
+        .find(|t| t["name"] == "json_schema_2020_12_tool")
+        .unwrap();
+    let served = tools
+        .iter()
+        .find(|t| t["name"] == "json_schema_2020_12_tool")
+        .unwrap_or_else(|| panic!("{who}: json_schema_2020_12_tool not listed"));
+    assert_eq!(served["inputSchema"], authored["inputSchema"], "{who}");
+    assert_eq!(
+        served["inputSchema"]["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+    for tool in pack {
+        assert!(
+            tools.iter().any(|t| t["name"] == tool["name"]),
+            "{who}: {} not listed",
+            tool["name"]
+        );
+    }
+
+    let r = client.call("test_simple_text", json!({})).await;
+    assert_eq!(
+        r["result"]["content"],
+        json!([{"type": "text", "text": "This is a simple text response for testing."}]),
+        "{who}"
+    );
+    assert_ok(&r["result"], &who);
+
+    let r = client.call("test_image_content", json!({})).await;
+    assert_eq!(
+        r["result"]["content"],
+        json!([{"type": "image", "data": RED_PIXEL_PNG, "mimeType": "image/png"}]),
+        "{who}"
+    );
+
+    let r = client.call("test_audio_content", json!({})).await;
+    assert_eq!(
+        r["result"]["content"],
+        json!([{"type": "audio", "data": SILENT_WAV, "mimeType": "audio/wav"}]),
+        "{who}"
+    );
+
+    let r = client.call("test_embedded_resource", json!({})).await;
+    assert_eq!(
+        r["result"]["content"],
+        json!([{"type": "resource", "resource": {
+            "uri": "test://embedded-resource",
+            "mimeType": "text/plain",
+            "text": "This is an embedded resource content."
+        }}]),
+        "{who}"
+    );
+
+    let r = client.call("test_multiple_content_types", json!({})).await;
+    assert_eq!(
+        r["result"]["content"],
+        json!([
+            {"type": "text", "text": "Multiple content types test:"},
+            {"type": "image", "data": RED_PIXEL_PNG, "mimeType": "image/png"},
+            {"type": "resource", "resource": {
+                "uri": "test://mixed-content-resource",
+                "mimeType": "application/json",
+                "text": "{\"test\":\"data\",\"value\":123}"
+            }}
+        ]),
+        "{who}"
+    );
+
+    let r = client.call("test_error_handling", json!({})).await;
+    assert_eq!(r["result"]["isError"], true, "{who}: {r}");
+    assert_eq!(
+        r["result"]["content"],
+        json!([{"type": "text", "text": "This tool intentionally returns an error for testing"}]),
+        "{who}"
+    );
+
+    // Logging: default level (info) lets the three info messages through; at warning none.
+    client
+        .cmd(json!({"op": "set_level", "level": "warning"}))
+        .await;
+    let r = client.call("test_tool_with_logging", json!({})).await;
+    assert_eq!(r["logs"], json!([]), "{who}: warning level filters info");
+    client
+        .cmd(json!({"op": "set_level", "level": "debug"}))
+        .await;
+    let r = client.call("test_tool_with_logging", json!({})).await;
+    assert_eq!(
+        r["logs"],
+        json!([
+            {"level": "info", "logger": "script", "data": "Tool execution started"},
+            {"level": "info", "logger": "script", "data": "Tool processing data"},
+            {"level": "info", "logger": "script", "data": "Tool execution completed"},
+        ]),
+        "{who}"
+    );
+    assert_eq!(
+        text(&r["result"], 0),
+        "Tool with logging executed successfully"
+    );
+
+    let r = client.call("test_tool_with_progress", json!({})).await;
+    let progress: Vec<(f64, f64)> = r["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["progress"].as_f64().unwrap(),
+                p["total"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        [(0.0, 100.0), (50.0, 100.0), (100.0, 100.0)],
+        "{who}: {r}"
+    );
+
+    // Sampling: the request as the client received it, and its answer in the result.
+    let prompt = unique("What is 2+2? ");
+    let r = client
+        .call("test_sampling", json!({"prompt": prompt}))
+        .await;
+    let sampled = r["sampling"].as_array().unwrap();
+    assert_eq!(sampled.len(), 1, "{who}: {r}");
+    assert_eq!(
+        sampled[0]["messages"],
+        json!([{"role": "user", "content": {"type": "text", "text": prompt}}]),
+        "{who}"
+    );
+    assert_eq!(sampled[0]["maxTokens"], 100, "{who}");
+    assert_eq!(
+        text(&r["result"], 0),
+        "LLM response: the client's own answer",
+        "{who}"
+    );
+
+    let r = client
+        .call(
+            "test_elicitation",
+            json!({"message": "Please provide your information"}),
+        )
+        .await;
+    let asked = r["elicitation"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{who}: {r}");
+    assert_eq!(asked[0]["message"], "Please provide your information");
+    assert_eq!(
+        asked[0]["requestedSchema"],
+        json!({
+            "type": "object",
+            "properties": {
+                "username": {"type": "string", "description": "User's response"},
+                "email": {"type": "string", "description": "User's email address"}
+            },
+            "required": ["username", "email"]
+        }),
+        "{who}"
+    );
+    assert_eq!(
+        text(&r["result"], 0),
+        "User response: action=accept, content={\"email\": \"e2e@example.com\", \"username\": \"e2e-user\"}",
+        "{who}"
+    );
+
+    let r = client
+        .call("test_elicitation_sep1034_defaults", json!({}))
+        .await;
+    assert_eq!(
+        r["elicitation"][0]["requestedSchema"],
+        json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "description": "User name", "default": "John Doe"},
+                "age": {"type": "integer", "description": "User age", "default": 30},
+                "score": {"type": "number", "description": "User score", "default": 95.5},
+                "status": {"type": "string", "description": "User status",
+                           "enum": ["active", "inactive", "pending"], "default": "active"},
+                "verified": {"type": "boolean", "description": "Verification status", "default": true}
+            },
+            "required": []
+        }),
+        "{who}"
+    );
+
+    let r = client
+        .call("test_elicitation_sep1330_enums", json!({}))
+        .await;
+    assert_eq!(
+        r["elicitation"][0]["requestedSchema"]["properties"],
+        json!({
+            "untitledSingle": {"type": "string", "description": "Untitled single-select",
+                               "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {"type": "string", "description": "Titled single-select", "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"}]},
+            "legacyEnum": {"type": "string", "description": "Legacy titled enum (enumNames, deprecated)",
+                           "enum": ["opt1", "opt2", "opt3"],
+                           "enumNames": ["Option One", "Option Two", "Option Three"]},
+            "untitledMulti": {"type": "array", "description": "Untitled multi-select",
+                              "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+            "titledMulti": {"type": "array", "description": "Titled multi-select", "items": {"anyOf": [
+                {"const": "value1", "title": "First Choice"},
+                {"const": "value2", "title": "Second Choice"},
+                {"const": "value3", "title": "Third Choice"}]}}
+        }),
+        "{who}"
+    );
+
+    // Over HTTP the tool closes its POST stream mid-call; the SDK resumes with Last-Event-ID.
+    let r = client.call("test_reconnection", json!({})).await;
+    assert_eq!(
+        r["result"]["content"],
+        json!([{"type": "text", "text": "Reconnection test completed successfully"}]),
+        "{who}"
+    );
+}
+
+/// The answers the drivers give for each client feature.
+fn full_features() -> Value {
+    json!({
+        "sampling": {"role": "assistant", "content": {"type": "text", "text": "the client's own answer"},
+                     "model": "e2e-model", "stopReason": "endTurn"},
+        "elicitation": {"action": "accept", "content": {"username": "e2e-user", "email": "e2e@example.com"}},
+        "roots": [{"uri": "file:///e2e/project", "name": "project"}, {"uri": "file:///e2e/other"}]
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conformance_tools_answer_exactly_over_stdio_and_http() {
+    require(&[uv(), pack_path()]);
+    let (_home, data) = data_home();
+    let _guard = StdioGuard(data.clone());
+    let pack = pack_tools();
+    add_tools(&data, &pack);
+    let server = Omni::serve(&data, &[]).await;
+    for sdk in [Sdk::Py2, Sdk::Ts] {
+        let mut client = Client::start(sdk, "http", &server.url, &full_features()).await;
+        check_conformance_tools(&mut client, &pack).await;
+        let mut client =
+            Client::start(sdk, "stdio", &stdio_argv(&data, &[]), &full_features()).await;
+        check_conformance_tools(&mut client, &pack).await;
+    }
+    server.assert_no_panic();
+}
+
+/// A tool that asks for all three and reports each answer or error as structured content.
+const ASK_ALL: &str = r#"import omniforge
+out = {}
+for name, ask in [
+    ("sample", lambda: omniforge.sample("Say hi", max_tokens=10, system_prompt="Be brief", temperature=0.5)),
+    ("elicit", lambda: omniforge.elicit("Name?", {"type": "object", "properties": {"username": {"type": "string"}}})),
+    ("roots", lambda: omniforge.roots()),
+]:
+    try:
+        out[name] = {"answer": ask()}
+    except omniforge.RequestError as e:
+        out[name] = {"code": e.code, "message": e.message}
+omniforge.result(structured=out)
+"#;
+
+fn ask_all_tool() -> Value {
+    json!({"name": "ask_all", "description": "Asks the client for sampling, elicitation and roots", "code": ASK_ALL})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_get_the_clients_answers_or_a_clear_error() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    let _guard = StdioGuard(data.clone());
+    add_tools(&data, &[ask_all_tool()]);
+    let server = Omni::serve(&data, &[]).await;
+    for (sdk, transport) in [
+        (Sdk::Py2, "stdio"),
+        (Sdk::Py2, "http"),
+        (Sdk::Ts, "stdio"),
+        (Sdk::Ts, "http"),
+    ] {
+        let target = if transport == "http" {
+            server.url.clone()
+        } else {
+            stdio_argv(&data, &[])
+        };
+        // Every capability declared: the client's exact answers reach the script.
+        let features = full_features();
+        let mut client = Client::start(sdk, transport, &target, &features).await;
+        let who = client.what();
+        let r = client.call("ask_all", json!({})).await;
+        let out = &r["result"]["structuredContent"];
+        let sample = &out["sample"]["answer"];
+        assert_eq!(
+            sample["content"], features["sampling"]["content"],
+            "{who}: {out}"
+        );
+        assert_eq!(sample["model"], "e2e-model", "{who}");
+        assert_eq!(sample["stopReason"], "endTurn", "{who}");
+        assert_eq!(sample["role"], "assistant", "{who}");
+        assert_eq!(
+            out["elicit"]["answer"], features["elicitation"],
+            "{who}: {out}"
+        );
+        assert_eq!(out["roots"]["answer"], features["roots"], "{who}: {out}");
+        assert_eq!(r["roots"], 1, "{who}: one roots/list");
+        let asked = &r["sampling"][0];
+        assert_eq!(asked["systemPrompt"], "Be brief", "{who}: {asked}");
+        assert_eq!(asked["temperature"], 0.5, "{who}");
+        assert_eq!(asked["maxTokens"], 10, "{who}");
+
+        // No capability declared: nothing is sent, and each request fails with a clear error.
+        let mut client = Client::start(sdk, transport, &target, &json!({})).await;
+        let r = client.call("ask_all", json!({})).await;
+        let out = &r["result"]["structuredContent"];
+        for (name, method, capability) in [
+            ("sample", "sampling/createMessage", "sampling"),
+            ("elicit", "elicitation/create", "elicitation (form mode)"),
+            ("roots", "roots/list", "roots"),
+        ] {
+            assert_eq!(out[name]["code"], -32601, "{who}: {out}");
+            assert_eq!(
+                out[name]["message"],
+                format!(
+                    "{method} cannot be sent: the client did not declare the {capability} capability"
+                ),
+                "{who}"
+            );
+        }
+        assert_eq!(r["sampling"], json!([]), "{who}");
+        assert_eq!(r["elicitation"], json!([]), "{who}");
+        assert_eq!(r["roots"], 0, "{who}");
+    }
+    server.assert_no_panic();
+}
+
+/// Under the stateless revision 2026-07-28 a script's request is refused before anything is
+/// sent (raw HTTP: the SDK clients here speak 2025-11-25).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revision_2026_07_28_forbids_server_to_client_requests() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(&data, &[ask_all_tool()]);
+    let server = Omni::serve(&data, &[]).await;
+    let body = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "ask_all", "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {"sampling": {}, "elicitation": {}, "roots": {}}
+        }}
+    });
+    let response = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(&server.url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "ask_all")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    assert!(status.is_success(), "{status}: {text}");
+    // The answer may come as JSON or as one SSE event.
+    let message: Value = text
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("data:")
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+        })
+        .map_or_else(|| serde_json::from_str(&text), serde_json::from_str)
+        .unwrap_or_else(|e| panic!("{e}: {text}"));
+    let out = &message["result"]["structuredContent"];
+    for (name, method) in [
+        ("sample", "sampling/createMessage"),
+        ("elicit", "elicitation/create"),
+        ("roots", "roots/list"),
+    ] {
+        assert_eq!(out[name]["code"], -32600, "{out}");
+        assert_eq!(
+            out[name]["message"],
+            format!(
+                "{method} cannot be sent: protocol revision 2026-07-28, which this call uses, \
+                 forbids server-to-client requests"
+            ),
+            "{out}"
+        );
+    }
+    server.assert_no_panic();
+}
+
+/// A content item a script gets wrong is an error result that names it, never text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_content_items_are_named_errors() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    let _guard = StdioGuard(data.clone());
+    let tool = |name: &str, content: &str| {
+        json!({"name": name, "description": "returns bad content",
+               "code": format!("import omniforge\nomniforge.result(content={content})\n")})
+    };
+    add_tools(
+        &data,
+        &[
+            tool(
+                "bad_base64",
+                r#"[omniforge.text("ok"), {"type": "image", "data": "not base64!", "mimeType": "image/png"}]"#,
+            ),
+            tool("no_type", r#"[{"text": "hi"}]"#),
+            tool("bad_kind", "42"),
+        ],
+    );
+    let mut client = Client::start(Sdk::Py2, "stdio", &stdio_argv(&data, &[]), &json!({})).await;
+    for (name, expected) in [
+        (
+            "bad_base64",
+            "the script's result content item 1 is not valid MCP content: image: \"data\" is not base64",
+        ),
+        (
+            "no_type",
+            "the script's result content item 0 is not valid MCP content: it has no \"type\" (one of text, image, audio, resource, resource_link)",
+        ),
+        (
+            "bad_kind",
+            "the script's result content must be a list of content items, one item or a string; got a number",
+        ),
+    ] {
+        let r = client.call(name, json!({})).await;
+        assert_eq!(r["result"]["isError"], true, "{name}: {r}");
+        assert_eq!(
+            r["result"]["content"].as_array().unwrap().len(),
+            1,
+            "{name}: {r}"
+        );
+        assert!(
+            text(&r["result"], 0).starts_with(expected),
+            "{name}: {}",
+            text(&r["result"], 0)
+        );
+    }
+}
