@@ -24,10 +24,11 @@ use rmcp::model::{
     CancelledNotificationParam, ClientCapabilities, CustomRequest, ProtocolVersion, RequestId,
     RequestMetaObject, ServerRequest,
 };
-use rmcp::service::{OriginatingRequestId, Peer, PeerRequestOptions, RoleServer};
+use rmcp::service::{OriginatingRequestId, Peer, PeerRequestOptions, RequestContext, RoleServer};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::http::JsonReply;
 use crate::streams::PostStream;
 
 /// JSON-RPC error codes sent back to the script.
@@ -60,6 +61,29 @@ pub struct ClientLink {
     pub(crate) capabilities: Option<ClientCapabilities>,
     /// The call's POST SSE stream, over Streamable HTTP in session mode.
     pub(crate) stream: Option<PostStream>,
+    /// The HTTP front collapses the answer into one JSON response ([`JsonReply`]): the client
+    /// cannot receive requests during the call.
+    pub(crate) json_reply: bool,
+}
+
+impl ClientLink {
+    /// The link of the request `ctx`.
+    pub(crate) fn of(ctx: &RequestContext<RoleServer>) -> ClientLink {
+        let parts = ctx.extensions.get::<http::request::Parts>();
+        let json_reply = parts.is_some_and(|p| p.extensions.get::<JsonReply>().is_some());
+        ClientLink {
+            peer: Some(ctx.peer.clone()),
+            request_id: Some(ctx.id.clone()),
+            protocol_version: ctx.protocol_version(),
+            capabilities: ctx.client_capabilities(),
+            stream: ctx
+                .extensions
+                .get::<PostStream>()
+                .cloned()
+                .filter(|_| !json_reply),
+            json_reply,
+        }
+    }
 }
 
 /// One kind of client request a script may make.
@@ -180,6 +204,15 @@ async fn forward(
             format!(
                 "{method} cannot be sent: protocol revision 2026-07-28, which this call uses, \
                  forbids server-to-client requests"
+            ),
+        ));
+    }
+    if link.json_reply {
+        return Err(error(
+            code::INVALID_REQUEST,
+            format!(
+                "{method} cannot be sent: the client accepts only application/json for this \
+                 call, so it cannot receive requests while the call runs"
             ),
         ));
     }

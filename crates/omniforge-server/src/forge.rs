@@ -32,7 +32,6 @@ use tokio::sync::{OnceCell, mpsc};
 use crate::auth::{Principal, Scope};
 use crate::catalog::{Catalog, CatalogTool, Route, ToolSource};
 use crate::client_requests::{self, ClientLink};
-use crate::streams::PostStream;
 
 /// Names of the authoring built-ins.
 pub mod names {
@@ -138,13 +137,7 @@ impl Caller {
                 .peer
                 .peer_info()
                 .is_none_or(|info| info.protocol_version.as_str() >= "2025-06-18"),
-            client: ClientLink {
-                peer: Some(ctx.peer.clone()),
-                request_id: Some(ctx.id.clone()),
-                protocol_version: ctx.protocol_version(),
-                capabilities: ctx.client_capabilities(),
-                stream: ctx.extensions.get::<PostStream>().cloned(),
-            },
+            client: ClientLink::of(ctx),
         }
     }
 

@@ -301,6 +301,12 @@ fn preflight(headers: &HeaderMap, cors: bool) -> Response {
     response
 }
 
+/// Marks a request whose answer the front collapses into one JSON response (the client
+/// accepts only `application/json`, or sent a batch): nothing else on the request's SSE stream
+/// reaches the client, so a tool cannot ask it anything or close the stream for a resume.
+#[derive(Debug, Clone, Copy)]
+pub struct JsonReply;
+
 /// How the client wants the answer to a POST.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reply {
@@ -636,7 +642,14 @@ impl Front {
                             .map(str::to_owned)
                     });
                     let response = self
-                        .forward(&parts, message, &principal, session.as_deref(), init)
+                        .forward(
+                            &parts,
+                            message,
+                            &principal,
+                            session.as_deref(),
+                            init,
+                            reply == Reply::Json,
+                        )
                         .await;
                     match reply {
                         Reply::Json => sse_to_json(response, &id).await,
@@ -644,7 +657,7 @@ impl Front {
                     }
                 }
                 Checked::Notification { message } => {
-                    self.forward(&parts, message, &principal, session.as_deref(), None)
+                    self.forward(&parts, message, &principal, session.as_deref(), None, false)
                         .await
                 }
                 Checked::Drop { reason } => rpc_error(
@@ -665,7 +678,9 @@ impl Front {
     }
 
     /// Sends one checked message through rmcp; converts plain-text errors to JSON-RPC.
-    /// `initialize` is `Some(requested revision)` for an initialize request.
+    /// `initialize` is `Some(requested revision)` for an initialize request. `json_only`: the
+    /// answer is collapsed into one JSON response, so the client sees nothing else the
+    /// request's SSE stream carries (the handler is told with a [`JsonReply`] marker).
     async fn forward(
         &self,
         template: &http::request::Parts,
@@ -673,6 +688,7 @@ impl Front {
         principal: &Principal,
         session: Option<&str>,
         initialize: Option<Option<String>>,
+        json_only: bool,
     ) -> Response {
         let id = message.get("id").cloned();
         let mut request = Request::builder()
@@ -696,6 +712,9 @@ impl Front {
             return response;
         }
         request.extensions_mut().insert(principal.clone());
+        if json_only {
+            request.extensions_mut().insert(JsonReply);
+        }
         let response = self.mcp.handle(request).await.map(Body::new);
         if let Some(requested) = initialize
             && response.status().is_success()
@@ -770,11 +789,15 @@ impl Front {
                         ))
                     }
                     Checked::Request { id, message, .. } => {
-                        let response = self.forward(parts, message, principal, session, None).await;
+                        let response = self
+                            .forward(parts, message, principal, session, None, true)
+                            .await;
                         Some(response_value(sse_to_json(response, &id).await, &id).await)
                     }
                     Checked::Notification { message } => {
-                        let _ = self.forward(parts, message, principal, session, None).await;
+                        let _ = self
+                            .forward(parts, message, principal, session, None, false)
+                            .await;
                         None
                     }
                     Checked::Drop { .. } => None,

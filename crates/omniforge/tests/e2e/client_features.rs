@@ -663,3 +663,209 @@ async fn invalid_content_items_are_named_errors() {
         );
     }
 }
+
+/// One server-sent event: its `id`, `retry` and joined `data` lines.
+#[derive(Debug, Default)]
+struct Event {
+    id: Option<String>,
+    retry: Option<u64>,
+    data: String,
+}
+
+fn events(body: &str) -> Vec<Event> {
+    body.replace("\r\n", "\n")
+        .split("\n\n")
+        .filter(|block| !block.trim().is_empty())
+        .map(|block| {
+            let mut event = Event::default();
+            let mut data = Vec::new();
+            for line in block.lines() {
+                let (field, value) = line.split_once(':').unwrap_or((line, ""));
+                let value = value.strip_prefix(' ').unwrap_or(value);
+                match field {
+                    "id" => event.id = Some(value.to_owned()),
+                    "retry" => event.retry = value.parse().ok(),
+                    "data" => data.push(value),
+                    _ => {}
+                }
+            }
+            event.data = data.join("\n");
+            event
+        })
+        .collect()
+}
+
+/// SEP-1699 on the wire: the POST stream of `test_reconnection` starts with a priming event,
+/// ends (closed by the tool) with a priming event carrying the tool's `retry`, without the
+/// response; a GET with `Last-Event-ID` resumes it and delivers the response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_post_stream_is_resumed_with_last_event_id() {
+    require(&[uv(), pack_path()]);
+    let (_home, data) = data_home();
+    let reconnection: Vec<Value> = pack_tools()
+        .into_iter()
+        .filter(|t| t["name"] == "test_reconnection")
+        .collect();
+    add_tools(&data, &reconnection);
+    let server = Omni::serve(&data, &[]).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let session = raw_session(&http, &server.url, json!({})).await;
+    let call = raw_post(
+        &http,
+        &server.url,
+        &session,
+        "application/json, text/event-stream",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "test_reconnection", "arguments": {}}}),
+    )
+    .await;
+    assert_eq!(call.headers()["content-type"], "text/event-stream");
+    // The body ends when the tool closes the stream.
+    let body = tokio::time::timeout(Duration::from_secs(30), call.text())
+        .await
+        .expect("the POST stream was not closed mid-call")
+        .unwrap();
+    let posted = events(&body);
+    let first = &posted[0];
+    assert!(
+        first.id.is_some() && first.data.is_empty() && first.retry.is_some(),
+        "the first event is not a priming event: {posted:?}"
+    );
+    let last = posted.last().unwrap();
+    assert!(
+        last.id.is_some() && last.data.is_empty() && last.retry == Some(500),
+        "the stream did not end with a priming event with the tool's retry (500 ms): {posted:?}"
+    );
+    assert!(
+        !posted.iter().any(|e| e.data.contains("\"result\"")),
+        "the response came on the closed stream: {posted:?}"
+    );
+
+    let resumed = http
+        .get(&server.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("last-event-id", last.id.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(resumed.status().is_success(), "{}", resumed.status());
+    let body = tokio::time::timeout(Duration::from_secs(30), resumed.text())
+        .await
+        .expect("the resumed stream did not end after the response")
+        .unwrap();
+    let response = events(&body)
+        .into_iter()
+        .filter_map(|e| serde_json::from_str::<Value>(&e.data).ok())
+        .find(|m| m["id"] == 2)
+        .unwrap_or_else(|| panic!("no response to the call on the resumed stream: {body}"));
+    assert_eq!(
+        response["result"]["content"],
+        json!([{"type": "text", "text": "Reconnection test completed successfully"}])
+    );
+    server.assert_no_panic();
+}
+
+/// A POST in session `session` with `accept`.
+async fn raw_post(
+    http: &reqwest::Client,
+    url: &str,
+    session: &str,
+    accept: &str,
+    body: Value,
+) -> reqwest::Response {
+    http.post(url)
+        .header("content-type", "application/json")
+        .header("accept", accept)
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// initialize (with client `capabilities`) and notifications/initialized over raw HTTP: the
+/// session id.
+async fn raw_session(http: &reqwest::Client, url: &str, capabilities: Value) -> String {
+    let init = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": capabilities,
+                "clientInfo": {"name": "raw", "version": "0"}}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    init.text().await.unwrap();
+    let initialized = raw_post(
+        http,
+        url,
+        &session,
+        "application/json, text/event-stream",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert!(initialized.status().is_success());
+    session
+}
+
+/// A client that accepts only `application/json` gets the call's answer as one JSON response,
+/// so it can receive no request during the call: the script is told so at once (instead of
+/// waiting for an answer that cannot come), even though the client declared the capabilities.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_only_calls_cannot_ask_the_client() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(&data, &[ask_all_tool()]);
+    let server = Omni::serve(&data, &[]).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let session = raw_session(
+        &http,
+        &server.url,
+        json!({"sampling": {}, "elicitation": {}, "roots": {}}),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let response = raw_post(
+        &http,
+        &server.url,
+        &session,
+        "application/json",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "ask_all", "arguments": {}}}),
+    )
+    .await;
+    assert_eq!(response.headers()["content-type"], "application/json");
+    let message: Value = response.json().await.unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the script waited"
+    );
+    let out = &message["result"]["structuredContent"];
+    for (name, method) in [
+        ("sample", "sampling/createMessage"),
+        ("elicit", "elicitation/create"),
+        ("roots", "roots/list"),
+    ] {
+        assert_eq!(out[name]["code"], -32600, "{message}");
+        assert_eq!(
+            out[name]["message"],
+            format!(
+                "{method} cannot be sent: the client accepts only application/json for this \
+                 call, so it cannot receive requests while the call runs"
+            ),
+            "{message}"
+        );
+    }
+    server.assert_no_panic();
+}
