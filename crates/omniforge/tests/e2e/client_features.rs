@@ -869,3 +869,64 @@ async fn json_only_calls_cannot_ask_the_client() {
     }
     server.assert_no_panic();
 }
+
+/// A client that does not answer in time: the script gets -32001 after its `timeout`, and the
+/// client's request is cancelled (`notifications/cancelled`); the call goes on. A run that ends
+/// while an answer is pending cancels the client's request too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_client_answer_times_out_and_is_cancelled() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    let _guard = StdioGuard(data.clone());
+    add_tools(
+        &data,
+        &[
+            json!({"name": "impatient", "description": "samples with a 1 s timeout",
+                 "code": "import omniforge\ntry:\n    omniforge.sample('hi', timeout=1)\nexcept omniforge.RequestError as e:\n    omniforge.result(structured={'code': e.code, 'message': e.message})\n"}),
+            json!({"name": "outlived", "description": "samples until its own 2 s limit ends it",
+                   "timeout_s": 2, "code": "import omniforge\nomniforge.sample('hi')\n"}),
+        ],
+    );
+    let mut features = full_features();
+    features["sampling_delay"] = json!(30);
+    let server = Omni::serve(&data, &[]).await;
+    for (transport, target) in [
+        ("stdio", stdio_argv(&data, &[])),
+        ("http", server.url.clone()),
+    ] {
+        let mut client = Client::start(Sdk::Py2, transport, &target, &features).await;
+        let started = std::time::Instant::now();
+        let r = client.call("impatient", json!({})).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{transport}: {r}"
+        );
+        assert_eq!(
+            r["result"]["structuredContent"],
+            json!({"code": -32001, "message": "the client did not answer sampling/createMessage within 1.0 s"}),
+            "{transport}: {r}"
+        );
+        assert_eq!(
+            r["sampling"].as_array().unwrap().len(),
+            1,
+            "{transport}: {r}"
+        );
+        assert_eq!(
+            r["sampling_cancelled"], 1,
+            "{transport}: the client's request was not cancelled: {r}"
+        );
+
+        // The run ends (its time limit) while the client's answer is pending: cancelled too.
+        let r = client.call("outlived", json!({})).await;
+        assert_eq!(r["result"]["isError"], true, "{transport}: {r}");
+        assert!(
+            text(&r["result"], 0).contains("[timeout]"),
+            "{transport}: {r}"
+        );
+        assert_eq!(
+            r["sampling_cancelled"], 1,
+            "{transport}: the client's request was not cancelled: {r}"
+        );
+    }
+    server.assert_no_panic();
+}

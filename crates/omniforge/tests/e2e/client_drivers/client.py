@@ -5,9 +5,11 @@ answers the server's requests (sampling, elicitation, roots) and records what it
     python client.py http  URL                  FEATURES_JSON
     python client.py stdio '["omniforge", ...]' FEATURES_JSON
 
-FEATURES_JSON: {"sampling": RESULT?, "elicitation": RESULT?, "roots": [Root, ...]?}. Each key
-present registers the SDK callback (so the client declares that capability) answering with
-that result; an absent key leaves the capability undeclared.
+FEATURES_JSON: {"sampling": RESULT?, "elicitation": RESULT?, "roots": [Root, ...]?,
+"sampling_delay": SECONDS?}. Each of the first three keys present registers the SDK callback (so
+the client declares that capability) answering with that result; an absent key leaves the
+capability undeclared. With "sampling_delay" the sampling callback first sleeps that long; if the
+server cancels the request meanwhile, "sampling_cancelled" counts it.
 
 Run by crates/omniforge/tests/e2e/client_features.rs. Prints `{"event": "ready", "init": ...}`
 after initialize, then answers each JSON command line on stdin with one JSON line:
@@ -17,7 +19,7 @@ after initialize, then answers each JSON command line on stdin with one JSON lin
     {"op": "call", "name": N, "args": {..}, "progress": bool}
         -> {"ok": true, "result": CallToolResult, "progress": [{progress, total, message}],
             "logs": [LoggingMessageNotification params], "sampling": [CreateMessage params],
-            "elicitation": [ElicitRequest params], "roots": N}
+            "elicitation": [ElicitRequest params], "roots": N, "sampling_cancelled": N}
         (everything received while the call ran)
     {"op": "quit"}                    -> {"ok": true}
 
@@ -55,12 +57,18 @@ def dump(model):
 
 
 async def main(kind, target, features):
-    seen = {"sampling": [], "elicitation": [], "roots": 0, "logs": []}
+    seen = {"sampling": [], "elicitation": [], "roots": 0, "logs": [], "sampling_cancelled": 0}
     callbacks = {}
 
     if "sampling" in features:
         async def sampling(context, params):
             seen["sampling"].append(dump(params))
+            if features.get("sampling_delay"):
+                try:
+                    await anyio.sleep(features["sampling_delay"])
+                except anyio.get_cancelled_exc_class():
+                    seen["sampling_cancelled"] += 1
+                    raise
             return types.CreateMessageResult.model_validate(features["sampling"])
 
         callbacks["sampling_callback"] = sampling
@@ -127,6 +135,7 @@ async def run(session, cmd, seen):
             for key in ("sampling", "elicitation", "logs"):
                 seen[key] = []
             seen["roots"] = 0
+            seen["sampling_cancelled"] = 0
             result = await session.call_tool(
                 cmd["name"], cmd.get("args", {}),
                 progress_callback=on_progress if cmd.get("progress") else None,
@@ -135,7 +144,8 @@ async def run(session, cmd, seen):
             await anyio.sleep(0.2)
             return {"ok": True, "result": dump(result), "progress": progress,
                     "logs": seen["logs"], "sampling": seen["sampling"],
-                    "elicitation": seen["elicitation"], "roots": seen["roots"]}
+                    "elicitation": seen["elicitation"], "roots": seen["roots"],
+                    "sampling_cancelled": seen["sampling_cancelled"]}
     return {"ok": False, "error": f"unknown op {op!r}"}
 
 
