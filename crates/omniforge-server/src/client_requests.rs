@@ -216,11 +216,16 @@ async fn forward(
             ),
         ));
     }
-    if !link
-        .capabilities
-        .as_ref()
-        .is_some_and(|caps| kind.declared(caps))
-    {
+    let Some(capabilities) = &link.capabilities else {
+        return Err(error(
+            code::METHOD_NOT_FOUND,
+            format!(
+                "{method} cannot be sent: the client's capabilities are unknown (no initialize \
+                 handshake on this connection, e.g. stateless HTTP)"
+            ),
+        ));
+    };
+    if !kind.declared(capabilities) {
         return Err(error(
             code::METHOD_NOT_FOUND,
             format!(
@@ -320,5 +325,47 @@ fn service_error(method: &str, e: rmcp::ServiceError) -> RpcError {
             format!("{method}: the client connection is closed"),
         ),
         other => error(code::INTERNAL_ERROR, format!("{method}: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(value: Value) -> ClientCapabilities {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn declared_capabilities() {
+        let all = caps(json!({"sampling": {}, "roots": {"listChanged": true}, "elicitation": {}}));
+        assert!(Kind::Sampling.declared(&all) && Kind::Roots.declared(&all));
+        // An empty elicitation object means form mode; url-only does not.
+        assert!(Kind::Elicitation.declared(&all));
+        assert!(Kind::Elicitation.declared(&caps(json!({"elicitation": {"form": {}}}))));
+        assert!(!Kind::Elicitation.declared(&caps(json!({"elicitation": {"url": {}}}))));
+        let none = caps(json!({}));
+        assert!(!Kind::Sampling.declared(&none) && !Kind::Roots.declared(&none));
+        assert!(!Kind::Elicitation.declared(&none));
+    }
+
+    #[tokio::test]
+    async fn refused_without_a_client_or_with_bad_params() {
+        let ended = CancellationToken::new();
+        let no_client = ClientLink::default();
+        let e = forward(&no_client, Kind::Sampling, &json!({}), &ended)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, code::INTERNAL_ERROR);
+        assert!(e.message.contains("has none"), "{}", e.message);
+        // close_sse_stream without a stream: nothing to close.
+        assert_eq!(
+            close_stream(&no_client, &json!({})).await.unwrap(),
+            json!({"closed": false})
+        );
+        let e = close_stream(&no_client, &json!({"retry_ms": -1}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, code::INVALID_PARAMS);
     }
 }
