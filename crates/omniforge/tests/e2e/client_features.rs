@@ -930,3 +930,80 @@ async fn a_slow_client_answer_times_out_and_is_cancelled() {
     }
     server.assert_no_panic();
 }
+
+/// Over Streamable HTTP (session mode) the script's `sampling/createMessage` travels on the
+/// call's own POST SSE stream (SEP-2260), not on the GET stream; the client's answer is a POST,
+/// and the result then follows on the same stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_request_rides_the_calls_post_stream() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(
+        &data,
+        &[json!({"name": "sample_once", "description": "samples once",
+                 "code": "import omniforge\nr = omniforge.sample('ping?', max_tokens=5)\nomniforge.result(content=[omniforge.text(r['content']['text'])])\n"})],
+    );
+    let server = Omni::serve(&data, &[]).await;
+    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let session = raw_session(&http, &server.url, json!({"sampling": {}})).await;
+    let mut call = raw_post(
+        &http,
+        &server.url,
+        &session,
+        "application/json, text/event-stream",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "sample_once", "arguments": {}}}),
+    )
+    .await;
+    // Read the POST stream until `want` finds a message in it.
+    async fn next_message(
+        call: &mut reqwest::Response,
+        buf: &mut String,
+        want: impl Fn(&Value) -> bool,
+    ) -> Value {
+        loop {
+            if let Some(end) = buf.find("\n\n") {
+                let block: String = buf.drain(..end + 2).collect();
+                let found = events(&block)
+                    .into_iter()
+                    .filter_map(|e| serde_json::from_str::<Value>(&e.data).ok())
+                    .find(|m| want(m));
+                if let Some(found) = found {
+                    return found;
+                }
+                continue;
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), call.chunk())
+                .await
+                .expect("nothing more on the POST stream")
+                .unwrap()
+                .unwrap_or_else(|| panic!("the POST stream ended; unread: {buf}"));
+            buf.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+    let mut buf = String::new();
+    let request = next_message(&mut call, &mut buf, |m| m.get("method").is_some()).await;
+    assert_eq!(request["method"], "sampling/createMessage", "{request}");
+    assert_eq!(
+        request["params"]["messages"],
+        json!([{"role": "user", "content": {"type": "text", "text": "ping?"}}])
+    );
+    let answered = raw_post(
+        &http,
+        &server.url,
+        &session,
+        "application/json, text/event-stream",
+        json!({"jsonrpc": "2.0", "id": request["id"], "result": {
+            "role": "assistant", "content": {"type": "text", "text": "pong!"},
+            "model": "raw", "stopReason": "endTurn"}}),
+    )
+    .await;
+    assert!(answered.status().is_success(), "{}", answered.status());
+    let response = next_message(&mut call, &mut buf, |m| m["id"] == 2).await;
+    assert_eq!(
+        response["result"]["content"],
+        json!([{"type": "text", "text": "pong!"}]),
+        "{response}"
+    );
+    server.assert_no_panic();
+}
