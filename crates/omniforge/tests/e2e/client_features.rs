@@ -1,10 +1,10 @@
 //! Scripts that speak full MCP, end to end: the conformance test tools
 //! (`packs/conformance-tools.toml`) and scripts that ask the client (sampling, elicitation,
-//! roots), called by the official Python SDK (2.x) and TypeScript SDK clients over stdio and
-//! Streamable HTTP. Stricter than the conformance suite: exact content and mimeTypes, progress
-//! values, log messages, the sampling request and the elicitation schema as the client
-//! received them, and the errors a script gets when the client lacks a capability or the
-//! revision forbids server-to-client requests.
+//! roots), called by the official Python SDK (2.x, and 1.x for the conformance tools) and
+//! TypeScript SDK clients over stdio and Streamable HTTP. Stricter than the conformance suite:
+//! exact content and mimeTypes, progress values, log messages, the sampling request and the
+//! elicitation schema as the client received them, and the errors a script gets when the client
+//! lacks a capability or the revision forbids server-to-client requests.
 //!
 //! The drivers (`client_drivers/client.py`, `client.mjs`) declare a capability only when the
 //! test gives them an answer for it, record every request and notification they receive
@@ -22,12 +22,23 @@ use tokio::sync::mpsc;
 
 use crate::procs::{Captured, drain};
 use crate::script_tools::{
-    Omni, Sdk, StdioGuard, data_home, no_proxy, node22, python2, repo_root, require, stdio_argv,
+    Omni, StdioGuard, data_home, deps, no_proxy, node22, python2, repo_root, require, stdio_argv,
     ts_modules, unique, uv,
 };
 use crate::util::BIN;
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// The official client SDK a driver runs on.
+#[derive(Debug, Clone, Copy)]
+enum Sdk {
+    /// PyPI `mcp` 1.x, `.deps/py-mcp1`.
+    Py1,
+    /// PyPI `mcp` 2.x, `.deps/py-mcp2`.
+    Py2,
+    /// npm `@modelcontextprotocol/sdk`, run by `.deps/bin/node22`.
+    Ts,
+}
 
 /// The 1x1 red PNG and the silent WAV inlined in the conformance tools' code.
 const RED_PIXEL_PNG: &str =
@@ -90,9 +101,13 @@ impl Client {
         let dir = tempfile::tempdir().unwrap();
         let drivers = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/client_drivers");
         let mut cmd = match sdk {
-            Sdk::Py2 => {
-                require(&[python2()]);
-                let mut cmd = Command::new(python2());
+            Sdk::Py1 | Sdk::Py2 => {
+                let python = match sdk {
+                    Sdk::Py1 => deps().join("py-mcp1/bin/python"),
+                    _ => python2(),
+                };
+                require(&[python.clone()]);
+                let mut cmd = Command::new(python);
                 cmd.arg(drivers.join("client.py"))
                     .env("PYTHONUNBUFFERED", "1")
                     .env("PYTHONDONTWRITEBYTECODE", "1");
@@ -454,7 +469,7 @@ async fn conformance_tools_answer_exactly_over_stdio_and_http() {
     let pack = pack_tools();
     add_tools(&data, &pack);
     let server = Omni::serve(&data, &[]).await;
-    for sdk in [Sdk::Py2, Sdk::Ts] {
+    for sdk in [Sdk::Py2, Sdk::Ts, Sdk::Py1] {
         let mut client = Client::start(sdk, "http", &server.url, &full_features()).await;
         check_conformance_tools(&mut client, &pack).await;
         let mut client =
