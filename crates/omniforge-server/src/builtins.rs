@@ -77,7 +77,7 @@ and `omniforge_delete_tool` (`purge: true` removes the history) manage what exis
   {role, content, model, stopReason}), `omniforge.elicit(message, requested_schema)`
   (elicitation/create, form mode, returns {action, content}), `omniforge.roots()` (list of
   {uri, name}). Each takes `timeout=` seconds and raises `omniforge.RequestError` with a
-  clear message when refused.
+  clear message when refused. At most 8 may wait for the client at once.
 
 Example (`add_vat`):
     code: import json, sys

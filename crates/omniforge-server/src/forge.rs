@@ -738,6 +738,16 @@ impl Forge {
                             }
                         }
                     }
+                    ScriptMessage::Request(request) if asks.len() >= MAX_PENDING_ASKS => {
+                        request.respond(Err(omniforge_script::RpcError {
+                            code: client_requests::code::INVALID_REQUEST,
+                            message: format!(
+                                "too many requests to the client at once (at most {MAX_PENDING_ASKS}); \
+                                 wait for an answer first"
+                            ),
+                            data: None,
+                        }));
+                    }
                     ScriptMessage::Request(request) => {
                         asks.push(client_requests::answer(request, &caller.client, &ended));
                     }
@@ -984,6 +994,10 @@ fn json_kind(value: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
+
+/// Most requests one run may have waiting for the client at once: a script cannot flood the
+/// client (or the user, for elicitation) with requests.
+const MAX_PENDING_ASKS: usize = 8;
 
 /// How long a script may be silent before the server sends a heartbeat progress notification.
 const HEARTBEAT: Duration = Duration::from_secs(15);

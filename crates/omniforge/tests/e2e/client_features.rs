@@ -1022,3 +1022,46 @@ async fn a_script_request_rides_the_calls_post_stream() {
     );
     server.assert_no_panic();
 }
+
+/// A script cannot flood the client: at most 8 of its requests wait for answers at once; the
+/// ninth and tenth are refused at once, the eight get their answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_most_eight_requests_wait_for_the_client() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    let _guard = StdioGuard(data.clone());
+    let code = r#"import threading
+import omniforge
+answers, refused, lock = [], [], threading.Lock()
+def ask():
+    try:
+        r = omniforge.sample("x", timeout=30)
+        with lock:
+            answers.append(r["content"]["text"])
+    except omniforge.RequestError as e:
+        with lock:
+            refused.append([e.code, e.message])
+threads = [threading.Thread(target=ask) for _ in range(10)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+omniforge.result(structured={"answers": len(answers), "refused": refused})
+"#;
+    add_tools(
+        &data,
+        &[json!({"name": "flood", "description": "ten samples at once", "code": code})],
+    );
+    let mut features = full_features();
+    features["sampling_delay"] = json!(1);
+    let mut client = Client::start(Sdk::Py2, "stdio", &stdio_argv(&data, &[]), &features).await;
+    let r = client.call("flood", json!({})).await;
+    let out = &r["result"]["structuredContent"];
+    assert_eq!(out["answers"], 8, "{r}");
+    let refusal = json!([
+        -32600,
+        "too many requests to the client at once (at most 8); wait for an answer first"
+    ]);
+    assert_eq!(out["refused"], json!([refusal, refusal]), "{r}");
+    assert_eq!(r["sampling"].as_array().unwrap().len(), 8, "{r}");
+}
