@@ -106,7 +106,7 @@ impl Client {
                     Sdk::Py1 => deps().join("py-mcp1/bin/python"),
                     _ => python2(),
                 };
-                require(&[python.clone()]);
+                require(std::slice::from_ref(&python));
                 let mut cmd = Command::new(python);
                 cmd.arg(drivers.join("client.py"))
                     .env("PYTHONUNBUFFERED", "1")
