@@ -135,11 +135,18 @@ fn error(code: i64, message: impl Into<String>) -> RpcError {
 
 /// Answers one script request. `ended` fires when the run is over (the script exited, timed
 /// out or was cancelled): a client request still waiting is then cancelled.
-pub(crate) async fn answer(request: ScriptRequest, link: &ClientLink, ended: &CancellationToken) {
+/// Exact `secrets` values in what is sent are replaced by `[redacted]`, as in results.
+pub(crate) async fn answer(
+    request: ScriptRequest,
+    link: &ClientLink,
+    ended: &CancellationToken,
+    secrets: &[String],
+) {
+    let params = crate::forge::scrub_value(request.params().clone(), secrets);
     let answer = match request.method() {
-        "sample" => forward(link, Kind::Sampling, request.params(), ended).await,
-        "elicit" => forward(link, Kind::Elicitation, request.params(), ended).await,
-        "roots" => forward(link, Kind::Roots, request.params(), ended).await,
+        "sample" => forward(link, Kind::Sampling, &params, ended).await,
+        "elicit" => forward(link, Kind::Elicitation, &params, ended).await,
+        "roots" => forward(link, Kind::Roots, &params, ended).await,
         "close_sse_stream" => close_stream(link, request.params()).await,
         other => Err(error(
             code::METHOD_NOT_FOUND,

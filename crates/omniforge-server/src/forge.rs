@@ -721,7 +721,8 @@ impl Forge {
                 Some(message) = rx.recv() => match message {
                     ScriptMessage::Progress(p) => {
                         heartbeat.reset();
-                        progress.send_raw(p.done, p.total, p.message).await;
+                        let message = p.message.map(|m| scrub(&m, secrets));
+                        progress.send_raw(p.done, p.total, message).await;
                     }
                     ScriptMessage::Log(log) => {
                         let rank = level_rank(&log.level);
@@ -729,7 +730,7 @@ impl Forge {
                             && let Ok(level) = serde_json::from_value(Value::String(log.level.clone()))
                         {
                             #[allow(deprecated)] // logging is part of every revision before 2026-07-28
-                            let param = rmcp::model::LoggingMessageNotificationParam::new(level, log.data).with_logger("script");
+                            let param = rmcp::model::LoggingMessageNotificationParam::new(level, scrub_value(log.data, secrets)).with_logger("script");
                             #[allow(deprecated)]
                             if let Some(peer) = &caller.peer
                                 && let Err(error) = peer.notify_logging_message(param).await
@@ -749,7 +750,7 @@ impl Forge {
                         }));
                     }
                     ScriptMessage::Request(request) => {
-                        asks.push(client_requests::answer(request, &caller.client, &ended));
+                        asks.push(client_requests::answer(request, &caller.client, &ended, secrets));
                     }
                     _ => {}
                 }
@@ -1027,6 +1028,20 @@ fn scrub(text: &str, secrets: &[String]) -> String {
         .fold(text.to_owned(), |t, s| t.replace(s.as_str(), "[redacted]"))
 }
 
+/// `value` with every exact secret value (of at least 4 bytes) in its strings replaced by
+/// `[redacted]` (the whole value becomes `"[redacted]"` if the replacement breaks its JSON).
+pub(crate) fn scrub_value(value: Value, secrets: &[String]) -> Value {
+    if !secrets.iter().any(|s| s.len() >= 4) {
+        return value;
+    }
+    let json = value.to_string();
+    let cleaned = scrub(&json, secrets);
+    if cleaned == json {
+        return value;
+    }
+    serde_json::from_str(&cleaned).unwrap_or_else(|_| Value::String("[redacted]".into()))
+}
+
 /// Replaces every exact secret value (of at least 4 bytes) in the result with `[redacted]`.
 fn redact(result: &mut CallToolResult, secrets: &[String]) {
     if !secrets.iter().any(|s| s.len() >= 4) {
@@ -1038,6 +1053,13 @@ fn redact(result: &mut CallToolResult, secrets: &[String]) {
             let cleaned = scrub(&text.text);
             if cleaned != text.text {
                 *block = ContentBlock::text(cleaned);
+            }
+        } else if let Ok(json) = serde_json::to_string(&*block) {
+            // Rich content (an embedded resource's text, a link's uri or name, ...).
+            let cleaned = scrub(&json);
+            if cleaned != json {
+                *block = serde_json::from_str(&cleaned)
+                    .unwrap_or_else(|_| ContentBlock::text("[redacted]"));
             }
         }
     }
@@ -1462,7 +1484,7 @@ mod tests {
     }
 
     #[test]
-    fn secrets_are_redacted_from_text_and_structured_content() {
+    fn secrets_are_redacted_from_text_rich_and_structured_content() {
         let mut result = CallToolResult::success(vec![ContentBlock::text("token=s3cr3t-value ok")]);
         result.structured_content = Some(json!({"t": "s3cr3t-value"}));
         redact(&mut result, &["s3cr3t-value".to_owned(), "ab".to_owned()]);
@@ -1471,6 +1493,18 @@ mod tests {
             Some("token=[redacted] ok")
         );
         assert_eq!(result.structured_content, Some(json!({"t": "[redacted]"})));
+
+        let mut result = CallToolResult::success(vec![
+            content_block(json!({"type": "resource", "resource": {
+                "uri": "test://r", "mimeType": "text/plain", "text": "key s3cr3t-value"}}))
+            .unwrap(),
+        ]);
+        redact(&mut result, &["s3cr3t-value".to_owned()]);
+        assert_eq!(
+            serde_json::to_value(&result.content[0]).unwrap(),
+            json!({"type": "resource", "resource": {
+                "uri": "test://r", "mimeType": "text/plain", "text": "key [redacted]"}})
+        );
     }
 
     #[test]

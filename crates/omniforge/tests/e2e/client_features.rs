@@ -1065,3 +1065,62 @@ omniforge.result(structured={"answers": len(answers), "refused": refused})
     assert_eq!(out["refused"], json!([refusal, refusal]), "{r}");
     assert_eq!(r["sampling"].as_array().unwrap().len(), 8, "{r}");
 }
+
+/// A secret the tool may read never reaches the client: not in a log message, a progress
+/// message, a sampling request or an embedded resource of the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_are_redacted_from_everything_sent_to_the_client() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    let _guard = StdioGuard(data.clone());
+    let secret = unique("sk-e2e-");
+    let mut set = std::process::Command::new(BIN)
+        .args(["secret", "set", "E2E_KEY", "--data-dir"])
+        .arg(&data)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        set.stdin
+            .take()
+            .unwrap()
+            .write_all(secret.as_bytes())
+            .unwrap();
+    }
+    assert!(set.wait().unwrap().success());
+    let code = r#"import os
+import omniforge
+key = os.environ["E2E_KEY"]
+omniforge.log("info", {"using": key})
+omniforge.progress(1, 2, "calling with " + key)
+omniforge.sample("the key is " + key, max_tokens=5)
+omniforge.result(content=[omniforge.resource("test://k", text="key=" + key, mime_type="text/plain")])
+"#;
+    add_tools(
+        &data,
+        &[
+            json!({"name": "leaky", "description": "uses a secret", "code": code, "secrets": ["E2E_KEY"]}),
+        ],
+    );
+    let mut client =
+        Client::start(Sdk::Py2, "stdio", &stdio_argv(&data, &[]), &full_features()).await;
+    let r = client.call("leaky", json!({})).await;
+    assert!(
+        !r.to_string().contains(&secret),
+        "the secret reached the client: {r}"
+    );
+    assert_eq!(r["logs"][0]["data"], json!({"using": "[redacted]"}), "{r}");
+    assert_eq!(
+        r["progress"][0]["message"], "calling with [redacted]",
+        "{r}"
+    );
+    assert_eq!(
+        r["sampling"][0]["messages"][0]["content"]["text"], "the key is [redacted]",
+        "{r}"
+    );
+    assert_eq!(
+        r["result"]["content"][0]["resource"]["text"], "key=[redacted]",
+        "{r}"
+    );
+}
