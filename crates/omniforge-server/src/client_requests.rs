@@ -31,14 +31,12 @@ use tokio_util::sync::CancellationToken;
 use crate::http::JsonReply;
 use crate::streams::PostStream;
 
-/// JSON-RPC error codes sent back to the script.
+/// JSON-RPC error codes sent back to the script: `METHOD_NOT_FOUND` for an unknown script
+/// request or a capability the client lacks (it would answer the same), `INVALID_PARAMS` for
+/// unusable params, `INVALID_REQUEST` when the request cannot be sent at all (2026-07-28, a
+/// JSON-only call, too many at once).
 pub mod code {
-    /// Unknown script request, or the client lacks the capability (it would answer the same).
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    /// Params the script sent are not usable.
-    pub const INVALID_PARAMS: i64 = -32602;
-    /// The protocol revision forbids server-to-client requests.
-    pub const INVALID_REQUEST: i64 = -32600;
+    pub use crate::jsonrpc::code::{INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
     /// No client, a closed connection, or the tool call ended first.
     pub const INTERNAL_ERROR: i64 = -32603;
     /// The client did not answer in time (the code the TypeScript SDK uses for timeouts).
