@@ -377,8 +377,11 @@ def close_sse_stream(retry_ms=None):
 
     The client reconnects after ``retry_ms`` milliseconds (default: the server's SSE retry
     interval) with ``Last-Event-ID`` and receives the rest of the call, result included.
-    Returns True when a stream was closed, False where there is none (stdio, stateless HTTP).
+    Returns True when a stream was closed, False where there is none (stdio, stateless HTTP,
+    a script run by hand).
     """
+    if _channel is None:
+        return False
     params = {}
     if retry_ms is not None:
         params["retry_ms"] = int(retry_ms)

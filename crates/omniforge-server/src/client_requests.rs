@@ -113,8 +113,8 @@ impl Kind {
         match self {
             Kind::Sampling => caps.sampling.is_some(),
             Kind::Roots => caps.roots.is_some(),
-            // `elicitation: {}` means form mode (2025-11-25, Client Features > Elicitation >
-            // Capabilities: an empty object is equivalent to declaring form only).
+            // `elicitation: {}` (as 2025-06-18 clients declare it) means form mode; a client
+            // that lists modes must list `form`.
             Kind::Elicitation => caps
                 .elicitation
                 .as_ref()
