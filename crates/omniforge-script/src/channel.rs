@@ -70,6 +70,8 @@ pub struct ScriptResult {
     pub content: Option<Value>,
     /// Structured result (MCP `structuredContent`).
     pub structured: Option<Value>,
+    /// The script reports a tool-level failure (MCP `isError`) with this content.
+    pub is_error: bool,
 }
 
 /// A JSON-RPC error sent back to the script.
@@ -173,7 +175,7 @@ pub(crate) async fn serve(
             }
         };
         let Some(method) = msg.get("method").and_then(Value::as_str).map(str::to_owned) else {
-            // Responses from the script are not expected: the server sends no requests yet.
+            // Responses from the script are not expected: the server sends it no requests.
             continue;
         };
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
@@ -270,6 +272,10 @@ fn notification(method: String, params: Value) -> Option<ScriptMessage> {
         "result" => ScriptMessage::Result(ScriptResult {
             content: params.get("content").filter(|v| !v.is_null()).cloned(),
             structured: params.get("structured").filter(|v| !v.is_null()).cloned(),
+            is_error: params
+                .get("is_error")
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
         }),
         _ => ScriptMessage::Notification { method, params },
     })

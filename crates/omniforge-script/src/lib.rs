@@ -16,7 +16,9 @@
 //!   [`ScriptMessage`]s from the script, answers to its requests.
 //! - [`format`](mod@format): [`prototype_text`], the prototype's one-text-block rendering.
 //! - `omniforge.py` ([`HELPER_MODULE`]): the stdlib-only helper installed in every
-//!   environment (`import omniforge`).
+//!   environment (`import omniforge`). Its content builders and client requests (`sample`,
+//!   `elicit`, `roots`) produce MCP shapes as plain JSON; this crate only carries them, and the
+//!   server checks and maps them.
 //! - `sys` (private): the only `unsafe` code, the child's `pre_exec` hook.
 //!
 //! # Invariants

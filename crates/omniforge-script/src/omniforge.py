@@ -6,15 +6,28 @@ Installed into every tool environment by OmniForge, so a script can ``import omn
     args = omniforge.args()                 # the tool call's arguments (a dict)
     omniforge.progress(1, 3, "fetching")    # progress notification
     omniforge.log("info", {"rows": 10})     # log message for the client
-    omniforge.result(structured={"n": 1})   # structured result (besides stdout)
-    answer = omniforge.request("sample", {...}, timeout=60)
+    omniforge.result(content=[omniforge.text("hi"), omniforge.image(png_bytes, "image/png")],
+                     structured={"n": 1})   # the call's result (instead of stdout)
+    reply = omniforge.sample("Summarise: ...", max_tokens=200)   # sampling/createMessage
+    answer = omniforge.elicit("Your name?", {"type": "object", "properties": {...}})
+    folders = omniforge.roots()             # roots/list
+
+Content builders (``text``, ``image``, ``audio``, ``resource``, ``resource_link``) return MCP
+content items as dicts; bytes are base64-encoded for you.
+
+``sample``, ``elicit`` and ``roots`` are requests to the MCP client that called the tool: each
+returns the client's answer, or raises ``RequestError`` (e.g. when the client did not declare
+the capability, or the protocol revision forbids server-to-client requests) or
+``TimeoutError``.
 
 The server talks to the script over a Unix socket whose descriptor number is in the
 ``OMNIFORGE_FD`` environment variable; both directions carry newline-delimited JSON-RPC 2.0.
 Without ``OMNIFORGE_FD`` (a script run by hand), ``progress`` and ``log`` do nothing,
-``result`` prints its JSON to stdout, and ``request`` raises ``RuntimeError``.
+``result`` prints its JSON to stdout, and requests raise ``RuntimeError``.
 """
 
+import base64
+import binascii
 import itertools
 import json
 import os
@@ -22,7 +35,23 @@ import socket
 import sys
 import threading
 
-__all__ = ["args", "progress", "log", "result", "request", "RequestError"]
+__all__ = [
+    "args",
+    "progress",
+    "log",
+    "result",
+    "text",
+    "image",
+    "audio",
+    "resource",
+    "resource_link",
+    "sample",
+    "elicit",
+    "roots",
+    "close_sse_stream",
+    "request",
+    "RequestError",
+]
 
 _LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
@@ -166,12 +195,19 @@ def log(level, data):
     _notify("log", {"level": level, "data": data})
 
 
-def result(content=None, structured=None):
-    """Sets the call's result: ``content`` (any JSON) and/or ``structured`` (a JSON object).
+def result(content=None, structured=None, is_error=False):
+    """Sets the call's result: ``content`` and/or ``structured`` (a JSON object).
 
-    Without a server connection, prints the result as JSON to stdout instead.
+    ``content``: a list of MCP content items (build them with ``text``, ``image``, ``audio``,
+    ``resource``, ``resource_link``), one item, or a str (one text item). An item that is not
+    valid MCP content makes the call an error result that names it. ``structured`` becomes
+    ``structuredContent`` (checked against the tool's outputSchema). ``is_error=True`` makes
+    it a tool-level error result (MCP ``isError``) with exactly this content. Given twice, the
+    last call wins. Without a server connection, prints the result as JSON to stdout instead.
     """
     params = {}
+    if is_error:
+        params["is_error"] = True
     if content is not None:
         params["content"] = content
     if structured is not None:
@@ -191,3 +227,163 @@ def request(method, params=None, timeout=60.0):
     if _channel is None:
         raise RuntimeError("not running under OmniForge (OMNIFORGE_FD is not set)")
     return _channel.request(method, params, timeout)
+
+
+# --- content builders -------------------------------------------------------------------
+
+
+def _base64(data, what):
+    """``data`` as base64 text: bytes are encoded, a str must already be valid base64."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(data)).decode("ascii")
+    if isinstance(data, str):
+        try:
+            base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("%s: a str must be base64 text (pass bytes to have it encoded)" % what)
+        return data
+    raise TypeError("%s: expected bytes or base64 str, got %s" % (what, type(data).__name__))
+
+
+def _with_extras(item, annotations, meta):
+    if annotations is not None:
+        item["annotations"] = annotations
+    if meta is not None:
+        item["_meta"] = meta
+    return item
+
+
+def text(s, annotations=None, meta=None):
+    """A text content item: ``{"type": "text", "text": s}``."""
+    return _with_extras({"type": "text", "text": str(s)}, annotations, meta)
+
+
+def image(data, mime_type, annotations=None, meta=None):
+    """An image content item. ``data``: the image bytes, or base64 text; ``mime_type``: e.g.
+    ``"image/png"``."""
+    item = {"type": "image", "data": _base64(data, "image"), "mimeType": str(mime_type)}
+    return _with_extras(item, annotations, meta)
+
+
+def audio(data, mime_type, annotations=None, meta=None):
+    """An audio content item. ``data``: the audio bytes, or base64 text; ``mime_type``: e.g.
+    ``"audio/wav"``."""
+    item = {"type": "audio", "data": _base64(data, "audio"), "mimeType": str(mime_type)}
+    return _with_extras(item, annotations, meta)
+
+
+def resource(uri, text=None, blob=None, mime_type=None, annotations=None, meta=None):
+    """An embedded resource content item. Give exactly one of ``text`` (a str) or ``blob`` (bytes,
+    or base64 text)."""
+    if (text is None) == (blob is None):
+        raise ValueError("resource: give exactly one of text= or blob=")
+    contents = {"uri": str(uri)}
+    if mime_type is not None:
+        contents["mimeType"] = str(mime_type)
+    if text is not None:
+        contents["text"] = str(text)
+    else:
+        contents["blob"] = _base64(blob, "resource blob")
+    return _with_extras({"type": "resource", "resource": contents}, annotations, meta)
+
+
+def resource_link(uri, name, title=None, description=None, mime_type=None, size=None,
+                  annotations=None, meta=None):
+    """A resource link content item: a pointer the client may read with resources/read."""
+    item = {"type": "resource_link", "uri": str(uri), "name": str(name)}
+    if title is not None:
+        item["title"] = str(title)
+    if description is not None:
+        item["description"] = str(description)
+    if mime_type is not None:
+        item["mimeType"] = str(mime_type)
+    if size is not None:
+        item["size"] = int(size)
+    return _with_extras(item, annotations, meta)
+
+
+# --- requests to the MCP client -----------------------------------------------------------
+
+_SAMPLE_KEYS = {
+    "system_prompt": "systemPrompt",
+    "stop_sequences": "stopSequences",
+    "model_preferences": "modelPreferences",
+    "include_context": "includeContext",
+}
+
+
+def _client_request(method, body, timeout):
+    params = {} if body is None else {"request": body}
+    if timeout is not None:
+        params["timeout_s"] = float(timeout)
+    # The server bounds the wait itself (timeout_s, else the tool's own time limit); the
+    # local wait only guards against a server that never answers.
+    local = None if timeout is None else float(timeout) + 5.0
+    return request(method, params, timeout=local)
+
+
+def sample(messages_or_prompt, max_tokens=1024, timeout=None, **kw):
+    """Asks the client's LLM for a completion (MCP ``sampling/createMessage``).
+
+    ``messages_or_prompt``: a str (one user text message) or a list of MCP sampling messages
+    (a str item becomes a user text message). Keyword arguments are further request fields:
+    ``system_prompt``, ``temperature``, ``stop_sequences``, ``model_preferences``,
+    ``include_context``, ``metadata`` (or their MCP camelCase names).
+
+    Returns the client's result as a dict: ``{"role", "content", "model", "stopReason"}``;
+    the reply text is ``reply["content"]["text"]``. Raises ``RequestError`` when the client
+    lacks the ``sampling`` capability or refuses, ``TimeoutError`` after ``timeout`` seconds.
+    """
+    if isinstance(messages_or_prompt, str):
+        items = [messages_or_prompt]
+    else:
+        items = list(messages_or_prompt)
+    messages = []
+    for item in items:
+        if isinstance(item, str):
+            item = {"role": "user", "content": {"type": "text", "text": item}}
+        messages.append(item)
+    body = {"messages": messages, "maxTokens": int(max_tokens)}
+    for key, value in kw.items():
+        body[_SAMPLE_KEYS.get(key, key)] = value
+    return _client_request("sample", body, timeout)
+
+
+def elicit(message, requested_schema, timeout=None):
+    """Asks the user for input through the client (MCP ``elicitation/create``, form mode).
+
+    ``requested_schema``: the form's JSON schema (an object schema of primitive properties,
+    with defaults and enum forms as MCP allows); it is sent unchanged.
+
+    Returns the client's result as a dict: ``{"action": "accept"|"decline"|"cancel",
+    "content": {...}}`` (content only with accept). Raises ``RequestError`` when the client
+    lacks the ``elicitation`` capability, ``TimeoutError`` after ``timeout`` seconds.
+    """
+    body = {"message": str(message), "requestedSchema": requested_schema}
+    return _client_request("elicit", body, timeout)
+
+
+def roots(timeout=None):
+    """The client's roots (MCP ``roots/list``): a list of ``{"uri", "name"?}`` dicts.
+
+    Raises ``RequestError`` when the client lacks the ``roots`` capability.
+    """
+    answer = _client_request("roots", None, timeout) or {}
+    return answer.get("roots", [])
+
+
+def close_sse_stream(retry_ms=None):
+    """Over Streamable HTTP, closes the SSE stream of this call's POST now (SEP-1699 polling).
+
+    The client reconnects after ``retry_ms`` milliseconds (default: the server's SSE retry
+    interval) with ``Last-Event-ID`` and receives the rest of the call, result included.
+    Returns True when a stream was closed, False where there is none (stdio, stateless HTTP,
+    a script run by hand).
+    """
+    if _channel is None:
+        return False
+    params = {}
+    if retry_ms is not None:
+        params["retry_ms"] = int(retry_ms)
+    answer = request("close_sse_stream", params, timeout=30.0) or {}
+    return bool(answer.get("closed"))

@@ -65,8 +65,19 @@ and `omniforge_delete_tool` (`purge: true` removes the history) manage what exis
 - Limits: `timeout_s` (default 30 s), memory, output size; scripts run in a sandbox that sees
   only their environment and a private /tmp.
 - The helper module: `import omniforge`; `omniforge.progress(done, total, message)` reports
-  progress to the caller, `omniforge.log(level, data)` logs, `omniforge.result(content=...,
+  progress to the caller, `omniforge.log(level, data)` logs (sent when at or above the
+  client's logging/setLevel, default info), `omniforge.result(content=[...],
   structured={...})` sets the result instead of stdout.
+- Rich content: `omniforge.text(s)`, `omniforge.image(data, \"image/png\")`,
+  `omniforge.audio(data, \"audio/wav\")` (bytes or base64 text), `omniforge.resource(uri,
+  text=... | blob=..., mime_type=...)` (embedded), `omniforge.resource_link(uri, name, ...)`;
+  pass a list of them as `content=`. An invalid item makes the call an error result.
+- Asking the client (when it declared the capability; not under protocol 2026-07-28):
+  `omniforge.sample(prompt_or_messages, max_tokens=...)` (sampling/createMessage, returns
+  {role, content, model, stopReason}), `omniforge.elicit(message, requested_schema)`
+  (elicitation/create, form mode, returns {action, content}), `omniforge.roots()` (list of
+  {uri, name}). Each takes `timeout=` seconds and raises `omniforge.RequestError` with a
+  clear message when refused. At most 8 may wait for the client at once.
 
 Example (`add_vat`):
     code: import json, sys

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use omniforge_script::{
     Env, EnvBuilder, EnvConfig, Exit, Interpreter, Lock, ProgressEvent, RunOutput, RunSpec, Runner,
     RunnerConfig, SandboxLevel, ScriptMessage, UvTool, pep723_dependencies, prototype_text,
@@ -30,6 +31,7 @@ use tokio::sync::{OnceCell, mpsc};
 
 use crate::auth::{Principal, Scope};
 use crate::catalog::{Catalog, CatalogTool, Route, ToolSource};
+use crate::client_requests::{self, ClientLink};
 
 /// Names of the authoring built-ins.
 pub mod names {
@@ -119,6 +121,8 @@ pub struct Caller {
     pub ct: tokio_util::sync::CancellationToken,
     /// Whether results may carry `resource_link` content (protocol revision 2025-06-18 on).
     resource_links: bool,
+    /// How a script's requests (sampling, elicitation, roots) reach the client.
+    client: ClientLink,
 }
 
 impl Caller {
@@ -133,6 +137,7 @@ impl Caller {
                 .peer
                 .peer_info()
                 .is_none_or(|info| info.protocol_version.as_str() >= "2025-06-18"),
+            client: ClientLink::of(ctx),
         }
     }
 
@@ -144,6 +149,7 @@ impl Caller {
             progress_token: None,
             ct: tokio_util::sync::CancellationToken::new(),
             resource_links: true,
+            client: ClientLink::default(),
         }
     }
 }
@@ -711,14 +717,20 @@ impl Forge {
         // send a heartbeat progress notification ourselves.
         let mut heartbeat =
             tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+        // The script's requests to the client, answered concurrently in this task (so rmcp
+        // associates them with the call); `ended` cancels those still waiting when the run ends.
+        let ended = tokio_util::sync::CancellationToken::new();
+        let mut asks = futures::stream::FuturesUnordered::new();
         let output = loop {
             tokio::select! {
                 output = &mut run => break output,
+                Some(()) = asks.next(), if !asks.is_empty() => {}
                 _ = heartbeat.tick() => progress.heartbeat().await,
                 Some(message) = rx.recv() => match message {
                     ScriptMessage::Progress(p) => {
                         heartbeat.reset();
-                        progress.send_raw(p.done, p.total, p.message).await;
+                        let message = p.message.map(|m| scrub(&m, secrets));
+                        progress.send_raw(p.done, p.total, message).await;
                     }
                     ScriptMessage::Log(log) => {
                         let rank = level_rank(&log.level);
@@ -726,7 +738,7 @@ impl Forge {
                             && let Ok(level) = serde_json::from_value(Value::String(log.level.clone()))
                         {
                             #[allow(deprecated)] // logging is part of every revision before 2026-07-28
-                            let param = rmcp::model::LoggingMessageNotificationParam::new(level, log.data).with_logger("script");
+                            let param = rmcp::model::LoggingMessageNotificationParam::new(level, scrub_value(log.data, secrets)).with_logger("script");
                             #[allow(deprecated)]
                             if let Some(peer) = &caller.peer
                                 && let Err(error) = peer.notify_logging_message(param).await
@@ -735,18 +747,30 @@ impl Forge {
                             }
                         }
                     }
-                    ScriptMessage::Request(request) => {
-                        let method = request.method().to_owned();
+                    ScriptMessage::Request(request) if asks.len() >= MAX_PENDING_ASKS => {
                         request.respond(Err(omniforge_script::RpcError {
-                            code: omniforge_script::channel::METHOD_NOT_FOUND,
-                            message: format!("{method} is not available to scripts yet"),
+                            code: client_requests::code::INVALID_REQUEST,
+                            message: format!(
+                                "too many requests to the client at once (at most {MAX_PENDING_ASKS}); \
+                                 wait for an answer first"
+                            ),
                             data: None,
                         }));
+                    }
+                    ScriptMessage::Request(request) => {
+                        asks.push(client_requests::answer(request, &caller.client, &ended, secrets));
                     }
                     _ => {}
                 }
             }
         };
+        ended.cancel();
+        while asks.next().await.is_some() {}
+        drop(asks);
+        // A stream the script closed: hold the answer until the client has resumed it.
+        if let Some(stream) = &caller.client.stream {
+            stream.settle(&caller.ct).await;
+        }
         let output = match output {
             Ok(output) => output,
             Err(omniforge_script::RunError::Busy) => {
@@ -785,7 +809,7 @@ impl Forge {
         let failed = !output.exit.is_success();
         // A result given through the helper module wins over stdout.
         if !failed && let Some(given) = &output.result {
-            return self.given_result(given.content.clone(), given.structured.clone(), route);
+            return self.given_result(given, route);
         }
         let with_schema = route.and_then(StoredRoute::output_validator);
         if !failed && let Some(validator) = with_schema {
@@ -851,14 +875,19 @@ impl Forge {
             .map(|(_, text)| text.clone())
     }
 
+    /// The result a script gave through the helper module (`omniforge.result`).
     fn given_result(
         &self,
-        content: Option<Value>,
-        structured: Option<Value>,
+        given: &omniforge_script::ScriptResult,
         route: Option<&StoredRoute>,
     ) -> CallToolResult {
-        if let (Some(value), Some(validator)) =
-            (&structured, route.and_then(StoredRoute::output_validator))
+        let content = given.content.clone();
+        let structured = given.structured.clone();
+        // An error result reports a failure, not the promised structure: its structured
+        // content is not checked against the outputSchema.
+        if !given.is_error
+            && let (Some(value), Some(validator)) =
+                (&structured, route.and_then(StoredRoute::output_validator))
             && let Err(problems) = check_output(validator, value)
         {
             return error_result(format!(
@@ -871,20 +900,33 @@ impl Forge {
                 blocks.push(ContentBlock::text(cut(&text, self.config.max_result_bytes)))
             }
             Some(Value::Array(items)) => {
-                for item in items {
-                    match serde_json::from_value::<ContentBlock>(item.clone()) {
+                for (index, item) in items.into_iter().enumerate() {
+                    match content_block(item) {
                         Ok(block) => blocks.push(block),
-                        Err(_) => blocks.push(ContentBlock::text(item.to_string())),
+                        Err(why) => {
+                            return error_result(format!(
+                                "the script's result content item {index} is not valid MCP \
+                                 content: {why}"
+                            ));
+                        }
                     }
                 }
             }
-            Some(other @ Value::Object(_)) => {
-                match serde_json::from_value::<ContentBlock>(other.clone()) {
-                    Ok(block) => blocks.push(block),
-                    Err(_) => blocks.push(ContentBlock::text(other.to_string())),
+            Some(item @ Value::Object(_)) => match content_block(item) {
+                Ok(block) => blocks.push(block),
+                Err(why) => {
+                    return error_result(format!(
+                        "the script's result content is not valid MCP content: {why}"
+                    ));
                 }
+            },
+            Some(other) => {
+                return error_result(format!(
+                    "the script's result content must be a list of content items, one item or a \
+                     string; got {}",
+                    json_kind(&other)
+                ));
             }
-            Some(other) => blocks.push(ContentBlock::text(other.to_string())),
             None => {}
         }
         if blocks.is_empty()
@@ -894,9 +936,77 @@ impl Forge {
         }
         let mut result = CallToolResult::success(blocks);
         result.structured_content = structured.filter(Value::is_object);
+        if given.is_error {
+            result.is_error = Some(true);
+        }
         result
     }
 }
+
+/// One content item of a script's result, checked: a known `type` with its required fields,
+/// and base64 where MCP says base64. The error says what is wrong.
+fn content_block(item: Value) -> Result<ContentBlock, String> {
+    use base64::Engine as _;
+    let kind = match item.get("type") {
+        Some(Value::String(kind)) => kind.clone(),
+        Some(other) => {
+            return Err(format!(
+                "\"type\" must be a string, got {}",
+                json_kind(other)
+            ));
+        }
+        None => {
+            return Err(
+                "it has no \"type\" (one of text, image, audio, resource, resource_link)".into(),
+            );
+        }
+    };
+    if !matches!(
+        kind.as_str(),
+        "text" | "image" | "audio" | "resource" | "resource_link"
+    ) {
+        return Err(format!(
+            "unknown type {kind:?} (one of text, image, audio, resource, resource_link)"
+        ));
+    }
+    let base64_field = |pointer: &str, field: &str| -> Result<(), String> {
+        match item.pointer(pointer) {
+            Some(Value::String(data)) => base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map(|_| ())
+                .map_err(|e| format!("{kind}: \"{field}\" is not base64 ({e})")),
+            _ => Ok(()),
+        }
+    };
+    match kind.as_str() {
+        "image" | "audio" => base64_field("/data", "data")?,
+        "resource" => {
+            let contents = item.get("resource");
+            if contents.is_some_and(|c| c.get("text").is_none() && c.get("blob").is_none()) {
+                return Err("resource: \"resource\" needs \"text\" or \"blob\"".into());
+            }
+            base64_field("/resource/blob", "resource.blob")?;
+        }
+        _ => {}
+    }
+    serde_json::from_value::<ContentBlock>(item).map_err(|e| format!("{kind}: {e}"))
+}
+
+/// "an object", "a number", ...: for error messages.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Most requests one run may have waiting for the client at once: a script cannot flood the
+/// client (or the user, for elicitation) with requests.
+const MAX_PENDING_ASKS: usize = 8;
 
 /// How long a script may be silent before the server sends a heartbeat progress notification.
 const HEARTBEAT: Duration = Duration::from_secs(15);
@@ -926,6 +1036,20 @@ fn scrub(text: &str, secrets: &[String]) -> String {
         .fold(text.to_owned(), |t, s| t.replace(s.as_str(), "[redacted]"))
 }
 
+/// `value` with every exact secret value (of at least 4 bytes) in its strings replaced by
+/// `[redacted]` (the whole value becomes `"[redacted]"` if the replacement breaks its JSON).
+pub(crate) fn scrub_value(value: Value, secrets: &[String]) -> Value {
+    if !secrets.iter().any(|s| s.len() >= 4) {
+        return value;
+    }
+    let json = value.to_string();
+    let cleaned = scrub(&json, secrets);
+    if cleaned == json {
+        return value;
+    }
+    serde_json::from_str(&cleaned).unwrap_or_else(|_| Value::String("[redacted]".into()))
+}
+
 /// Replaces every exact secret value (of at least 4 bytes) in the result with `[redacted]`.
 fn redact(result: &mut CallToolResult, secrets: &[String]) {
     if !secrets.iter().any(|s| s.len() >= 4) {
@@ -937,6 +1061,13 @@ fn redact(result: &mut CallToolResult, secrets: &[String]) {
             let cleaned = scrub(&text.text);
             if cleaned != text.text {
                 *block = ContentBlock::text(cleaned);
+            }
+        } else if let Ok(json) = serde_json::to_string(&*block) {
+            // Rich content (an embedded resource's text, a link's uri or name, ...).
+            let cleaned = scrub(&json);
+            if cleaned != json {
+                *block = serde_json::from_str(&cleaned)
+                    .unwrap_or_else(|_| ContentBlock::text("[redacted]"));
             }
         }
     }
@@ -1367,7 +1498,7 @@ mod tests {
     }
 
     #[test]
-    fn secrets_are_redacted_from_text_and_structured_content() {
+    fn secrets_are_redacted_from_text_rich_and_structured_content() {
         let mut result = CallToolResult::success(vec![ContentBlock::text("token=s3cr3t-value ok")]);
         result.structured_content = Some(json!({"t": "s3cr3t-value"}));
         redact(&mut result, &["s3cr3t-value".to_owned(), "ab".to_owned()]);
@@ -1376,6 +1507,45 @@ mod tests {
             Some("token=[redacted] ok")
         );
         assert_eq!(result.structured_content, Some(json!({"t": "[redacted]"})));
+
+        let mut result = CallToolResult::success(vec![
+            content_block(json!({"type": "resource", "resource": {
+                "uri": "test://r", "mimeType": "text/plain", "text": "key s3cr3t-value"}}))
+            .unwrap(),
+        ]);
+        redact(&mut result, &["s3cr3t-value".to_owned()]);
+        assert_eq!(
+            serde_json::to_value(&result.content[0]).unwrap(),
+            json!({"type": "resource", "resource": {
+                "uri": "test://r", "mimeType": "text/plain", "text": "key [redacted]"}})
+        );
+    }
+
+    #[test]
+    fn content_items_are_checked() {
+        let png = "iVBORw0KGgo=";
+        assert!(content_block(json!({"type": "text", "text": "hi"})).is_ok());
+        assert!(
+            content_block(json!({"type": "image", "data": png, "mimeType": "image/png"})).is_ok()
+        );
+        assert!(
+            content_block(
+                json!({"type": "resource", "resource": {"uri": "test://x", "text": "t"}})
+            )
+            .is_ok()
+        );
+        let err = |v: Value| content_block(v).unwrap_err();
+        assert!(err(json!({"text": "hi"})).contains("no \"type\""));
+        assert!(err(json!({"type": "video"})).contains("unknown type \"video\""));
+        assert!(
+            err(json!({"type": "image", "data": "not base64!", "mimeType": "image/png"}))
+                .contains("not base64")
+        );
+        assert!(err(json!({"type": "image", "data": png})).contains("mimeType"));
+        assert!(
+            err(json!({"type": "resource", "resource": {"uri": "test://x"}}))
+                .contains("needs \"text\" or \"blob\"")
+        );
     }
 
     #[test]

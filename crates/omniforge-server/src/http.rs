@@ -52,6 +52,7 @@ use crate::auth::{Principal, TokenSet};
 use crate::catalog::ToolSource;
 use crate::handler::{OmniForge, Shared};
 use crate::jsonrpc::{self, Checked, code};
+use crate::streams::Sessions;
 
 const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -94,8 +95,8 @@ struct SessionInfo {
 struct Front {
     shared: Arc<Shared>,
     config: HttpConfig,
-    mcp: StreamableHttpService<OmniForge, LocalSessionManager>,
-    session_manager: Arc<LocalSessionManager>,
+    mcp: StreamableHttpService<OmniForge, Sessions>,
+    session_manager: Arc<Sessions>,
     /// A std lock: held for map operations only, never across an `.await`.
     sessions: Mutex<HashMap<String, SessionInfo>>,
 }
@@ -106,7 +107,7 @@ struct Front {
 pub fn app(shared: Arc<Shared>, config: HttpConfig, rmcp_ct: CancellationToken) -> Router {
     let mut session_manager = LocalSessionManager::default();
     session_manager.session_config.keep_alive = Some(config.session_idle_timeout);
-    let session_manager = Arc::new(session_manager);
+    let session_manager = Arc::new(Sessions::new(session_manager));
     let rmcp_config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(!config.stateless)
         // The front checks Host and Origin; rmcp's checks would answer in plain text.
@@ -300,6 +301,12 @@ fn preflight(headers: &HeaderMap, cors: bool) -> Response {
     response
 }
 
+/// Marks a request whose answer the front collapses into one JSON response (the client
+/// accepts only `application/json`, or sent a batch): nothing else on the request's SSE stream
+/// reaches the client, so a tool cannot ask it anything or close the stream for a resume.
+#[derive(Debug, Clone, Copy)]
+pub struct JsonReply;
+
 /// How the client wants the answer to a POST.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reply {
@@ -355,6 +362,9 @@ fn split_authority(authority: &str) -> (&str, Option<&str>) {
     }
 }
 
+// An axum `Response` is the error type on purpose (axum's idiom: a rejection is a response);
+// its size does not matter on these per-request paths.
+#[allow(clippy::result_large_err)]
 impl Front {
     fn lock_sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, SessionInfo>> {
         self.sessions.lock().unwrap_or_else(|e| e.into_inner())
@@ -635,7 +645,14 @@ impl Front {
                             .map(str::to_owned)
                     });
                     let response = self
-                        .forward(&parts, message, &principal, session.as_deref(), init)
+                        .forward(
+                            &parts,
+                            message,
+                            &principal,
+                            session.as_deref(),
+                            init,
+                            reply == Reply::Json,
+                        )
                         .await;
                     match reply {
                         Reply::Json => sse_to_json(response, &id).await,
@@ -643,7 +660,7 @@ impl Front {
                     }
                 }
                 Checked::Notification { message } => {
-                    self.forward(&parts, message, &principal, session.as_deref(), None)
+                    self.forward(&parts, message, &principal, session.as_deref(), None, false)
                         .await
                 }
                 Checked::Drop { reason } => rpc_error(
@@ -664,7 +681,9 @@ impl Front {
     }
 
     /// Sends one checked message through rmcp; converts plain-text errors to JSON-RPC.
-    /// `initialize` is `Some(requested revision)` for an initialize request.
+    /// `initialize` is `Some(requested revision)` for an initialize request. `json_only`: the
+    /// answer is collapsed into one JSON response, so the client sees nothing else the
+    /// request's SSE stream carries (the handler is told with a [`JsonReply`] marker).
     async fn forward(
         &self,
         template: &http::request::Parts,
@@ -672,6 +691,7 @@ impl Front {
         principal: &Principal,
         session: Option<&str>,
         initialize: Option<Option<String>>,
+        json_only: bool,
     ) -> Response {
         let id = message.get("id").cloned();
         let mut request = Request::builder()
@@ -695,6 +715,9 @@ impl Front {
             return response;
         }
         request.extensions_mut().insert(principal.clone());
+        if json_only {
+            request.extensions_mut().insert(JsonReply);
+        }
         let response = self.mcp.handle(request).await.map(Body::new);
         if let Some(requested) = initialize
             && response.status().is_success()
@@ -769,11 +792,15 @@ impl Front {
                         ))
                     }
                     Checked::Request { id, message, .. } => {
-                        let response = self.forward(parts, message, principal, session, None).await;
+                        let response = self
+                            .forward(parts, message, principal, session, None, true)
+                            .await;
                         Some(response_value(sse_to_json(response, &id).await, &id).await)
                     }
                     Checked::Notification { message } => {
-                        let _ = self.forward(parts, message, principal, session, None).await;
+                        let _ = self
+                            .forward(parts, message, principal, session, None, false)
+                            .await;
                         None
                     }
                     Checked::Drop { .. } => None,

@@ -6,11 +6,14 @@
 //! - [`handler`]: the hand-written rmcp handler (tools, logging, subscriptions).
 //! - [`builtins`]: the `omniforge_*` tools compiled into the server.
 //! - [`forge`]: script tools: the stored tool source, the authoring built-ins, script calls.
+//! - [`client_requests`]: a script's requests to the calling client (sampling, elicitation,
+//!   roots).
 //! - [`manifests`]: the manifest tool source (forge manifests, hot reload).
 //! - [`peers`]: who gets `notifications/tools/list_changed`.
 //! - [`jsonrpc`]: the thin layer in front of rmcp's dispatch (envelope checks, version facts).
 //! - [`stdio`]: MCP over stdin/stdout, behind a line filter.
 //! - [`http`]: Streamable HTTP behind an axum front (Origin, Host, tokens, Accept, batches).
+//! - [`streams`]: resumable POST SSE streams a tool may close mid-call (SEP-1699).
 //! - [`auth`]: bearer tokens and scopes.
 //! - [`schema`]: JSON Schema checks of arguments and results.
 //! - [`schema_profile`]: how tool schemas are served (`as-authored`, `conservative`).
@@ -20,6 +23,7 @@
 pub mod auth;
 pub mod builtins;
 pub mod catalog;
+pub mod client_requests;
 pub mod forge;
 pub mod handler;
 pub mod http;
@@ -29,6 +33,7 @@ pub mod peers;
 pub mod schema;
 pub mod schema_profile;
 pub mod stdio;
+pub mod streams;
 
 /// Re-exported so the binary can configure manifest upstreams without naming the bridge crate.
 pub use omniforge_bridge::dispatch::UpstreamConfig;

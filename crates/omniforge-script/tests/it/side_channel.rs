@@ -82,7 +82,8 @@ async fn progress_log_result_and_requests_round_trip() {
         out.result,
         Some(ScriptResult {
             content: Some(json!("done")),
-            structured: Some(json!({"n": 3}))
+            structured: Some(json!({"n": 3})),
+            is_error: false,
         })
     );
 }
@@ -130,4 +131,111 @@ async fn request_times_out_in_the_script() {
         .unwrap();
     drop(held);
     assert_eq!(stdout(&out), "timed out\n");
+}
+
+#[tokio::test]
+async fn content_builders_make_mcp_items() {
+    let env = base_env().await;
+    let code = r#"import json, omniforge
+items = [
+    omniforge.text("hi"),
+    omniforge.image(b"\x89PNG", "image/png"),
+    omniforge.audio("UklGRg==", "audio/wav", annotations={"audience": ["user"]}),
+    omniforge.resource("test://t", text="body", mime_type="text/plain"),
+    omniforge.resource("test://b", blob=b"\x00\x01"),
+    omniforge.resource_link("test://l", "l", mime_type="text/csv", size=3),
+]
+print(json.dumps(items, sort_keys=True))
+for bad in (lambda: omniforge.image("not base64!", "image/png"),
+            lambda: omniforge.resource("test://x"),
+            lambda: omniforge.resource("test://x", text="a", blob=b"b"),
+            lambda: omniforge.audio(42, "audio/wav")):
+    try:
+        bad()
+    except (ValueError, TypeError) as e:
+        print(type(e).__name__, e)
+"#;
+    let out = tokio::process::Command::new(env.python())
+        .args(["-I", "-c", code])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut lines = text.lines();
+    let items: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(
+        items,
+        json!([
+            {"type": "text", "text": "hi"},
+            {"type": "image", "data": "iVBORw==", "mimeType": "image/png"},
+            {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav",
+             "annotations": {"audience": ["user"]}},
+            {"type": "resource", "resource": {"uri": "test://t", "mimeType": "text/plain", "text": "body"}},
+            {"type": "resource", "resource": {"uri": "test://b", "blob": "AAE="}},
+            {"type": "resource_link", "uri": "test://l", "name": "l", "mimeType": "text/csv", "size": 3},
+        ])
+    );
+    assert_eq!(
+        lines.collect::<Vec<_>>(),
+        [
+            "ValueError image: a str must be base64 text (pass bytes to have it encoded)",
+            "ValueError resource: give exactly one of text= or blob=",
+            "ValueError resource: give exactly one of text= or blob=",
+            "TypeError audio: expected bytes or base64 str, got int",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn sample_elicit_roots_send_their_mcp_params() {
+    let (tx, mut rx) = mpsc::channel(8);
+    let code = r#"import omniforge
+print(omniforge.sample("hi", max_tokens=5, system_prompt="terse", temperature=0.2, timeout=3))
+print(omniforge.elicit("Name?", {"type": "object", "properties": {"n": {"type": "string", "default": "x"}}}))
+print(omniforge.roots())
+"#;
+    let mut s = spec(code).await;
+    s.messages = Some(tx);
+    let runner = sandboxed();
+    let run = tokio::spawn(async move { runner.run(s, CancellationToken::new()).await.unwrap() });
+    let mut seen = Vec::new();
+    while let Some(message) = rx.recv().await {
+        if let ScriptMessage::Request(request) = message {
+            seen.push((request.method().to_owned(), request.params().clone()));
+            let answer = match request.method() {
+                "sample" => json!({"role": "assistant", "content": {"type": "text", "text": "yo"}}),
+                "elicit" => json!({"action": "decline"}),
+                _ => json!({"roots": [{"uri": "file:///r"}]}),
+            };
+            request.respond(Ok(answer));
+        }
+    }
+    let out = tokio::time::timeout(Duration::from_secs(20), run)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        seen,
+        [
+            (
+                "sample".to_owned(),
+                json!({"request": {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+                                   "maxTokens": 5, "systemPrompt": "terse", "temperature": 0.2},
+                       "timeout_s": 3.0})
+            ),
+            (
+                "elicit".to_owned(),
+                json!({"request": {"message": "Name?", "requestedSchema":
+                    {"type": "object", "properties": {"n": {"type": "string", "default": "x"}}}}})
+            ),
+            ("roots".to_owned(), json!({})),
+        ]
+    );
+    assert_eq!(
+        stdout(&out),
+        "{'content': {'text': 'yo', 'type': 'text'}, 'role': 'assistant'}\n{'action': 'decline'}\n[{'uri': 'file:///r'}]\n"
+    );
 }

@@ -7,6 +7,7 @@
 //! Run: `cargo nextest run -p omniforge --test e2e` (or `cargo test -p omniforge --test e2e`).
 
 mod cli;
+mod client_features;
 mod clients;
 mod escape;
 mod manifest_tools;

@@ -62,11 +62,11 @@ const DATE_V2_OUT: &str = "2024-03-05";
 // Paths and dependencies
 // ---------------------------------------------------------------------------------------
 
-fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn deps() -> PathBuf {
+pub(crate) fn deps() -> PathBuf {
     repo_root().join(".deps")
 }
 
@@ -74,24 +74,24 @@ fn drivers_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/script_drivers")
 }
 
-fn uv() -> PathBuf {
+pub(crate) fn uv() -> PathBuf {
     deps().join("bin/uv")
 }
 
-fn python2() -> PathBuf {
+pub(crate) fn python2() -> PathBuf {
     deps().join("py-mcp2/bin/python")
 }
 
-fn node22() -> PathBuf {
+pub(crate) fn node22() -> PathBuf {
     deps().join("bin/node22")
 }
 
-fn ts_modules() -> PathBuf {
+pub(crate) fn ts_modules() -> PathBuf {
     deps().join("node/node_modules")
 }
 
 /// Fails (never skips) when something from `.deps/` is missing.
-fn require(paths: &[PathBuf]) {
+pub(crate) fn require(paths: &[PathBuf]) {
     for path in paths {
         assert!(
             path.exists(),
@@ -104,7 +104,7 @@ fn require(paths: &[PathBuf]) {
 
 /// Removes proxy settings so loopback HTTP goes straight to the server (PyPI traffic of the
 /// server's uv keeps the environment's proxy settings: the server is started separately).
-fn no_proxy(cmd: &mut Command) -> &mut Command {
+pub(crate) fn no_proxy(cmd: &mut Command) -> &mut Command {
     cmd.env("NO_PROXY", "127.0.0.1,localhost")
         .env("no_proxy", "127.0.0.1,localhost")
         .env_remove("HTTP_PROXY")
@@ -116,7 +116,7 @@ fn no_proxy(cmd: &mut Command) -> &mut Command {
 }
 
 /// A fresh temporary directory with an empty `data/` in it.
-fn data_home() -> (TempDir, PathBuf) {
+pub(crate) fn data_home() -> (TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     std::fs::create_dir(&data).unwrap();
@@ -124,7 +124,7 @@ fn data_home() -> (TempDir, PathBuf) {
 }
 
 /// The argv of `omniforge stdio` on `data` (for a driver to start).
-fn stdio_argv(data: &Path, extra: &[&str]) -> String {
+pub(crate) fn stdio_argv(data: &Path, extra: &[&str]) -> String {
     let mut argv = vec![
         BIN.to_owned(),
         "stdio".into(),
@@ -142,16 +142,16 @@ fn stdio_argv(data: &Path, extra: &[&str]) -> String {
 // ---------------------------------------------------------------------------------------
 
 /// `omniforge serve --listen 127.0.0.1:0 --data-dir DATA --uv .deps/bin/uv ARGS...`.
-struct Omni {
+pub(crate) struct Omni {
     child: Child,
     pid: u32,
     /// `http://127.0.0.1:PORT/mcp`.
-    url: String,
+    pub(crate) url: String,
     stderr: Captured,
 }
 
 impl Omni {
-    async fn serve(data: &Path, args: &[&str]) -> Omni {
+    pub(crate) async fn serve(data: &Path, args: &[&str]) -> Omni {
         require(&[uv()]);
         let mut child = Command::new(BIN)
             .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
@@ -207,7 +207,7 @@ impl Omni {
             .collect()
     }
 
-    fn assert_no_panic(&self) {
+    pub(crate) fn assert_no_panic(&self) {
         let panics = self.panics();
         assert!(
             panics.is_empty(),
@@ -242,7 +242,7 @@ fn kill_leftover_servers(data: &Path) -> usize {
 
 /// Kills (by pid) the stdio servers on its data dir that are still alive when it is dropped,
 /// e.g. after a failed assertion killed their driver. Declare it before the drivers.
-struct StdioGuard(PathBuf);
+pub(crate) struct StdioGuard(pub(crate) PathBuf);
 
 impl Drop for StdioGuard {
     fn drop(&mut self) {
@@ -290,7 +290,7 @@ fn marked(marker: &str) -> Vec<i32> {
     processes_matching(|cmdline, environ| cmdline.contains(marker) || environ.contains(marker))
 }
 
-fn unique(prefix: &str) -> String {
+pub(crate) fn unique(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -303,7 +303,7 @@ fn unique(prefix: &str) -> String {
 // ---------------------------------------------------------------------------------------
 
 #[derive(Debug, Clone, Copy)]
-enum Sdk {
+pub(crate) enum Sdk {
     /// PyPI `mcp` 2.x, `.deps/py-mcp2`.
     Py2,
     /// npm `@modelcontextprotocol/sdk`, run by `.deps/bin/node22`.
