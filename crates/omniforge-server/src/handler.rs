@@ -11,11 +11,13 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, ErrorData, Implementation, ListResourcesResult, ListToolsResult,
-    LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
+    CompleteResult, ContentBlock, CustomRequest, CustomResult, ErrorCode, ErrorData,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use serde_json::Value;
@@ -26,7 +28,7 @@ use crate::builtins;
 use crate::catalog::{Catalog, Route};
 use crate::jsonrpc::INVALID_ARGUMENTS_META;
 use crate::peers::Peers;
-use crate::{forge, manifests};
+use crate::{content, forge, manifests};
 
 /// Server-wide state every handler shares.
 pub struct Shared {
@@ -40,6 +42,9 @@ pub struct Shared {
     pub calls: TaskTracker,
     /// Script tools and the authoring built-ins; `None` when no store is configured.
     pub forge: Option<Arc<forge::Forge>>,
+    /// Stored resources, resource templates and prompts; set once after start
+    /// ([`Shared::set_content`]), empty in bridge mode.
+    content: std::sync::OnceLock<Arc<content::Content>>,
 }
 
 impl Shared {
@@ -55,14 +60,30 @@ impl Shared {
             page_size: page_size.max(1),
             calls: TaskTracker::new(),
             forge,
+            content: std::sync::OnceLock::new(),
         })
     }
+
+    /// Serves `content` (stored resources, templates, prompts); only the first call counts.
+    pub fn set_content(&self, content: Arc<content::Content>) {
+        let _ = self.content.set(content);
+    }
+
+    /// The stored resources, templates and prompts, when configured.
+    pub fn content(&self) -> Option<&Arc<content::Content>> {
+        self.content.get()
+    }
 }
+
+/// Gives each handler (stdio connection or HTTP session) an id for its resource subscriptions.
+static NEXT_HANDLER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The MCP handler. Cheap to create: one per connection or session.
 #[derive(Clone)]
 pub struct OmniForge {
     shared: Arc<Shared>,
+    /// This peer's id in resource subscriptions.
+    id: u64,
     /// The level set by this peer's `logging/setLevel`; kept per peer (per session).
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
 }
@@ -72,6 +93,7 @@ impl OmniForge {
     pub fn new(shared: Arc<Shared>) -> OmniForge {
         OmniForge {
             shared,
+            id: NEXT_HANDLER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             log_level: Arc::default(),
         }
     }
@@ -112,7 +134,12 @@ impl ServerHandler for OmniForge {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_completions()
+                .enable_prompts()
+                .enable_prompts_list_changed()
                 .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
@@ -230,6 +257,18 @@ impl ServerHandler for OmniForge {
             }
             let result = match &entry.route {
                 Route::Builtin if name == builtins::INSTRUCTIONS => builtins::call(&name),
+                Route::Builtin if content::is_builtin(&name) => {
+                    match (self.shared.content(), &principal) {
+                        (Some(content), Some(p)) => {
+                            content
+                                .call_builtin(&name, arguments, &forge::Caller::request(&ctx, p))
+                                .await
+                        }
+                        _ => CallToolResult::error(vec![ContentBlock::text(
+                            "Unknown or inactive tool",
+                        )]),
+                    }
+                }
                 Route::Builtin => match (&self.shared.forge, &principal) {
                     (Some(forge), Some(p)) => {
                         forge
@@ -284,31 +323,123 @@ impl ServerHandler for OmniForge {
     ) -> Result<ListResourcesResult, ErrorData> {
         // The outputs behind resource links of cut results are not listed: each is reachable
         // from the result that links to it, for an hour.
-        Ok(ListResourcesResult::with_all_items(Vec::new()))
+        let resources = self
+            .shared
+            .content()
+            .map(|c| c.list_resources())
+            .unwrap_or_default();
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = self
+            .shared
+            .content()
+            .map(|c| c.list_templates())
+            .unwrap_or_default();
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let text = self
-            .shared
-            .forge
-            .as_ref()
-            .and_then(|f| f.read_output(&request.uri));
-        match text {
-            Some(text) => Ok(ReadResourceResult::new(vec![
-                ResourceContents::text(text, request.uri.clone()).with_mime_type("text/plain"),
-            ])
-            .into()),
+        if request.uri.starts_with(forge::RUN_OUTPUT_PREFIX) {
+            let text = self
+                .shared
+                .forge
+                .as_ref()
+                .and_then(|f| f.read_output(&request.uri));
+            return match text {
+                Some(text) => Ok(ReadResourceResult::new(vec![
+                    ResourceContents::text(text, request.uri.clone()).with_mime_type("text/plain"),
+                ])
+                .into()),
+                None => Err(ErrorData::resource_not_found(
+                    format!(
+                        "resource not found: {} (outputs of cut results are kept for an hour)",
+                        request.uri
+                    ),
+                    Some(serde_json::json!({"uri": request.uri})),
+                )),
+            };
+        }
+        if let Some(content) = self.shared.content()
+            && let Some(contents) = content.read(&request.uri, ctx.ct.clone()).await?
+        {
+            return Ok(ReadResourceResult::new(vec![contents]).into());
+        }
+        Err(ErrorData::resource_not_found(
+            format!("resource not found: {}", request.uri),
+            Some(serde_json::json!({"uri": request.uri})),
+        ))
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        match self.shared.content() {
+            Some(content) => content.subscribe(self.id, &request.uri, ctx.peer.clone()),
             None => Err(ErrorData::resource_not_found(
-                format!(
-                    "no resource {} (outputs of cut results are kept for an hour)",
-                    request.uri
-                ),
+                format!("resource not found: {}", request.uri),
+                Some(serde_json::json!({"uri": request.uri})),
+            )),
+        }
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Some(content) = self.shared.content() {
+            content.unsubscribe(self.id, &request.uri);
+        }
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = self
+            .shared
+            .content()
+            .map(|c| c.list_prompts())
+            .unwrap_or_default();
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        match self.shared.content() {
+            Some(content) => Ok(content.get_prompt(&request)?.into()),
+            None => Err(ErrorData::invalid_params(
+                format!("unknown prompt {:?}", request.name),
                 None,
             )),
+        }
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        match self.shared.content() {
+            Some(content) => content.complete(&request, ctx.ct.clone()).await,
+            None => Err(ErrorData::invalid_params("nothing to complete", None)),
         }
     }
 
@@ -329,8 +460,18 @@ impl ServerHandler for OmniForge {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        (requested.tools_list_changed == Some(true))
-            .then(|| SubscriptionFilter::builder().tools_list_changed().build())
+        let mut accepted = SubscriptionFilter::builder();
+        if requested.tools_list_changed == Some(true) {
+            accepted = accepted.tools_list_changed();
+        }
+        if requested.prompts_list_changed == Some(true) {
+            accepted = accepted.prompts_list_changed();
+        }
+        if requested.resources_list_changed == Some(true) {
+            accepted = accepted.resources_list_changed();
+        }
+        let accepted = accepted.build();
+        (accepted != SubscriptionFilter::default()).then_some(accepted)
     }
 
     async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {

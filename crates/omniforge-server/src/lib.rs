@@ -5,6 +5,8 @@
 //! - [`catalog`]: the merged, ordered tool list and its change signal.
 //! - [`handler`]: the hand-written rmcp handler (tools, logging, subscriptions).
 //! - [`builtins`]: the `omniforge_*` tools compiled into the server.
+//! - [`content`]: stored resources, resource templates and prompts (and their built-ins).
+//! - [`pack`]: pack files (import and export of tools, resources and prompts).
 //! - [`forge`]: script tools: the stored tool source, the authoring built-ins, script calls.
 //! - [`manifests`]: the manifest tool source (forge manifests, hot reload).
 //! - [`peers`]: who gets `notifications/tools/list_changed`.
@@ -20,6 +22,7 @@
 pub mod auth;
 pub mod builtins;
 pub mod catalog;
+pub mod content;
 pub mod forge;
 pub mod handler;
 pub mod http;

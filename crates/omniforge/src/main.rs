@@ -24,7 +24,7 @@ use omniforge_server::catalog::Catalog;
 use omniforge_server::handler::Shared;
 use omniforge_server::http::HttpConfig;
 use omniforge_server::schema_profile::SchemaProfile;
-use omniforge_server::{builtins, forge, http, manifests, peers, stdio};
+use omniforge_server::{builtins, content, forge, http, manifests, peers, stdio};
 use omniforge_store::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, SqliteStore, StoreConfig, ToolStore,
 };
@@ -74,6 +74,7 @@ fn run(cli: Cli) -> Result<()> {
         } else {
             let mut tools = builtins::tools();
             tools.extend(forge::builtin_tools(common.scripts.authoring));
+            tools.extend(content::builtin_tools(common.scripts.authoring));
             tools
         };
         let profile = match common.schema_profile {
@@ -87,12 +88,22 @@ fn run(cli: Cli) -> Result<()> {
             common.inline_schema_refs,
         )
         .context("loading manifests")?;
-        let forge = if bridge_only {
+        let started = if bridge_only {
             None
         } else {
             Some(start_forge(&common, catalog.clone()).await?)
         };
-        let shared = Shared::new(catalog.clone(), common.page_size, forge);
+        let shared = Shared::new(
+            catalog.clone(),
+            common.page_size,
+            started.as_ref().map(|(forge, _)| forge.clone()),
+        );
+        if let Some((forge, store)) = started {
+            let content = content::Content::start(store, forge, shared.peers.clone())
+                .await
+                .context("loading stored resources and prompts")?;
+            shared.set_content(content);
+        }
         let shutdown = CancellationToken::new();
         tokio::spawn(peers::broadcast_changes(
             shared.peers.clone(),
@@ -325,8 +336,16 @@ async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
 
 /// A forge for the command line: built-in and manifest names are reserved as in the server.
 async fn cli_forge(common: &Common) -> Result<Arc<forge::Forge>> {
+    Ok(cli_forge_and_store(common).await?.0)
+}
+
+/// [`cli_forge`] and the store it opened.
+async fn cli_forge_and_store(
+    common: &Common,
+) -> Result<(Arc<forge::Forge>, Arc<SqliteStore>)> {
     let mut tools = builtins::tools();
     tools.extend(forge::builtin_tools(true));
+    tools.extend(content::builtin_tools(true));
     let catalog = Arc::new(Catalog::new(tools));
     let _manifests = manifests::start(
         catalog.clone(),
@@ -349,9 +368,12 @@ async fn open_store(common: &Common) -> Result<SqliteStore> {
         .with_context(|| format!("opening the tool store {}", db.display()))
 }
 
-async fn start_forge(common: &Common, catalog: Arc<Catalog>) -> Result<Arc<forge::Forge>> {
+async fn start_forge(
+    common: &Common,
+    catalog: Arc<Catalog>,
+) -> Result<(Arc<forge::Forge>, Arc<SqliteStore>)> {
     let scripts = &common.scripts;
-    let store = open_store(common).await?;
+    let store = Arc::new(open_store(common).await?);
     let config = forge::ForgeConfig {
         data_dir: common.data_dir.clone(),
         python: scripts.python.clone(),
@@ -369,9 +391,10 @@ async fn start_forge(common: &Common, catalog: Arc<Catalog>) -> Result<Arc<forge
         authoring: scripts.authoring,
         output_ttl: scripts.output_ttl,
     };
-    forge::Forge::start(catalog, Arc::new(store), config)
+    let forge = forge::Forge::start(catalog, store.clone(), config)
         .await
-        .context("starting script tools")
+        .context("starting script tools")?;
+    Ok((forge, store))
 }
 
 fn init_tracing(common: &Common) -> Result<()> {
