@@ -28,6 +28,7 @@ pub mod handler;
 pub mod http;
 pub mod jsonrpc;
 pub mod manifests;
+pub mod pack;
 pub mod peers;
 pub mod schema;
 pub mod schema_profile;
