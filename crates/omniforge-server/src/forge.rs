@@ -1330,58 +1330,6 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
     tools
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schemas_must_be_objects_and_valid() {
-        let ok = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "string"}}});
-        assert!(check_tool_schema("inputSchema", ok.as_object().unwrap()).is_ok());
-        let not_object = json!({"anyOf": [{"type": "object"}]});
-        let err = check_tool_schema("inputSchema", not_object.as_object().unwrap()).unwrap_err();
-        assert!(err.starts_with("inputSchema: the root must be"), "{err}");
-        let dangling = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}});
-        let err = check_tool_schema("outputSchema", dangling.as_object().unwrap()).unwrap_err();
-        assert!(
-            err.starts_with("outputSchema: not a valid JSON Schema"),
-            "{err}"
-        );
-        let remote =
-            json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/x.json"}}});
-        assert!(check_tool_schema("inputSchema", remote.as_object().unwrap()).is_err());
-    }
-
-    #[test]
-    fn secrets_are_redacted_from_text_and_structured_content() {
-        let mut result = CallToolResult::success(vec![ContentBlock::text("token=s3cr3t-value ok")]);
-        result.structured_content = Some(json!({"t": "s3cr3t-value"}));
-        redact(&mut result, &["s3cr3t-value".to_owned(), "ab".to_owned()]);
-        assert_eq!(
-            result.content[0].as_text().map(|t| t.text.as_str()),
-            Some("token=[redacted] ok")
-        );
-        assert_eq!(result.structured_content, Some(json!({"t": "[redacted]"})));
-    }
-
-    #[test]
-    fn log_levels_are_ordered() {
-        assert!(level_rank("debug") < level_rank("info"));
-        assert!(level_rank("error") > level_rank("warning"));
-        assert_eq!(level_rank("loud"), None);
-    }
-
-    #[test]
-    fn cut_marks_what_is_left_out() {
-        assert_eq!(cut("hello", 10), "hello");
-        let out = cut("héllo world", 2);
-        assert!(
-            out.starts_with('h') && out.contains("more bytes not shown"),
-            "{out}"
-        );
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // For resource templates, prompt completions and packs (`crate::content`, `crate::pack`):
 // the same validation, environments and sandbox as tools, without storing a tool.
@@ -1484,3 +1432,56 @@ impl Forge {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_must_be_objects_and_valid() {
+        let ok = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "string"}}});
+        assert!(check_tool_schema("inputSchema", ok.as_object().unwrap()).is_ok());
+        let not_object = json!({"anyOf": [{"type": "object"}]});
+        let err = check_tool_schema("inputSchema", not_object.as_object().unwrap()).unwrap_err();
+        assert!(err.starts_with("inputSchema: the root must be"), "{err}");
+        let dangling = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}});
+        let err = check_tool_schema("outputSchema", dangling.as_object().unwrap()).unwrap_err();
+        assert!(
+            err.starts_with("outputSchema: not a valid JSON Schema"),
+            "{err}"
+        );
+        let remote =
+            json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/x.json"}}});
+        assert!(check_tool_schema("inputSchema", remote.as_object().unwrap()).is_err());
+    }
+
+    #[test]
+    fn secrets_are_redacted_from_text_and_structured_content() {
+        let mut result = CallToolResult::success(vec![ContentBlock::text("token=s3cr3t-value ok")]);
+        result.structured_content = Some(json!({"t": "s3cr3t-value"}));
+        redact(&mut result, &["s3cr3t-value".to_owned(), "ab".to_owned()]);
+        assert_eq!(
+            result.content[0].as_text().map(|t| t.text.as_str()),
+            Some("token=[redacted] ok")
+        );
+        assert_eq!(result.structured_content, Some(json!({"t": "[redacted]"})));
+    }
+
+    #[test]
+    fn log_levels_are_ordered() {
+        assert!(level_rank("debug") < level_rank("info"));
+        assert!(level_rank("error") > level_rank("warning"));
+        assert_eq!(level_rank("loud"), None);
+    }
+
+    #[test]
+    fn cut_marks_what_is_left_out() {
+        assert_eq!(cut("hello", 10), "hello");
+        let out = cut("héllo world", 2);
+        assert!(
+            out.starts_with('h') && out.contains("more bytes not shown"),
+            "{out}"
+        );
+    }
+}
+
