@@ -252,10 +252,7 @@ pub fn check_uri(field: &str, uri: &str) -> Result<(), String> {
 fn check_mime(field: &str, mime: Option<&str>) -> Result<(), String> {
     let Some(mime) = mime else { return Ok(()) };
     let ok = mime.split_once('/').is_some_and(|(t, s)| {
-        !t.is_empty()
-            && !s.is_empty()
-            && !mime.contains(char::is_whitespace)
-            && !s.contains('/')
+        !t.is_empty() && !s.is_empty() && !mime.contains(char::is_whitespace) && !s.contains('/')
     });
     if ok {
         Ok(())
@@ -463,7 +460,11 @@ impl TemplateArgs {
         } else {
             return Err("uriTemplate: must start with a URI scheme, as in docs://{id}".into());
         }
-        if self.uri_template.to_ascii_lowercase().starts_with("omniforge:") {
+        if self
+            .uri_template
+            .to_ascii_lowercase()
+            .starts_with("omniforge:")
+        {
             return Err(
                 "uriTemplate: the omniforge: scheme is reserved for the server's own resources"
                     .into(),
@@ -974,11 +975,21 @@ impl Content {
     ///
     /// # Errors
     /// -32602 for an unknown prompt, a missing required argument or an undeclared one.
-    pub fn get_prompt(&self, request: &GetPromptRequestParams) -> Result<GetPromptResult, ErrorData> {
+    pub fn get_prompt(
+        &self,
+        request: &GetPromptRequestParams,
+    ) -> Result<GetPromptResult, ErrorData> {
         let snapshot = self.snapshot();
-        let Some(prompt) = snapshot.prompts.iter().find(|p| p.spec.name == request.name) else {
+        let Some(prompt) = snapshot
+            .prompts
+            .iter()
+            .find(|p| p.spec.name == request.name)
+        else {
             return Err(ErrorData::invalid_params(
-                format!("unknown prompt {:?} (prompts/list shows the available ones)", request.name),
+                format!(
+                    "unknown prompt {:?} (prompts/list shows the available ones)",
+                    request.name
+                ),
                 None,
             ));
         };
@@ -1074,13 +1085,14 @@ impl Content {
                         None,
                     ));
                 };
-                let Some(arg) = prompt.spec.arguments.iter().find(|a| a.name == argument.name)
+                let Some(arg) = prompt
+                    .spec
+                    .arguments
+                    .iter()
+                    .find(|a| a.name == argument.name)
                 else {
                     return Err(ErrorData::invalid_params(
-                        format!(
-                            "prompt {} has no argument {:?}",
-                            p.name, argument.name
-                        ),
+                        format!("prompt {} has no argument {:?}", p.name, argument.name),
                         None,
                     ));
                 };
@@ -1117,7 +1129,10 @@ impl Content {
                 )
             }
             _ => {
-                return Err(ErrorData::invalid_params("unsupported reference type", None));
+                return Err(ErrorData::invalid_params(
+                    "unsupported reference type",
+                    None,
+                ));
             }
         };
         let extra = match script {
@@ -1131,7 +1146,9 @@ impl Content {
                     .forge
                     .run_script(script, input, ct)
                     .await
-                    .map_err(|e| ErrorData::internal_error(format!("completion script failed: {e}"), None))?;
+                    .map_err(|e| {
+                        ErrorData::internal_error(format!("completion script failed: {e}"), None)
+                    })?;
                 parse_completion_output(&out).map_err(|e| {
                     ErrorData::internal_error(format!("completion script: {e}"), None)
                 })?
@@ -1282,14 +1299,32 @@ impl Content {
         caller: &Caller,
     ) -> CallToolResult {
         let outcome = match name {
-            names::CREATE_RESOURCE => self.write(Kind::Resource, arguments, WriteMode::Create, caller).await,
-            names::UPDATE_RESOURCE => self.write(Kind::Resource, arguments, WriteMode::Update, caller).await,
+            names::CREATE_RESOURCE => {
+                self.write(Kind::Resource, arguments, WriteMode::Create, caller)
+                    .await
+            }
+            names::UPDATE_RESOURCE => {
+                self.write(Kind::Resource, arguments, WriteMode::Update, caller)
+                    .await
+            }
             names::DELETE_RESOURCE => self.delete(Kind::Resource, arguments).await,
-            names::CREATE_TEMPLATE => self.write(Kind::Template, arguments, WriteMode::Create, caller).await,
-            names::UPDATE_TEMPLATE => self.write(Kind::Template, arguments, WriteMode::Update, caller).await,
+            names::CREATE_TEMPLATE => {
+                self.write(Kind::Template, arguments, WriteMode::Create, caller)
+                    .await
+            }
+            names::UPDATE_TEMPLATE => {
+                self.write(Kind::Template, arguments, WriteMode::Update, caller)
+                    .await
+            }
             names::DELETE_TEMPLATE => self.delete(Kind::Template, arguments).await,
-            names::CREATE_PROMPT => self.write(Kind::Prompt, arguments, WriteMode::Create, caller).await,
-            names::UPDATE_PROMPT => self.write(Kind::Prompt, arguments, WriteMode::Update, caller).await,
+            names::CREATE_PROMPT => {
+                self.write(Kind::Prompt, arguments, WriteMode::Create, caller)
+                    .await
+            }
+            names::UPDATE_PROMPT => {
+                self.write(Kind::Prompt, arguments, WriteMode::Update, caller)
+                    .await
+            }
             names::DELETE_PROMPT => self.delete(Kind::Prompt, arguments).await,
             names::GET_DEFINITION => self.get_definition(arguments).await,
             _ => Err("Unknown or inactive tool".to_owned()),
@@ -1304,7 +1339,11 @@ impl Content {
     ///
     /// # Errors
     /// The store failed.
-    pub async fn definition(&self, kind: Kind, key: &str) -> Result<Option<Map<String, Value>>, String> {
+    pub async fn definition(
+        &self,
+        kind: Kind,
+        key: &str,
+    ) -> Result<Option<Map<String, Value>>, String> {
         Ok(match kind {
             Kind::Resource => self
                 .store
@@ -1345,7 +1384,11 @@ impl Content {
         caller: &Caller,
     ) -> Result<String, String> {
         let key_field = kind.key_field();
-        let Some(key) = arguments.get(key_field).and_then(Value::as_str).map(str::to_owned) else {
+        let Some(key) = arguments
+            .get(key_field)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
             return Err(format!("{key_field}: required (a string)"));
         };
         if mode == WriteMode::Update {
@@ -1401,7 +1444,10 @@ impl Content {
             Kind::Template => "resources/templates/list",
             Kind::Prompt => "prompts/list",
         };
-        Ok(format!("{verb} {} {key}. It is listed in {listed} now.", kind.label()))
+        Ok(format!(
+            "{verb} {} {key}. It is listed in {listed} now.",
+            kind.label()
+        ))
     }
 
     /// Removes a definition.
@@ -1488,10 +1534,14 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
         "timeout_s": {"type": "number", "exclusiveMinimum": 0}
     });
     let schema = |props: &Value, required: &[&str]| {
-        object(json!({"type": "object", "properties": props, "required": required, "additionalProperties": false}))
+        object(
+            json!({"type": "object", "properties": props, "required": required, "additionalProperties": false}),
+        )
     };
     let key_only = |key: &str| {
-        object(json!({"type": "object", "properties": {key: {"type": "string"}}, "required": [key], "additionalProperties": false}))
+        object(
+            json!({"type": "object", "properties": {key: {"type": "string"}}, "required": [key], "additionalProperties": false}),
+        )
     };
     let writing = ToolAnnotations::new()
         .read_only(false)
@@ -1503,27 +1553,83 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
         .destructive(true)
         .idempotent(true)
         .open_world(false);
-    let tool = |name: &str, description: &str, schema: Arc<JsonObject>, annotations: ToolAnnotations| {
-        CatalogTool::new(
-            Tool::new(name.to_owned(), description.to_owned(), schema).with_annotations(annotations),
-            ToolSource::Builtin,
-            Route::Builtin,
-            Scope::Write,
-        )
-    };
+    let tool =
+        |name: &str, description: &str, schema: Arc<JsonObject>, annotations: ToolAnnotations| {
+            CatalogTool::new(
+                Tool::new(name.to_owned(), description.to_owned(), schema)
+                    .with_annotations(annotations),
+                ToolSource::Builtin,
+                Route::Builtin,
+                Scope::Write,
+            )
+        };
     vec![
-        tool(names::CREATE_RESOURCE, "Store a resource (text or base64 blob) served by resources/list and resources/read; subscribers get notifications/resources/updated when it changes.", schema(&resource_props, &["uri", "name"]), writing.clone()),
-        tool(names::UPDATE_RESOURCE, "Change a stored resource (by uri); fields left out are kept. Sessions subscribed to it get notifications/resources/updated.", schema(&resource_props, &["uri"]), writing.clone()),
-        tool(names::DELETE_RESOURCE, "Remove a stored resource.", key_only("uri"), deleting.clone()),
-        tool(names::CREATE_TEMPLATE, "Store a resource template (RFC 6570): resources/read of a matching URI answers with the text pattern filled in, or with what the Python code prints for the variables.", schema(&template_props, &["uriTemplate", "name"]), writing.clone()),
-        tool(names::UPDATE_TEMPLATE, "Change a resource template (by uriTemplate); fields left out are kept.", schema(&template_props, &["uriTemplate"]), writing.clone()),
-        tool(names::DELETE_TEMPLATE, "Remove a resource template.", key_only("uriTemplate"), deleting.clone()),
-        tool(names::CREATE_PROMPT, "Store a prompt served by prompts/list and prompts/get: messages with {argument} placeholders, arguments with optional completion values.", schema(&prompt_props, &["name", "messages"]), writing.clone()),
-        tool(names::UPDATE_PROMPT, "Change a prompt (by name); fields left out are kept.", schema(&prompt_props, &["name"]), writing),
-        tool(names::DELETE_PROMPT, "Remove a prompt.", key_only("name"), deleting),
-        tool(names::GET_DEFINITION, "Show a stored resource (uri), resource template (uriTemplate) or prompt (prompt: name) as the arguments that would create it.",
-            object(json!({"type": "object", "properties": {"uri": {"type": "string"}, "uriTemplate": {"type": "string"}, "prompt": {"type": "string"}}, "additionalProperties": false})),
-            ToolAnnotations::new().read_only(true).destructive(false).idempotent(true).open_world(false)),
+        tool(
+            names::CREATE_RESOURCE,
+            "Store a resource (text or base64 blob) served by resources/list and resources/read; subscribers get notifications/resources/updated when it changes.",
+            schema(&resource_props, &["uri", "name"]),
+            writing.clone(),
+        ),
+        tool(
+            names::UPDATE_RESOURCE,
+            "Change a stored resource (by uri); fields left out are kept. Sessions subscribed to it get notifications/resources/updated.",
+            schema(&resource_props, &["uri"]),
+            writing.clone(),
+        ),
+        tool(
+            names::DELETE_RESOURCE,
+            "Remove a stored resource.",
+            key_only("uri"),
+            deleting.clone(),
+        ),
+        tool(
+            names::CREATE_TEMPLATE,
+            "Store a resource template (RFC 6570): resources/read of a matching URI answers with the text pattern filled in, or with what the Python code prints for the variables.",
+            schema(&template_props, &["uriTemplate", "name"]),
+            writing.clone(),
+        ),
+        tool(
+            names::UPDATE_TEMPLATE,
+            "Change a resource template (by uriTemplate); fields left out are kept.",
+            schema(&template_props, &["uriTemplate"]),
+            writing.clone(),
+        ),
+        tool(
+            names::DELETE_TEMPLATE,
+            "Remove a resource template.",
+            key_only("uriTemplate"),
+            deleting.clone(),
+        ),
+        tool(
+            names::CREATE_PROMPT,
+            "Store a prompt served by prompts/list and prompts/get: messages with {argument} placeholders, arguments with optional completion values.",
+            schema(&prompt_props, &["name", "messages"]),
+            writing.clone(),
+        ),
+        tool(
+            names::UPDATE_PROMPT,
+            "Change a prompt (by name); fields left out are kept.",
+            schema(&prompt_props, &["name"]),
+            writing,
+        ),
+        tool(
+            names::DELETE_PROMPT,
+            "Remove a prompt.",
+            key_only("name"),
+            deleting,
+        ),
+        tool(
+            names::GET_DEFINITION,
+            "Show a stored resource (uri), resource template (uriTemplate) or prompt (prompt: name) as the arguments that would create it.",
+            object(
+                json!({"type": "object", "properties": {"uri": {"type": "string"}, "uriTemplate": {"type": "string"}, "prompt": {"type": "string"}}, "additionalProperties": false}),
+            ),
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ),
     ]
 }
 
@@ -1538,7 +1644,10 @@ mod tests {
         let got = match_uri(&t, "test://template/123/data").unwrap();
         assert_eq!(got.get("id").map(String::as_str), Some("123"));
         assert!(match_uri(&t, "test://template/123/other").is_none());
-        assert!(match_uri(&t, "test://template/1/2/data").is_none(), "{{id}} stops at /");
+        assert!(
+            match_uri(&t, "test://template/1/2/data").is_none(),
+            "{{id}} stops at /"
+        );
         let text = substitute(
             r#"{"id":"{id}","templateTest":true,"data":"Data for ID: {id}"}"#,
             &got,
@@ -1597,25 +1706,45 @@ mod tests {
     #[test]
     fn uris_and_messages_are_checked() {
         assert!(check_uri("uri", "test://static-text").is_ok());
-        assert!(check_uri("uri", "no-scheme").unwrap_err().contains("not an absolute URI"));
-        assert!(check_uri("uri", "omniforge://runs/x").unwrap_err().contains("reserved"));
+        assert!(
+            check_uri("uri", "no-scheme")
+                .unwrap_err()
+                .contains("not an absolute URI")
+        );
+        assert!(
+            check_uri("uri", "omniforge://runs/x")
+                .unwrap_err()
+                .contains("reserved")
+        );
         assert!(check_uri("uri", "a://b c").is_err());
         let ok = normalize_message(0, json!({"role": "user", "content": "hi"})).unwrap();
         assert_eq!(ok["content"], json!({"type": "text", "text": "hi"}));
         let err = normalize_message(2, json!({"role": "robot", "content": "hi"})).unwrap_err();
-        assert!(err.starts_with("messages[2]: not an MCP PromptMessage"), "{err}");
+        assert!(
+            err.starts_with("messages[2]: not an MCP PromptMessage"),
+            "{err}"
+        );
         let err = normalize_message(
             1,
             json!({"role": "user", "content": {"type": "image", "data": "not base64!", "mimeType": "image/png"}}),
         )
         .unwrap_err();
-        assert!(err.starts_with("messages[1].content.data: not valid base64"), "{err}");
+        assert!(
+            err.starts_with("messages[1].content.data: not valid base64"),
+            "{err}"
+        );
     }
 
     #[test]
     fn completion_script_output_shapes() {
-        assert_eq!(parse_completion_output("[\"a\", \"b\"]").unwrap(), ["a", "b"]);
-        assert_eq!(parse_completion_output("{\"values\": [\"a\"]}").unwrap(), ["a"]);
+        assert_eq!(
+            parse_completion_output("[\"a\", \"b\"]").unwrap(),
+            ["a", "b"]
+        );
+        assert_eq!(
+            parse_completion_output("{\"values\": [\"a\"]}").unwrap(),
+            ["a"]
+        );
         assert_eq!(parse_completion_output("a\n b \n\n").unwrap(), ["a", "b"]);
         assert!(parse_completion_output("[1]").is_err());
     }

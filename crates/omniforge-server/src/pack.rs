@@ -56,13 +56,19 @@ pub async fn import(
     caller: &Caller,
 ) -> Result<ImportReport, Vec<String>> {
     let Value::Object(mut pack) = pack else {
-        return Err(vec!["the pack must be a table (TOML) or an object (JSON)".into()]);
+        return Err(vec![
+            "the pack must be a table (TOML) or an object (JSON)".into(),
+        ]);
     };
     let mut errors = Vec::new();
     match pack.remove("format") {
         Some(v) if v.as_u64() == Some(FORMAT) => {}
-        Some(v) => errors.push(format!("format: this OmniForge reads format = {FORMAT}, got {v}")),
-        None => errors.push(format!("format: missing (write format = {FORMAT} at the top)")),
+        Some(v) => errors.push(format!(
+            "format: this OmniForge reads format = {FORMAT}, got {v}"
+        )),
+        None => errors.push(format!(
+            "format: missing (write format = {FORMAT} at the top)"
+        )),
     }
     for key in ["name", "description"] {
         if let Some(v) = pack.remove(key)
@@ -96,7 +102,9 @@ pub async fn import(
             if let Some(name) = arguments.get(key).and_then(Value::as_str)
                 && !seen.insert(name.to_owned())
             {
-                errors.push(format!("{label}: {key} {name:?} appears twice in this pack"));
+                errors.push(format!(
+                    "{label}: {key} {name:?} appears twice in this pack"
+                ));
                 continue;
             }
             let result = match section {
@@ -147,7 +155,10 @@ pub fn tool_arguments(stored: &StoredTool) -> Map<String, Value> {
     }
     args.insert("description".into(), json!(spec.description));
     args.insert("code".into(), json!(spec.code));
-    args.insert("inputSchema".into(), Value::Object(spec.input_schema.clone()));
+    args.insert(
+        "inputSchema".into(),
+        Value::Object(spec.input_schema.clone()),
+    );
     if let Some(output) = &spec.output_schema {
         args.insert("outputSchema".into(), Value::Object(output.clone()));
     }
@@ -189,14 +200,19 @@ pub fn tool_arguments(stored: &StoredTool) -> Map<String, Value> {
 pub async fn export(store: &dyn ContentStore) -> Result<Value, omniforge_store::StoreError> {
     let mut tools = store.list_enabled().await?;
     tools.sort_by(|a, b| a.tool.name.cmp(&b.tool.name));
-    let tools: Vec<Value> = tools.iter().map(|t| Value::Object(tool_arguments(t))).collect();
+    let tools: Vec<Value> = tools
+        .iter()
+        .map(|t| Value::Object(tool_arguments(t)))
+        .collect();
     let mut resources = Vec::new();
     for info in store.list_resources().await? {
         if !info.state.enabled {
             continue;
         }
         if let Some(stored) = store.get_resource(&info.uri).await? {
-            resources.push(serde_json::to_value(ResourceArgs::from_stored(&stored.spec)).unwrap_or_default());
+            resources.push(
+                serde_json::to_value(ResourceArgs::from_stored(&stored.spec)).unwrap_or_default(),
+            );
         }
     }
     let templates: Vec<Value> = store

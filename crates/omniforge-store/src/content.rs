@@ -22,8 +22,8 @@ use sqlx::sqlite::{SqliteConnection, SqliteRow};
 use crate::error::{self, NameKind, StoreError};
 use crate::model::{NewVersion, validate_tool_name};
 use crate::sqlite::{
-    SqliteStore, bump, col, corrupt, encode_spec, fetch_version, get_json, insert_version,
-    invalid, now_ms, to_json,
+    SqliteStore, bump, col, corrupt, encode_spec, fetch_version, get_json, insert_version, invalid,
+    now_ms, to_json,
 };
 use crate::store::ToolStore;
 
@@ -273,8 +273,11 @@ pub trait ContentStore: ToolStore {
     /// # Errors
     /// [`StoreError::Duplicate`] / [`StoreError::NotFound`] as `mode` says;
     /// [`StoreError::InvalidName`] for an empty or too long URI; [`StoreError::Database`].
-    async fn put_resource(&self, resource: NewResource, mode: WriteMode)
-    -> Result<bool, StoreError>;
+    async fn put_resource(
+        &self,
+        resource: NewResource,
+        mode: WriteMode,
+    ) -> Result<bool, StoreError>;
 
     /// Removes a resource.
     ///
@@ -292,8 +295,11 @@ pub trait ContentStore: ToolStore {
     ///
     /// # Errors
     /// As [`put_resource`](ContentStore::put_resource).
-    async fn put_template(&self, template: NewTemplate, mode: WriteMode)
-    -> Result<bool, StoreError>;
+    async fn put_template(
+        &self,
+        template: NewTemplate,
+        mode: WriteMode,
+    ) -> Result<bool, StoreError>;
 
     /// Removes a resource template.
     ///
@@ -410,7 +416,11 @@ fn template_from_row(row: &SqliteRow) -> Result<StoredTemplate, StoreError> {
     let body = match (text, script) {
         (Some(t), None) => TemplateBody::Text(t),
         (None, Some(s)) => TemplateBody::Script(s),
-        _ => return Err(corrupt("template row without exactly one of text and script")),
+        _ => {
+            return Err(corrupt(
+                "template row without exactly one of text and script",
+            ));
+        }
     };
     Ok(StoredTemplate {
         spec: NewTemplate {
@@ -675,13 +685,15 @@ async fn write_tool(
             return Ok(None);
         }
         let seq = bump(&mut *conn).await?;
-        sqlx::query("UPDATE tool SET enabled = 1, updated_at_ms = ?, updated_seq = ? WHERE name = ?")
-            .bind(now)
-            .bind(seq)
-            .bind(name)
-            .execute(&mut *conn)
-            .await
-            .map_err(error::db)?;
+        sqlx::query(
+            "UPDATE tool SET enabled = 1, updated_at_ms = ?, updated_seq = ? WHERE name = ?",
+        )
+        .bind(now)
+        .bind(seq)
+        .bind(name)
+        .execute(&mut *conn)
+        .await
+        .map_err(error::db)?;
         return Ok(Some(format!("tool {name}: enabled")));
     }
     let highest: i64 = sqlx::query_scalar("SELECT max(number) FROM tool_version WHERE tool = ?")

@@ -83,9 +83,9 @@ pub mod sqlite;
 pub mod store;
 
 pub use content::{
-    ContentStore, ImportBatch, ImportReport, NewPrompt, NewResource, NewTemplate, PromptArgumentSpec,
-    ResourceBody, ResourceInfo, RowState, ScriptSpec, StoredPrompt, StoredResource, StoredTemplate,
-    TemplateBody, WriteMode,
+    ContentStore, ImportBatch, ImportReport, NewPrompt, NewResource, NewTemplate,
+    PromptArgumentSpec, ResourceBody, ResourceInfo, RowState, ScriptSpec, StoredPrompt,
+    StoredResource, StoredTemplate, TemplateBody, WriteMode,
 };
 pub use error::{DatabaseError, NameKind, StoreError};
 pub use model::{

@@ -191,7 +191,9 @@ impl SqliteStore {
     }
 
     /// Begins a write transaction holding SQLite's write lock.
-    pub(crate) async fn write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+    pub(crate) async fn write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
         self.writer
             .begin_with("BEGIN IMMEDIATE")
             .await
@@ -204,7 +206,9 @@ impl SqliteStore {
     }
 
     /// Begins a read transaction: one snapshot for several statements.
-    pub(crate) async fn read(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+    pub(crate) async fn read(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
         self.reader.begin().await.map_err(error::db)
     }
 }

@@ -349,11 +349,17 @@ fn read_json_object(file: &Path) -> Result<serde_json::Map<String, serde_json::V
 
 /// The stored resources, templates and prompts for a one-shot command (no peers to notify:
 /// a running server notices the change by itself).
-async fn cli_content(common: &Common) -> Result<(Arc<content::Content>, Arc<forge::Forge>, Arc<SqliteStore>)> {
+async fn cli_content(
+    common: &Common,
+) -> Result<(Arc<content::Content>, Arc<forge::Forge>, Arc<SqliteStore>)> {
     let (forge, store) = cli_forge_and_store(common).await?;
-    let content = content::Content::start(store.clone(), forge.clone(), Arc::new(peers::Peers::default()))
-        .await
-        .context("reading stored resources and prompts")?;
+    let content = content::Content::start(
+        store.clone(),
+        forge.clone(),
+        Arc::new(peers::Peers::default()),
+    )
+    .await
+    .context("reading stored resources and prompts")?;
     Ok((content, forge, store))
 }
 
@@ -373,7 +379,11 @@ async fn run_resource_command(command: ResourceCommand, common: &Common) -> Resu
                     if r.state.enabled { "" } else { "  (disabled)" }
                 );
             }
-            for t in store.list_templates().await.context("listing resource templates")? {
+            for t in store
+                .list_templates()
+                .await
+                .context("listing resource templates")?
+            {
                 let how = match t.spec.body {
                     omniforge_store::TemplateBody::Text(_) => "template (text)",
                     omniforge_store::TemplateBody::Script(_) => "template (script)",
@@ -426,7 +436,10 @@ async fn run_resource_command(command: ResourceCommand, common: &Common) -> Resu
             } else {
                 content::Kind::Template
             };
-            let text = content.remove(kind, &key).await.map_err(anyhow::Error::msg)?;
+            let text = content
+                .remove(kind, &key)
+                .await
+                .map_err(anyhow::Error::msg)?;
             out!("{text}");
         }
     }
@@ -444,13 +457,25 @@ async fn run_prompt_command(command: PromptCommand, common: &Common) -> Result<(
                     .spec
                     .arguments
                     .iter()
-                    .map(|a| if a.required { a.name.clone() } else { format!("[{}]", a.name) })
+                    .map(|a| {
+                        if a.required {
+                            a.name.clone()
+                        } else {
+                            format!("[{}]", a.name)
+                        }
+                    })
                     .collect();
                 out!(
                     "{:<40} {:<30} {}",
                     p.spec.name,
                     args.join(" "),
-                    p.spec.description.as_deref().unwrap_or("").lines().next().unwrap_or("")
+                    p.spec
+                        .description
+                        .as_deref()
+                        .unwrap_or("")
+                        .lines()
+                        .next()
+                        .unwrap_or("")
                 );
             }
         }
@@ -501,14 +526,20 @@ async fn run_pack_command(command: PackCommand, common: &Common) -> Result<()> {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("reading {}", file.display()))?;
             let value: serde_json::Value = if is_toml(&file) {
-                toml::from_str(&text).with_context(|| format!("parsing {} as TOML", file.display()))?
+                toml::from_str(&text)
+                    .with_context(|| format!("parsing {} as TOML", file.display()))?
             } else {
                 serde_json::from_str(&text)
                     .with_context(|| format!("parsing {} as JSON", file.display()))?
             };
             let (forge, store) = cli_forge_and_store(common).await?;
-            match omniforge_server::pack::import(&forge, &*store, value, &forge::Caller::local("cli"))
-                .await
+            match omniforge_server::pack::import(
+                &forge,
+                &*store,
+                value,
+                &forge::Caller::local("cli"),
+            )
+            .await
             {
                 Ok(report) => {
                     for line in &report.changed {
@@ -529,8 +560,10 @@ async fn run_pack_command(command: PackCommand, common: &Common) -> Result<()> {
                         errors.len()
                     );
                     for e in &errors {
-                        text.push_str("
-  ");
+                        text.push_str(
+                            "
+  ",
+                        );
                         text.push_str(e);
                     }
                     bail!(text)
@@ -543,7 +576,10 @@ async fn run_pack_command(command: PackCommand, common: &Common) -> Result<()> {
                 .await
                 .context("reading the store")?;
             match output {
-                None => out!("{}", serde_json::to_string_pretty(&pack).unwrap_or_default()),
+                None => out!(
+                    "{}",
+                    serde_json::to_string_pretty(&pack).unwrap_or_default()
+                ),
                 Some(path) => {
                     let text = if is_toml(&path) {
                         toml::to_string_pretty(&pack).context(
@@ -568,9 +604,7 @@ async fn cli_forge(common: &Common) -> Result<Arc<forge::Forge>> {
 }
 
 /// [`cli_forge`] and the store it opened.
-async fn cli_forge_and_store(
-    common: &Common,
-) -> Result<(Arc<forge::Forge>, Arc<SqliteStore>)> {
+async fn cli_forge_and_store(common: &Common) -> Result<(Arc<forge::Forge>, Arc<SqliteStore>)> {
     let mut tools = builtins::tools();
     tools.extend(forge::builtin_tools(true));
     tools.extend(content::builtin_tools(true));
