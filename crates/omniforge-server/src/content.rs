@@ -1391,6 +1391,11 @@ impl Content {
         else {
             return Err(format!("{key_field}: required (a string)"));
         };
+        let existed = match mode {
+            WriteMode::Create => false,
+            WriteMode::Update => true,
+            WriteMode::Upsert => self.definition(kind, &key).await?.is_some(),
+        };
         if mode == WriteMode::Update {
             let Some(mut merged) = self.definition(kind, &key).await? else {
                 return Err(format!(
@@ -1434,10 +1439,10 @@ impl Content {
             other => other.to_string(),
         })?;
         self.reload().await.map_err(|e| e.to_string())?;
-        let verb = match (mode, changed) {
+        let verb = match (existed, changed) {
             (_, false) => "Unchanged",
-            (WriteMode::Create, true) => "Created",
-            _ => "Updated",
+            (false, true) => "Created",
+            (true, true) => "Updated",
         };
         let listed = match kind {
             Kind::Resource => "resources/list",

@@ -8,6 +8,7 @@
 
 mod cli;
 mod clients;
+mod content;
 mod escape;
 mod manifest_tools;
 mod procs;
