@@ -867,10 +867,13 @@ impl Content {
         if !known {
             return Err(not_found(uri));
         }
-        self.subscriptions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(uri.to_owned())
+        let mut subs = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
+        // Forget sessions that have gone, so the map does not grow with every past session.
+        subs.retain(|_, by_handler| {
+            by_handler.retain(|_, p| !p.is_transport_closed());
+            !by_handler.is_empty()
+        });
+        subs.entry(uri.to_owned())
             .or_default()
             .insert(handler, peer);
         Ok(())

@@ -433,8 +433,16 @@ async fn run_resource_command(command: ResourceCommand, common: &Common) -> Resu
                 .is_some()
             {
                 content::Kind::Resource
-            } else {
+            } else if store
+                .list_templates()
+                .await
+                .context("reading the resource templates")?
+                .iter()
+                .any(|t| t.spec.uri_template == key)
+            {
                 content::Kind::Template
+            } else {
+                bail!("no resource or resource template {key:?}")
             };
             let text = content
                 .remove(kind, &key)
