@@ -709,6 +709,26 @@ async fn authoring_builtins_validate_and_serve() {
         completed["completion"],
         json!({"values": ["41", "42"], "total": 2, "hasMore": false})
     );
+    // A failing template script is a JSON-RPC error with its output.
+    let failing = mcp
+        .call(
+            "omniforge_create_resource_template",
+            json!({"uriTemplate": "fail://{id}", "name": "f",
+                   "code": "import sys\nprint('no item ' + sys.stdin.read())\nsys.exit(3)\n"}),
+        )
+        .await;
+    assert_eq!(failing["isError"], json!(false), "{failing}");
+    let error = mcp
+        .error("resources/read", json!({"uri": "fail://7"}))
+        .await;
+    assert_eq!(error["code"], json!(-32603), "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "resource template fail://{id} failed for fail://7: no item {\"id\":\"7\"}"
+        ) && message.contains("[exit 3]"),
+        "{message}"
+    );
     let broken = mcp
         .call(
             "omniforge_create_resource_template",
@@ -990,4 +1010,191 @@ async fn python_sdks_read_resources_and_prompts_over_stdio() {
             "{sdk}: {error}"
         );
     }
+}
+
+/// One HTTP session of a bearer token on a [`Serve`](crate::procs::Serve)d server.
+struct HttpSession {
+    client: reqwest::Client,
+    url: String,
+    token: String,
+    id: String,
+    next_id: u64,
+}
+
+impl HttpSession {
+    async fn open(url: &str, token: &str) -> HttpSession {
+        let client = crate::util::http_client();
+        let mut session = HttpSession {
+            client,
+            url: url.to_owned(),
+            token: token.to_owned(),
+            id: String::new(),
+            next_id: 1,
+        };
+        let body = crate::util::initialize_request(0, "2025-11-25");
+        let reply = session.post(&body, &[json!(0)]).await;
+        session.id = reply
+            .header("mcp-session-id")
+            .expect("initialize gave no Mcp-Session-Id")
+            .to_owned();
+        let reply = session
+            .post(
+                &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                &[],
+            )
+            .await;
+        assert_eq!(reply.status, 202);
+        session
+    }
+
+    fn headers(&self) -> Vec<(String, String)> {
+        let session = (!self.id.is_empty()).then_some(self.id.as_str());
+        let mut h = crate::util::post_headers(session, session.map(|_| "2025-11-25"));
+        h.push(("Authorization".into(), format!("Bearer {}", self.token)));
+        h
+    }
+
+    async fn post(&self, body: &Value, wait: &[Value]) -> crate::util::HttpReply {
+        crate::util::http_send(
+            &self.client,
+            "POST",
+            &self.url,
+            &self.headers(),
+            Some(serde_json::to_vec(body).unwrap()),
+            wait,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// The response to one request.
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let reply = self.post(&body, &[json!(id)]).await;
+        reply
+            .messages
+            .iter()
+            .find(|m| m.get("id") == Some(&json!(id)))
+            .cloned()
+            .unwrap_or_else(|| panic!("no response to {method}: {reply:?}"))
+    }
+
+    /// Opens the session's GET stream; everything it carries is appended to the returned text.
+    async fn listen(&self) -> std::sync::Arc<std::sync::Mutex<String>> {
+        let mut headers = self.headers();
+        headers.retain(|(k, _)| k != "Content-Type" && k != "Accept");
+        let mut request = self
+            .client
+            .get(&self.url)
+            .header("Accept", "text/event-stream");
+        for (k, v) in headers {
+            request = request.header(k, v);
+        }
+        let mut response = request.send().await.unwrap();
+        assert_eq!(response.status().as_u16(), 200, "GET stream refused");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let sink = seen.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(chunk)) = response.chunk().await {
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&chunk));
+            }
+        });
+        seen
+    }
+}
+
+#[tokio::test]
+async fn http_scopes_and_updates_on_the_get_stream() {
+    let dir = data_with_pack().await;
+    let files = tempfile::tempdir().unwrap();
+    let tokens = files.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        "reader tok-reader-5f1c2d tools:call\nwriter tok-writer-9a8b7c tools:write\n",
+    )
+    .unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let server = crate::procs::Serve::start(&[
+        "--data-dir".as_ref(),
+        dir.path().as_os_str(),
+        "--uv".as_ref(),
+        uv().as_os_str(),
+        "--token-file".as_ref(),
+        tokens.as_os_str(),
+    ])
+    .await;
+    let mut reader = HttpSession::open(&server.url, "tok-reader-5f1c2d").await;
+    let mut writer = HttpSession::open(&server.url, "tok-writer-9a8b7c").await;
+
+    // tools:call reads resources and prompts but cannot author them.
+    let tools = reader.request("tools/list", json!({})).await;
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !names.contains(&"omniforge_create_resource"),
+        "tools:call sees an authoring built-in: {names:?}"
+    );
+    let refused = reader
+        .request(
+            "tools/call",
+            json!({"name": "omniforge_update_resource", "arguments": {"uri": "test://watched-resource", "text": "x"}}),
+        )
+        .await;
+    assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
+    assert_eq!(
+        refused["result"]["content"][0]["text"],
+        json!("Unknown or inactive tool")
+    );
+    let prompt = reader
+        .request("prompts/get", json!({"name": "test_simple_prompt"}))
+        .await;
+    assert_eq!(
+        prompt["result"]["messages"][0]["content"]["text"],
+        json!("This is a simple prompt for testing.")
+    );
+
+    // The reader subscribes; the writer's update reaches the reader's GET stream.
+    let subscribed = reader
+        .request(
+            "resources/subscribe",
+            json!({"uri": "test://watched-resource"}),
+        )
+        .await;
+    assert_eq!(subscribed["result"], json!({}), "{subscribed}");
+    let stream = reader.listen().await;
+    let updated = writer
+        .request(
+            "tools/call",
+            json!({"name": "omniforge_update_resource", "arguments": {"uri": "test://watched-resource", "text": "new"}}),
+        )
+        .await;
+    assert_eq!(updated["result"]["isError"], json!(false), "{updated}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let want =
+        r#""method":"notifications/resources/updated","params":{"uri":"test://watched-resource"}"#;
+    while !stream.lock().unwrap().contains(want) {
+        assert!(
+            Instant::now() < deadline,
+            "no resources/updated on the GET stream within 5 s: {:?}\nserver:\n{}",
+            stream.lock().unwrap(),
+            server.output_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let read = reader
+        .request("resources/read", json!({"uri": "test://watched-resource"}))
+        .await;
+    assert_eq!(read["result"]["contents"][0]["text"], json!("new"));
 }
