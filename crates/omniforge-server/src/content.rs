@@ -564,9 +564,9 @@ impl PromptArgs {
     /// # Errors
     /// A text naming the field.
     pub async fn validate(self, forge: &Forge, caller: &Caller) -> Result<NewPrompt, String> {
-        if let Err(e) = omniforge_store::validate_tool_name(&self.name) {
+        if omniforge_store::validate_tool_name(&self.name).is_err() {
             return Err(format!(
-                "name: invalid prompt name {:?}: expected 1 to 64 characters from [a-zA-Z0-9_-] ({e})",
+                "name: invalid prompt name {:?}: expected 1 to 64 characters from [a-zA-Z0-9_-]",
                 self.name
             ));
         }

@@ -1,5 +1,6 @@
 //! Persistence for script tools: tools that agents forge at run time (Python code plus
-//! dependencies), their immutable versions, a bounded call log, and secrets.
+//! dependencies), their immutable versions, a bounded call log, and secrets; and for stored
+//! resources, resource templates and prompts ([`ContentStore`]).
 //!
 //! This crate knows nothing of MCP and nothing of running scripts. The server turns a
 //! [`StoredTool`] into an MCP tool and hands a [`ToolVersion`] to the script runner; both see
