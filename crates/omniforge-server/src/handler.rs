@@ -121,6 +121,24 @@ fn encode_cursor(offset: usize) -> String {
     URL_SAFE_NO_PAD.encode(format!("o:{offset}"))
 }
 
+/// One page of `items` from the request's cursor, and the cursor of the next page.
+fn paginate<T>(
+    mut items: Vec<T>,
+    request: Option<PaginatedRequestParams>,
+    page_size: usize,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let offset = match request.and_then(|r| r.cursor) {
+        None => 0,
+        Some(cursor) => decode_cursor(&cursor)
+            .filter(|o| *o <= items.len())
+            .ok_or_else(|| ErrorData::invalid_params(format!("invalid cursor: {cursor}"), None))?,
+    };
+    let end = (offset + page_size).min(items.len());
+    let next = (end < items.len()).then(|| encode_cursor(end));
+    items.truncate(end);
+    Ok((items.split_off(offset), next))
+}
+
 fn decode_cursor(cursor: &str) -> Option<usize> {
     let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
     std::str::from_utf8(&bytes)
@@ -318,7 +336,7 @@ impl ServerHandler for OmniForge {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         // The outputs behind resource links of cut results are not listed: each is reachable
@@ -328,12 +346,15 @@ impl ServerHandler for OmniForge {
             .content()
             .map(|c| c.list_resources())
             .unwrap_or_default();
-        Ok(ListResourcesResult::with_all_items(resources))
+        let (page, next) = paginate(resources, request, self.shared.page_size)?;
+        let mut result = ListResourcesResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
     }
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let templates = self
@@ -341,7 +362,10 @@ impl ServerHandler for OmniForge {
             .content()
             .map(|c| c.list_templates())
             .unwrap_or_default();
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
+        let (page, next) = paginate(templates, request, self.shared.page_size)?;
+        let mut result = ListResourceTemplatesResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
     }
 
     async fn read_resource(
@@ -407,7 +431,7 @@ impl ServerHandler for OmniForge {
 
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let prompts = self
@@ -415,7 +439,10 @@ impl ServerHandler for OmniForge {
             .content()
             .map(|c| c.list_prompts())
             .unwrap_or_default();
-        Ok(ListPromptsResult::with_all_items(prompts))
+        let (page, next) = paginate(prompts, request, self.shared.page_size)?;
+        let mut result = ListPromptsResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
     }
 
     async fn get_prompt(
@@ -499,6 +526,22 @@ impl ServerHandler for OmniForge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_follow_the_cursor() {
+        let items: Vec<u32> = (0..5).collect();
+        let (page, next) = paginate(items.clone(), None, 2).unwrap();
+        assert_eq!(page, [0, 1]);
+        let cursor = next.unwrap();
+        let request =
+            |c: &str| Some(PaginatedRequestParams::default().with_cursor(Some(c.to_owned())));
+        let (page, next) = paginate(items.clone(), request(&cursor), 2).unwrap();
+        assert_eq!(page, [2, 3]);
+        let (page, next) = paginate(items.clone(), request(&next.unwrap()), 2).unwrap();
+        assert_eq!((page, next), (vec![4], None));
+        assert!(paginate(items.clone(), request("bogus"), 2).is_err());
+        assert!(paginate(items, request(&encode_cursor(9)), 2).is_err());
+    }
 
     #[test]
     fn cursor_round_trip() {

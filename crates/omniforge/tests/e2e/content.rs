@@ -1198,3 +1198,52 @@ async fn http_scopes_and_updates_on_the_get_stream() {
         .await;
     assert_eq!(read["result"]["contents"][0]["text"], json!("new"));
 }
+
+#[tokio::test]
+async fn resource_and_prompt_lists_are_paginated() {
+    let dir = data_with_pack().await;
+    let mut mcp = Mcp::start(dir.path(), &["--page-size", "1"]).await;
+    for (method, field, want) in [
+        (
+            "prompts/list",
+            "prompts",
+            vec![
+                "test_prompt_with_arguments",
+                "test_prompt_with_embedded_resource",
+                "test_prompt_with_image",
+                "test_simple_prompt",
+            ],
+        ),
+        (
+            "resources/list",
+            "resources",
+            vec![
+                "test://static-binary",
+                "test://static-text",
+                "test://watched-resource",
+            ],
+        ),
+    ] {
+        let mut seen = Vec::new();
+        let mut cursor: Option<Value> = None;
+        loop {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let page = mcp.result(method, params).await;
+            let items = page[field].as_array().unwrap();
+            assert_eq!(items.len(), 1, "{method}: {page}");
+            let key = if field == "prompts" { "name" } else { "uri" };
+            seen.push(items[0][key].as_str().unwrap().to_owned());
+            match page.get("nextCursor") {
+                Some(c) => cursor = Some(c.clone()),
+                None => break,
+            }
+            assert!(seen.len() <= want.len(), "{method}: cursor never ends");
+        }
+        assert_eq!(seen, want, "{method}");
+        let bad = mcp.error(method, json!({"cursor": "not-a-cursor"})).await;
+        assert_eq!(bad["code"], json!(-32602), "{method}: {bad}");
+    }
+}
