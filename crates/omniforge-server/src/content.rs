@@ -31,9 +31,10 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResult, JsonObject, Prompt, PromptArgument, PromptMessage,
     Reference, ResourceContents, ResourceTemplate, Tool, ToolAnnotations,
 };
-use rmcp::service::{Peer, RoleServer};
+use rmcp::service::{Peer, RoleServer, SubscriptionSink};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
 use uri_template_ex::UriTemplate;
 
 use crate::auth::Scope;
@@ -721,6 +722,9 @@ pub struct Content {
     /// Sessions subscribed to each URI (`resources/subscribe`), by handler id. A std lock held
     /// for map operations only.
     subscriptions: Mutex<HashMap<String, HashMap<u64, Peer<RoleServer>>>>,
+    /// 2026-07-28 `subscriptions/listen` streams that accepted resource URIs, until their
+    /// token is cancelled. A std lock held for vector operations only.
+    sinks: Mutex<Vec<(Vec<String>, SubscriptionSink, CancellationToken)>>,
 }
 
 impl Content {
@@ -741,6 +745,7 @@ impl Content {
             seen_version: AtomicI64::new(i64::MIN),
             reloading: tokio::sync::Mutex::new(()),
             subscriptions: Mutex::default(),
+            sinks: Mutex::default(),
         });
         content.reload().await?;
         tokio::spawn(poll(Arc::downgrade(&content)));
@@ -833,18 +838,52 @@ impl Content {
     async fn notify_updated(&self, uri: &str) {
         let peers: Vec<Peer<RoleServer>> = {
             let mut subs = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(by_handler) = subs.get_mut(uri) else {
-                return;
-            };
-            by_handler.retain(|_, p| !p.is_transport_closed());
-            by_handler.values().cloned().collect()
+            match subs.get_mut(uri) {
+                Some(by_handler) => {
+                    by_handler.retain(|_, p| !p.is_transport_closed());
+                    by_handler.values().cloned().collect()
+                }
+                None => Vec::new(),
+            }
         };
+        let sinks: Vec<SubscriptionSink> = {
+            let mut sinks = self.sinks.lock().unwrap_or_else(|e| e.into_inner());
+            sinks.retain(|(_, _, ended)| !ended.is_cancelled());
+            sinks
+                .iter()
+                .filter(|(uris, _, _)| uris.iter().any(|u| u == uri))
+                .map(|(_, sink, _)| sink.clone())
+                .collect()
+        };
+        for sink in sinks {
+            if let Err(error) = sink.notify_resource_updated(uri).await {
+                tracing::debug!(%error, "resources/updated not delivered to a subscription");
+            }
+        }
         for peer in peers {
             let param = rmcp::model::ResourceUpdatedNotificationParam::new(uri);
             if let Err(error) = peer.notify_resource_updated(param).await {
                 tracing::debug!(%error, "resources/updated not delivered");
             }
         }
+    }
+
+    /// Whether `uri` is a stored resource or matches a template.
+    pub fn is_known(&self, uri: &str) -> bool {
+        let snapshot = self.snapshot();
+        snapshot.resources.iter().any(|r| r.uri == uri)
+            || snapshot
+                .templates
+                .iter()
+                .any(|(_, t)| match_uri(t, uri).is_some())
+    }
+
+    /// A 2026-07-28 `subscriptions/listen` stream that accepted `uris`: it gets
+    /// `notifications/resources/updated` for them until `ended` is cancelled.
+    pub fn add_sink(&self, uris: Vec<String>, sink: SubscriptionSink, ended: CancellationToken) {
+        let mut sinks = self.sinks.lock().unwrap_or_else(|e| e.into_inner());
+        sinks.retain(|(_, _, ended)| !ended.is_cancelled());
+        sinks.push((uris, sink, ended));
     }
 
     /// `resources/subscribe` from handler `handler`: `uri` must be a stored resource or match a
@@ -858,13 +897,7 @@ impl Content {
         uri: &str,
         peer: Peer<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let snapshot = self.snapshot();
-        let known = snapshot.resources.iter().any(|r| r.uri == uri)
-            || snapshot
-                .templates
-                .iter()
-                .any(|(_, t)| match_uri(t, uri).is_some());
-        if !known {
+        if !self.is_known(uri) {
             return Err(not_found(uri));
         }
         let mut subs = self.subscriptions.lock().unwrap_or_else(|e| e.into_inner());

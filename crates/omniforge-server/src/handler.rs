@@ -497,12 +497,26 @@ impl ServerHandler for OmniForge {
         if requested.resources_list_changed == Some(true) {
             accepted = accepted.resources_list_changed();
         }
+        if let (Some(uris), Some(content)) =
+            (&requested.resource_subscriptions, self.shared.content())
+        {
+            let known: Vec<&String> = uris.iter().filter(|u| content.is_known(u)).collect();
+            if !known.is_empty() {
+                accepted = accepted.resource_subscriptions(known);
+            }
+        }
         let accepted = accepted.build();
         (accepted != SubscriptionFilter::default()).then_some(accepted)
     }
 
     async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
         let ended = ctx.request_context().ct.clone();
+        if let (Some(uris), Some(content)) = (
+            &ctx.accepted().resource_subscriptions,
+            self.shared.content(),
+        ) {
+            content.add_sink(uris.clone(), ctx.sink().clone(), ended.clone());
+        }
         self.shared
             .peers
             .add_subscription(ctx.sink().clone(), ended);

@@ -1247,3 +1247,75 @@ async fn resource_and_prompt_lists_are_paginated() {
         assert_eq!(bad["code"], json!(-32602), "{method}: {bad}");
     }
 }
+
+#[tokio::test]
+async fn rev_2026_listen_gets_updates_of_accepted_resources() {
+    let dir = data_with_pack().await;
+    let files = tempfile::tempdir().unwrap();
+    let server = crate::procs::Serve::start(&[
+        "--data-dir".as_ref(),
+        dir.path().as_os_str(),
+        "--uv".as_ref(),
+        uv().as_os_str(),
+    ])
+    .await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen", "params": {
+        "_meta": meta,
+        "notifications": {"resourceSubscriptions": ["test://watched-resource", "test://unknown"],
+                          "promptsListChanged": true}}});
+    let mut response = crate::util::http_client()
+        .post(&server.url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let sink = seen.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(chunk)) = response.chunk().await {
+            sink.lock()
+                .unwrap()
+                .push_str(&String::from_utf8_lossy(&chunk));
+        }
+    });
+    let wait_for = |needle: &'static str| {
+        let seen = seen.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !seen.lock().unwrap().contains(needle) {
+                if Instant::now() > deadline {
+                    return Err(seen.lock().unwrap().clone());
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Ok(())
+        }
+    };
+    // Only the stored URI is accepted.
+    wait_for("notifications/subscriptions/acknowledged")
+        .await
+        .unwrap_or_else(|s| panic!("no acknowledgement: {s}\n{}", server.output_tail()));
+    let ack = seen.lock().unwrap().clone();
+    assert!(
+        ack.contains(r#""resourceSubscriptions":["test://watched-resource"]"#),
+        "{ack}"
+    );
+    let file = write_json(
+        files.path(),
+        "w.json",
+        &json!({"uri": "test://watched-resource", "name": "watched-resource", "text": "v2"}),
+    );
+    cli_ok(dir.path(), &["resource", "add", &file]).await;
+    wait_for(
+        r#""method":"notifications/resources/updated","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"uri":"test://watched-resource"}"#,
+    )
+    .await
+    .unwrap_or_else(|s| panic!("no resources/updated on the listen stream: {s}"));
+}
