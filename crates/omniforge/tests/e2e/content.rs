@@ -1319,3 +1319,39 @@ async fn rev_2026_listen_gets_updates_of_accepted_resources() {
     .await
     .unwrap_or_else(|s| panic!("no resources/updated on the listen stream: {s}"));
 }
+
+/// The server's own resources (the whole output behind a cut tool result) are still served
+/// next to the stored ones, and are not listed.
+#[tokio::test]
+async fn kept_outputs_of_cut_results_are_still_readable() {
+    let dir = data_with_pack().await;
+    let mut mcp = Mcp::start(dir.path(), &["--max-result-bytes", "100"]).await;
+    let created = mcp
+        .call(
+            "omniforge_create_tool",
+            json!({"name": "long", "description": "Prints 1000 lines",
+                   "code": "for i in range(1000):\n    print(f'line {i}')\n"}),
+        )
+        .await;
+    assert_eq!(created["isError"], json!(false), "{created}");
+    let result = mcp.call("long", json!({})).await;
+    let link = result["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == json!("resource_link"))
+        .unwrap_or_else(|| panic!("no resource_link in a cut result: {result}"));
+    let uri = link["uri"].as_str().unwrap();
+    assert!(uri.starts_with("omniforge://runs/"), "{uri}");
+    let read = mcp.result("resources/read", json!({"uri": uri})).await;
+    let want: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+    assert_eq!(
+        read["contents"],
+        json!([{"uri": uri, "mimeType": "text/plain", "text": want.trim_end()}])
+    );
+    let list = mcp.result("resources/list", json!({})).await;
+    assert!(
+        !list.to_string().contains("omniforge://"),
+        "kept outputs are not listed: {list}"
+    );
+}
