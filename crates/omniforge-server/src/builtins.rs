@@ -85,6 +85,18 @@ Example (`add_vat`):
           a = json.load(sys.stdin); net = Decimal(str(a[\"net\"])); vat = net * Decimal(\"0.2\")
           print(json.dumps({\"net\": str(a[\"net\"]), \"vat\": str(vat.quantize(Decimal(\"0.01\")))}))
     inputSchema: {\"type\": \"object\", \"properties\": {\"net\": {\"type\": \"number\"}}, \"required\": [\"net\"]}
+
+## Resources and prompts
+`omniforge_create_resource {uri, name, text | blob (base64), mimeType?, title?, description?}`
+stores a resource (resources/list, resources/read; subscribers are told when it changes).
+`omniforge_create_resource_template {uriTemplate, name, text | code, mimeType?, completions?,
+completion_code?, dependencies?}`: resources/read of a matching URI (e.g. `docs://pages/{id}`)
+answers with `text` where each `{id}` is replaced, or with what `code` prints (it reads the
+variables as JSON on stdin). `omniforge_create_prompt {name, messages, arguments?, description?}`:
+messages are MCP PromptMessages (`content` may be a plain string) with `{argument}` placeholders;
+arguments are `{name, description?, required?, values?}` (values feed completion/complete).
+The `_update_` variants change only the fields given; `_delete_` removes; `omniforge_get_definition`
+shows what is stored.
 ";
 
 fn empty_object_schema() -> Arc<JsonObject> {

@@ -1475,6 +1475,109 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
     tools
 }
 
+// ---------------------------------------------------------------------------------------
+// For resource templates, prompt completions and packs (`crate::content`, `crate::pack`):
+// the same validation, environments and sandbox as tools, without storing a tool.
+// ---------------------------------------------------------------------------------------
+
+impl Forge {
+    /// Validates `omniforge_create_tool` arguments and builds the tool's environment, without
+    /// storing anything; returns the name and the version a pack import would store. Fields
+    /// left out get their defaults (a pack entry is a whole definition).
+    ///
+    /// # Errors
+    /// The same texts as `omniforge_create_tool` (`name: ...`, `inputSchema: ...`, `code: ...`).
+    pub async fn prepare_tool(
+        &self,
+        arguments: Map<String, Value>,
+        caller: &Caller,
+    ) -> Result<(String, NewVersion), String> {
+        let draft: Draft = parse(arguments)?;
+        if let Err(e) = omniforge_store::validate_tool_name(&draft.name) {
+            return Err(format!("name: {e}"));
+        }
+        if self.catalog.is_reserved(&draft.name) {
+            return Err(format!(
+                "name: {:?} is taken by a built-in or manifest tool; choose another name",
+                draft.name
+            ));
+        }
+        self.prepare(draft, None, caller).await
+    }
+
+    /// Checks `code` (it must compile), reads its PEP 723 dependencies, checks the timeout and
+    /// builds the environment (with progress notifications to `caller`); the result can run
+    /// with [`run_script`](Forge::run_script). `field` names the code in error texts.
+    ///
+    /// # Errors
+    /// A text naming `field`, `dependencies` or `timeout_s`.
+    pub async fn prepare_script(
+        &self,
+        field: &str,
+        code: String,
+        dependencies: Vec<String>,
+        timeout_s: Option<f64>,
+        network: Option<bool>,
+        caller: &Caller,
+    ) -> Result<omniforge_store::ScriptSpec, String> {
+        let envs = self.envs().await.map_err(|e| format!("environment: {e}"))?;
+        check_code(envs.config().python.executable(), &code)
+            .await
+            .map_err(|e| e.replacen("code:", &format!("{field}:"), 1))?;
+        let mut dependencies = dependencies;
+        for dep in pep723_dependencies(&code).map_err(|e| format!("{field}: {e}"))? {
+            if !dependencies.contains(&dep) {
+                dependencies.push(dep);
+            }
+        }
+        let timeout = self.timeout(timeout_s)?;
+        let (lock, _env) = self.build_env(envs, &dependencies, caller).await?;
+        Ok(omniforge_store::ScriptSpec {
+            code,
+            dependencies,
+            lock: lock.requirements,
+            env_id: lock.env_id,
+            timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            memory_bytes: self.config.memory_bytes,
+            network: network.unwrap_or(false),
+        })
+    }
+
+    /// Runs a stored script once in the tools' sandbox with `input` as its JSON stdin; returns
+    /// its stdout when it exits 0.
+    ///
+    /// # Errors
+    /// The script could not start, failed (its output, `[stderr]`, `[exit N]`), or timed out.
+    pub async fn run_script(
+        &self,
+        script: &omniforge_store::ScriptSpec,
+        input: Value,
+        ct: tokio_util::sync::CancellationToken,
+    ) -> Result<String, String> {
+        let env = Env {
+            path: self.config.data_dir.join("envs").join(&script.env_id),
+            env_id: script.env_id.clone(),
+        };
+        let mut spec = RunSpec::new(&env, script.code.clone());
+        spec.arguments = input;
+        spec.timeout = Duration::from_millis(script.timeout_ms);
+        spec.memory_bytes = script.memory_bytes;
+        spec.network = script.network;
+        let output = match self.runner.run(spec, ct).await {
+            Ok(output) => output,
+            Err(omniforge_script::RunError::Busy) => {
+                return Err("busy: too many scripts are running; try again shortly".into());
+            }
+            Err(e) => return Err(format!("the script could not be started: {e}")),
+        };
+        if output.exit.is_success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(prototype_text(&output, None).0)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

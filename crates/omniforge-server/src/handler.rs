@@ -11,11 +11,13 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
-    CustomResult, ErrorCode, ErrorData, Implementation, ListResourcesResult, ListToolsResult,
-    LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ResourceContents, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscriptionFilter, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, CustomRequest, CustomResult, ErrorCode, ErrorData, GetPromptRequestParams,
+    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use serde_json::Value;
@@ -26,7 +28,7 @@ use crate::builtins;
 use crate::catalog::{Catalog, Route};
 use crate::jsonrpc::INVALID_ARGUMENTS_META;
 use crate::peers::Peers;
-use crate::{forge, manifests};
+use crate::{content, forge, manifests};
 
 /// Server-wide state every handler shares.
 pub struct Shared {
@@ -40,6 +42,9 @@ pub struct Shared {
     pub calls: TaskTracker,
     /// Script tools and the authoring built-ins; `None` when no store is configured.
     pub forge: Option<Arc<forge::Forge>>,
+    /// Stored resources, resource templates and prompts; set once after start
+    /// ([`Shared::set_content`]), empty in bridge mode.
+    content: std::sync::OnceLock<Arc<content::Content>>,
 }
 
 impl Shared {
@@ -55,14 +60,30 @@ impl Shared {
             page_size: page_size.max(1),
             calls: TaskTracker::new(),
             forge,
+            content: std::sync::OnceLock::new(),
         })
     }
+
+    /// Serves `content` (stored resources, templates, prompts); only the first call counts.
+    pub fn set_content(&self, content: Arc<content::Content>) {
+        let _ = self.content.set(content);
+    }
+
+    /// The stored resources, templates and prompts, when configured.
+    pub fn content(&self) -> Option<&Arc<content::Content>> {
+        self.content.get()
+    }
 }
+
+/// Gives each handler (stdio connection or HTTP session) an id for its resource subscriptions.
+static NEXT_HANDLER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 /// The MCP handler. Cheap to create: one per connection or session.
 #[derive(Clone)]
 pub struct OmniForge {
     shared: Arc<Shared>,
+    /// This peer's id in resource subscriptions.
+    id: u64,
     /// The level set by this peer's `logging/setLevel`; kept per peer (per session).
     log_level: Arc<Mutex<Option<LoggingLevel>>>,
 }
@@ -72,6 +93,7 @@ impl OmniForge {
     pub fn new(shared: Arc<Shared>) -> OmniForge {
         OmniForge {
             shared,
+            id: NEXT_HANDLER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             log_level: Arc::default(),
         }
     }
@@ -99,6 +121,24 @@ fn encode_cursor(offset: usize) -> String {
     URL_SAFE_NO_PAD.encode(format!("o:{offset}"))
 }
 
+/// One page of `items` from the request's cursor, and the cursor of the next page.
+fn paginate<T>(
+    mut items: Vec<T>,
+    request: Option<PaginatedRequestParams>,
+    page_size: usize,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let offset = match request.and_then(|r| r.cursor) {
+        None => 0,
+        Some(cursor) => decode_cursor(&cursor)
+            .filter(|o| *o <= items.len())
+            .ok_or_else(|| ErrorData::invalid_params(format!("invalid cursor: {cursor}"), None))?,
+    };
+    let end = (offset + page_size).min(items.len());
+    let next = (end < items.len()).then(|| encode_cursor(end));
+    items.truncate(end);
+    Ok((items.split_off(offset), next))
+}
+
 fn decode_cursor(cursor: &str) -> Option<usize> {
     let bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
     std::str::from_utf8(&bytes)
@@ -112,7 +152,12 @@ impl ServerHandler for OmniForge {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_completions()
+                .enable_prompts()
+                .enable_prompts_list_changed()
                 .enable_resources()
+                .enable_resources_subscribe()
+                .enable_resources_list_changed()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
@@ -230,6 +275,18 @@ impl ServerHandler for OmniForge {
             }
             let result = match &entry.route {
                 Route::Builtin if name == builtins::INSTRUCTIONS => builtins::call(&name),
+                Route::Builtin if content::is_builtin(&name) => {
+                    match (self.shared.content(), &principal) {
+                        (Some(content), Some(p)) => {
+                            content
+                                .call_builtin(&name, arguments, &forge::Caller::request(&ctx, p))
+                                .await
+                        }
+                        _ => CallToolResult::error(vec![ContentBlock::text(
+                            "Unknown or inactive tool",
+                        )]),
+                    }
+                }
                 Route::Builtin => match (&self.shared.forge, &principal) {
                     (Some(forge), Some(p)) => {
                         forge
@@ -279,36 +336,137 @@ impl ServerHandler for OmniForge {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         // The outputs behind resource links of cut results are not listed: each is reachable
         // from the result that links to it, for an hour.
-        Ok(ListResourcesResult::with_all_items(Vec::new()))
+        let resources = self
+            .shared
+            .content()
+            .map(|c| c.list_resources())
+            .unwrap_or_default();
+        let (page, next) = paginate(resources, request, self.shared.page_size)?;
+        let mut result = ListResourcesResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let templates = self
+            .shared
+            .content()
+            .map(|c| c.list_templates())
+            .unwrap_or_default();
+        let (page, next) = paginate(templates, request, self.shared.page_size)?;
+        let mut result = ListResourceTemplatesResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
     }
 
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let text = self
-            .shared
-            .forge
-            .as_ref()
-            .and_then(|f| f.read_output(&request.uri));
-        match text {
-            Some(text) => Ok(ReadResourceResult::new(vec![
-                ResourceContents::text(text, request.uri.clone()).with_mime_type("text/plain"),
-            ])
-            .into()),
+        if request.uri.starts_with(forge::RUN_OUTPUT_PREFIX) {
+            let text = self
+                .shared
+                .forge
+                .as_ref()
+                .and_then(|f| f.read_output(&request.uri));
+            return match text {
+                Some(text) => Ok(ReadResourceResult::new(vec![
+                    ResourceContents::text(text, request.uri.clone()).with_mime_type("text/plain"),
+                ])
+                .into()),
+                None => Err(ErrorData::resource_not_found(
+                    format!(
+                        "resource not found: {} (outputs of cut results are kept for an hour)",
+                        request.uri
+                    ),
+                    Some(serde_json::json!({"uri": request.uri})),
+                )),
+            };
+        }
+        if let Some(content) = self.shared.content()
+            && let Some(contents) = content.read(&request.uri, ctx.ct.clone()).await?
+        {
+            return Ok(ReadResourceResult::new(vec![contents]).into());
+        }
+        Err(ErrorData::resource_not_found(
+            format!("resource not found: {}", request.uri),
+            Some(serde_json::json!({"uri": request.uri})),
+        ))
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        match self.shared.content() {
+            Some(content) => content.subscribe(self.id, &request.uri, ctx.peer.clone()),
             None => Err(ErrorData::resource_not_found(
-                format!(
-                    "no resource {} (outputs of cut results are kept for an hour)",
-                    request.uri
-                ),
+                format!("resource not found: {}", request.uri),
+                Some(serde_json::json!({"uri": request.uri})),
+            )),
+        }
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        if let Some(content) = self.shared.content() {
+            content.unsubscribe(self.id, &request.uri);
+        }
+        Ok(())
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let prompts = self
+            .shared
+            .content()
+            .map(|c| c.list_prompts())
+            .unwrap_or_default();
+        let (page, next) = paginate(prompts, request, self.shared.page_size)?;
+        let mut result = ListPromptsResult::with_all_items(page);
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        match self.shared.content() {
+            Some(content) => Ok(content.get_prompt(&request)?.into()),
+            None => Err(ErrorData::invalid_params(
+                format!("unknown prompt {:?}", request.name),
                 None,
             )),
+        }
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        match self.shared.content() {
+            Some(content) => content.complete(&request, ctx.ct.clone()).await,
+            None => Err(ErrorData::invalid_params("nothing to complete", None)),
         }
     }
 
@@ -329,12 +487,36 @@ impl ServerHandler for OmniForge {
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        (requested.tools_list_changed == Some(true))
-            .then(|| SubscriptionFilter::builder().tools_list_changed().build())
+        let mut accepted = SubscriptionFilter::builder();
+        if requested.tools_list_changed == Some(true) {
+            accepted = accepted.tools_list_changed();
+        }
+        if requested.prompts_list_changed == Some(true) {
+            accepted = accepted.prompts_list_changed();
+        }
+        if requested.resources_list_changed == Some(true) {
+            accepted = accepted.resources_list_changed();
+        }
+        if let (Some(uris), Some(content)) =
+            (&requested.resource_subscriptions, self.shared.content())
+        {
+            let known: Vec<&String> = uris.iter().filter(|u| content.is_known(u)).collect();
+            if !known.is_empty() {
+                accepted = accepted.resource_subscriptions(known);
+            }
+        }
+        let accepted = accepted.build();
+        (accepted != SubscriptionFilter::default()).then_some(accepted)
     }
 
     async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
         let ended = ctx.request_context().ct.clone();
+        if let (Some(uris), Some(content)) = (
+            &ctx.accepted().resource_subscriptions,
+            self.shared.content(),
+        ) {
+            content.add_sink(uris.clone(), ctx.sink().clone(), ended.clone());
+        }
         self.shared
             .peers
             .add_subscription(ctx.sink().clone(), ended);
@@ -358,6 +540,22 @@ impl ServerHandler for OmniForge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pages_follow_the_cursor() {
+        let items: Vec<u32> = (0..5).collect();
+        let (page, next) = paginate(items.clone(), None, 2).unwrap();
+        assert_eq!(page, [0, 1]);
+        let cursor = next.unwrap();
+        let request =
+            |c: &str| Some(PaginatedRequestParams::default().with_cursor(Some(c.to_owned())));
+        let (page, next) = paginate(items.clone(), request(&cursor), 2).unwrap();
+        assert_eq!(page, [2, 3]);
+        let (page, next) = paginate(items.clone(), request(&next.unwrap()), 2).unwrap();
+        assert_eq!((page, next), (vec![4], None));
+        assert!(paginate(items.clone(), request("bogus"), 2).is_err());
+        assert!(paginate(items, request(&encode_cursor(9)), 2).is_err());
+    }
 
     #[test]
     fn cursor_round_trip() {

@@ -5,6 +5,8 @@
 //! - [`catalog`]: the merged, ordered tool list and its change signal.
 //! - [`handler`]: the hand-written rmcp handler (tools, logging, subscriptions).
 //! - [`builtins`]: the `omniforge_*` tools compiled into the server.
+//! - [`content`]: stored resources, resource templates and prompts (and their built-ins).
+//! - [`pack`]: pack files (import and export of tools, resources and prompts).
 //! - [`forge`]: script tools: the stored tool source, the authoring built-ins, script calls.
 //! - [`client_requests`]: a script's requests to the calling client (sampling, elicitation,
 //!   roots).
@@ -24,11 +26,13 @@ pub mod auth;
 pub mod builtins;
 pub mod catalog;
 pub mod client_requests;
+pub mod content;
 pub mod forge;
 pub mod handler;
 pub mod http;
 pub mod jsonrpc;
 pub mod manifests;
+pub mod pack;
 pub mod peers;
 pub mod schema;
 pub mod schema_profile;

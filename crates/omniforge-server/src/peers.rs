@@ -67,6 +67,45 @@ impl Peers {
         }
     }
 
+    /// Sends `notifications/resources/list_changed` to every open peer.
+    pub async fn notify_resource_list_changed(&self) {
+        let (sessions, subscriptions) = self.open_peers();
+        for peer in sessions {
+            if let Err(error) = peer.notify_resource_list_changed().await {
+                tracing::debug!(%error, "resources/list_changed not delivered to a session");
+            }
+        }
+        for sink in subscriptions {
+            if let Err(error) = sink.notify_resource_list_changed().await {
+                tracing::debug!(%error, "resources/list_changed not delivered to a subscription");
+            }
+        }
+    }
+
+    /// Sends `notifications/prompts/list_changed` to every open peer.
+    pub async fn notify_prompt_list_changed(&self) {
+        let (sessions, subscriptions) = self.open_peers();
+        for peer in sessions {
+            if let Err(error) = peer.notify_prompt_list_changed().await {
+                tracing::debug!(%error, "prompts/list_changed not delivered to a session");
+            }
+        }
+        for sink in subscriptions {
+            if let Err(error) = sink.notify_prompt_list_changed().await {
+                tracing::debug!(%error, "prompts/list_changed not delivered to a subscription");
+            }
+        }
+    }
+
+    fn open_peers(&self) -> (Vec<Peer<RoleServer>>, Vec<SubscriptionSink>) {
+        let mut inner = self.lock();
+        inner.prune();
+        (
+            inner.sessions.clone(),
+            inner.subscriptions.iter().map(|(s, _)| s.clone()).collect(),
+        )
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }

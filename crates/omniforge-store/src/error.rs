@@ -12,6 +12,12 @@ pub enum NameKind {
     /// A secret name: 1 to 64 characters from `[a-zA-Z0-9_]`, not starting with a digit (so it
     /// can be an environment variable name).
     Secret,
+    /// A stored resource, named by its URI.
+    Resource,
+    /// A stored resource template, named by its URI template.
+    ResourceTemplate,
+    /// A stored prompt: 1 to 64 characters from `[a-zA-Z0-9_-]`, like a tool name.
+    Prompt,
 }
 
 impl NameKind {
@@ -20,6 +26,9 @@ impl NameKind {
         match self {
             NameKind::Tool => "1 to 64 characters from [a-zA-Z0-9_-]",
             NameKind::Secret => "1 to 64 characters from [a-zA-Z0-9_], not starting with a digit",
+            NameKind::Resource => "an absolute URI (scheme:...) of at most 4096 bytes",
+            NameKind::ResourceTemplate => "an RFC 6570 URI template of at most 4096 bytes",
+            NameKind::Prompt => "1 to 64 characters from [a-zA-Z0-9_-]",
         }
     }
 }
@@ -29,6 +38,9 @@ impl fmt::Display for NameKind {
         f.write_str(match self {
             NameKind::Tool => "tool",
             NameKind::Secret => "secret",
+            NameKind::Resource => "resource",
+            NameKind::ResourceTemplate => "resource template",
+            NameKind::Prompt => "prompt",
         })
     }
 }
@@ -55,6 +67,14 @@ pub enum StoreError {
     #[error("tool {name:?} already exists")]
     AlreadyExists {
         /// The tool name.
+        name: String,
+    },
+    /// A resource, resource template or prompt with this key exists already.
+    #[error("{kind} {name:?} already exists")]
+    Duplicate {
+        /// What kind of thing.
+        kind: NameKind,
+        /// Its key: URI, URI template or name.
         name: String,
     },
     /// A tool or secret name breaks its rule (see [`NameKind::rule`]).

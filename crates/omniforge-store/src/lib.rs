@@ -1,5 +1,6 @@
 //! Persistence for script tools: tools that agents forge at run time (Python code plus
-//! dependencies), their immutable versions, a bounded call log, and secrets.
+//! dependencies), their immutable versions, a bounded call log, and secrets; and for stored
+//! resources, resource templates and prompts ([`ContentStore`]).
 //!
 //! This crate knows nothing of MCP and nothing of running scripts. The server turns a
 //! [`StoredTool`] into an MCP tool and hands a [`ToolVersion`] to the script runner; both see
@@ -35,6 +36,8 @@
 //!
 //! # Layout
 //! - [`store`] holds the [`ToolStore`] trait, the API boundary.
+//! - [`content`] holds the [`ContentStore`] trait (resources, resource templates, prompts, pack
+//!   imports) and its SQLite implementation.
 //! - [`model`] holds the data types and the name rules ([`validate_tool_name`],
 //!   [`validate_secret_name`]).
 //! - [`sqlite`] holds [`SqliteStore`] and its [`StoreConfig`]; the only module with SQL.
@@ -74,11 +77,17 @@
 
 #![deny(missing_docs)]
 
+pub mod content;
 pub mod error;
 pub mod model;
 pub mod sqlite;
 pub mod store;
 
+pub use content::{
+    ContentStore, ImportBatch, ImportReport, NewPrompt, NewResource, NewTemplate,
+    PromptArgumentSpec, ResourceBody, ResourceInfo, RowState, ScriptSpec, StoredPrompt,
+    StoredResource, StoredTemplate, TemplateBody, WriteMode,
+};
 pub use error::{DatabaseError, NameKind, StoreError};
 pub use model::{
     Annotations, CallOutcome, CallRecord, JsonObject, Limits, MAX_NAME_LEN, NewVersion, Runtime,

@@ -192,15 +192,24 @@ impl SqliteStore {
     }
 
     /// Begins a write transaction holding SQLite's write lock.
-    async fn write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+    pub(crate) async fn write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
         self.writer
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(error::db)
     }
 
+    /// The reader pool (the single connection for in-memory stores).
+    pub(crate) fn reader_pool(&self) -> SqlitePool {
+        self.reader.clone()
+    }
+
     /// Begins a read transaction: one snapshot for several statements.
-    async fn read(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+    pub(crate) async fn read(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
         self.reader.begin().await.map_err(error::db)
     }
 }
@@ -301,27 +310,27 @@ async fn private_create_new(path: &Path) -> std::io::Result<()> {
 }
 
 /// The current time, unix milliseconds. A clock before 1970 reads as 0.
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
 }
 
-fn invalid(field: impl Into<String>, reason: impl Into<String>) -> StoreError {
+pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> StoreError {
     StoreError::Invalid {
         field: field.into(),
         reason: reason.into(),
     }
 }
 
-fn corrupt(reason: impl Into<String>) -> StoreError {
+pub(crate) fn corrupt(reason: impl Into<String>) -> StoreError {
     StoreError::Corrupt {
         reason: reason.into(),
     }
 }
 
-fn checked_i64(field: &str, value: u64) -> Result<i64, StoreError> {
+pub(crate) fn checked_i64(field: &str, value: u64) -> Result<i64, StoreError> {
     i64::try_from(value).map_err(|_| invalid(field, format!("{value} exceeds {}", i64::MAX)))
 }
 
@@ -342,7 +351,7 @@ fn version_not_found(name: &str, number: u32) -> StoreError {
 }
 
 /// A [`NewVersion`] checked and turned into column values, before any transaction begins.
-struct EncodedSpec<'a> {
+pub(crate) struct EncodedSpec<'a> {
     spec: &'a NewVersion,
     input_schema: String,
     output_schema: Option<String>,
@@ -352,7 +361,7 @@ struct EncodedSpec<'a> {
     memory_bytes: i64,
 }
 
-fn encode_spec(spec: &NewVersion) -> Result<EncodedSpec<'_>, StoreError> {
+pub(crate) fn encode_spec(spec: &NewVersion) -> Result<EncodedSpec<'_>, StoreError> {
     for (i, dep) in spec.dependencies.iter().enumerate() {
         if dep.trim().is_empty() || dep.contains(['\n', '\r']) {
             return Err(invalid(
@@ -382,14 +391,14 @@ fn encode_spec(spec: &NewVersion) -> Result<EncodedSpec<'_>, StoreError> {
     })
 }
 
-fn to_json(field: &str, value: &impl serde::Serialize) -> Result<String, StoreError> {
+pub(crate) fn to_json(field: &str, value: &impl serde::Serialize) -> Result<String, StoreError> {
     // Cannot fail for JSON values and strings; mapped anyway rather than unwrapped.
     serde_json::to_string(value).map_err(|e| invalid(field, e.to_string()))
 }
 
 /// Bumps the change counter; returns its new value. Part of every write transaction except call
 /// logging.
-async fn bump(conn: &mut SqliteConnection) -> Result<i64, StoreError> {
+pub(crate) async fn bump(conn: &mut SqliteConnection) -> Result<i64, StoreError> {
     sqlx::query_scalar(
         "UPDATE meta SET value = value + 1 WHERE key = 'data_version' RETURNING value",
     )
@@ -398,7 +407,7 @@ async fn bump(conn: &mut SqliteConnection) -> Result<i64, StoreError> {
     .map_err(error::db)
 }
 
-async fn insert_version(
+pub(crate) async fn insert_version(
     conn: &mut SqliteConnection,
     name: &str,
     number: u32,
@@ -463,7 +472,7 @@ macro_rules! tool_columns {
     };
 }
 
-fn col<'r, T>(row: &'r SqliteRow, column: &str) -> Result<T, StoreError>
+pub(crate) fn col<'r, T>(row: &'r SqliteRow, column: &str) -> Result<T, StoreError>
 where
     T: sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite>,
 {
@@ -481,7 +490,7 @@ fn get_u64(row: &SqliteRow, column: &str) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| corrupt(format!("column {column}: {v} is negative")))
 }
 
-fn get_json<T: serde::de::DeserializeOwned>(
+pub(crate) fn get_json<T: serde::de::DeserializeOwned>(
     row: &SqliteRow,
     column: &str,
 ) -> Result<T, StoreError> {
@@ -589,7 +598,7 @@ const SELECT_VERSION: &str = concat!(
     " FROM tool_version v WHERE v.tool = ? AND v.number = ?"
 );
 
-async fn fetch_version(
+pub(crate) async fn fetch_version(
     conn: &mut SqliteConnection,
     name: &str,
     number: u32,
@@ -869,7 +878,13 @@ impl ToolStore for SqliteStore {
     }
 
     async fn env_ids_in_use(&self) -> Result<HashSet<String>, StoreError> {
-        let ids: Vec<String> = sqlx::query_scalar("SELECT DISTINCT env_id FROM tool_version")
+        // Tool versions, and the scripts of resource templates and prompts (stored as JSON).
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT env_id FROM tool_version \
+             UNION SELECT json_extract(script, '$.env_id') FROM resource_template WHERE script IS NOT NULL \
+             UNION SELECT json_extract(completion_script, '$.env_id') FROM resource_template WHERE completion_script IS NOT NULL \
+             UNION SELECT json_extract(completion_script, '$.env_id') FROM prompt WHERE completion_script IS NOT NULL",
+        )
             .fetch_all(&self.reader)
             .await
             .map_err(error::db)?;

@@ -117,8 +117,9 @@ pub trait ToolStore: Send + Sync {
     /// [`StoreError::Database`].
     async fn env_ids_in_use(&self) -> Result<HashSet<String>, StoreError>;
 
-    /// A change counter: it increases with every committed change to tools, versions or
-    /// secrets, made through any store instance or process on the same database. Call log
+    /// A change counter: it increases with every committed change to tools, versions,
+    /// secrets, resources, resource templates or prompts, made through any store instance or
+    /// process on the same database. Call log
     /// writes do not change it. Cheap (one primary-key read); meant to be polled about once a
     /// second to notice changes made by another process (the CLI).
     ///

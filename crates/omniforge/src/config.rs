@@ -194,6 +194,78 @@ pub(crate) enum Command {
     /// the change within a second and announces list_changed.
     #[command(subcommand)]
     Tool(ToolCommand),
+    /// Manage stored resources and resource templates. A running server on the same data dir
+    /// sees the change within a second (list_changed, resources/updated to subscribers).
+    #[command(subcommand)]
+    Resource(ResourceCommand),
+    /// Manage stored prompts. A running server on the same data dir sees the change within a second.
+    #[command(subcommand)]
+    Prompt(PromptCommand),
+    /// Import or export packs: one TOML or JSON file of tools, resources and prompts.
+    #[command(subcommand)]
+    Pack(PackCommand),
+}
+
+/// `omniforge resource ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum ResourceCommand {
+    /// List stored resources and resource templates.
+    List,
+    /// Print a resource (URI) or template (URI template) as the arguments that create it.
+    Show {
+        /// The URI or URI template.
+        key: String,
+    },
+    /// Create or replace a resource or template from a JSON file holding the arguments of
+    /// omniforge_create_resource (with `uri`) or omniforge_create_resource_template (with `uriTemplate`).
+    Add {
+        /// The JSON file.
+        file: PathBuf,
+    },
+    /// Remove a resource (by URI) or a template (by URI template).
+    Rm {
+        /// The URI or URI template.
+        key: String,
+    },
+}
+
+/// `omniforge prompt ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum PromptCommand {
+    /// List stored prompts.
+    List,
+    /// Print a prompt as the arguments that create it.
+    Show {
+        /// Prompt name.
+        name: String,
+    },
+    /// Create or replace a prompt from a JSON file holding the arguments of omniforge_create_prompt.
+    Add {
+        /// The JSON file.
+        file: PathBuf,
+    },
+    /// Remove a prompt.
+    Rm {
+        /// Prompt name.
+        name: String,
+    },
+}
+
+/// `omniforge pack ...`.
+#[derive(Debug, Clone, Subcommand)]
+pub(crate) enum PackCommand {
+    /// Import a pack (.toml or .json): all of it, or nothing when any entry is wrong (every
+    /// error is listed). Entries already stored exactly so are left alone.
+    Import {
+        /// The pack file.
+        file: PathBuf,
+    },
+    /// Export every enabled tool, resource, template and prompt as a pack.
+    Export {
+        /// Write here (.toml or .json by extension) instead of JSON on stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
 }
 
 /// `omniforge tool ...`.
@@ -290,6 +362,12 @@ pub(crate) enum Maintenance {
     Secret(SecretCommand),
     /// `tool ...`.
     Tool(ToolCommand),
+    /// `resource ...`.
+    Resource(ResourceCommand),
+    /// `prompt ...`.
+    Prompt(PromptCommand),
+    /// `pack ...`.
+    Pack(PackCommand),
 }
 
 /// Flags of `omniforge serve`.
@@ -553,6 +631,9 @@ impl Settings {
                         | Command::Backup { .. }
                         | Command::Secret(_)
                         | Command::Tool(_)
+                        | Command::Resource(_)
+                        | Command::Prompt(_)
+                        | Command::Pack(_)
                 );
                 if one_shot {
                     "warn".into()
@@ -644,6 +725,18 @@ impl Settings {
             }
             Command::Secret(command) => {
                 maintenance = Some(Maintenance::Secret(command));
+                None
+            }
+            Command::Resource(command) => {
+                maintenance = Some(Maintenance::Resource(command));
+                None
+            }
+            Command::Prompt(command) => {
+                maintenance = Some(Maintenance::Prompt(command));
+                None
+            }
+            Command::Pack(command) => {
+                maintenance = Some(Maintenance::Pack(command));
                 None
             }
             Command::Tool(command) => {

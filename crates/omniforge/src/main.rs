@@ -24,7 +24,7 @@ use omniforge_server::catalog::Catalog;
 use omniforge_server::handler::Shared;
 use omniforge_server::http::HttpConfig;
 use omniforge_server::schema_profile::SchemaProfile;
-use omniforge_server::{builtins, forge, http, manifests, peers, stdio};
+use omniforge_server::{builtins, content, forge, http, manifests, peers, stdio};
 use omniforge_store::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, SqliteStore, StoreConfig, ToolStore,
 };
@@ -32,8 +32,8 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 use crate::config::{
-    Cli, Common, LogFormat, Maintenance, SandboxArg, SchemaProfileArg, SecretCommand, Serve,
-    Settings, ToolCommand,
+    Cli, Common, LogFormat, Maintenance, PackCommand, PromptCommand, ResourceCommand, SandboxArg,
+    SchemaProfileArg, SecretCommand, Serve, Settings, ToolCommand,
 };
 
 fn main() {
@@ -74,6 +74,7 @@ fn run(cli: Cli) -> Result<()> {
         } else {
             let mut tools = builtins::tools();
             tools.extend(forge::builtin_tools(common.scripts.authoring));
+            tools.extend(content::builtin_tools(common.scripts.authoring));
             tools
         };
         let profile = match common.schema_profile {
@@ -87,12 +88,22 @@ fn run(cli: Cli) -> Result<()> {
             common.inline_schema_refs,
         )
         .context("loading manifests")?;
-        let forge = if bridge_only {
+        let started = if bridge_only {
             None
         } else {
             Some(start_forge(&common, catalog.clone()).await?)
         };
-        let shared = Shared::new(catalog.clone(), common.page_size, forge);
+        let shared = Shared::new(
+            catalog.clone(),
+            common.page_size,
+            started.as_ref().map(|(forge, _)| forge.clone()),
+        );
+        if let Some((forge, store)) = started {
+            let content = content::Content::start(store, forge, shared.peers.clone())
+                .await
+                .context("loading stored resources and prompts")?;
+            shared.set_content(content);
+        }
         let shutdown = CancellationToken::new();
         tokio::spawn(peers::broadcast_changes(
             shared.peers.clone(),
@@ -210,6 +221,9 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
             Ok(())
         }
         Maintenance::Tool(command) => run_tool_command(command, common).await,
+        Maintenance::Resource(command) => run_resource_command(command, common).await,
+        Maintenance::Prompt(command) => run_prompt_command(command, common).await,
+        Maintenance::Pack(command) => run_pack_command(command, common).await,
         Maintenance::Backup(file) => {
             let store = open_store(common).await?;
             store
@@ -323,10 +337,285 @@ async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
     Ok(())
 }
 
+/// Reads a JSON object from `file` (the arguments of a built-in).
+fn read_json_object(file: &Path) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    match serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))? {
+        serde_json::Value::Object(map) => Ok(map),
+        _ => bail!("{}: expected a JSON object", file.display()),
+    }
+}
+
+/// The stored resources, templates and prompts for a one-shot command (no peers to notify:
+/// a running server notices the change by itself).
+async fn cli_content(
+    common: &Common,
+) -> Result<(Arc<content::Content>, Arc<forge::Forge>, Arc<SqliteStore>)> {
+    let (forge, store) = cli_forge_and_store(common).await?;
+    let content = content::Content::start(
+        store.clone(),
+        forge.clone(),
+        Arc::new(peers::Peers::default()),
+    )
+    .await
+    .context("reading stored resources and prompts")?;
+    Ok((content, forge, store))
+}
+
+/// `omniforge resource ...`.
+async fn run_resource_command(command: ResourceCommand, common: &Common) -> Result<()> {
+    use omniforge_store::ContentStore as _;
+    let (content, _forge, store) = cli_content(common).await?;
+    let caller = forge::Caller::local("cli");
+    match command {
+        ResourceCommand::List => {
+            for r in store.list_resources().await.context("listing resources")? {
+                out!(
+                    "{:<48} {:<24} {:>8} B{}",
+                    r.uri,
+                    r.mime_type.as_deref().unwrap_or("-"),
+                    r.size,
+                    if r.state.enabled { "" } else { "  (disabled)" }
+                );
+            }
+            for t in store
+                .list_templates()
+                .await
+                .context("listing resource templates")?
+            {
+                let how = match t.spec.body {
+                    omniforge_store::TemplateBody::Text(_) => "template (text)",
+                    omniforge_store::TemplateBody::Script(_) => "template (script)",
+                };
+                out!(
+                    "{:<48} {:<24} {how}",
+                    t.spec.uri_template,
+                    t.spec.mime_type.as_deref().unwrap_or("-")
+                );
+            }
+        }
+        ResourceCommand::Show { key } => {
+            let found = match content
+                .definition(content::Kind::Resource, &key)
+                .await
+                .map_err(anyhow::Error::msg)?
+            {
+                Some(map) => Some(map),
+                None => content
+                    .definition(content::Kind::Template, &key)
+                    .await
+                    .map_err(anyhow::Error::msg)?,
+            };
+            let Some(map) = found else {
+                bail!("no resource or resource template {key:?}")
+            };
+            out!("{}", serde_json::to_string_pretty(&map).unwrap_or_default());
+        }
+        ResourceCommand::Add { file } => {
+            let args = read_json_object(&file)?;
+            let kind = if args.contains_key("uriTemplate") {
+                content::Kind::Template
+            } else {
+                content::Kind::Resource
+            };
+            let text = content
+                .write(kind, args, omniforge_store::WriteMode::Upsert, &caller)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            out!("{text}");
+        }
+        ResourceCommand::Rm { key } => {
+            let kind = if store
+                .get_resource(&key)
+                .await
+                .context("reading the resource")?
+                .is_some()
+            {
+                content::Kind::Resource
+            } else if store
+                .list_templates()
+                .await
+                .context("reading the resource templates")?
+                .iter()
+                .any(|t| t.spec.uri_template == key)
+            {
+                content::Kind::Template
+            } else {
+                bail!("no resource or resource template {key:?}")
+            };
+            let text = content
+                .remove(kind, &key)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            out!("{text}");
+        }
+    }
+    Ok(())
+}
+
+/// `omniforge prompt ...`.
+async fn run_prompt_command(command: PromptCommand, common: &Common) -> Result<()> {
+    use omniforge_store::ContentStore as _;
+    let (content, _forge, store) = cli_content(common).await?;
+    match command {
+        PromptCommand::List => {
+            for p in store.list_prompts().await.context("listing prompts")? {
+                let args: Vec<String> = p
+                    .spec
+                    .arguments
+                    .iter()
+                    .map(|a| {
+                        if a.required {
+                            a.name.clone()
+                        } else {
+                            format!("[{}]", a.name)
+                        }
+                    })
+                    .collect();
+                out!(
+                    "{:<40} {:<30} {}",
+                    p.spec.name,
+                    args.join(" "),
+                    p.spec
+                        .description
+                        .as_deref()
+                        .unwrap_or("")
+                        .lines()
+                        .next()
+                        .unwrap_or("")
+                );
+            }
+        }
+        PromptCommand::Show { name } => {
+            let Some(map) = content
+                .definition(content::Kind::Prompt, &name)
+                .await
+                .map_err(anyhow::Error::msg)?
+            else {
+                bail!("no prompt {name:?}")
+            };
+            out!("{}", serde_json::to_string_pretty(&map).unwrap_or_default());
+        }
+        PromptCommand::Add { file } => {
+            let args = read_json_object(&file)?;
+            let text = content
+                .write(
+                    content::Kind::Prompt,
+                    args,
+                    omniforge_store::WriteMode::Upsert,
+                    &forge::Caller::local("cli"),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            out!("{text}");
+        }
+        PromptCommand::Rm { name } => {
+            let text = content
+                .remove(content::Kind::Prompt, &name)
+                .await
+                .map_err(anyhow::Error::msg)?;
+            out!("{text}");
+        }
+    }
+    Ok(())
+}
+
+/// Whether `path` names a TOML file (else JSON).
+fn is_toml(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("toml"))
+}
+
+/// `omniforge pack ...`.
+async fn run_pack_command(command: PackCommand, common: &Common) -> Result<()> {
+    match command {
+        PackCommand::Import { file } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let value: serde_json::Value = if is_toml(&file) {
+                toml::from_str(&text)
+                    .with_context(|| format!("parsing {} as TOML", file.display()))?
+            } else {
+                serde_json::from_str(&text)
+                    .with_context(|| format!("parsing {} as JSON", file.display()))?
+            };
+            let (forge, store) = cli_forge_and_store(common).await?;
+            match omniforge_server::pack::import(
+                &forge,
+                &*store,
+                value,
+                &forge::Caller::local("cli"),
+            )
+            .await
+            {
+                Ok(report) => {
+                    for line in &report.changed {
+                        out!("{line}");
+                    }
+                    out!(
+                        "imported {}: {} changed, {} unchanged",
+                        file.display(),
+                        report.changed.len(),
+                        report.unchanged
+                    );
+                    Ok(())
+                }
+                Err(errors) => {
+                    let mut text = format!(
+                        "{}: nothing imported; {} error(s):",
+                        file.display(),
+                        errors.len()
+                    );
+                    for e in &errors {
+                        text.push_str(
+                            "
+  ",
+                        );
+                        text.push_str(e);
+                    }
+                    bail!(text)
+                }
+            }
+        }
+        PackCommand::Export { output } => {
+            let store = open_store(common).await?;
+            let pack = omniforge_server::pack::export(&store)
+                .await
+                .context("reading the store")?;
+            match output {
+                None => out!(
+                    "{}",
+                    serde_json::to_string_pretty(&pack).unwrap_or_default()
+                ),
+                Some(path) => {
+                    let text = if is_toml(&path) {
+                        toml::to_string_pretty(&pack).context(
+                            "this pack cannot be written as TOML (e.g. a schema holds null); use a .json file",
+                        )?
+                    } else {
+                        serde_json::to_string_pretty(&pack).unwrap_or_default() + "\n"
+                    };
+                    std::fs::write(&path, text)
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    out!("exported to {}", path.display());
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
 /// A forge for the command line: built-in and manifest names are reserved as in the server.
 async fn cli_forge(common: &Common) -> Result<Arc<forge::Forge>> {
+    Ok(cli_forge_and_store(common).await?.0)
+}
+
+/// [`cli_forge`] and the store it opened.
+async fn cli_forge_and_store(common: &Common) -> Result<(Arc<forge::Forge>, Arc<SqliteStore>)> {
     let mut tools = builtins::tools();
     tools.extend(forge::builtin_tools(true));
+    tools.extend(content::builtin_tools(true));
     let catalog = Arc::new(Catalog::new(tools));
     let _manifests = manifests::start(
         catalog.clone(),
@@ -349,9 +638,12 @@ async fn open_store(common: &Common) -> Result<SqliteStore> {
         .with_context(|| format!("opening the tool store {}", db.display()))
 }
 
-async fn start_forge(common: &Common, catalog: Arc<Catalog>) -> Result<Arc<forge::Forge>> {
+async fn start_forge(
+    common: &Common,
+    catalog: Arc<Catalog>,
+) -> Result<(Arc<forge::Forge>, Arc<SqliteStore>)> {
     let scripts = &common.scripts;
-    let store = open_store(common).await?;
+    let store = Arc::new(open_store(common).await?);
     let config = forge::ForgeConfig {
         data_dir: common.data_dir.clone(),
         python: scripts.python.clone(),
@@ -369,9 +661,10 @@ async fn start_forge(common: &Common, catalog: Arc<Catalog>) -> Result<Arc<forge
         authoring: scripts.authoring,
         output_ttl: scripts.output_ttl,
     };
-    forge::Forge::start(catalog, Arc::new(store), config)
+    let forge = forge::Forge::start(catalog, store.clone(), config)
         .await
-        .context("starting script tools")
+        .context("starting script tools")?;
+    Ok((forge, store))
 }
 
 fn init_tracing(common: &Common) -> Result<()> {

@@ -4,10 +4,12 @@
 //! - `tools`: create, versions, rollback, enable/disable, purge, ordering, names, env ids.
 //! - `calls`: the call log and its pruning.
 //! - `secrets`: secret storage and what listing reveals.
+//! - `content`: resources, resource templates, prompts and pack imports.
 //! - `processes`: several store instances on one file (as server and CLI are), backup under
 //!   writes, concurrent writers and busy timeouts, and the `kill -9` durability test.
 
 mod calls;
+mod content;
 mod processes;
 mod secrets;
 mod tools;

@@ -1,5 +1,5 @@
 //! Scripts that speak full MCP, end to end: the conformance test tools
-//! (`packs/conformance-tools.toml`) and scripts that ask the client (sampling, elicitation,
+//! (the `tools` of `packs/conformance.toml`) and scripts that ask the client (sampling, elicitation,
 //! roots), called by the official Python SDK (2.x, and 1.x for the conformance tools) and
 //! TypeScript SDK clients over stdio and Streamable HTTP. Stricter than the conformance suite:
 //! exact content and mimeTypes, progress values, log messages, the sampling request and the
@@ -46,7 +46,7 @@ const RED_PIXEL_PNG: &str =
 const SILENT_WAV: &str = "UklGRiwAAABXQVZFZm10IBAAAAABAAEAQB8AAEAfAAABAAgAZGF0YQgAAACAgICAgICAgA==";
 
 fn pack_path() -> PathBuf {
-    repo_root().join("packs/conformance-tools.toml")
+    repo_root().join("packs/conformance.toml")
 }
 
 /// The `tools` entries of the conformance tools pack.
@@ -58,7 +58,7 @@ fn pack_tools() -> Vec<Value> {
 }
 
 /// Adds `tools` (omniforge_create_tool argument objects) to the store in `data` with
-/// `omniforge tool add`, as scripts/conformance does until the pack importer exists.
+/// `omniforge tool add`.
 fn add_tools(data: &Path, tools: &[Value]) {
     let dir = tempfile::tempdir().unwrap();
     for tool in tools {
@@ -81,6 +81,26 @@ fn add_tools(data: &Path, tools: &[Value]) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// Imports the whole conformance pack into the store in `data` with `omniforge pack import`,
+/// as scripts/conformance does.
+fn import_pack(data: &Path) {
+    let out = std::process::Command::new(BIN)
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--uv")
+        .arg(uv())
+        .args(["pack", "import"])
+        .arg(pack_path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "omniforge pack import failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A running `client.py` / `client.mjs`.
@@ -467,7 +487,7 @@ async fn conformance_tools_answer_exactly_over_stdio_and_http() {
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
     let pack = pack_tools();
-    add_tools(&data, &pack);
+    import_pack(&data);
     let server = Omni::serve(&data, &[]).await;
     for sdk in [Sdk::Py2, Sdk::Ts, Sdk::Py1] {
         let mut client = Client::start(sdk, "http", &server.url, &full_features()).await;

@@ -1,0 +1,239 @@
+//! Packs: one document (TOML or JSON, parsed by the binary) holding tools, resources, resource
+//! templates and prompts, so that a set can be kept in git and loaded anywhere.
+//!
+//! Shape (format 1):
+//! ```toml
+//! format = 1
+//! name = "conformance"          # optional
+//! description = "..."           # optional
+//! [[tools]]                     # each: the arguments of omniforge_create_tool
+//! [[resources]]                 # each: the arguments of omniforge_create_resource
+//! [[resource_templates]]        # each: the arguments of omniforge_create_resource_template
+//! [[prompts]]                   # each: the arguments of omniforge_create_prompt
+//! ```
+//!
+//! An import validates every entry first (tool environments are built then), collecting every
+//! error with its entry's index and name, and writes nothing if there is one; otherwise it
+//! writes everything in one store transaction ([`ContentStore::import`]). Entries that are
+//! already stored exactly so are left alone (a tool gets no new version), so importing twice
+//! changes nothing. An export writes every enabled entry in the same shape, so it imports back.
+
+use std::collections::HashSet;
+
+use omniforge_store::{ContentStore, ImportBatch, ImportReport, StoredTool};
+use serde_json::{Map, Value, json};
+
+use crate::content::{PromptArgs, ResourceArgs, TemplateArgs};
+use crate::forge::{Caller, Forge};
+
+/// The pack format this build reads and writes.
+pub const FORMAT: u64 = 1;
+
+/// The sections of a pack, with the key that names an entry of each.
+const SECTIONS: &[(&str, &str)] = &[
+    ("tools", "name"),
+    ("resources", "uri"),
+    ("resource_templates", "uriTemplate"),
+    ("prompts", "name"),
+];
+
+fn entry_label(section: &str, index: usize, entry: &Value, key: &str) -> String {
+    match entry.get(key).and_then(Value::as_str) {
+        Some(name) => format!("{section}[{index}] ({name})"),
+        None => format!("{section}[{index}]"),
+    }
+}
+
+/// Imports a parsed pack. On success, says what changed.
+///
+/// # Errors
+/// Every problem found, each prefixed with its entry (`tools[2] (add_vat): code: ...`); when
+/// there is any, nothing was written.
+pub async fn import(
+    forge: &Forge,
+    store: &dyn ContentStore,
+    pack: Value,
+    caller: &Caller,
+) -> Result<ImportReport, Vec<String>> {
+    let Value::Object(mut pack) = pack else {
+        return Err(vec![
+            "the pack must be a table (TOML) or an object (JSON)".into(),
+        ]);
+    };
+    let mut errors = Vec::new();
+    match pack.remove("format") {
+        Some(v) if v.as_u64() == Some(FORMAT) => {}
+        Some(v) => errors.push(format!(
+            "format: this OmniForge reads format = {FORMAT}, got {v}"
+        )),
+        None => errors.push(format!(
+            "format: missing (write format = {FORMAT} at the top)"
+        )),
+    }
+    for key in ["name", "description"] {
+        if let Some(v) = pack.remove(key)
+            && !v.is_string()
+        {
+            errors.push(format!("{key}: must be a string"));
+        }
+    }
+    let mut sections: Vec<(&str, &str, Vec<Value>)> = Vec::new();
+    for (section, key) in SECTIONS {
+        match pack.remove(*section) {
+            None => sections.push((section, key, Vec::new())),
+            Some(Value::Array(items)) => sections.push((section, key, items)),
+            Some(_) => errors.push(format!("{section}: must be an array of tables")),
+        }
+    }
+    for unknown in pack.keys() {
+        errors.push(format!(
+            "{unknown}: unknown key (a pack has format, name, description, tools, resources, resource_templates, prompts)"
+        ));
+    }
+    let mut batch = ImportBatch::default();
+    for (section, key, items) in sections {
+        let mut seen = HashSet::new();
+        for (index, entry) in items.into_iter().enumerate() {
+            let label = entry_label(section, index, &entry, key);
+            let Value::Object(arguments) = entry else {
+                errors.push(format!("{label}: must be a table"));
+                continue;
+            };
+            if let Some(name) = arguments.get(key).and_then(Value::as_str)
+                && !seen.insert(name.to_owned())
+            {
+                errors.push(format!(
+                    "{label}: {key} {name:?} appears twice in this pack"
+                ));
+                continue;
+            }
+            let result = match section {
+                "tools" => forge
+                    .prepare_tool(arguments, caller)
+                    .await
+                    .map(|tool| batch.tools.push(tool)),
+                "resources" => parse::<ResourceArgs>(arguments)
+                    .and_then(ResourceArgs::validate)
+                    .map(|r| batch.resources.push(r)),
+                "resource_templates" => match parse::<TemplateArgs>(arguments) {
+                    Ok(args) => args
+                        .validate(forge, caller)
+                        .await
+                        .map(|t| batch.templates.push(t)),
+                    Err(e) => Err(e),
+                },
+                _ => match parse::<PromptArgs>(arguments) {
+                    Ok(args) => args
+                        .validate(forge, caller)
+                        .await
+                        .map(|p| batch.prompts.push(p)),
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = result {
+                errors.push(format!("{label}: {e}"));
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    store.import(batch).await.map_err(|e| vec![e.to_string()])
+}
+
+fn parse<T: for<'de> serde::Deserialize<'de>>(arguments: Map<String, Value>) -> Result<T, String> {
+    serde_json::from_value(Value::Object(arguments)).map_err(|e| format!("arguments: {e}"))
+}
+
+/// The arguments of `omniforge_create_tool` that recreate a stored tool's current version.
+pub fn tool_arguments(stored: &StoredTool) -> Map<String, Value> {
+    let spec = &stored.current.spec;
+    let mut args = Map::new();
+    args.insert("name".into(), json!(stored.tool.name));
+    if let Some(title) = &spec.title {
+        args.insert("title".into(), json!(title));
+    }
+    args.insert("description".into(), json!(spec.description));
+    args.insert("code".into(), json!(spec.code));
+    args.insert(
+        "inputSchema".into(),
+        Value::Object(spec.input_schema.clone()),
+    );
+    if let Some(output) = &spec.output_schema {
+        args.insert("outputSchema".into(), Value::Object(output.clone()));
+    }
+    if !spec.dependencies.is_empty() {
+        args.insert("dependencies".into(), json!(spec.dependencies));
+    }
+    let a = spec.annotations;
+    let mut annotations = Map::new();
+    for (key, hint) in [
+        ("readOnlyHint", a.read_only_hint),
+        ("destructiveHint", a.destructive_hint),
+        ("idempotentHint", a.idempotent_hint),
+        ("openWorldHint", a.open_world_hint),
+    ] {
+        if let Some(hint) = hint {
+            annotations.insert(key.into(), json!(hint));
+        }
+    }
+    if !annotations.is_empty() {
+        args.insert("annotations".into(), Value::Object(annotations));
+    }
+    args.insert(
+        "timeout_s".into(),
+        json!(spec.limits.timeout_ms as f64 / 1000.0),
+    );
+    if spec.limits.network {
+        args.insert("network".into(), json!(true));
+    }
+    if !spec.secrets.is_empty() {
+        args.insert("secrets".into(), json!(spec.secrets));
+    }
+    args
+}
+
+/// Every enabled tool, resource, resource template and prompt as a pack (format 1).
+///
+/// # Errors
+/// The store failed.
+pub async fn export(store: &dyn ContentStore) -> Result<Value, omniforge_store::StoreError> {
+    let mut tools = store.list_enabled().await?;
+    tools.sort_by(|a, b| a.tool.name.cmp(&b.tool.name));
+    let tools: Vec<Value> = tools
+        .iter()
+        .map(|t| Value::Object(tool_arguments(t)))
+        .collect();
+    let mut resources = Vec::new();
+    for info in store.list_resources().await? {
+        if !info.state.enabled {
+            continue;
+        }
+        if let Some(stored) = store.get_resource(&info.uri).await? {
+            resources.push(
+                serde_json::to_value(ResourceArgs::from_stored(&stored.spec)).unwrap_or_default(),
+            );
+        }
+    }
+    let templates: Vec<Value> = store
+        .list_templates()
+        .await?
+        .iter()
+        .filter(|t| t.state.enabled)
+        .map(|t| serde_json::to_value(TemplateArgs::from_stored(&t.spec)).unwrap_or_default())
+        .collect();
+    let prompts: Vec<Value> = store
+        .list_prompts()
+        .await?
+        .iter()
+        .filter(|p| p.state.enabled)
+        .map(|p| serde_json::to_value(PromptArgs::from_stored(&p.spec)).unwrap_or_default())
+        .collect();
+    Ok(json!({
+        "format": FORMAT,
+        "tools": tools,
+        "resources": resources,
+        "resource_templates": templates,
+        "prompts": prompts,
+    }))
+}
