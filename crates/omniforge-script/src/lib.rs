@@ -73,7 +73,9 @@
 
 pub mod channel;
 pub mod env;
+mod filter;
 pub mod format;
+mod helper;
 pub mod run;
 pub mod sandbox;
 mod sys;
@@ -84,5 +86,6 @@ pub use env::{
     UV_VERSION, UvTool, gc, pep723_dependencies,
 };
 pub use format::prototype_text;
+pub use helper::{HELPER_ARG, main_if_helper};
 pub use run::{Exit, RunError, RunOutput, RunSpec, Runner, RunnerConfig};
 pub use sandbox::{Layer, SandboxLevel, doctor};
