@@ -8,8 +8,12 @@
 //!
 //! - `bare`: `env/bin/python -I main.py`, spawned and waited for directly;
 //! - `off`: the runner at `SandboxLevel::Off` (process group, rlimits, capture, side channel);
-//! - `cgroups`: `Standard` without bubblewrap (adds the per-run cgroups);
-//! - `bwrap`: `Standard` (adds bubblewrap: namespaces, uid 65534, read-only binds).
+//! - `cgroups`: `Standard` without bubblewrap, Landlock or seccomp (adds the per-run cgroups);
+//! - `bwrap`: `Standard` without `cgroup-kill`, `seccomp` and `landlock` (adds bubblewrap:
+//!   namespaces, uid 65534, read-only binds);
+//! - `+kill`: adds the `cgroup-kill` layer (a second cgroup joined per run);
+//! - `+seccomp`: adds the seccomp filter (a memfd handed to bubblewrap);
+//! - `all`: adds Landlock (this example's own executable is the helper: one more exec).
 //!
 //! Then the same runners with `/usr/bin/true` as the "interpreter", which isolates what the
 //! runner and each layer cost from Python's own start-up.
@@ -24,6 +28,8 @@ use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // This executable is also the Landlock helper of the runners below.
+    main_if_helper();
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().map_or(Ok(20), |a| a.parse())?;
     let explicit_uv = args.next().map(PathBuf::from).or_else(|| {
@@ -45,15 +51,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let script = data.path().join("main.py");
     std::fs::write(&script, code)?;
 
-    let mut no_bwrap = RunnerConfig::new(SandboxLevel::Standard);
-    no_bwrap.bwrap = Some("/nonexistent/bwrap".into());
+    let without = |layers: &[&str]| {
+        let mut c = RunnerConfig::new(SandboxLevel::Standard);
+        c.disabled_layers = layers.iter().map(|l| (*l).to_owned()).collect();
+        Runner::new(c)
+    };
     let runners = [
         ("off", Runner::new(RunnerConfig::new(SandboxLevel::Off))?),
-        ("cgroups", Runner::new(no_bwrap)?),
-        (
-            "bwrap",
-            Runner::new(RunnerConfig::new(SandboxLevel::Standard))?,
-        ),
+        ("cgroups", without(&["namespaces", "landlock", "seccomp"])?),
+        ("bwrap", without(&["cgroup-kill", "landlock", "seccomp"])?),
+        ("+kill", without(&["landlock", "seccomp"])?),
+        ("+seccomp", without(&["landlock"])?),
+        ("all", without(&[])?),
     ];
     for (name, runner) in &runners {
         let active: Vec<_> = runner
@@ -86,17 +95,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             assert_eq!(out.stdout, b"hi\n", "{out:?}");
         }
     }
-    let base = median(&mut bare);
-    println!("python: {runs} runs each, interleaved");
-    println!("{:<8} median {:>7.1} ms", "bare", ms(base));
-    for (i, (name, _)) in runners.iter().enumerate() {
-        let m = median(&mut timed[i]);
-        println!(
-            "{name:<8} median {:>7.1} ms  (+{:.1} ms over bare)",
-            ms(m),
-            ms(m) - ms(base)
-        );
-    }
+    report("python", runs, bare, &timed, &runners);
 
     let mut bare = Vec::new();
     let mut timed: Vec<Vec<Duration>> = vec![Vec::new(); runners.len()];
@@ -115,18 +114,40 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             assert_eq!(out.exit, Exit::Code(0), "{out:?}");
         }
     }
-    let base = median(&mut bare);
-    println!("/usr/bin/true: {runs} runs each, interleaved");
-    println!("{:<8} median {:>7.1} ms", "bare", ms(base));
-    for (i, (name, _)) in runners.iter().enumerate() {
-        let m = median(&mut timed[i]);
-        println!(
-            "{name:<8} median {:>7.1} ms  (+{:.1} ms over bare)",
-            ms(m),
-            ms(m) - ms(base)
-        );
-    }
+    report("/usr/bin/true", runs, bare, &timed, &runners);
     Ok(())
+}
+
+/// Medians, and each configuration's cost over the one before it as the median of the
+/// paired per-iteration differences (robust to the machine's load drifting).
+fn report(
+    what: &str,
+    runs: usize,
+    bare: Vec<Duration>,
+    timed: &[Vec<Duration>],
+    runners: &[(&str, Runner)],
+) {
+    println!("{what}: {runs} runs each, interleaved");
+    println!(
+        "{:<8} median {:>7.1} ms",
+        "bare",
+        ms(median(&mut bare.clone()))
+    );
+    let mut previous = bare;
+    for (i, (name, _)) in runners.iter().enumerate() {
+        let mut paired: Vec<f64> = timed[i]
+            .iter()
+            .zip(&previous)
+            .map(|(a, b)| ms(*a) - ms(*b))
+            .collect();
+        paired.sort_by(f64::total_cmp);
+        println!(
+            "{name:<8} median {:>7.1} ms  (paired +{:.2} ms over the line above)",
+            ms(median(&mut timed[i].clone())),
+            paired[paired.len() / 2]
+        );
+        previous = timed[i].clone();
+    }
 }
 
 fn median(xs: &mut [Duration]) -> Duration {

@@ -513,7 +513,7 @@ impl Runner {
         let (out, err, chan) = tokio::join!(out_task, err_task, chan_task);
         timer.abort();
         in_task.abort();
-        cgroups.finish(Duration::from_secs(2)).await;
+        cgroups.finish(Duration::from_secs(2));
         group.disarm();
         let (stdout, stdout_truncated_bytes) = out.unwrap_or_default();
         let (stderr, stderr_truncated_bytes) = err.unwrap_or_default();

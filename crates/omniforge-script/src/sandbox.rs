@@ -753,21 +753,39 @@ impl RunCgroups {
         }
     }
 
-    /// Kills what is left, waits up to `grace` for the cgroups to empty, and removes them.
-    pub(crate) async fn finish(mut self, grace: Duration) {
-        let deadline = Instant::now() + grace;
-        loop {
-            self.kill();
-            self.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
-            if self.dirs.is_empty() || Instant::now() >= deadline {
-                break;
+    /// Kills what is left and removes the cgroups. A cgroup whose killed processes have not
+    /// all been released yet (often the case right after the leader is reaped: its removal
+    /// fails with `EBUSY` for a few milliseconds) is removed by a background task that
+    /// retries for up to `grace`, so the call does not wait for it.
+    pub(crate) fn finish(mut self, grace: Duration) {
+        self.kill();
+        self.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+        if self.dirs.is_empty() {
+            return;
+        }
+        let mut left = RunCgroups {
+            dirs: std::mem::take(&mut self.dirs),
+        };
+        let removal = async move {
+            let deadline = Instant::now() + grace;
+            while !left.dirs.is_empty() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                left.kill();
+                left.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            for d in &left.dirs {
+                tracing::warn!(dir = %d.dir.display(), "run cgroup did not empty in time; left behind");
+            }
+            left.dirs.clear();
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(removal);
+            }
+            // No runtime (not the case in `Runner::run`): dropping the future drops `left`,
+            // whose `Drop` starts the cleanup thread.
+            Err(_) => drop(removal),
         }
-        for d in &self.dirs {
-            tracing::warn!(dir = %d.dir.display(), "run cgroup did not empty in time; left behind");
-        }
-        self.dirs.clear();
     }
 }
 
