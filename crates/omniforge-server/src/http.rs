@@ -213,19 +213,22 @@ async fn healthz(State(front): State<Arc<Front>>) -> Response {
     .into_iter()
     .map(|s| (s.as_str().to_owned(), json!(snapshot.count(s))))
     .collect();
-    // The script sandbox layers, under the names `omniforge doctor` uses.
-    let sandbox: serde_json::Map<String, Value> = front
-        .shared
-        .forge
-        .iter()
-        .flat_map(|f| f.layers())
+    // The script sandbox layers, under the names `omniforge doctor` uses: whether each is
+    // active, and (as in `doctor --json`) how, or why not.
+    let layers = front.shared.forge.iter().flat_map(|f| f.layers());
+    let sandbox: serde_json::Map<String, Value> = layers
+        .clone()
         .map(|l| (l.name.to_owned(), json!(l.active)))
+        .collect();
+    let sandbox_layers: Vec<Value> = layers
+        .map(|l| json!({"name": l.name, "active": l.active, "detail": l.detail}))
         .collect();
     axum::Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "tools": tools,
         "sandbox": sandbox,
+        "sandbox_layers": sandbox_layers,
         "sessions": front.lock_sessions().len(),
     }))
     .into_response()
