@@ -23,8 +23,8 @@ use sqlx::{Connection, Row};
 
 use crate::error::{self, NameKind, StoreError};
 use crate::model::{
-    Annotations, CallOutcome, CallRecord, JsonObject, Limits, NewVersion, Runtime, SecretInfo, SecretValue,
-    StoredTool, Tool, ToolVersion, validate_secret_name, validate_tool_name,
+    Annotations, CallOutcome, CallRecord, JsonObject, Limits, NewVersion, Runtime, SecretInfo,
+    SecretValue, StoredTool, Tool, ToolVersion, validate_secret_name, validate_tool_name,
 };
 use crate::store::ToolStore;
 

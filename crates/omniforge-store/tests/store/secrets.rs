@@ -47,11 +47,18 @@ async fn set_list_read_delete() {
         first.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
         ["API_TOKEN", "EMPTY", "ZED"]
     );
-    assert!(first.iter().all(|i| i.updated_at_ms <= before && i.updated_at_ms > before - 60_000));
+    assert!(
+        first
+            .iter()
+            .all(|i| i.updated_at_ms <= before && i.updated_at_ms > before - 60_000)
+    );
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     s.set_secret("EMPTY", "now set").await.unwrap();
     let second = s.secrets().await.unwrap();
-    assert!(second[1].updated_at_ms > first[1].updated_at_ms, "{second:?}");
+    assert!(
+        second[1].updated_at_ms > first[1].updated_at_ms,
+        "{second:?}"
+    );
     assert_eq!(second[0], first[0]);
 
     s.delete_secret("ZED").await.unwrap();

@@ -13,6 +13,7 @@ mod manifest_tools;
 mod procs;
 mod robustness;
 mod script_tools;
+mod secrets;
 mod server;
 mod util;
 mod wire;
