@@ -828,3 +828,88 @@ fn members(dir: &Path) -> Vec<i32> {
         .filter_map(|l| l.trim().parse().ok())
         .collect()
 }
+
+/// The sandbox package builds run in (`allow_source_builds`): bubblewrap with the host's
+/// network (the registry must be reachable), uid 65534 without capabilities, a read-only view
+/// of the system and the interpreter, and writable only what the build is given; the seccomp
+/// filter for runs with network when the kernel takes it. Detected once per process.
+#[derive(Debug)]
+pub(crate) struct BuildSandbox {
+    bwrap: Bwrap,
+    seccomp: Option<Filters>,
+}
+
+/// Where uv appears inside a build sandbox.
+pub(crate) const SANDBOX_UV: &str = "/omniforge/uv";
+
+/// The build sandbox of this process, or why there is none.
+pub(crate) fn build_sandbox() -> Result<&'static BuildSandbox, String> {
+    static SANDBOX: std::sync::OnceLock<Result<BuildSandbox, String>> = std::sync::OnceLock::new();
+    SANDBOX
+        .get_or_init(|| {
+            let bwrap = Bwrap::detect(None)?;
+            let seccomp = Filters::compile()
+                .and_then(|f| bwrap.probe_seccomp(&f).map(|()| f))
+                .map_err(
+                    |why| tracing::warn!(%why, "package builds run without the seccomp filter"),
+                )
+                .ok();
+            Ok(BuildSandbox { bwrap, seccomp })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+impl BuildSandbox {
+    /// The seccomp program for a build (with network), when the layer works here.
+    pub(crate) fn seccomp_memfd(&self) -> std::io::Result<Option<OwnedFd>> {
+        self.seccomp
+            .as_ref()
+            .map(|f| seccomp_memfd(f.for_run(true), true))
+            .transpose()
+    }
+
+    /// bubblewrap's path and arguments to run `uv` (bound at [`SANDBOX_UV`]) in `cwd` with
+    /// `read_only` and `writable` host paths bound at their own paths; the uv arguments follow.
+    pub(crate) fn uv_args(
+        &self,
+        uv: &Path,
+        read_only: &[PathBuf],
+        writable: &[&Path],
+        cwd: &Path,
+        seccomp_fd: Option<RawFd>,
+    ) -> (PathBuf, Vec<OsString>) {
+        let mut a: Vec<OsString> = self
+            .bwrap
+            .base_args(true)
+            .into_iter()
+            .map(OsString::from)
+            .collect();
+        if let Some(fd) = seccomp_fd {
+            a.extend(["--add-seccomp-fd".into(), fd.to_string().into()]);
+        }
+        a.extend([
+            "--size".into(),
+            (256u64 << 20).to_string().into(),
+            "--tmpfs".into(),
+            "/tmp".into(),
+        ]);
+        let mut ro: BTreeSet<&Path> = read_only.iter().map(PathBuf::as_path).collect();
+        ro.retain(|p| !p.starts_with("/usr"));
+        for p in ro {
+            a.extend(["--ro-bind".into(), p.into(), p.into()]);
+        }
+        for p in writable {
+            a.extend(["--bind".into(), (*p).into(), (*p).into()]);
+        }
+        a.extend(["--ro-bind".into(), uv.into(), SANDBOX_UV.into()]);
+        a.extend([
+            "--remount-ro".into(),
+            "/dev".into(),
+            "--remount-ro".into(),
+            "/".into(),
+        ]);
+        a.extend(["--chdir".into(), cwd.into(), "--".into(), SANDBOX_UV.into()]);
+        (self.bwrap.path.clone(), a)
+    }
+}
