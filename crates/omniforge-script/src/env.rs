@@ -612,13 +612,7 @@ impl EnvBuilder {
         &self,
         cwd: &Path,
         writable: &[&Path],
-    ) -> Result<
-        (
-            Command,
-            Option<(tempfile::TempDir, Option<std::os::fd::OwnedFd>)>,
-        ),
-        EnvError,
-    > {
+    ) -> Result<(Command, Option<BuildScratch>), EnvError> {
         if !self.config.allow_source_builds {
             return Ok((self.uv_command(cwd), None));
         }
@@ -708,6 +702,10 @@ fn passthrough_env() -> Vec<(OsString, OsString)> {
     }
     vars
 }
+
+/// What a sandboxed build step holds until its command has finished: the private cache and
+/// temporary directory, and the descriptor bubblewrap reads the seccomp program from.
+type BuildScratch = (tempfile::TempDir, Option<std::os::fd::OwnedFd>);
 
 /// Every `bin/python*` of the environment still resolves to the pinned interpreter: installed
 /// packages (a wheel's scripts, a build's code) may have replaced it, and the runner derives
