@@ -12,6 +12,7 @@ mod escape;
 mod manifest_tools;
 mod procs;
 mod robustness;
+mod schema_profile;
 mod script_tools;
 mod secrets;
 mod server;
