@@ -1,10 +1,11 @@
 //! Per-call overhead of the runner, layer by layer, against a bare interpreter start.
 //!
-//!     cargo run --release -p omniforge-script --example overhead -- [RUNS] [UV]
+//!     cargo run --release -p omniforge-script --example overhead -- [RUNS] [UV] [CONFIGS]
 //!
 //! Builds an environment without dependencies in a temporary data directory (uv: the
 //! optional argument, else `.deps/bin/uv`, `PATH`, or an install), then times `print('hi')`
-//! RUNS times (default 20) per configuration, interleaved, and prints the medians:
+//! RUNS times (default 20) per configuration, interleaved (the order rotates each iteration,
+//! and each timed run follows a 30 ms pause, as between two tool calls), and prints the medians:
 //!
 //! - `bare`: `env/bin/python -I main.py`, spawned and waited for directly;
 //! - `off`: the runner at `SandboxLevel::Off` (process group, rlimits, capture, side channel);
@@ -14,6 +15,9 @@
 //! - `+kill`: adds the `cgroup-kill` layer (a second cgroup joined per run);
 //! - `+seccomp`: adds the seccomp filter (a memfd handed to bubblewrap);
 //! - `all`: adds Landlock (this example's own executable is the helper: one more exec).
+//!
+//! CONFIGS (comma-separated names, e.g. `bwrap,+kill`) keeps only those runners, so that two
+//! configurations can be compared with more runs in the same time.
 //!
 //! Then the same runners with `/usr/bin/true` as the "interpreter", which isolates what the
 //! runner and each layer cost from Python's own start-up.
@@ -32,10 +36,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     main_if_helper();
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().map_or(Ok(20), |a| a.parse())?;
-    let explicit_uv = args.next().map(PathBuf::from).or_else(|| {
-        let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/bin/uv");
-        deps.exists().then_some(deps)
-    });
+    let explicit_uv = args
+        .next()
+        .filter(|a| !a.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/bin/uv");
+            deps.exists().then_some(deps)
+        });
     let data = tempfile::tempdir()?;
     let python = Interpreter::resolve(Path::new("python3")).await?;
     let uv = UvTool::locate_or_install(data.path(), explicit_uv, &python).await?;
@@ -56,14 +64,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         c.disabled_layers = layers.iter().map(|l| (*l).to_owned()).collect();
         Runner::new(c)
     };
-    let runners = [
+    let only: Option<Vec<String>> = args
+        .next()
+        .map(|a| a.split(',').map(str::to_owned).collect());
+    let runners: Vec<(&str, Runner)> = [
         ("off", Runner::new(RunnerConfig::new(SandboxLevel::Off))?),
         ("cgroups", without(&["namespaces", "landlock", "seccomp"])?),
         ("bwrap", without(&["cgroup-kill", "landlock", "seccomp"])?),
         ("+kill", without(&["landlock", "seccomp"])?),
         ("+seccomp", without(&["landlock"])?),
         ("all", without(&[])?),
-    ];
+    ]
+    .into_iter()
+    .filter(|(name, _)| only.as_ref().is_none_or(|o| o.iter().any(|n| n == name)))
+    .collect();
     for (name, runner) in &runners {
         let active: Vec<_> = runner
             .layers()
@@ -76,7 +90,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut bare = Vec::new();
     let mut timed: Vec<Vec<Duration>> = vec![Vec::new(); runners.len()];
-    for _ in 0..runs {
+    for iteration in 0..runs {
         let started = Instant::now();
         let out = std::process::Command::new(env.python())
             .arg("-I")
@@ -86,7 +100,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .output()?;
         bare.push(started.elapsed());
         assert_eq!(out.stdout, b"hi\n");
-        for (i, (_, runner)) in runners.iter().enumerate() {
+        for k in 0..runners.len() {
+            let (i, runner) = pick(&runners, iteration, k);
+            idle().await;
             let started = Instant::now();
             let out = runner
                 .run(RunSpec::new(&env, code), CancellationToken::new())
@@ -99,13 +115,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut bare = Vec::new();
     let mut timed: Vec<Vec<Duration>> = vec![Vec::new(); runners.len()];
-    for _ in 0..runs {
+    for iteration in 0..runs {
         let started = Instant::now();
         std::process::Command::new("/usr/bin/true")
             .env_clear()
             .output()?;
         bare.push(started.elapsed());
-        for (i, (_, runner)) in runners.iter().enumerate() {
+        for k in 0..runners.len() {
+            let (i, runner) = pick(&runners, iteration, k);
+            idle().await;
             let mut spec = RunSpec::new(&env, code);
             spec.python = "/usr/bin/true".into();
             let started = Instant::now();
@@ -148,6 +166,18 @@ fn report(
         );
         previous = timed[i].clone();
     }
+}
+
+/// The k-th runner of an iteration: the order rotates, so that no configuration always runs
+/// right after another (a cgroup migration right after one is much cheaper than after a pause).
+fn pick<'a>(runners: &'a [(&str, Runner)], iteration: usize, k: usize) -> (usize, &'a Runner) {
+    let i = (iteration + k) % runners.len();
+    (i, &runners[i].1)
+}
+
+/// A pause before each timed run, as between two tool calls.
+async fn idle() {
+    tokio::time::sleep(Duration::from_millis(30)).await;
 }
 
 fn median(xs: &mut [Duration]) -> Duration {

@@ -6,11 +6,15 @@
 //! | `rlimits` | `setrlimit` in `pre_exec`: AS, CPU (soft < hard: SIGXCPU first), FSIZE, NOFILE, CORE=0 | always |
 //! | `namespaces` | bubblewrap: `--unshare-all` (user, pid, mount, net, ipc, uts, cgroup), `--die-with-parent`, `--new-session` | the kill of bwrap takes the whole PID namespace with it, `setsid` escapees included |
 //! | `unprivileged-uid` | bwrap `--unshare-user --uid 65534 --gid 65534 --cap-drop ALL --disable-userns` | without it bwrap started by root keeps all capabilities |
-//! | `read-only-root` | only `/usr` (+ `/bin`, `/lib*` symlinks), a few `/etc` files, the interpreter prefix, the environment and the script, all read-only; a private size-capped tmpfs `/tmp` | the data directory, the database and other environments are not in the sandbox at all |
+//! | `read-only-root` | only `/usr` (+ `/bin`, `/lib*` symlinks), a few `/etc` files, the interpreter prefix, the environment and the script, all read-only; root and `/dev` remounted read-only; private size-capped tmpfs `/tmp` and `/dev/shm` | the data directory, the database and other environments are not in the sandbox at all |
 //! | `no-network` | bwrap's empty network namespace; `--share-net` only when a run allows network | |
 //! | `cgroup-pids` | a cgroup per run with `pids.max` (v1 `pids` hierarchy, or v2 with `pids` delegated) | the process limit that holds for root; `RLIMIT_NPROC` does not |
-//! | `cgroup-kill` | a v2 cgroup per run, `cgroup.kill` on exit/timeout | catches `setsid` escapees without bwrap; not used with bwrap (each cgroup joined costs the child milliseconds) |
-//! | `landlock`, `seccomp` | not implemented | bubblewrap's mount and network namespaces cover what they would add here |
+//! | `cgroup-kill` | a v2 cgroup per run, `cgroup.kill` on exit/timeout/cancel | catches `setsid` escapees with or without bwrap; joined in `pre_exec` right after the pids cgroup (the second migration is cheap) |
+//! | `landlock` | the helper (`helper.rs`, [`crate::main_if_helper`]) restricts itself, then execs the interpreter | Landlock forbids mounts, so it comes after bwrap's; also without bwrap |
+//! | `seccomp` | a filter (`filter.rs`) loaded by bwrap (`--add-seccomp-fd`, a memfd) or in `pre_exec` | socket families and a deny list of system calls, `EPERM` |
+//!
+//! Each layer can be turned off on its own ([`RunnerConfig::disabled_layers`]) to measure it or
+//! to show in a test what it alone stops.
 //!
 //! Detection runs bwrap once with the real flags, creates and removes test cgroups, and never
 //! assumes: a production host without a delegated cgroup subtree simply lacks those layers.
