@@ -94,8 +94,9 @@ impl Upstream {
     /// A bad URL or header, or a client that cannot be built.
     pub fn new(config: &UpstreamConfig) -> Result<Upstream, UpstreamError> {
         let base_url = config.base_url.trim_end_matches('/').to_owned();
-        if !base_url.is_empty()
-            && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
+        if !(base_url.is_empty()
+            || base_url.starts_with("http://")
+            || base_url.starts_with("https://"))
         {
             return Err(UpstreamError::Url(config.base_url.clone()));
         }
