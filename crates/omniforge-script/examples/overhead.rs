@@ -1,15 +1,23 @@
 //! Per-call overhead of the runner, layer by layer, against a bare interpreter start.
 //!
-//!     cargo run --release -p omniforge-script --example overhead -- [RUNS] [UV]
+//!     cargo run --release -p omniforge-script --example overhead -- [RUNS] [UV] [CONFIGS]
 //!
 //! Builds an environment without dependencies in a temporary data directory (uv: the
 //! optional argument, else `.deps/bin/uv`, `PATH`, or an install), then times `print('hi')`
-//! RUNS times (default 20) per configuration, interleaved, and prints the medians:
+//! RUNS times (default 20) per configuration, interleaved (the order rotates each iteration,
+//! and each timed run follows a 30 ms pause, as between two tool calls), and prints the medians:
 //!
 //! - `bare`: `env/bin/python -I main.py`, spawned and waited for directly;
 //! - `off`: the runner at `SandboxLevel::Off` (process group, rlimits, capture, side channel);
-//! - `cgroups`: `Standard` without bubblewrap (adds the per-run cgroups);
-//! - `bwrap`: `Standard` (adds bubblewrap: namespaces, uid 65534, read-only binds).
+//! - `cgroups`: `Standard` without bubblewrap, Landlock or seccomp (adds the per-run cgroups);
+//! - `bwrap`: `Standard` without `cgroup-kill`, `seccomp` and `landlock` (adds bubblewrap:
+//!   namespaces, uid 65534, read-only binds);
+//! - `+kill`: adds the `cgroup-kill` layer (a second cgroup joined per run);
+//! - `+seccomp`: adds the seccomp filter (a memfd handed to bubblewrap);
+//! - `all`: adds Landlock (this example's own executable is the helper: one more exec).
+//!
+//! CONFIGS (comma-separated names, e.g. `bwrap,+kill`) keeps only those runners, so that two
+//! configurations can be compared with more runs in the same time.
 //!
 //! Then the same runners with `/usr/bin/true` as the "interpreter", which isolates what the
 //! runner and each layer cost from Python's own start-up.
@@ -24,12 +32,18 @@ use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // This executable is also the Landlock helper of the runners below.
+    main_if_helper();
     let mut args = std::env::args().skip(1);
     let runs: usize = args.next().map_or(Ok(20), |a| a.parse())?;
-    let explicit_uv = args.next().map(PathBuf::from).or_else(|| {
-        let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/bin/uv");
-        deps.exists().then_some(deps)
-    });
+    let explicit_uv = args
+        .next()
+        .filter(|a| !a.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| {
+            let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/bin/uv");
+            deps.exists().then_some(deps)
+        });
     let data = tempfile::tempdir()?;
     let python = Interpreter::resolve(Path::new("python3")).await?;
     let uv = UvTool::locate_or_install(data.path(), explicit_uv, &python).await?;
@@ -45,16 +59,25 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let script = data.path().join("main.py");
     std::fs::write(&script, code)?;
 
-    let mut no_bwrap = RunnerConfig::new(SandboxLevel::Standard);
-    no_bwrap.bwrap = Some("/nonexistent/bwrap".into());
-    let runners = [
+    let without = |layers: &[&str]| {
+        let mut c = RunnerConfig::new(SandboxLevel::Standard);
+        c.disabled_layers = layers.iter().map(|l| (*l).to_owned()).collect();
+        Runner::new(c)
+    };
+    let only: Option<Vec<String>> = args
+        .next()
+        .map(|a| a.split(',').map(str::to_owned).collect());
+    let runners: Vec<(&str, Runner)> = [
         ("off", Runner::new(RunnerConfig::new(SandboxLevel::Off))?),
-        ("cgroups", Runner::new(no_bwrap)?),
-        (
-            "bwrap",
-            Runner::new(RunnerConfig::new(SandboxLevel::Standard))?,
-        ),
-    ];
+        ("cgroups", without(&["namespaces", "landlock", "seccomp"])?),
+        ("bwrap", without(&["cgroup-kill", "landlock", "seccomp"])?),
+        ("+kill", without(&["landlock", "seccomp"])?),
+        ("+seccomp", without(&["landlock"])?),
+        ("all", without(&[])?),
+    ]
+    .into_iter()
+    .filter(|(name, _)| only.as_ref().is_none_or(|o| o.iter().any(|n| n == name)))
+    .collect();
     for (name, runner) in &runners {
         let active: Vec<_> = runner
             .layers()
@@ -67,7 +90,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut bare = Vec::new();
     let mut timed: Vec<Vec<Duration>> = vec![Vec::new(); runners.len()];
-    for _ in 0..runs {
+    for iteration in 0..runs {
         let started = Instant::now();
         let out = std::process::Command::new(env.python())
             .arg("-I")
@@ -77,7 +100,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .output()?;
         bare.push(started.elapsed());
         assert_eq!(out.stdout, b"hi\n");
-        for (i, (_, runner)) in runners.iter().enumerate() {
+        for k in 0..runners.len() {
+            let (i, runner) = pick(&runners, iteration, k);
+            idle().await;
             let started = Instant::now();
             let out = runner
                 .run(RunSpec::new(&env, code), CancellationToken::new())
@@ -86,27 +111,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             assert_eq!(out.stdout, b"hi\n", "{out:?}");
         }
     }
-    let base = median(&mut bare);
-    println!("python: {runs} runs each, interleaved");
-    println!("{:<8} median {:>7.1} ms", "bare", ms(base));
-    for (i, (name, _)) in runners.iter().enumerate() {
-        let m = median(&mut timed[i]);
-        println!(
-            "{name:<8} median {:>7.1} ms  (+{:.1} ms over bare)",
-            ms(m),
-            ms(m) - ms(base)
-        );
-    }
+    report("python", runs, bare, &timed, &runners);
 
     let mut bare = Vec::new();
     let mut timed: Vec<Vec<Duration>> = vec![Vec::new(); runners.len()];
-    for _ in 0..runs {
+    for iteration in 0..runs {
         let started = Instant::now();
         std::process::Command::new("/usr/bin/true")
             .env_clear()
             .output()?;
         bare.push(started.elapsed());
-        for (i, (_, runner)) in runners.iter().enumerate() {
+        for k in 0..runners.len() {
+            let (i, runner) = pick(&runners, iteration, k);
+            idle().await;
             let mut spec = RunSpec::new(&env, code);
             spec.python = "/usr/bin/true".into();
             let started = Instant::now();
@@ -115,18 +132,52 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             assert_eq!(out.exit, Exit::Code(0), "{out:?}");
         }
     }
-    let base = median(&mut bare);
-    println!("/usr/bin/true: {runs} runs each, interleaved");
-    println!("{:<8} median {:>7.1} ms", "bare", ms(base));
-    for (i, (name, _)) in runners.iter().enumerate() {
-        let m = median(&mut timed[i]);
-        println!(
-            "{name:<8} median {:>7.1} ms  (+{:.1} ms over bare)",
-            ms(m),
-            ms(m) - ms(base)
-        );
-    }
+    report("/usr/bin/true", runs, bare, &timed, &runners);
     Ok(())
+}
+
+/// Medians, and each configuration's cost over the one before it as the median of the
+/// paired per-iteration differences (robust to the machine's load drifting).
+fn report(
+    what: &str,
+    runs: usize,
+    bare: Vec<Duration>,
+    timed: &[Vec<Duration>],
+    runners: &[(&str, Runner)],
+) {
+    println!("{what}: {runs} runs each, interleaved");
+    println!(
+        "{:<8} median {:>7.1} ms",
+        "bare",
+        ms(median(&mut bare.clone()))
+    );
+    let mut previous = bare;
+    for (i, (name, _)) in runners.iter().enumerate() {
+        let mut paired: Vec<f64> = timed[i]
+            .iter()
+            .zip(&previous)
+            .map(|(a, b)| ms(*a) - ms(*b))
+            .collect();
+        paired.sort_by(f64::total_cmp);
+        println!(
+            "{name:<8} median {:>7.1} ms  (paired +{:.2} ms over the line above)",
+            ms(median(&mut timed[i].clone())),
+            paired[paired.len() / 2]
+        );
+        previous = timed[i].clone();
+    }
+}
+
+/// The k-th runner of an iteration: the order rotates, so that no configuration always runs
+/// right after another (a cgroup migration right after one is much cheaper than after a pause).
+fn pick<'a>(runners: &'a [(&str, Runner)], iteration: usize, k: usize) -> (usize, &'a Runner) {
+    let i = (iteration + k) % runners.len();
+    (i, &runners[i].1)
+}
+
+/// A pause before each timed run, as between two tool calls.
+async fn idle() {
+    tokio::time::sleep(Duration::from_millis(30)).await;
 }
 
 fn median(xs: &mut [Duration]) -> Duration {

@@ -55,6 +55,12 @@ const PASSTHROUGH_VARS: &[&str] = &[
     "all_proxy",
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
+    // The operator's package index (a mirror, a private index, a local directory of files).
+    "UV_DEFAULT_INDEX",
+    "UV_INDEX",
+    "UV_INDEX_URL",
+    "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS",
 ];
 
 /// Errors of environment resolution and building.
@@ -102,6 +108,13 @@ pub enum EnvError {
         /// The limit that was hit.
         timeout: Duration,
     },
+    /// Source builds are allowed, but the sandbox they must run in is not available.
+    #[error("source builds run inside bubblewrap, which is not usable here: {0}")]
+    BuildSandbox(String),
+    /// A sandboxed build left the environment in a state the server will not use (e.g. its
+    /// interpreter replaced).
+    #[error("the build tampered with the environment: {0}")]
+    Tampered(String),
     /// A filesystem or process error.
     #[error("{context}: {source}")]
     Io {
@@ -425,7 +438,9 @@ impl EnvBuilder {
         let mut text = deps.join("\n");
         text.push('\n');
         std::fs::write(&input, text).map_err(io_err("writing requirements.in"))?;
-        let mut cmd = self.uv_command(work.path());
+        // Resolving may build a source distribution to read its metadata: with source builds
+        // allowed, in the sandbox.
+        let (mut cmd, _private) = self.build_command(work.path(), &[work.path()])?;
         cmd.args([
             "pip",
             "compile",
@@ -442,6 +457,7 @@ impl EnvBuilder {
         cmd.arg(&input);
         let requirements =
             run_captured(cmd, "uv pip compile", self.config.command_timeout, &|_| {}).await?;
+        drop(_private);
         Ok(self.lock_from_requirements(requirements))
     }
 
@@ -512,6 +528,19 @@ impl EnvBuilder {
             .arg(dir);
         run_captured(cmd, "uv venv", timeout, &|_| {}).await?;
 
+        // The helper module first, with the pinned interpreter and no site-packages: nothing
+        // runs from the environment outside the sandbox after packages were installed into it.
+        let site = dir
+            .join("lib")
+            .join(format!("python{}", self.config.python.short_version()))
+            .join("site-packages");
+        let helper = site.join("omniforge.py");
+        std::fs::write(&helper, HELPER_MODULE)
+            .map_err(io_err(format!("writing {}", helper.display())))?;
+        let mut cmd = Command::new(python);
+        cmd.args(["-I", "-S", "-m", "py_compile"]).arg(&helper);
+        run_captured(cmd, "py_compile omniforge.py", timeout, &|_| {}).await?;
+
         let packages = lock
             .requirements
             .lines()
@@ -522,7 +551,7 @@ impl EnvBuilder {
             .map_err(io_err("writing requirements.txt"))?;
         if packages > 0 {
             progress(ProgressEvent::Installing { packages });
-            let mut cmd = self.uv_command(dir);
+            let (mut cmd, private) = self.build_command(dir, &[dir])?;
             cmd.args([
                 "pip",
                 "install",
@@ -539,19 +568,17 @@ impl EnvBuilder {
             cmd.arg("-r").arg(&requirements);
             let report = |line: &str| progress(ProgressEvent::Output(line.to_owned()));
             run_captured(cmd, "uv pip install", timeout, &report).await?;
+            drop(private);
         }
-
-        let site = dir
-            .join("lib")
-            .join(format!("python{}", self.config.python.short_version()))
-            .join("site-packages");
-        let helper = site.join("omniforge.py");
-        std::fs::write(&helper, HELPER_MODULE)
-            .map_err(io_err(format!("writing {}", helper.display())))?;
-        let mut cmd = Command::new(dir.join("bin").join("python"));
-        cmd.args(["-I", "-m", "py_compile"]).arg(&helper);
-        run_captured(cmd, "py_compile omniforge.py", timeout, &|_| {}).await?;
-        std::fs::write(dir.join(COMPLETE_MARKER), format!("{}\n", lock.env_id))
+        check_interpreter(dir, python)?;
+        // `create_new`: never through a link the installed packages may have left there.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(dir.join(COMPLETE_MARKER))
+            .and_then(|mut f| {
+                std::io::Write::write_all(&mut f, format!("{}\n", lock.env_id).as_bytes())
+            })
             .map_err(io_err("writing the completion marker"))?;
 
         match std::fs::rename(dir, &target) {
@@ -571,6 +598,82 @@ impl EnvBuilder {
         }
         progress(ProgressEvent::Installed { packages });
         Ok(env)
+    }
+
+    /// A uv command for a step that may run a package's build code (resolving or installing):
+    /// plain [`Self::uv_command`] when only wheels are allowed; with source builds, uv inside
+    /// the build sandbox (see [`crate::sandbox`]), the host network shared, writable only
+    /// `writable` and a private cache and temporary directory (returned: keep it until the
+    /// command has finished), nothing of the data directory, database or secrets visible.
+    ///
+    /// # Errors
+    /// [`EnvError::BuildSandbox`] when source builds are allowed and bubblewrap does not work.
+    fn build_command(
+        &self,
+        cwd: &Path,
+        writable: &[&Path],
+    ) -> Result<(Command, Option<BuildScratch>), EnvError> {
+        if !self.config.allow_source_builds {
+            return Ok((self.uv_command(cwd), None));
+        }
+        let sandbox = crate::sandbox::build_sandbox().map_err(EnvError::BuildSandbox)?;
+        let private = tempfile::Builder::new()
+            .prefix("omniforge-build-")
+            .tempdir()
+            .map_err(io_err("creating the build's private directory"))?;
+        for sub in ["cache", "tmp"] {
+            std::fs::create_dir(private.path().join(sub))
+                .map_err(io_err("creating the build's private directory"))?;
+        }
+        let uv = std::fs::canonicalize(self.config.uv.path()).map_err(io_err(format!(
+            "resolving {}",
+            self.config.uv.path().display()
+        )))?;
+        let mut read_only = vec![self.config.python.prefix().to_owned()];
+        // A local directory named as the operator's package source must be visible.
+        for var in [
+            "UV_FIND_LINKS",
+            "UV_INDEX_URL",
+            "UV_DEFAULT_INDEX",
+            "UV_EXTRA_INDEX_URL",
+        ] {
+            if let Some(v) = std::env::var_os(var) {
+                let v = PathBuf::from(v);
+                let v = v.strip_prefix("file://").map(Path::to_owned).unwrap_or(v);
+                if v.is_absolute() && v.exists() {
+                    read_only.push(v);
+                }
+            }
+        }
+        let mut rw: Vec<&Path> = writable.to_vec();
+        rw.push(private.path());
+        let seccomp = sandbox
+            .seccomp_memfd()
+            .map_err(io_err("holding the seccomp filter"))?;
+        let fd = seccomp.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        let (bwrap, args) = sandbox.uv_args(&uv, &read_only, &rw, cwd, fd);
+        let mut cmd = Command::new(bwrap);
+        cmd.args(args)
+            .env_clear()
+            .envs(passthrough_env())
+            .env("HOME", "/tmp")
+            .env("TMPDIR", private.path().join("tmp"))
+            .env("UV_CACHE_DIR", private.path().join("cache"))
+            .env("UV_PYTHON", self.config.python.executable())
+            .env("UV_PYTHON_DOWNLOADS", "never")
+            .env("UV_NO_CONFIG", "1")
+            .env("UV_NO_PROGRESS", "1")
+            .env("NO_COLOR", "1");
+        crate::sys::install(
+            &mut cmd,
+            crate::sys::ChildSetup {
+                limits: Vec::new(),
+                cgroup_procs: Vec::new(),
+                inherit_fds: fd.into_iter().collect(),
+                seccomp: None,
+            },
+        );
+        Ok((cmd, Some((private, seccomp))))
     }
 
     fn uv_command(&self, cwd: &Path) -> Command {
@@ -598,6 +701,38 @@ fn passthrough_env() -> Vec<(OsString, OsString)> {
         vars.push(("HOME".into(), home));
     }
     vars
+}
+
+/// What a sandboxed build step holds until its command has finished: the private cache and
+/// temporary directory, and the descriptor bubblewrap reads the seccomp program from.
+type BuildScratch = (tempfile::TempDir, Option<std::os::fd::OwnedFd>);
+
+/// Every `bin/python*` of the environment still resolves to the pinned interpreter: installed
+/// packages (a wheel's scripts, a build's code) may have replaced it, and the runner derives
+/// what it mounts from it.
+fn check_interpreter(dir: &Path, pinned: &Path) -> Result<(), EnvError> {
+    let pinned =
+        std::fs::canonicalize(pinned).map_err(io_err(format!("resolving {}", pinned.display())))?;
+    let bin = dir.join("bin");
+    let entries = std::fs::read_dir(&bin).map_err(io_err(format!("reading {}", bin.display())))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with("python") {
+            continue;
+        }
+        match std::fs::canonicalize(entry.path()) {
+            Ok(real) if real == pinned => {}
+            other => {
+                return Err(EnvError::Tampered(format!(
+                    "bin/{} resolves to {:?}, not the pinned interpreter {}",
+                    name.to_string_lossy(),
+                    other.map(|p| p.display().to_string()),
+                    pinned.display()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn is_requirement_line(line: &str) -> bool {
@@ -820,6 +955,21 @@ pub fn gc(envs_dir: &Path, in_use: &HashSet<String>) -> Result<Vec<String>, EnvE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replaced_interpreter_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let pinned = std::fs::canonicalize("/bin/sh").unwrap();
+        std::os::unix::fs::symlink(&pinned, bin.join("python")).unwrap();
+        std::fs::write(bin.join("activate"), "").unwrap();
+        check_interpreter(dir.path(), &pinned).unwrap();
+        // A package replaced python3 with its own program.
+        std::fs::write(bin.join("python3"), "#!/bin/sh\n").unwrap();
+        let err = check_interpreter(dir.path(), &pinned).unwrap_err();
+        assert!(err.to_string().contains("bin/python3"), "{err}");
+    }
 
     #[test]
     fn pep723_blocks() {

@@ -11,7 +11,11 @@
 //! - [`run`]: [`Runner`] runs one [`RunSpec`] to a [`RunOutput`]: admission (slots and a
 //!   bounded queue), a new process group, rlimits, bubblewrap, cgroups, stdin arguments,
 //!   capped concurrent capture, timeout and cancellation that kill the whole tree.
-//! - [`sandbox`]: [`SandboxLevel`], the layers and their detection ([`doctor`]).
+//! - [`sandbox`]: [`SandboxLevel`], the layers and their detection ([`doctor`]); the build
+//!   sandbox for source distributions.
+//! - `filter` (private): the seccomp programs (`seccompiler`).
+//! - `helper` (private): the Landlock helper ([`main_if_helper`], [`HELPER_ARG`]): the
+//!   embedding executable restricts itself with Landlock, then execs the interpreter.
 //! - [`channel`]: the two-way side channel (JSON-RPC over a socketpair, `OMNIFORGE_FD`):
 //!   [`ScriptMessage`]s from the script, answers to its requests.
 //! - [`format`](mod@format): [`prototype_text`], the prototype's one-text-block rendering.
@@ -27,17 +31,21 @@
 //!   and MCP results belong to the server.
 //! - **Nothing is installed at call time.** uv runs only in [`EnvBuilder`]; a call executes
 //!   the environment's interpreter directly (`-I`), so a call needs no network and no cache.
+//! - **No package code runs outside a sandbox.** Wheels only by default (installing a wheel
+//!   runs nothing); with `allow_source_builds`, resolving and installing run in bubblewrap. After
+//!   packages are installed the server executes nothing from the environment outside the sandbox.
 //! - **A call's processes die with the call**, whether it exits, times out, is cancelled or
 //!   its future is dropped.
 //! - **One `unsafe` module** (`sys`), the child's `pre_exec`; everything else is safe code.
-//! - **Landlock and seccomp are absent on purpose**: with bubblewrap present they add little
-//!   here (the mount namespace hides the filesystem, the network namespace has no route out).
-//!   [`doctor`] reports them as inactive.
+//! - **Defence in depth**: bubblewrap's namespaces, then seccomp and Landlock inside them, each
+//!   stopping something the others leave open (see [`sandbox`]).
 //!
 //! # Dependencies and why
 //!
 //! `rustix` (raw, allocation-free system calls for `pre_exec`: `setrlimit`, `fcntl`, `write`;
-//! and `killpg`), `sha2` (environment ids), `toml` (PEP 723 blocks), `tempfile` (atomic
+//! and `killpg`, `memfd_create`), `seccompiler` (rust-vmm's pure-Rust seccomp BPF compiler:
+//! no libseccomp C library), `landlock` (the Landlock project's own crate), `libc` (system-call
+//! and socket-family numbers for the filter), `sha2` (environment ids), `toml` (PEP 723 blocks), `tempfile` (atomic
 //! environment builds, per-run scratch files), `tokio`/`tokio-util` (processes, the
 //! cancellation token), `serde`/`serde_json`, `thiserror`, `tracing`. Not used:
 //! `process-wrap` (tokio's `process_group` plus one `killpg` cover it, and the `pre_exec`
@@ -75,7 +83,9 @@
 
 pub mod channel;
 pub mod env;
+mod filter;
 pub mod format;
+mod helper;
 pub mod run;
 pub mod sandbox;
 mod sys;
@@ -86,5 +96,6 @@ pub use env::{
     UV_VERSION, UvTool, gc, pep723_dependencies,
 };
 pub use format::prototype_text;
+pub use helper::{HELPER_ARG, main_if_helper};
 pub use run::{Exit, RunError, RunOutput, RunSpec, Runner, RunnerConfig};
 pub use sandbox::{Layer, SandboxLevel, doctor};

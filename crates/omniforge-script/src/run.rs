@@ -33,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::channel::{self, ChannelLimits, ScriptMessage, ScriptResult};
 use crate::env::Env;
+use crate::helper::Confine;
 use crate::sandbox::{self, BwrapRun, Layer, Plan, SANDBOX_SCRIPT, SandboxLevel};
 use crate::sys;
 
@@ -100,6 +101,15 @@ pub struct RunnerConfig {
     /// Where per-run script files go (a private subdirectory is created; default: the system
     /// temporary directory). Never exposed to scripts except their own file.
     pub scratch_dir: PathBuf,
+    /// The executable that applies Landlock right before the interpreter starts (run as
+    /// `<helper> __omniforge-sandbox-exec ...`, see [`crate::main_if_helper`]). Default: the
+    /// executable that called [`crate::main_if_helper`], if any; without one the `landlock`
+    /// layer is inactive.
+    pub landlock_helper: Option<PathBuf>,
+    /// Layers to leave out although this machine has them, by [`Layer::name`]:
+    /// `namespaces` (no bubblewrap at all), `cgroup-pids`, `cgroup-kill`, `landlock`,
+    /// `seccomp`. Default: none. For measuring and testing one layer at a time.
+    pub disabled_layers: Vec<String>,
 }
 
 impl RunnerConfig {
@@ -112,6 +122,8 @@ impl RunnerConfig {
             queue: DEFAULT_QUEUE,
             bwrap: None,
             scratch_dir: std::env::temp_dir(),
+            landlock_helper: crate::helper::registered(),
+            disabled_layers: Vec::new(),
         }
     }
 }
@@ -251,7 +263,7 @@ impl Runner {
     /// [`RunError::SandboxUnavailable`] for [`SandboxLevel::Strict`] without the
     /// `namespaces` layer; [`RunError::Io`] when the scratch directory cannot be created.
     pub fn new(config: RunnerConfig) -> Result<Runner, RunError> {
-        let plan = Plan::detect(config.sandbox, config.bwrap.as_deref());
+        let plan = Plan::detect(&config);
         if plan.bwrap.is_none() && config.sandbox == SandboxLevel::Strict {
             let why = plan
                 .layers
@@ -347,6 +359,15 @@ impl Runner {
 
         let mut cgroups = plan.cgroups.create_run(spec.max_processes);
 
+        // bubblewrap reads the seccomp program from a descriptor; without bubblewrap the
+        // child loads it itself before exec.
+        let seccomp_fd = match (&plan.seccomp, &plan.bwrap) {
+            (Some(filters), Some(_)) => Some(
+                sandbox::seccomp_memfd(filters.for_run(spec.network), true)
+                    .map_err(io_err("holding the seccomp filter"))?,
+            ),
+            _ => None,
+        };
         let mut cmd = match &plan.bwrap {
             Some(bwrap) => {
                 let mut extra_ro = Vec::new();
@@ -359,13 +380,33 @@ impl Runner {
                     extra_ro,
                     script: &script,
                     tmp_bytes: spec.max_file_bytes,
+                    seccomp_fd: seccomp_fd.as_ref().map(AsRawFd::as_raw_fd),
+                    helper: plan.landlock.as_deref(),
                 });
                 let mut c = Command::new(&bwrap.path);
                 c.args(args).arg(&spec.python).args(["-I", SANDBOX_SCRIPT]);
                 c
             }
             None => {
-                let mut c = Command::new(&spec.python);
+                let mut c = match &plan.landlock {
+                    Some(helper) => {
+                        let mut read_only = sandbox::system_paths();
+                        read_only.extend(interpreter_prefix(&spec.python));
+                        read_only.push(spec.env_dir.clone());
+                        let mut read_write = vec![run_dir.path().to_owned()];
+                        read_write
+                            .extend(["/dev/null", "/dev/zero", "/dev/full"].map(PathBuf::from));
+                        let confine = Confine {
+                            read_only,
+                            read_write,
+                            no_network: !spec.network,
+                        };
+                        let mut c = Command::new(helper);
+                        c.args(confine.args()).arg(&spec.python);
+                        c
+                    }
+                    None => Command::new(&spec.python),
+                };
                 c.arg("-I").arg(&script).current_dir(run_dir.path());
                 c
             }
@@ -386,12 +427,22 @@ impl Runner {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
+        if plan.bwrap.is_none() {
+            // The host's /tmp is not the run's: temporary files go to the run directory.
+            cmd.env("TMPDIR", run_dir.path());
+        }
         sys::install(
             &mut cmd,
             sys::ChildSetup {
                 limits: rlimits(&spec),
                 cgroup_procs: cgroups.procs_fds(),
-                inherit_fd: Some(child_fd),
+                inherit_fds: std::iter::once(child_fd)
+                    .chain(seccomp_fd.as_ref().map(AsRawFd::as_raw_fd))
+                    .collect(),
+                seccomp: match (&plan.seccomp, &plan.bwrap) {
+                    (Some(filters), None) => Some(filters.for_run(spec.network).clone()),
+                    _ => None,
+                },
             },
         );
         let mut child = cmd
@@ -399,6 +450,7 @@ impl Runner {
             .map_err(io_err(format!("starting {}", spec.python.display())))?;
         cgroups.spawned();
         drop(child_sock);
+        drop(seccomp_fd);
         let pgid = child.id().unwrap_or(0);
         let group = GroupGuard(pgid);
 
@@ -461,7 +513,7 @@ impl Runner {
         let (out, err, chan) = tokio::join!(out_task, err_task, chan_task);
         timer.abort();
         in_task.abort();
-        cgroups.finish(Duration::from_secs(2)).await;
+        cgroups.finish(Duration::from_secs(2));
         group.disarm();
         let (stdout, stdout_truncated_bytes) = out.unwrap_or_default();
         let (stderr, stderr_truncated_bytes) = err.unwrap_or_default();

@@ -6,23 +6,32 @@
 //! | `rlimits` | `setrlimit` in `pre_exec`: AS, CPU (soft < hard: SIGXCPU first), FSIZE, NOFILE, CORE=0 | always |
 //! | `namespaces` | bubblewrap: `--unshare-all` (user, pid, mount, net, ipc, uts, cgroup), `--die-with-parent`, `--new-session` | the kill of bwrap takes the whole PID namespace with it, `setsid` escapees included |
 //! | `unprivileged-uid` | bwrap `--unshare-user --uid 65534 --gid 65534 --cap-drop ALL --disable-userns` | without it bwrap started by root keeps all capabilities |
-//! | `read-only-root` | only `/usr` (+ `/bin`, `/lib*` symlinks), a few `/etc` files, the interpreter prefix, the environment and the script, all read-only; a private size-capped tmpfs `/tmp` | the data directory, the database and other environments are not in the sandbox at all |
+//! | `read-only-root` | only `/usr` (+ `/bin`, `/lib*` symlinks), a few `/etc` files, the interpreter prefix, the environment and the script, all read-only; root and `/dev` remounted read-only; private size-capped tmpfs `/tmp` and `/dev/shm` | the data directory, the database and other environments are not in the sandbox at all |
 //! | `no-network` | bwrap's empty network namespace; `--share-net` only when a run allows network | |
 //! | `cgroup-pids` | a cgroup per run with `pids.max` (v1 `pids` hierarchy, or v2 with `pids` delegated) | the process limit that holds for root; `RLIMIT_NPROC` does not |
-//! | `cgroup-kill` | a v2 cgroup per run, `cgroup.kill` on exit/timeout | catches `setsid` escapees without bwrap; not used with bwrap (each cgroup joined costs the child milliseconds) |
-//! | `landlock`, `seccomp` | not implemented | bubblewrap's mount and network namespaces cover what they would add here |
+//! | `cgroup-kill` | a v2 cgroup per run, `cgroup.kill` on exit/timeout/cancel | catches `setsid` escapees with or without bwrap; joined in `pre_exec` right after the pids cgroup (the second migration is cheap) |
+//! | `landlock` | the helper (`helper.rs`, [`crate::main_if_helper`]) restricts itself, then execs the interpreter | Landlock forbids mounts, so it comes after bwrap's; also without bwrap |
+//! | `seccomp` | a filter (`filter.rs`) loaded by bwrap (`--add-seccomp-fd`, a memfd) or in `pre_exec` | socket families and a deny list of system calls, `EPERM` |
+//!
+//! Each layer can be turned off on its own ([`RunnerConfig::disabled_layers`]) to measure it or
+//! to show in a test what it alone stops.
 //!
 //! Detection runs bwrap once with the real flags, creates and removes test cgroups, and never
 //! assumes: a production host without a delegated cgroup subtree simply lacks those layers.
 
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::io::Write as _;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use crate::filter::{self, Filters};
+use crate::helper::{Confine, HELPER_ARG, SANDBOX_HELPER};
+use crate::run::RunnerConfig;
 
 /// The uid and gid a sandboxed script runs as (`nobody`).
 pub const SANDBOX_UID: u32 = 65534;
@@ -74,11 +83,12 @@ pub struct Layer {
     pub detail: String,
 }
 
-/// Detects the layers a [`SandboxLevel::Standard`] runner would use on this machine, with
-/// bubblewrap looked up at `/usr/bin/bwrap` or on `PATH`. Takes tens of milliseconds (it
-/// starts bubblewrap once).
+/// Detects the layers a [`SandboxLevel::Standard`] runner with the default
+/// [`RunnerConfig`] would use on this machine: bubblewrap looked up at `/usr/bin/bwrap` or
+/// on `PATH`, the Landlock helper recorded by [`crate::main_if_helper`]. Takes tens of
+/// milliseconds (it starts bubblewrap and the helper once).
 pub fn doctor() -> Vec<Layer> {
-    Plan::detect(SandboxLevel::Standard, None).layers
+    Plan::detect(&RunnerConfig::new(SandboxLevel::Standard)).layers
 }
 
 /// What a runner uses, decided once.
@@ -86,11 +96,17 @@ pub fn doctor() -> Vec<Layer> {
 pub(crate) struct Plan {
     pub(crate) bwrap: Option<Bwrap>,
     pub(crate) cgroups: Cgroups,
+    /// The seccomp programs, when the `seccomp` layer is active.
+    pub(crate) seccomp: Option<Filters>,
+    /// The Landlock helper executable, when the `landlock` layer is active.
+    pub(crate) landlock: Option<PathBuf>,
     pub(crate) layers: Vec<Layer>,
 }
 
 impl Plan {
-    pub(crate) fn detect(level: SandboxLevel, bwrap_path: Option<&Path>) -> Plan {
+    pub(crate) fn detect(config: &RunnerConfig) -> Plan {
+        let level = config.sandbox;
+        let disabled = |name: &str| config.disabled_layers.iter().any(|d| d == name);
         let mut layers = vec![
             Layer {
                 name: "process-group",
@@ -105,13 +121,14 @@ impl Plan {
         ];
         let bwrap = match level {
             SandboxLevel::Off => Err("sandbox level is off".to_owned()),
-            _ => Bwrap::detect(bwrap_path),
+            _ if disabled("namespaces") => Err(DISABLED.to_owned()),
+            _ => Bwrap::detect(config.bwrap.as_deref()),
         };
         let (ns_detail, uid_detail, ro_detail, net_detail) = match &bwrap {
             Ok(b) => (
                 format!("bubblewrap {}: user, pid, mount, net, ipc, uts, cgroup namespaces; --die-with-parent, --new-session", b.path.display()),
                 format!("uid/gid {SANDBOX_UID} in a user namespace, all capabilities dropped, no nested user namespaces"),
-                "read-only /usr, a few /etc files, the interpreter prefix, the environment and the script, all under a read-only root; private size-capped tmpfs /tmp".to_owned(),
+                "read-only /usr, a few /etc files, the interpreter prefix, the environment and the script, all under a read-only root and a read-only /dev; private size-capped tmpfs /tmp and /dev/shm".to_owned(),
                 "empty network namespace unless the run allows network".to_owned(),
             ),
             Err(why) => (why.clone(), why.clone(), why.clone(), why.clone()),
@@ -141,16 +158,11 @@ impl Plan {
             SandboxLevel::Off => Cgroups::default(),
             _ => Cgroups::detect(),
         };
-        // Joining a cgroup costs the child a few milliseconds per hierarchy (the kernel's
-        // migration lock). With bubblewrap the PID namespace already takes the whole tree down,
-        // so a separate kill-only cgroup is skipped; one v2 cgroup doing both stays.
-        let mut kill_skipped = None;
-        if bwrap.is_ok() {
-            let shared =
-                matches!((&cgroups.pids, &cgroups.kill), (Some(p), Some(k)) if Arc::ptr_eq(p, k));
-            if !shared {
-                kill_skipped = cgroups.kill.take();
-            }
+        if disabled("cgroup-pids") {
+            cgroups.pids = None;
+        }
+        if disabled("cgroup-kill") {
+            cgroups.kill = None;
         }
         layers.push(Layer {
             name: "cgroup-pids",
@@ -158,6 +170,7 @@ impl Plan {
             detail: match &cgroups.pids {
                 Some(p) => format!("pids.max per run under {}", p.dir.display()),
                 None if level == SandboxLevel::Off => "sandbox level is off".into(),
+                None if disabled("cgroup-pids") => DISABLED.into(),
                 None => format!(
                     "no writable pids cgroup; process count is unbounded{}",
                     if rustix::process::geteuid().is_root() {
@@ -172,27 +185,144 @@ impl Plan {
             name: "cgroup-kill",
             active: cgroups.kill.is_some(),
             detail: match &cgroups.kill {
-                Some(p) => format!("cgroup.kill per run under {}", p.dir.display()),
+                Some(p) => format!("cgroup.kill per run under {} on exit, timeout and cancel: takes down what escaped the process group, inside or outside a PID namespace", p.dir.display()),
                 None if level == SandboxLevel::Off => "sandbox level is off".into(),
-                None if kill_skipped.is_some() => {
-                    "available, not used: bubblewrap's PID namespace already kills the tree".into()
-                }
+                None if disabled("cgroup-kill") => DISABLED.into(),
                 None => "no writable cgroup v2 with cgroup.kill".into(),
             },
         });
+
+        let landlock = match (level, &config.landlock_helper) {
+            (SandboxLevel::Off, _) => Err("sandbox level is off".to_owned()),
+            _ if disabled("landlock") => Err(DISABLED.to_owned()),
+            (_, None) => {
+                Err("no helper executable to apply it (the runner was given none)".to_owned())
+            }
+            (_, Some(helper)) => probe_landlock(helper).map(|status| (helper.clone(), status)),
+        };
         layers.push(Layer {
             name: "landlock",
-            active: false,
-            detail: "not implemented: bubblewrap's mount namespace already hides the filesystem"
-                .into(),
+            active: landlock.is_ok(),
+            detail: match &landlock {
+                Ok((helper, status)) => format!(
+                    "{} restricts the script right before exec ({status}): read and execute only the system directories, the /etc files, /proc, /dev, the interpreter, the environment and the script; write only the private /tmp (the run directory without bubblewrap), /dev/shm and /dev/null; no TCP bind or connect without network; abstract Unix sockets and signals scoped to the run",
+                    helper.display()
+                ),
+                Err(why) => why.clone(),
+            },
         });
-        layers.push(Layer { name: "seccomp", active: false, detail: "not implemented: bubblewrap's network namespace already denies sockets to the outside".into() });
+
+        let seccomp = match level {
+            SandboxLevel::Off => Err("sandbox level is off".to_owned()),
+            _ if disabled("seccomp") => Err(DISABLED.to_owned()),
+            _ => Filters::compile().and_then(|f| {
+                match &bwrap {
+                    Ok(b) => b.probe_seccomp(&f)?,
+                    Err(_) => probe_kernel_seccomp()?,
+                }
+                Ok(f)
+            }),
+        };
+        layers.push(Layer {
+            name: "seccomp",
+            active: seccomp.is_ok(),
+            detail: match &seccomp {
+                Ok(_) => format!(
+                    "EPERM for sockets other than AF_UNIX (AF_INET, AF_INET6 and AF_NETLINK too when the run allows network), for x32 system calls and for {}; loaded {}",
+                    filter::denied_names().join(", "),
+                    if ok { "by bubblewrap (--add-seccomp-fd) before exec" } else { "in the child before exec" }
+                ),
+                Err(why) => why.clone(),
+            },
+        });
         Plan {
             bwrap: bwrap.ok(),
             cgroups,
+            seccomp: seccomp.ok(),
+            landlock: landlock.ok().map(|(h, _)| h),
             layers,
         }
     }
+}
+
+/// The detail of a layer the runner's configuration turned off.
+const DISABLED: &str = "disabled by the runner's configuration";
+
+/// Runs the helper in probe mode (Landlock applied to itself, nothing executed); its one
+/// line says how well the kernel enforces it.
+fn probe_landlock(helper: &Path) -> Result<String, String> {
+    let mut cmd = std::process::Command::new(helper);
+    cmd.arg(HELPER_ARG)
+        .args(["--ro", "/usr", "--no-net", "--probe", "--"]);
+    probe(cmd, &helper.display().to_string()).map(|out| out.trim().to_owned())
+}
+
+/// Without bubblewrap the child loads the filter itself: the kernel must have seccomp.
+fn probe_kernel_seccomp() -> Result<(), String> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    if status.lines().any(|l| l.starts_with("Seccomp:")) {
+        Ok(())
+    } else {
+        Err("the kernel has no seccomp (no Seccomp line in /proc/self/status)".into())
+    }
+}
+
+/// Runs `cmd` with a cleared environment and a 10 s limit; its stdout when it succeeds.
+fn probe(mut cmd: std::process::Command, what: &str) -> Result<String, String> {
+    let mut child = cmd
+        .env_clear()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {what}: {e}"))?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut out = String::new();
+                let mut err = String::new();
+                if let Some(mut s) = child.stdout.take() {
+                    let _ = std::io::Read::read_to_string(&mut s, &mut out);
+                }
+                if let Some(mut s) = child.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut s, &mut err);
+                }
+                return if status.success() {
+                    Ok(out)
+                } else {
+                    Err(format!(
+                        "{what} does not work here ({status}): {}",
+                        err.trim()
+                    ))
+                };
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(2)),
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{what} did not finish its self-test"));
+            }
+        }
+    }
+}
+
+/// A memory file holding a seccomp program, rewound, for `--add-seccomp-fd`.
+pub(crate) fn seccomp_memfd(
+    program: &seccompiler::BpfProgram,
+    cloexec: bool,
+) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SeekFrom};
+    let flags = if cloexec {
+        MemfdFlags::CLOEXEC
+    } else {
+        MemfdFlags::empty()
+    };
+    let fd = rustix::fs::memfd_create("omniforge-seccomp", flags)?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(&filter::to_bytes(program))?;
+    rustix::fs::seek(&file, SeekFrom::Start(0))?;
+    Ok(OwnedFd::from(file))
 }
 
 /// A working bubblewrap and the system part of its arguments.
@@ -224,47 +354,30 @@ impl Bwrap {
         // Probe with the flags real runs use: a kernel or container may refuse user or
         // network namespaces even though the binary exists.
         let mut args = bwrap.base_args(false);
-        let true_bin = ["/usr/bin/true", "/bin/true"]
-            .into_iter()
-            .find(|p| Path::new(p).is_file())
-            .ok_or_else(|| "no `true` program to test bubblewrap with".to_owned())?;
-        args.extend(["--".into(), true_bin.into()]);
-        let mut child = std::process::Command::new(&bwrap.path)
-            .args(&args)
-            .env_clear()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bwrap.path.display()))?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) if status.success() => return Ok(bwrap),
-                Ok(Some(status)) => {
-                    let mut err = String::new();
-                    if let Some(mut s) = child.stderr.take() {
-                        let _ = std::io::Read::read_to_string(&mut s, &mut err);
-                    }
-                    return Err(format!(
-                        "{} does not work here ({status}): {}",
-                        bwrap.path.display(),
-                        err.trim()
-                    ));
-                }
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(2))
-                }
-                Ok(None) | Err(_) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(format!(
-                        "{} did not finish its self-test",
-                        bwrap.path.display()
-                    ));
-                }
-            }
-        }
+        args.extend(["--".into(), true_program()?.into()]);
+        let mut cmd = std::process::Command::new(&bwrap.path);
+        cmd.args(&args);
+        probe(cmd, &bwrap.path.display().to_string())?;
+        Ok(bwrap)
+    }
+
+    /// Runs bubblewrap once with the seccomp filter loaded: the kernel and this bubblewrap
+    /// must accept it.
+    fn probe_seccomp(&self, filters: &Filters) -> Result<(), String> {
+        let fd = seccomp_memfd(filters.for_run(false), false)
+            .map_err(|e| format!("cannot hold the seccomp filter in memory: {e}"))?;
+        let mut args = self.base_args(false);
+        args.extend([
+            "--add-seccomp-fd".into(),
+            fd.as_raw_fd().to_string(),
+            "--".into(),
+            true_program()?.into(),
+        ]);
+        let mut cmd = std::process::Command::new(&self.path);
+        cmd.args(&args);
+        let result = probe(cmd, &format!("{} --add-seccomp-fd", self.path.display()));
+        drop(fd);
+        result.map(drop)
     }
 
     /// Namespace, identity and system-file arguments shared by every run.
@@ -296,17 +409,28 @@ impl Bwrap {
         a
     }
 
-    /// The full argument list for one run (the program and its arguments follow `--`).
-    pub(crate) fn run_args(&self, run: &BwrapRun<'_>) -> Vec<String> {
-        let mut a = self.base_args(run.network);
+    /// The full argument list for one run, up to the program: the Landlock helper and its
+    /// arguments when the run uses it, then the interpreter and its arguments follow.
+    pub(crate) fn run_args(&self, run: &BwrapRun<'_>) -> Vec<OsString> {
+        let mut a: Vec<OsString> = self
+            .base_args(run.network)
+            .into_iter()
+            .map(OsString::from)
+            .collect();
+        if let Some(fd) = run.seccomp_fd {
+            a.extend(["--add-seccomp-fd".into(), fd.to_string().into()]);
+        }
         // The private /tmp first: binds below come after it, so an environment or interpreter
         // that lives under the host's /tmp is mounted on top of it instead of being hidden.
-        a.extend([
-            "--size".into(),
-            run.tmp_bytes.to_string(),
-            "--tmpfs".into(),
-            "/tmp".into(),
-        ]);
+        // /dev/shm (POSIX shared memory, multiprocessing's semaphores) gets the same cap.
+        for dir in ["/tmp", "/dev/shm"] {
+            a.extend([
+                "--size".into(),
+                run.tmp_bytes.to_string().into(),
+                "--tmpfs".into(),
+                dir.into(),
+            ]);
+        }
         // Read-only binds of the interpreter's prefix and the environment, at their own paths
         // (the venv's `bin/python` is an absolute symlink into the prefix). Sorted, so a
         // parent is mounted before anything inside it.
@@ -317,20 +441,56 @@ impl Bwrap {
             if p.starts_with("/usr") {
                 continue;
             }
-            let p = p.display().to_string();
-            a.extend(["--ro-bind".into(), p.clone(), p]);
+            a.extend(["--ro-bind".into(), p.into(), p.into()]);
         }
-        a.extend([
-            "--ro-bind".into(),
-            run.script.display().to_string(),
-            SANDBOX_SCRIPT.into(),
-        ]);
-        // bubblewrap's own root is a writable tmpfs without a size cap: make it read-only once
-        // everything is mounted, so the size-capped /tmp is the only place a script can write.
+        a.extend(["--ro-bind".into(), run.script.into(), SANDBOX_SCRIPT.into()]);
+        if run.helper.is_some() {
+            a.extend([
+                "--ro-bind".into(),
+                run.helper.map(OsString::from).unwrap_or_default(),
+                SANDBOX_HELPER.into(),
+            ]);
+        }
+        // bubblewrap's own root and /dev are writable tmpfs without a size cap: make them
+        // read-only once everything is mounted, so the size-capped /tmp and /dev/shm are the
+        // only places a script can write (device nodes such as /dev/null stay writable).
+        a.extend(["--remount-ro".into(), "/dev".into()]);
         a.extend(["--remount-ro".into(), "/".into()]);
         a.extend(["--chdir".into(), "/tmp".into(), "--".into()]);
+        if run.helper.is_some() {
+            a.push(SANDBOX_HELPER.into());
+            let mut read_only: Vec<PathBuf> = system_paths();
+            read_only.extend(run.extra_ro.iter().cloned());
+            read_only.push(run.env_dir.to_owned());
+            read_only.push(
+                PathBuf::from(SANDBOX_SCRIPT)
+                    .parent()
+                    .map(Path::to_owned)
+                    .unwrap_or_default(),
+            );
+            let confine = Confine {
+                read_only,
+                read_write: ["/tmp", "/dev/shm", "/dev/null", "/dev/zero", "/dev/full"]
+                    .map(PathBuf::from)
+                    .to_vec(),
+                no_network: !run.network,
+            };
+            a.extend(confine.args());
+        }
         a
     }
+}
+
+/// What Landlock leaves readable of the system: the directories and `/etc` entries exposed
+/// in the sandbox, `/proc` and `/dev`.
+pub(crate) fn system_paths() -> Vec<PathBuf> {
+    SYSTEM_DIRS
+        .iter()
+        .chain(ETC_ENTRIES)
+        .chain(&["/proc", "/dev"])
+        .map(PathBuf::from)
+        .filter(|p| p.exists())
+        .collect()
 }
 
 /// Per-run inputs of [`Bwrap::run_args`].
@@ -340,6 +500,10 @@ pub(crate) struct BwrapRun<'a> {
     pub(crate) extra_ro: Vec<PathBuf>,
     pub(crate) script: &'a Path,
     pub(crate) tmp_bytes: u64,
+    /// A descriptor holding the seccomp program (`seccomp` layer).
+    pub(crate) seccomp_fd: Option<RawFd>,
+    /// The Landlock helper on the host (`landlock` layer).
+    pub(crate) helper: Option<&'a Path>,
 }
 
 fn system_args() -> Vec<String> {
@@ -366,6 +530,13 @@ fn system_args() -> Vec<String> {
         }
     }
     a
+}
+
+fn true_program() -> Result<&'static str, String> {
+    ["/usr/bin/true", "/bin/true"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .ok_or_else(|| "no `true` program to test the sandbox with".to_owned())
 }
 
 fn find_program(name: &str) -> Option<PathBuf> {
@@ -586,21 +757,39 @@ impl RunCgroups {
         }
     }
 
-    /// Kills what is left, waits up to `grace` for the cgroups to empty, and removes them.
-    pub(crate) async fn finish(mut self, grace: Duration) {
-        let deadline = Instant::now() + grace;
-        loop {
-            self.kill();
-            self.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
-            if self.dirs.is_empty() || Instant::now() >= deadline {
-                break;
+    /// Kills what is left and removes the cgroups. A cgroup whose killed processes have not
+    /// all been released yet (often the case right after the leader is reaped: its removal
+    /// fails with `EBUSY` for a few milliseconds) is removed by a background task that
+    /// retries for up to `grace`, so the call does not wait for it.
+    pub(crate) fn finish(mut self, grace: Duration) {
+        self.kill();
+        self.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+        if self.dirs.is_empty() {
+            return;
+        }
+        let mut left = RunCgroups {
+            dirs: std::mem::take(&mut self.dirs),
+        };
+        let removal = async move {
+            let deadline = Instant::now() + grace;
+            while !left.dirs.is_empty() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                left.kill();
+                left.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            for d in &left.dirs {
+                tracing::warn!(dir = %d.dir.display(), "run cgroup did not empty in time; left behind");
+            }
+            left.dirs.clear();
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(removal);
+            }
+            // No runtime (not the case in `Runner::run`): dropping the future drops `left`,
+            // whose `Drop` starts the cleanup thread.
+            Err(_) => drop(removal),
         }
-        for d in &self.dirs {
-            tracing::warn!(dir = %d.dir.display(), "run cgroup did not empty in time; left behind");
-        }
-        self.dirs.clear();
     }
 }
 
@@ -642,4 +831,89 @@ fn members(dir: &Path) -> Vec<i32> {
         .lines()
         .filter_map(|l| l.trim().parse().ok())
         .collect()
+}
+
+/// The sandbox package builds run in (`allow_source_builds`): bubblewrap with the host's
+/// network (the registry must be reachable), uid 65534 without capabilities, a read-only view
+/// of the system and the interpreter, and writable only what the build is given; the seccomp
+/// filter for runs with network when the kernel takes it. Detected once per process.
+#[derive(Debug)]
+pub(crate) struct BuildSandbox {
+    bwrap: Bwrap,
+    seccomp: Option<Filters>,
+}
+
+/// Where uv appears inside a build sandbox.
+pub(crate) const SANDBOX_UV: &str = "/omniforge/uv";
+
+/// The build sandbox of this process, or why there is none.
+pub(crate) fn build_sandbox() -> Result<&'static BuildSandbox, String> {
+    static SANDBOX: std::sync::OnceLock<Result<BuildSandbox, String>> = std::sync::OnceLock::new();
+    SANDBOX
+        .get_or_init(|| {
+            let bwrap = Bwrap::detect(None)?;
+            let seccomp = Filters::compile()
+                .and_then(|f| bwrap.probe_seccomp(&f).map(|()| f))
+                .map_err(
+                    |why| tracing::warn!(%why, "package builds run without the seccomp filter"),
+                )
+                .ok();
+            Ok(BuildSandbox { bwrap, seccomp })
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+impl BuildSandbox {
+    /// The seccomp program for a build (with network), when the layer works here.
+    pub(crate) fn seccomp_memfd(&self) -> std::io::Result<Option<OwnedFd>> {
+        self.seccomp
+            .as_ref()
+            .map(|f| seccomp_memfd(f.for_run(true), true))
+            .transpose()
+    }
+
+    /// bubblewrap's path and arguments to run `uv` (bound at [`SANDBOX_UV`]) in `cwd` with
+    /// `read_only` and `writable` host paths bound at their own paths; the uv arguments follow.
+    pub(crate) fn uv_args(
+        &self,
+        uv: &Path,
+        read_only: &[PathBuf],
+        writable: &[&Path],
+        cwd: &Path,
+        seccomp_fd: Option<RawFd>,
+    ) -> (PathBuf, Vec<OsString>) {
+        let mut a: Vec<OsString> = self
+            .bwrap
+            .base_args(true)
+            .into_iter()
+            .map(OsString::from)
+            .collect();
+        if let Some(fd) = seccomp_fd {
+            a.extend(["--add-seccomp-fd".into(), fd.to_string().into()]);
+        }
+        a.extend([
+            "--size".into(),
+            (256u64 << 20).to_string().into(),
+            "--tmpfs".into(),
+            "/tmp".into(),
+        ]);
+        let mut ro: BTreeSet<&Path> = read_only.iter().map(PathBuf::as_path).collect();
+        ro.retain(|p| !p.starts_with("/usr"));
+        for p in ro {
+            a.extend(["--ro-bind".into(), p.into(), p.into()]);
+        }
+        for p in writable {
+            a.extend(["--bind".into(), (*p).into(), (*p).into()]);
+        }
+        a.extend(["--ro-bind".into(), uv.into(), SANDBOX_UV.into()]);
+        a.extend([
+            "--remount-ro".into(),
+            "/dev".into(),
+            "--remount-ro".into(),
+            "/".into(),
+        ]);
+        a.extend(["--chdir".into(), cwd.into(), "--".into(), SANDBOX_UV.into()]);
+        (self.bwrap.path.clone(), a)
+    }
 }

@@ -22,10 +22,13 @@ pub(crate) struct ChildSetup {
     /// Open, writable `cgroup.procs` files; the child writes `0` ("this process") to each,
     /// which moves it into that cgroup before it can fork anything.
     pub(crate) cgroup_procs: Vec<RawFd>,
-    /// A descriptor the child must keep across exec (the side channel). The parent's copy is
-    /// close-on-exec, as every descriptor std creates; the child clears the flag on its copy,
-    /// so concurrent runs never see each other's channel.
-    pub(crate) inherit_fd: Option<RawFd>,
+    /// Descriptors the child must keep across exec (the side channel, bubblewrap's seccomp
+    /// program). The parent's copies are close-on-exec, as every descriptor std creates; the
+    /// child clears the flag on its copies, so concurrent runs never see each other's.
+    pub(crate) inherit_fds: Vec<RawFd>,
+    /// A seccomp program the child loads last, right before exec (without bubblewrap, which
+    /// otherwise loads it).
+    pub(crate) seccomp: Option<seccompiler::BpfProgram>,
 }
 
 /// Installs `setup` as the command's `pre_exec` hook.
@@ -43,17 +46,25 @@ pub(crate) fn install(cmd: &mut tokio::process::Command, setup: ChildSetup) {
         for &(resource, limit) in &setup.limits {
             rustix::process::setrlimit(resource, limit).map_err(to_io)?;
         }
-        if let Some(fd) = setup.inherit_fd {
+        for &fd in &setup.inherit_fds {
             // SAFETY: as above, the descriptor is open in the parent during `spawn` and was
             // copied by the fork; borrowing it does not transfer ownership.
             let fd = unsafe { BorrowedFd::borrow_raw(fd) };
             rustix::io::fcntl_setfd(fd, FdFlags::empty()).map_err(to_io)?;
         }
+        if let Some(program) = &setup.seccomp {
+            // prctl(NO_NEW_PRIVS) and seccomp(SET_MODE_FILTER) on a program built in the
+            // parent: two system calls, no allocation (the error wraps `last_os_error`).
+            seccompiler::apply_filter(program).map_err(|e| match e {
+                seccompiler::Error::Prctl(io) | seccompiler::Error::Seccomp(io) => io,
+                _ => std::io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error()),
+            })?;
+        }
         Ok(())
     };
     // SAFETY: `pre_exec` requires the closure to be safe to run in a forked child of a
     // multi-threaded process: it only calls async-signal-safe system calls (write,
-    // setrlimit, fcntl) through rustix's raw syscall layer, reads data captured by move, and
+    // setrlimit, fcntl, prctl, seccomp) through rustix's raw syscall layer, reads data captured by move, and
     // neither allocates nor takes locks (errors are `io::Error::from_raw_os_error`).
     unsafe {
         cmd.pre_exec(hook);

@@ -49,7 +49,16 @@ pub mod names {
     pub const TEST: &str = "omniforge_test_tool";
     /// Call any enabled tool by name.
     pub const CALL: &str = "omniforge_call_tool";
+    /// Store a secret (`admin` scope).
+    pub const SET_SECRET: &str = "omniforge_set_secret";
+    /// Delete a secret (`admin` scope).
+    pub const DELETE_SECRET: &str = "omniforge_delete_secret";
+    /// List secret names and update times (`admin` scope).
+    pub const LIST_SECRETS: &str = "omniforge_list_secrets";
 }
+
+/// The longest secret value accepted over MCP, in bytes.
+const MAX_SECRET_BYTES: usize = 64 * 1024;
 
 /// How script tools are built and run.
 #[derive(Debug, Clone)]
@@ -282,6 +291,9 @@ impl Forge {
             names::GET => self.get(arguments).await,
             names::ROLLBACK => self.rollback(arguments).await,
             names::TEST => self.test(arguments, caller).await,
+            names::SET_SECRET => self.set_secret(arguments, caller).await,
+            names::DELETE_SECRET => self.delete_secret(arguments, caller).await,
+            names::LIST_SECRETS => self.list_secrets(arguments).await,
             _ => Err("Unknown or inactive tool".to_owned()),
         };
         match outcome {
@@ -544,6 +556,83 @@ impl Forge {
             )
         };
         Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
+    }
+
+    /// `omniforge_set_secret {name, value}`. The value is never echoed, logged or returned;
+    /// errors name the secret and the rule, never the value.
+    async fn set_secret(
+        &self,
+        arguments: Map<String, Value>,
+        caller: &Caller,
+    ) -> Result<CallToolResult, String> {
+        let (Some(Value::String(name)), Some(Value::String(value)), 2) = (
+            arguments.get("name"),
+            arguments.get("value"),
+            arguments.len(),
+        ) else {
+            return Err("arguments: exactly `name` and `value`, both strings".into());
+        };
+        if value.len() > MAX_SECRET_BYTES {
+            return Err(format!(
+                "value: at most {MAX_SECRET_BYTES} bytes (got {} bytes)",
+                value.len()
+            ));
+        }
+        omniforge_store::validate_secret_name(name).map_err(|e| format!("name: {e}"))?;
+        let existed = self
+            .store
+            .secret_names()
+            .await
+            .map_err(|e| e.to_string())?
+            .contains(name);
+        self.store
+            .set_secret(name, value)
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(secret = %name, by = %caller.author, "secret set");
+        let verb = if existed { "Replaced" } else { "Stored" };
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+            "{verb} secret {name}. Tools that list it in `secrets` get it as the environment variable {name} from their next call."
+        ))]))
+    }
+
+    /// `omniforge_delete_secret {name}`.
+    async fn delete_secret(
+        &self,
+        arguments: Map<String, Value>,
+        caller: &Caller,
+    ) -> Result<CallToolResult, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Args {
+            name: String,
+        }
+        let args: Args = parse(arguments)?;
+        self.store
+            .delete_secret(&args.name)
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(secret = %args.name, by = %caller.author, "secret deleted");
+        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+            "Deleted secret {}.",
+            args.name
+        ))]))
+    }
+
+    /// `omniforge_list_secrets`: names and update times, never values.
+    async fn list_secrets(&self, arguments: Map<String, Value>) -> Result<CallToolResult, String> {
+        if !arguments.is_empty() {
+            return Err("arguments: none are taken".into());
+        }
+        let secrets = self.store.secrets().await.map_err(|e| e.to_string())?;
+        let list: Vec<Value> = secrets
+            .iter()
+            .map(|s| json!({"name": s.name, "updatedAtMs": s.updated_at_ms}))
+            .collect();
+        let structured = json!({"secrets": list});
+        let mut result = CallToolResult::success(vec![ContentBlock::text(structured.to_string())]);
+        result.structured_content = Some(structured);
+        Ok(result)
     }
 
     async fn rollback(&self, arguments: Map<String, Value>) -> Result<CallToolResult, String> {
@@ -1459,6 +1548,42 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
                 "timeout_s": {"type": "number", "exclusiveMinimum": 0}, "network": {"type": "boolean"}},
                 "required": ["code"], "additionalProperties": false})),
             ToolAnnotations::new().read_only(true).destructive(false).idempotent(false).open_world(false),
+        ));
+    }
+    if authoring {
+        let admin = |name: &str, description: &str, schema: Value, annotations: ToolAnnotations| {
+            CatalogTool::new(
+                Tool::new(name.to_owned(), description.to_owned(), object(schema))
+                    .with_annotations(annotations),
+                ToolSource::Builtin,
+                Route::Builtin,
+                Scope::Admin,
+            )
+        };
+        tools.push(admin(
+            names::SET_SECRET,
+            "Store a secret (admin only). Tools that list its name in `secrets` get the value as an environment variable; it never appears in tool definitions, logs or results (an exact value in a tool's output is redacted).",
+            json!({"type": "object", "properties": {
+                "name": {"type": "string", "description": "Secret name, also the environment variable: letters, digits and _, not starting with a digit, at most 64."},
+                "value": {"type": "string", "description": "The secret value (at most 64 KiB)."}},
+                "required": ["name", "value"], "additionalProperties": false}),
+            ToolAnnotations::new().read_only(false).destructive(true).idempotent(true).open_world(false),
+        ));
+        tools.push(admin(
+            names::DELETE_SECRET,
+            "Delete a secret (admin only). Tools that list it no longer get it.",
+            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false}),
+            ToolAnnotations::new().read_only(false).destructive(true).idempotent(false).open_world(false),
+        ));
+        tools.push(admin(
+            names::LIST_SECRETS,
+            "List the stored secrets (admin only): names and when each was last set, never values.",
+            json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
         ));
     }
     tools.push(CatalogTool::new(

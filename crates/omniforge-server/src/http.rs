@@ -22,6 +22,10 @@
 //! - `tools/call` arguments that are `null` or not an object reach the handler
 //!   ([`crate::jsonrpc`]).
 
+// The front's checks return a ready `Response` as their error: it is built once per rejected
+// request, so its size on the stack does not matter.
+#![allow(clippy::result_large_err)]
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -214,19 +218,22 @@ async fn healthz(State(front): State<Arc<Front>>) -> Response {
     .into_iter()
     .map(|s| (s.as_str().to_owned(), json!(snapshot.count(s))))
     .collect();
-    // The script sandbox layers, under the names `omniforge doctor` uses.
-    let sandbox: serde_json::Map<String, Value> = front
-        .shared
-        .forge
-        .iter()
-        .flat_map(|f| f.layers())
+    // The script sandbox layers, under the names `omniforge doctor` uses: whether each is
+    // active, and (as in `doctor --json`) how, or why not.
+    let layers = front.shared.forge.iter().flat_map(|f| f.layers());
+    let sandbox: serde_json::Map<String, Value> = layers
+        .clone()
         .map(|l| (l.name.to_owned(), json!(l.active)))
+        .collect();
+    let sandbox_layers: Vec<Value> = layers
+        .map(|l| json!({"name": l.name, "active": l.active, "detail": l.detail}))
         .collect();
     axum::Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "tools": tools,
         "sandbox": sandbox,
+        "sandbox_layers": sandbox_layers,
         "sessions": front.lock_sessions().len(),
     }))
     .into_response()

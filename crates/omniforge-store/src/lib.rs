@@ -91,7 +91,8 @@ pub use content::{
 pub use error::{DatabaseError, NameKind, StoreError};
 pub use model::{
     Annotations, CallOutcome, CallRecord, JsonObject, Limits, MAX_NAME_LEN, NewVersion, Runtime,
-    SecretValue, StoredTool, Tool, ToolVersion, validate_secret_name, validate_tool_name,
+    SecretInfo, SecretValue, StoredTool, Tool, ToolVersion, validate_secret_name,
+    validate_tool_name,
 };
 pub use sqlite::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_LOG_MAX_ROWS, DEFAULT_MAX_READERS, SqliteStore, StoreConfig,

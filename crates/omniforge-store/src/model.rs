@@ -226,6 +226,15 @@ impl fmt::Display for CallOutcome {
     }
 }
 
+/// What may be shown of a secret: its name and when it was last set, never its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretInfo {
+    /// The secret's name (an environment variable name).
+    pub name: String,
+    /// When its value was last set, milliseconds since the Unix epoch.
+    pub updated_at_ms: i64,
+}
+
 /// A secret's value. Its `Debug` output is redacted so that it cannot leak through logs by
 /// accident; read it with [`expose`](SecretValue::expose).
 #[derive(Clone, PartialEq, Eq)]

@@ -24,8 +24,8 @@ use sqlx::{Connection, Row};
 
 use crate::error::{self, NameKind, StoreError};
 use crate::model::{
-    Annotations, CallOutcome, CallRecord, JsonObject, Limits, NewVersion, Runtime, SecretValue,
-    StoredTool, Tool, ToolVersion, validate_secret_name, validate_tool_name,
+    Annotations, CallOutcome, CallRecord, JsonObject, Limits, NewVersion, Runtime, SecretInfo,
+    SecretValue, StoredTool, Tool, ToolVersion, validate_secret_name, validate_tool_name,
 };
 use crate::store::ToolStore;
 
@@ -938,6 +938,21 @@ impl ToolStore for SqliteStore {
             .fetch_all(&self.reader)
             .await
             .map_err(error::db)
+    }
+
+    async fn secrets(&self) -> Result<Vec<SecretInfo>, StoreError> {
+        let rows = sqlx::query("SELECT name, updated_at_ms FROM secret ORDER BY name")
+            .fetch_all(&self.reader)
+            .await
+            .map_err(error::db)?;
+        rows.iter()
+            .map(|row| {
+                Ok(SecretInfo {
+                    name: col(row, "name")?,
+                    updated_at_ms: col(row, "updated_at_ms")?,
+                })
+            })
+            .collect()
     }
 
     async fn secret_values(

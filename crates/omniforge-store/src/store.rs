@@ -6,7 +6,7 @@ use std::path::Path;
 use async_trait::async_trait;
 
 use crate::error::StoreError;
-use crate::model::{CallRecord, NewVersion, SecretValue, StoredTool, ToolVersion};
+use crate::model::{CallRecord, NewVersion, SecretInfo, SecretValue, StoredTool, ToolVersion};
 
 /// Persistence for script tools, their versions, their call log and secrets.
 ///
@@ -144,6 +144,12 @@ pub trait ToolStore: Send + Sync {
     /// # Errors
     /// [`StoreError::Database`].
     async fn secret_names(&self) -> Result<Vec<String>, StoreError>;
+
+    /// The names of all secrets with when each was last set, sorted by name; never values.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`].
+    async fn secrets(&self) -> Result<Vec<SecretInfo>, StoreError>;
 
     /// The values of the named secrets that exist; a name with no secret is simply absent from
     /// the map (the caller decides whether that is an error).

@@ -37,6 +37,8 @@ use crate::config::{
 };
 
 fn main() {
+    // The sandbox's Landlock helper is this executable: it must start before anything else.
+    omniforge_script::main_if_helper();
     let cli = Cli::parse();
     let code = match run(cli) {
         Ok(()) => 0,

@@ -7,8 +7,11 @@
 //! - `bare`: `ENV_DIR/bin/python -I SCRIPT.py`, args on stdin, spawned and waited for directly;
 //! - `runner-off`: omniforge-script's `Runner` at `SandboxLevel::Off` (process group, rlimits,
 //!   side channel socketpair, capped capture, per-run script file);
-//! - `runner-cgroups`: `Standard` with bubblewrap hidden (adds the per-run pids cgroup);
-//! - `runner-bwrap`: `Standard` (adds bubblewrap: namespaces, uid 65534, read-only binds);
+//! - `runner-cgroups`: `Standard` without bubblewrap, Landlock and seccomp (adds the per-run
+//!   cgroups: pids and kill);
+//! - `runner-bwrap`: `Standard` with every layer, as OmniForge runs it (adds bubblewrap:
+//!   namespaces, uid 65534, read-only binds; the seccomp filter; Landlock, with this executable
+//!   as the helper);
 //! - `call-log`: one `SqliteStore::record_call` (the call log row OmniForge writes after every
 //!   stored-tool call; `synchronous=FULL`, so one fsync), on a temporary database.
 //!
@@ -28,6 +31,8 @@ use tokio_util::sync::CancellationToken;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // This executable is also the runners' Landlock helper, as the omniforge binary is.
+    omniforge_script::main_if_helper();
     let mut args = std::env::args().skip(1);
     let usage = "usage: script-layers ENV_DIR SCRIPT.py ARGS_JSON [RUNS] [SCRATCH_DIR]";
     let env_dir = PathBuf::from(args.next().ok_or(usage)?);
@@ -46,7 +51,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let config = |level: SandboxLevel, bwrap: bool| {
         let mut c = RunnerConfig::new(level);
         if !bwrap {
-            c.bwrap = Some("/nonexistent/bwrap".into());
+            c.disabled_layers = ["namespaces", "landlock", "seccomp"].map(String::from).to_vec();
         }
         if let Some(s) = &scratch {
             c.scratch_dir = s.clone();

@@ -187,3 +187,139 @@ async fn uv_installs_into_the_data_dir() {
     let bad = UvTool::locate_or_install(data.path(), Some("/nonexistent/uv".into()), &python).await;
     assert!(matches!(bad, Err(EnvError::UvUnavailable(_))), "{bad:?}");
 }
+
+/// `allow_source_builds`: a real source-only package from PyPI (docopt 0.6.2, pure Python)
+/// resolves, builds and imports; the build ran in the sandbox (bubblewrap, network shared).
+#[tokio::test]
+async fn source_only_package_builds_when_allowed() {
+    let data = fresh_data_dir();
+    let builder = builder_in(data.path(), true).await;
+    let lock = builder.lock(&["docopt==0.6.2".to_owned()]).await.unwrap();
+    assert!(
+        lock.requirements.contains("docopt==0.6.2"),
+        "{}",
+        lock.requirements
+    );
+    let env = builder.build(&lock, |_| {}).await.unwrap();
+    let out = run(
+        &sandboxed(),
+        RunSpec::new(&env, "import docopt\nprint(docopt.__version__)\n"),
+    )
+    .await;
+    assert_eq!(stdout(&out), "0.6.2\n", "{out:?}");
+}
+
+/// The build code of a source distribution runs inside the sandbox: a package whose
+/// `setup.py` probes the host records what it saw in the module it builds. It is served to
+/// uv from a loopback HTTP server (the build sandbox shares the host's network).
+#[tokio::test]
+async fn source_build_code_is_sandboxed() {
+    let data = fresh_data_dir();
+    let db = data.path().join("omniforge.db");
+    std::fs::write(&db, "SECRET-DB").unwrap();
+    let pwned = data.path().join("pwned-by-build");
+    let setup_py = format!(
+        r#"import json, os
+from setuptools import setup
+res = {{}}
+def attempt(name, f):
+    try:
+        res[name] = "OK " + str(f())
+    except Exception as e:
+        res[name] = "{{}} {{}}".format(type(e).__name__, getattr(e, "errno", ""))
+attempt("read_db", lambda: open({db:?}).read())
+attempt("list_data", lambda: os.listdir({data:?}))
+attempt("write_data", lambda: open({pwned:?}, "w").write("x"))
+attempt("write_usr", lambda: open("/usr/pwned-by-build", "w").write("x"))
+attempt("uid", lambda: os.getuid())
+with open("omniforge_probe.py", "w") as f:
+    f.write("RESULTS = " + repr(res) + "\n")
+setup(name="omniforge-probe", version="1.0", py_modules=["omniforge_probe"])
+"#,
+        db = db.display().to_string(),
+        data = data.path().display().to_string(),
+        pwned = pwned.display().to_string(),
+    );
+    // The sdist: omniforge_probe-1.0/{setup.py,PKG-INFO}, tarred by the system's tar.
+    let src = tempfile::tempdir().unwrap();
+    let pkg = src.path().join("omniforge_probe-1.0");
+    std::fs::create_dir(&pkg).unwrap();
+    std::fs::write(pkg.join("setup.py"), setup_py).unwrap();
+    std::fs::write(
+        pkg.join("PKG-INFO"),
+        "Metadata-Version: 2.1\nName: omniforge-probe\nVersion: 1.0\n",
+    )
+    .unwrap();
+    let tarball = src.path().join("omniforge_probe-1.0.tar.gz");
+    let status = std::process::Command::new("tar")
+        .arg("czf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(src.path())
+        .arg("omniforge_probe-1.0")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let bytes = std::fs::read(&tarball).unwrap();
+    let hash = sha256_hex(&bytes);
+
+    // A one-file HTTP server on loopback, for as long as the test runs.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let bytes = bytes.clone();
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = sock.read(&mut buf).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/gzip\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    bytes.len()
+                );
+                let _ = sock.write_all(head.as_bytes()).await;
+                let _ = sock.write_all(&bytes).await;
+            });
+        }
+    });
+
+    let builder = builder_in(data.path(), true).await;
+    let lock = builder.lock_from_requirements(format!(
+        "omniforge-probe @ http://127.0.0.1:{port}/omniforge_probe-1.0.tar.gz --hash=sha256:{hash}\n"
+    ));
+    let env = builder.build(&lock, |_| {}).await.unwrap();
+    assert!(!pwned.exists(), "the build wrote into the data directory");
+    assert!(!std::path::Path::new("/usr/pwned-by-build").exists());
+    let out = run(
+        &sandboxed(),
+        RunSpec::new(
+            &env,
+            "import json, omniforge_probe\nprint(json.dumps(omniforge_probe.RESULTS))\n",
+        ),
+    )
+    .await;
+    let seen: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+    eprintln!("what the build saw: {seen}");
+    assert_eq!(seen["read_db"], "FileNotFoundError 2", "{seen}");
+    // Only the path down to the environment being built exists, as empty read-only
+    // directories (bubblewrap creates them for the bind); the database is not there.
+    assert_eq!(seen["list_data"], "OK ['envs']", "{seen}");
+    assert_eq!(seen["write_data"], "OSError 30", "{seen}"); // EROFS
+    assert_eq!(seen["write_usr"], "OSError 30", "{seen}"); // EROFS
+    assert_eq!(seen["uid"], "OK 65534", "{seen}");
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let out = std::process::Command::new("sha256sum")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(bytes)?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+}

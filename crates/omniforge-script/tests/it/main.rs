@@ -6,6 +6,7 @@
 //! need a layer assert that the layer is active on this machine instead of skipping.
 
 mod envs;
+mod layers;
 mod runs;
 mod sandbox;
 mod side_channel;

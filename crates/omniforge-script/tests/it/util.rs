@@ -69,9 +69,35 @@ pub(crate) fn fresh_data_dir() -> tempfile::TempDir {
         .unwrap()
 }
 
-/// A runner at `level`.
+/// The crate's Landlock helper executable.
+pub(crate) fn helper() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_omniforge-sandbox-exec"))
+}
+
+/// A runner configuration at `level` with the crate's Landlock helper.
+pub(crate) fn config(level: SandboxLevel) -> RunnerConfig {
+    let mut c = RunnerConfig::new(level);
+    c.landlock_helper = Some(helper());
+    c
+}
+
+/// A runner at `level` (with the Landlock helper).
 pub(crate) fn runner(level: SandboxLevel) -> Runner {
-    Runner::new(RunnerConfig::new(level)).unwrap()
+    Runner::new(config(level)).unwrap()
+}
+
+/// A `Standard` runner without the named layers.
+pub(crate) fn runner_without(layers: &[&str]) -> Runner {
+    let mut c = config(SandboxLevel::Standard);
+    c.disabled_layers = layers.iter().map(|l| (*l).to_owned()).collect();
+    let r = Runner::new(c).unwrap();
+    for l in layers {
+        assert!(
+            !r.layers().iter().any(|x| x.name == *l && x.active),
+            "{l} should be off"
+        );
+    }
+    r
 }
 
 /// A runner at `Standard` that must have bubblewrap.

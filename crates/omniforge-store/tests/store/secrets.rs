@@ -37,6 +37,30 @@ async fn set_list_read_delete() {
     );
     assert!(s.secret_values(&[]).await.unwrap().is_empty());
 
+    // `secrets` lists names with when each was last set: an overwrite moves the time on.
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let first = s.secrets().await.unwrap();
+    assert_eq!(
+        first.iter().map(|i| i.name.as_str()).collect::<Vec<_>>(),
+        ["API_TOKEN", "EMPTY", "ZED"]
+    );
+    assert!(
+        first
+            .iter()
+            .all(|i| i.updated_at_ms <= before && i.updated_at_ms > before - 60_000)
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    s.set_secret("EMPTY", "now set").await.unwrap();
+    let second = s.secrets().await.unwrap();
+    assert!(
+        second[1].updated_at_ms > first[1].updated_at_ms,
+        "{second:?}"
+    );
+    assert_eq!(second[0], first[0]);
+
     s.delete_secret("ZED").await.unwrap();
     assert_eq!(s.secret_names().await.unwrap(), ["API_TOKEN", "EMPTY"]);
     assert!(matches!(

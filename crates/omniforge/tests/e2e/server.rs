@@ -37,8 +37,9 @@ fn with_builtins(rest: &[&str]) -> Vec<String> {
     BUILTINS.iter().chain(rest).map(|s| s.to_string()).collect()
 }
 
-/// The built-in tools of a default server, in catalog order.
-const BUILTINS: [&str; 18] = [
+/// The built-in tools of a default server, in catalog order (as an `admin` principal, such
+/// as `anonymous` without tokens, sees them).
+const BUILTINS: [&str; 21] = [
     "omniforge_instructions",
     "omniforge_create_tool",
     "omniforge_update_tool",
@@ -46,6 +47,9 @@ const BUILTINS: [&str; 18] = [
     "omniforge_get_tool",
     "omniforge_rollback_tool",
     "omniforge_test_tool",
+    "omniforge_set_secret",
+    "omniforge_delete_secret",
+    "omniforge_list_secrets",
     "omniforge_call_tool",
     "omniforge_create_resource",
     "omniforge_update_resource",

@@ -244,6 +244,8 @@ pub(crate) enum Auth {
     None,
     /// `--token-file FILE` with one line `e2e TOKEN tools:call` (NAME TOKEN SCOPES).
     Bearer(String),
+    /// `--token-file FILE` with these lines (`NAME TOKEN SCOPES` each).
+    TokenFile(String),
 }
 
 /// `omniforge serve --listen 127.0.0.1:0 --data-dir DIR`: Streamable HTTP.
@@ -279,6 +281,11 @@ impl HttpServer {
             Auth::Bearer(token) => {
                 let file = dir.path().join("token");
                 write_private(&file, &format!("e2e {token} tools:call\n"));
+                cmd.arg("--token-file").arg(&file);
+            }
+            Auth::TokenFile(lines) => {
+                let file = dir.path().join("token");
+                write_private(&file, lines);
                 cmd.arg("--token-file").arg(&file);
             }
         }
@@ -361,6 +368,11 @@ impl HttpServer {
     /// Scheme, host and port, e.g. `http://127.0.0.1:PORT`.
     pub(crate) fn base(&self) -> &str {
         &self.base
+    }
+
+    /// Everything the server wrote to stderr so far.
+    pub(crate) fn stderr_all(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
     }
 
     /// The end of what the server wrote to stderr (and stdout, which should be empty).

@@ -1,0 +1,237 @@
+//! Secrets over MCP: `omniforge_set_secret`, `omniforge_delete_secret` and
+//! `omniforge_list_secrets` exist only for principals with the `admin` scope, and a value set
+//! through them reaches a tool as an environment variable and nothing else: not the tool
+//! list, not the listing, not the logs, not the tool's result (redacted).
+//!
+//! A real `omniforge serve` with a token file (`writer`: `tools:write`, `boss`: `admin`),
+//! raw JSON-RPC over Streamable HTTP, `.deps/bin/uv` for the tool's environment.
+
+use serde_json::{Value, json};
+
+use crate::util::{self, Auth, HttpServer, http_send, post_headers};
+
+const WRITER: &str = "writer-token-0123456789abcdef";
+const BOSS: &str = "boss-token-0123456789abcdef";
+
+/// One initialized HTTP session with a bearer token.
+struct Client {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+    session: String,
+    version: String,
+    next_id: u64,
+}
+
+impl Client {
+    async fn open(server: &HttpServer, token: &str) -> Client {
+        let mut c = Client {
+            http: util::http_client(),
+            url: server.url().to_owned(),
+            token: token.to_owned(),
+            session: String::new(),
+            version: "2025-06-18".to_owned(),
+            next_id: 1,
+        };
+        let reply = c
+            .post(None, util::initialize_request(0, "2025-06-18"), &[json!(0)])
+            .await;
+        assert_eq!(reply.status, 200, "initialize: {:?}", reply.body);
+        c.session = reply.header("mcp-session-id").unwrap().to_owned();
+        let reply = c
+            .post(
+                Some(()),
+                json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                &[],
+            )
+            .await;
+        assert_eq!(reply.status, 202);
+        c
+    }
+
+    async fn post(&self, session: Option<()>, body: Value, wait: &[Value]) -> util::HttpReply {
+        let mut headers = post_headers(
+            session.map(|()| self.session.as_str()),
+            session.map(|()| self.version.as_str()),
+        );
+        headers.push(("Authorization".into(), format!("Bearer {}", self.token)));
+        http_send(
+            &self.http,
+            "POST",
+            &self.url,
+            &headers,
+            Some(serde_json::to_vec(&body).unwrap()),
+            wait,
+        )
+        .await
+        .unwrap()
+    }
+
+    /// One request in the session; its `result` (panics on a JSON-RPC error).
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        let reply = self
+            .post(
+                Some(()),
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+                std::slice::from_ref(&id),
+            )
+            .await;
+        let msg = reply
+            .messages
+            .iter()
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("{method}: no response: {:?}", reply.notes))
+            .clone();
+        assert!(msg.get("error").is_none(), "{method}: {msg}");
+        msg["result"].clone()
+    }
+
+    async fn tool_names(&mut self) -> Vec<String> {
+        let list = self.request("tools/list", json!({})).await;
+        list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    async fn call(&mut self, name: &str, arguments: Value) -> (String, bool, Value) {
+        let r = self
+            .request("tools/call", json!({"name": name, "arguments": arguments}))
+            .await;
+        let text = r["content"][0]["text"].as_str().unwrap_or("").to_owned();
+        (text, r["isError"] == true, r)
+    }
+}
+
+const SECRET_TOOLS: [&str; 3] = [
+    "omniforge_set_secret",
+    "omniforge_delete_secret",
+    "omniforge_list_secrets",
+];
+
+#[tokio::test]
+async fn secrets_over_mcp_need_admin_reach_tools_and_never_show() {
+    let server = HttpServer::start(
+        &[
+            "--uv",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../../.deps/bin/uv"),
+        ],
+        &Auth::TokenFile(format!("writer {WRITER} tools:write\nboss {BOSS} admin\n")),
+    )
+    .await;
+    let value = format!("s3cr3t-{}-{}", std::process::id(), line!());
+    // What the tool prints besides the value: the value reversed, which is not the exact
+    // value (so not redacted) and proves the tool saw the real one.
+    let reversed: String = value.chars().rev().collect();
+
+    // Without `admin`: not listed, and not callable, directly or through omniforge_call_tool.
+    let mut writer = Client::open(&server, WRITER).await;
+    let names = writer.tool_names().await;
+    assert!(
+        names.iter().any(|n| n == "omniforge_create_tool"),
+        "{names:?}"
+    );
+    for t in SECRET_TOOLS {
+        assert!(
+            !names.iter().any(|n| n == t),
+            "{t} listed for tools:write: {names:?}"
+        );
+    }
+    let args = json!({"name": "E2E_API_KEY", "value": value});
+    let (text, is_error, _) = writer.call("omniforge_set_secret", args.clone()).await;
+    assert_eq!(
+        (text.as_str(), is_error),
+        ("Unknown or inactive tool", true)
+    );
+    let (text, is_error, _) = writer
+        .call(
+            "omniforge_call_tool",
+            json!({"name": "omniforge_set_secret", "arguments": args}),
+        )
+        .await;
+    assert_eq!(
+        (text.as_str(), is_error),
+        ("Unknown or inactive tool", true)
+    );
+    let (text, is_error, _) = writer.call("omniforge_list_secrets", json!({})).await;
+    assert_eq!(
+        (text.as_str(), is_error),
+        ("Unknown or inactive tool", true)
+    );
+
+    // With `admin`: listed, and setting works without echoing the value.
+    let mut boss = Client::open(&server, BOSS).await;
+    let names = boss.tool_names().await;
+    for t in SECRET_TOOLS {
+        assert!(
+            names.iter().any(|n| n == t),
+            "{t} not listed for admin: {names:?}"
+        );
+    }
+    let (text, is_error, raw) = boss.call("omniforge_set_secret", args.clone()).await;
+    assert!(!is_error, "{raw}");
+    assert!(
+        text.contains("E2E_API_KEY") && !raw.to_string().contains(&value),
+        "{raw}"
+    );
+    let (_, is_error, raw) = boss.call("omniforge_list_secrets", json!({})).await;
+    assert!(!is_error, "{raw}");
+    let listed = &raw["structuredContent"]["secrets"];
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{raw}");
+    assert_eq!(listed[0]["name"], "E2E_API_KEY");
+    assert!(
+        listed[0]["updatedAtMs"]
+            .as_i64()
+            .is_some_and(|t| t > 1_600_000_000_000),
+        "{raw}"
+    );
+    assert!(
+        !raw.to_string().contains(&value),
+        "the listing shows the value: {raw}"
+    );
+
+    // A tool that declares the secret gets it as an environment variable; its output shows
+    // the value redacted (and reversed, which proves it saw the real value).
+    let code = "import os\nv = os.environ.get('E2E_API_KEY', 'unset')\nprint('key=' + v)\nprint(v[::-1])\n";
+    let (text, is_error, raw) = writer
+        .call(
+            "omniforge_create_tool",
+            json!({"name": "use_key", "description": "Uses E2E_API_KEY.", "code": code, "secrets": ["E2E_API_KEY"]}),
+        )
+        .await;
+    assert!(!is_error, "{text}");
+    assert!(!raw.to_string().contains(&value));
+    let (text, is_error, raw) = writer.call("use_key", json!({})).await;
+    assert!(!is_error, "{raw}");
+    assert_eq!(text, format!("key=[redacted]\n{reversed}"), "{raw}");
+    assert!(!raw.to_string().contains(&value), "{raw}");
+    let (_, _, raw) = writer
+        .call("omniforge_get_tool", json!({"name": "use_key"}))
+        .await;
+    assert!(!raw.to_string().contains(&value), "{raw}");
+
+    // Deleting it: gone from the listing; the tool no longer gets it.
+    let (text, is_error, _) = boss
+        .call("omniforge_delete_secret", json!({"name": "E2E_API_KEY"}))
+        .await;
+    assert!(!is_error, "{text}");
+    let (_, _, raw) = boss.call("omniforge_list_secrets", json!({})).await;
+    assert_eq!(raw["structuredContent"]["secrets"], json!([]), "{raw}");
+    let (text, _, raw) = writer.call("use_key", json!({})).await;
+    assert!(!raw.to_string().contains(&reversed), "{raw}");
+    assert!(
+        text.starts_with("key=unset") || text.contains("E2E_API_KEY"),
+        "{text}"
+    );
+
+    let log = server.stderr_all();
+    assert!(
+        !log.contains(&value),
+        "the server logged the secret's value"
+    );
+    assert!(!log.contains("panicked"), "{}", server.output_text());
+}
