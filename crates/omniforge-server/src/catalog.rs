@@ -248,7 +248,9 @@ fn same_tools<'a>(a: &'a [CatalogTool], b: &'a [CatalogTool]) -> bool {
     // Compared in place: cloning 10,000 tools per reload only to compare them showed up in
     // the server's peak memory.
     let listed = |v: &'a [CatalogTool]| v.iter().filter(|t| t.is_listed());
-    listed(a).map(|t| (t.source, &t.tool)).eq(listed(b).map(|t| (t.source, &t.tool)))
+    listed(a)
+        .map(|t| (t.source, &t.tool))
+        .eq(listed(b).map(|t| (t.source, &t.tool)))
 }
 
 #[cfg(test)]

@@ -1272,7 +1272,10 @@ pub fn describe_tool(stored: &StoredTool, versions: &[ToolVersion]) -> Value {
 
 /// A catalog entry for a stored tool's current version.
 fn stored_entry(stored: StoredTool) -> CatalogTool {
-    let StoredTool { tool: row, current: mut version } = stored;
+    let StoredTool {
+        tool: row,
+        current: mut version,
+    } = stored;
     let spec = &mut version.spec;
     // Served as authored, except that an object schema without `properties` gets `{}`:
     // OpenAI-backed clients reject it otherwise (WIRE-24).

@@ -302,10 +302,29 @@ setup(name="omniforge-probe", version="1.0", py_modules=["omniforge_probe"])
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
     eprintln!("what the build saw: {seen}");
     assert_eq!(seen["read_db"], "FileNotFoundError 2", "{seen}");
-    // Only the path down to the environment being built exists, as empty read-only
-    // directories (bubblewrap creates them for the bind); the database is not there.
-    assert_eq!(seen["list_data"], "OK ['envs']", "{seen}");
-    assert_eq!(seen["write_data"], "OSError 30", "{seen}"); // EROFS
+    // Only the path down to the environment being built exists, as directories bubblewrap
+    // creates for the bind; the database is not there. Where that path lies under /tmp (as in
+    // CI, where the clone itself is under /tmp), it is created inside the build's private,
+    // writable /tmp, so a write there can succeed: it lands in the scratch directory, never in
+    // the host's data directory (checked above with `pwned`). Elsewhere it is read-only.
+    let listed = seen["list_data"].as_str().unwrap_or_default();
+    assert!(listed.starts_with("OK ["), "{seen}");
+    assert!(listed.contains("'envs'"), "{seen}");
+    let db_name = db.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        !listed.contains(&db_name),
+        "the build saw the database: {seen}"
+    );
+    let under_tmp = data.path().starts_with("/tmp");
+    if under_tmp {
+        assert!(
+            matches!(seen["write_data"].as_str(), Some("OK 1" | "OSError 30")),
+            "{seen}"
+        );
+    } else {
+        assert_eq!(seen["write_data"], "OSError 30", "{seen}"); // EROFS
+        assert_eq!(seen["list_data"], "OK ['envs']", "{seen}");
+    }
     assert_eq!(seen["write_usr"], "OSError 30", "{seen}"); // EROFS
     assert_eq!(seen["uid"], "OK 65534", "{seen}");
 }

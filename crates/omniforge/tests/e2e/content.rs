@@ -831,7 +831,8 @@ async fn pack_import_is_idempotent_and_all_or_nothing() {
         &["pack", "import", conformance.to_str().unwrap()],
     )
     .await;
-    let pack_value: Value = toml::from_str(&std::fs::read_to_string(&conformance).unwrap()).unwrap();
+    let pack_value: Value =
+        toml::from_str(&std::fs::read_to_string(&conformance).unwrap()).unwrap();
     let entries: usize = ["tools", "resources", "resource_templates", "prompts"]
         .iter()
         .map(|k| pack_value[k].as_array().map_or(0, Vec::len))
