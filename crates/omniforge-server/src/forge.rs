@@ -328,6 +328,12 @@ impl Forge {
             Ok(None) => return error_result(format!("no tool named {name:?}")),
             Err(e) => return error_result(e.to_string()),
         };
+        // A disabled tool does not run, from the command line either (as over MCP).
+        if !stored.tool.enabled {
+            return error_result(format!(
+                "tool {name:?} is disabled; enable it first (omniforge tool enable {name})"
+            ));
+        }
         let entry = stored_entry(stored);
         if let Err(problems) = entry.check_arguments(&Value::Object(arguments.clone())) {
             return error_result(format!("Arguments do not match inputSchema\n{problems}"));
@@ -415,7 +421,16 @@ impl Forge {
         if let Some(schema) = &output_schema {
             check_tool_schema("outputSchema", schema)?;
         }
-        let code = draft.code;
+        let code = match (draft.code, previous_spec) {
+            (Some(code), _) => code,
+            (None, Some(p)) => p.code.clone(),
+            (None, None) => return Err("code: required to create a tool".into()),
+        };
+        let description = match (draft.description, previous_spec) {
+            (Some(description), _) => description,
+            (None, Some(p)) => p.description.clone(),
+            (None, None) => return Err("description: required to create a tool".into()),
+        };
         let envs = self.envs().await.map_err(|e| format!("environment: {e}"))?;
         check_code(envs.config().python.executable(), &code).await?;
         // An update keeps whatever it leaves out from the current version.
@@ -446,7 +461,7 @@ impl Forge {
             title: draft
                 .title
                 .or_else(|| previous_spec.and_then(|p| p.title.clone())),
-            description: draft.description,
+            description,
             input_schema,
             output_schema,
             annotations,
@@ -1387,8 +1402,10 @@ async fn check_code(python: &std::path::Path, code: &str) -> Result<(), String> 
 #[serde(deny_unknown_fields)]
 struct Draft {
     name: String,
-    description: String,
-    code: String,
+    /// Required to create; an update without it keeps the current version's.
+    description: Option<String>,
+    /// Required to create; an update without it keeps the current version's.
+    code: Option<String>,
     #[serde(rename = "inputSchema")]
     input_schema: Option<JsonObject>,
     #[serde(rename = "outputSchema")]
@@ -1516,8 +1533,8 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
         ));
         tools.push(write(
             names::UPDATE,
-            "Add a new version of an existing tool (same fields as omniforge_create_tool; every optional field left out - schemas, title, dependencies, annotations, timeout_s, network, secrets - is kept from the current version).",
-            draft_schema(&["name", "description", "code"]),
+            "Add a new version of an existing tool (same fields as omniforge_create_tool; every field left out but name - description, code, schemas, title, dependencies, annotations, timeout_s, network, secrets - is kept from the current version).",
+            draft_schema(&["name"]),
             ToolAnnotations::new().read_only(false).destructive(false).idempotent(false).open_world(false),
         ));
         tools.push(write(

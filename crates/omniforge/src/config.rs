@@ -97,7 +97,7 @@ pub(crate) struct Cli {
     pub(crate) upstream_timeout: Option<Duration>,
     /// Inline local $ref/$defs in manifest tool schemas, for strict clients that cannot resolve
     /// references (bounded depth; a cycle is an error naming the tool).
-    #[arg(long, global = true, env = "OMNIFORGE_INLINE_SCHEMA_REFS", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    #[arg(long, global = true, env = "OMNIFORGE_INLINE_SCHEMA_REFS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
     pub(crate) inline_schema_refs: Option<bool>,
     /// The Python interpreter script tools run with; resolved to its real executable
     /// (never a shim) [default: python3].
@@ -108,15 +108,16 @@ pub(crate) struct Cli {
     #[arg(long, global = true, env = "OMNIFORGE_UV", value_name = "PATH")]
     pub(crate) uv: Option<PathBuf>,
     /// Allow installing dependencies from source distributions (their build code then runs
-    /// on this machine); wheels only by default.
-    #[arg(long, global = true, env = "OMNIFORGE_ALLOW_SOURCE_BUILDS", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    /// inside the sandbox, with network for the package index); wheels only by default.
+    #[arg(long, global = true, env = "OMNIFORGE_ALLOW_SOURCE_BUILDS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
     pub(crate) allow_source_builds: Option<bool>,
     /// Script isolation: strict (refuse to start without namespaces), standard (best
     /// available), off [default: standard].
     #[arg(long, global = true, env = "OMNIFORGE_SANDBOX", value_name = "LEVEL")]
     pub(crate) sandbox: Option<SandboxArg>,
-    /// Hide the authoring built-ins (create, update, delete, get, rollback, test).
-    #[arg(long, global = true, env = "OMNIFORGE_NO_AUTHORING", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    /// Hide the authoring built-ins (every `omniforge_*` tool but `omniforge_instructions`
+    /// and `omniforge_call_tool`: tools, secrets, resources, templates, prompts).
+    #[arg(long, global = true, env = "OMNIFORGE_NO_AUTHORING", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
     pub(crate) no_authoring: Option<bool>,
     /// Timeout of a script tool call when the tool sets none [default: 30s].
     #[arg(long, global = true, env = "OMNIFORGE_TOOL_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
@@ -380,7 +381,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "OMNIFORGE_PATH", value_name = "PATH")]
     pub(crate) path: Option<String>,
     /// Serve without sessions, so that any replica can answer any request.
-    #[arg(long, env = "OMNIFORGE_STATELESS", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    #[arg(long, env = "OMNIFORGE_STATELESS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
     pub(crate) stateless: Option<bool>,
     /// A browser Origin to allow besides loopback ones (repeatable; comma-separated in the
     /// environment), e.g. https://claude.ai.
@@ -404,7 +405,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = "OMNIFORGE_TOKEN_FILE", value_name = "FILE")]
     pub(crate) token_file: Option<PathBuf>,
     /// Allow a non-loopback bind without tokens (anyone who can reach the port gets admin).
-    #[arg(long, env = "OMNIFORGE_INSECURE_NO_AUTH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    #[arg(long, env = "OMNIFORGE_INSECURE_NO_AUTH", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
     pub(crate) insecure_no_auth: Option<bool>,
     /// Largest request body in bytes [default: 4194304]; larger bodies get 413.
     #[arg(long, env = "OMNIFORGE_MAX_BODY_BYTES", value_name = "BYTES")]

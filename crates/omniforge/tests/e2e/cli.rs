@@ -146,6 +146,34 @@ async fn tool_commands_reach_a_running_server() {
     );
     let (ok, out, _) = omniforge(dir.path(), &["tool", "list"], None).await;
     assert!(ok && out.starts_with("add_vat"), "{out}");
+
+    // An edit that gives only a new description keeps the code and everything else.
+    let edit = dir.path().join("edit.json");
+    std::fs::write(
+        &edit,
+        json!({"name": "add_vat", "description": "UK VAT at 20%, as decimal strings"}).to_string(),
+    )
+    .unwrap();
+    let (ok, out, err) = omniforge(
+        dir.path(),
+        &["tool", "edit", "add_vat", edit.to_str().unwrap()],
+        None,
+    )
+    .await;
+    assert!(ok && out.contains("version 2"), "{out}\n{err}");
+    let (ok, out, _) = omniforge(
+        dir.path(),
+        &["tool", "run", "add_vat", r#"{"net": 10}"#],
+        None,
+    )
+    .await;
+    assert!(ok && out.contains("\"gross\": \"12.00\""), "{out}");
+    let (ok, out, _) = omniforge(dir.path(), &["tool", "show", "add_vat"], None).await;
+    assert!(
+        ok && out.contains("UK VAT at 20%, as decimal strings"),
+        "{out}"
+    );
+
     let (ok, _, _) = omniforge(dir.path(), &["tool", "disable", "add_vat"], None).await;
     assert!(ok);
     let (ok, out, _) = omniforge(dir.path(), &["tool", "list"], None).await;
@@ -153,6 +181,14 @@ async fn tool_commands_reach_a_running_server() {
         ok && out.trim().is_empty(),
         "a disabled tool is listed: {out}"
     );
+    // A disabled tool does not run from the command line either.
+    let (ok, out, _) = omniforge(
+        dir.path(),
+        &["tool", "run", "add_vat", r#"{"net": 1}"#],
+        None,
+    )
+    .await;
+    assert!(!ok && out.contains("is disabled"), "{out}");
 
     let (ok, _, err) = omniforge(
         dir.path(),
@@ -179,4 +215,22 @@ async fn tool_commands_reach_a_running_server() {
     );
     let (ok, out, _) = omniforge(dir.path(), &["gc"], None).await;
     assert!(ok && out.contains("unused environment"), "{out}");
+}
+
+/// Boolean flags take a value only with `=`, so a flag written before the subcommand (as
+/// `omniforge [OPTIONS] stdio`) does not swallow the subcommand's name.
+#[tokio::test]
+async fn boolean_flags_before_the_subcommand() {
+    let dir = tempfile::tempdir().unwrap();
+    for flag in [
+        "--no-authoring",
+        "--allow-source-builds",
+        "--inline-schema-refs",
+        "--no-authoring=true",
+    ] {
+        let (ok, out, err) = omniforge(dir.path(), &[flag, "tool", "list"], None).await;
+        assert!(ok, "{flag} tool list: {out}\n{err}");
+    }
+    let (ok, _, err) = omniforge(dir.path(), &["--no-authoring=maybe", "tool", "list"], None).await;
+    assert!(!ok && err.contains("invalid value"), "{err}");
 }
