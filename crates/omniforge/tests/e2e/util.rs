@@ -80,8 +80,9 @@ pub(crate) fn require(paths: &[PathBuf]) {
     for path in paths {
         assert!(
             path.exists(),
-            "{} is missing: the end-to-end tests need uv, Node 22 and the official MCP clients \
-             from .deps/. Run `scripts/bootstrap` (from the repository root), then rerun.",
+            "{} is missing: the test dependencies are not installed. Run `scripts/bootstrap` \
+             (from the repository root) to install uv, the MCP clients, Node 22 and the Connect \
+             fixture's node_modules into place, then rerun the tests.",
             path.display()
         );
     }
