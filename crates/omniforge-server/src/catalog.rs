@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use rmcp::model::Tool;
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use tokio::sync::watch;
 
 use crate::auth::Scope;
@@ -72,6 +72,11 @@ pub enum Route {
     Stored(Arc<crate::forge::StoredRoute>),
 }
 
+/// A JSON object schema written as a `json!` value (anything else reads as `{}`).
+pub fn object_schema(schema: serde_json::Value) -> Arc<JsonObject> {
+    Arc::new(schema.as_object().cloned().unwrap_or_default())
+}
+
 impl CatalogTool {
     /// A catalog entry.
     pub fn new(tool: Tool, source: ToolSource, route: Route, required_scope: Scope) -> CatalogTool {
@@ -83,6 +88,23 @@ impl CatalogTool {
             required_scope,
             input_validator: Arc::default(),
         }
+    }
+
+    /// A built-in tool needing `scope`.
+    pub fn builtin(
+        name: &str,
+        description: &str,
+        input_schema: Arc<JsonObject>,
+        annotations: ToolAnnotations,
+        scope: Scope,
+    ) -> CatalogTool {
+        CatalogTool::new(
+            Tool::new(name.to_owned(), description.to_owned(), input_schema)
+                .with_annotations(annotations),
+            ToolSource::Builtin,
+            Route::Builtin,
+            scope,
+        )
     }
 
     /// Checks call arguments against the inputSchema; the error lists each violation.

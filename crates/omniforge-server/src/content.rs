@@ -29,7 +29,7 @@ use omniforge_store::{
 use rmcp::model::{
     CallToolResult, CompleteRequestParams, CompleteResult, CompletionInfo, ContentBlock, ErrorData,
     GetPromptRequestParams, GetPromptResult, JsonObject, Prompt, PromptArgument, PromptMessage,
-    Reference, ResourceContents, ResourceTemplate, Tool, ToolAnnotations,
+    Reference, ResourceContents, ResourceTemplate, ToolAnnotations,
 };
 use rmcp::service::{Peer, RoleServer, SubscriptionSink};
 use serde::{Deserialize, Serialize};
@@ -38,7 +38,7 @@ use tokio_util::sync::CancellationToken;
 use uri_template_ex::UriTemplate;
 
 use crate::auth::Scope;
-use crate::catalog::{CatalogTool, Route, ToolSource};
+use crate::catalog::{CatalogTool, object_schema};
 use crate::forge::{Caller, Forge};
 use crate::peers::Peers;
 
@@ -448,6 +448,37 @@ fn normalize_message(i: usize, message: Value) -> Result<Value, String> {
     Ok(value)
 }
 
+/// Builds the environment of a `completion_code`, when there is one.
+async fn prepare_completion(
+    forge: &Forge,
+    code: Option<String>,
+    dependencies: Vec<String>,
+    timeout_s: Option<f64>,
+    network: Option<bool>,
+    caller: &Caller,
+) -> Result<Option<ScriptSpec>, String> {
+    let Some(code) = code else { return Ok(None) };
+    let script = forge
+        .prepare_script(
+            "completion_code",
+            code,
+            dependencies,
+            timeout_s,
+            network,
+            caller,
+        )
+        .await?;
+    Ok(Some(script))
+}
+
+/// The `dependencies` and `timeout_s` arguments that recreate `script`'s.
+fn script_args(script: Option<&ScriptSpec>) -> (Option<Vec<String>>, Option<f64>) {
+    let dependencies = script
+        .map(|s| s.dependencies.clone())
+        .filter(|d| !d.is_empty());
+    (dependencies, script.map(|s| s.timeout_ms as f64 / 1000.0))
+}
+
 impl TemplateArgs {
     /// Validates and, for scripts, builds the environment; returns what the store keeps.
     ///
@@ -503,21 +534,15 @@ impl TemplateArgs {
                 return Err("text, code: give exactly one: text (a pattern with {variable} placeholders) or code (Python that prints the contents)".into());
             }
         };
-        let completion_script = match self.completion_code {
-            Some(code) => Some(
-                forge
-                    .prepare_script(
-                        "completion_code",
-                        code,
-                        dependencies,
-                        timeout,
-                        self.network,
-                        caller,
-                    )
-                    .await?,
-            ),
-            None => None,
-        };
+        let completion_script = prepare_completion(
+            forge,
+            self.completion_code,
+            dependencies,
+            timeout,
+            self.network,
+            caller,
+        )
+        .await?;
         Ok(NewTemplate {
             uri_template: self.uri_template,
             name: self.name,
@@ -537,6 +562,7 @@ impl TemplateArgs {
             TemplateBody::Text(_) => None,
         };
         let any_script = script.or(t.completion_script.as_ref());
+        let (dependencies, timeout_s) = script_args(any_script);
         TemplateArgs {
             uri_template: t.uri_template.clone(),
             name: t.name.clone(),
@@ -548,10 +574,8 @@ impl TemplateArgs {
                 TemplateBody::Script(_) => None,
             },
             code: script.map(|s| s.code.clone()),
-            dependencies: any_script
-                .map(|s| s.dependencies.clone())
-                .filter(|d| !d.is_empty()),
-            timeout_s: any_script.map(|s| s.timeout_ms as f64 / 1000.0),
+            dependencies,
+            timeout_s,
             network: any_script.map(|s| s.network).filter(|n| *n),
             completions: Some(t.completions.clone()).filter(|c| !c.is_empty()),
             completion_code: t.completion_script.as_ref().map(|s| s.code.clone()),
@@ -609,26 +633,18 @@ impl PromptArgs {
             .enumerate()
             .map(|(i, m)| normalize_message(i, m))
             .collect::<Result<Vec<_>, _>>()?;
-        let completion_script = match self.completion_code {
-            Some(code) => Some(
-                forge
-                    .prepare_script(
-                        "completion_code",
-                        code,
-                        self.dependencies.unwrap_or_default(),
-                        Some(self.timeout_s.unwrap_or(DEFAULT_SCRIPT_TIMEOUT_S)),
-                        None,
-                        caller,
-                    )
-                    .await?,
-            ),
-            None if self.dependencies.is_some() => {
-                return Err(
-                    "dependencies: only used by completion_code, which is not given".into(),
-                );
-            }
-            None => None,
-        };
+        if self.completion_code.is_none() && self.dependencies.is_some() {
+            return Err("dependencies: only used by completion_code, which is not given".into());
+        }
+        let completion_script = prepare_completion(
+            forge,
+            self.completion_code,
+            self.dependencies.unwrap_or_default(),
+            Some(self.timeout_s.unwrap_or(DEFAULT_SCRIPT_TIMEOUT_S)),
+            None,
+            caller,
+        )
+        .await?;
         Ok(NewPrompt {
             name: self.name,
             title: self.title,
@@ -641,6 +657,7 @@ impl PromptArgs {
 
     /// The arguments that recreate `prompt`.
     pub fn from_stored(p: &NewPrompt) -> PromptArgs {
+        let (dependencies, timeout_s) = script_args(p.completion_script.as_ref());
         PromptArgs {
             name: p.name.clone(),
             title: p.title.clone(),
@@ -660,15 +677,8 @@ impl PromptArgs {
             .filter(|a: &Vec<_>| !a.is_empty()),
             messages: p.messages.clone(),
             completion_code: p.completion_script.as_ref().map(|s| s.code.clone()),
-            dependencies: p
-                .completion_script
-                .as_ref()
-                .map(|s| s.dependencies.clone())
-                .filter(|d| !d.is_empty()),
-            timeout_s: p
-                .completion_script
-                .as_ref()
-                .map(|s| s.timeout_ms as f64 / 1000.0),
+            dependencies,
+            timeout_s,
         }
     }
 }
@@ -707,6 +717,26 @@ struct Snapshot {
     resources: Vec<ResourceInfo>,
     templates: Vec<(StoredTemplate, Arc<UriTemplate>)>,
     prompts: Vec<StoredPrompt>,
+}
+
+impl Snapshot {
+    /// The `resources/list` entries.
+    fn resource_entries(&self) -> Vec<rmcp::model::Resource> {
+        self.resources.iter().map(list_entry).collect()
+    }
+
+    /// The `resources/templates/list` entries.
+    fn template_entries(&self) -> Vec<ResourceTemplate> {
+        self.templates
+            .iter()
+            .map(|(t, _)| template_entry(t))
+            .collect()
+    }
+
+    /// The `prompts/list` entries.
+    fn prompt_entries(&self) -> Vec<Prompt> {
+        self.prompts.iter().map(prompt_entry).collect()
+    }
 }
 
 /// The stored resources, templates and prompts of one server.
@@ -807,16 +837,11 @@ impl Content {
         if first {
             return Ok(());
         }
-        let resource_list = |s: &Snapshot| {
-            let r: Vec<_> = s.resources.iter().map(|r| list_entry(r).clone()).collect();
-            let t: Vec<_> = s.templates.iter().map(|(t, _)| template_entry(t)).collect();
-            (r, t)
-        };
+        let resource_list = |s: &Snapshot| (s.resource_entries(), s.template_entries());
         if resource_list(&old) != resource_list(&new) {
             self.peers.notify_resource_list_changed().await;
         }
-        let prompt_list = |s: &Snapshot| s.prompts.iter().map(prompt_entry).collect::<Vec<_>>();
-        if prompt_list(&old) != prompt_list(&new) {
+        if old.prompt_entries() != new.prompt_entries() {
             self.peers.notify_prompt_list_changed().await;
         }
         let before: HashMap<&str, i64> = old
@@ -925,25 +950,17 @@ impl Content {
 
     /// The enabled stored resources, by URI.
     pub fn list_resources(&self) -> Vec<rmcp::model::Resource> {
-        self.snapshot()
-            .resources
-            .iter()
-            .map(|r| list_entry(r).clone())
-            .collect()
+        self.snapshot().resource_entries()
     }
 
     /// The enabled resource templates.
     pub fn list_templates(&self) -> Vec<ResourceTemplate> {
-        self.snapshot()
-            .templates
-            .iter()
-            .map(|(t, _)| template_entry(t))
-            .collect()
+        self.snapshot().template_entries()
     }
 
     /// The enabled prompts, by name.
     pub fn list_prompts(&self) -> Vec<Prompt> {
-        self.snapshot().prompts.iter().map(prompt_entry).collect()
+        self.snapshot().prompt_entries()
     }
 
     /// `resources/read` of a stored resource or a URI that matches a template; `None` when
@@ -965,10 +982,7 @@ impl Content {
                     ResourceBody::Text(text) => ResourceContents::text(text, uri),
                     ResourceBody::Blob(bytes) => ResourceContents::blob(BASE64.encode(bytes), uri),
                 };
-                return Ok(Some(match spec.mime_type {
-                    Some(mime) => contents.with_mime_type(mime),
-                    None => contents,
-                }));
+                return Ok(Some(with_mime(contents, spec.mime_type)));
             }
         }
         for (template, parsed) in &snapshot.templates {
@@ -999,10 +1013,7 @@ impl Content {
                 }
             };
             let contents = ResourceContents::text(text, uri);
-            return Ok(Some(match &spec.mime_type {
-                Some(mime) => contents.with_mime_type(mime.clone()),
-                None => contents,
-            }));
+            return Ok(Some(with_mime(contents, spec.mime_type.clone())));
         }
         Ok(None)
     }
@@ -1228,6 +1239,13 @@ fn parse_completion_output(out: &str) -> Result<Vec<String>, String> {
     }
 }
 
+fn with_mime(contents: ResourceContents, mime_type: Option<String>) -> ResourceContents {
+    match mime_type {
+        Some(mime) => contents.with_mime_type(mime),
+        None => contents,
+    }
+}
+
 fn not_found(uri: &str) -> ErrorData {
     ErrorData::resource_not_found(
         format!("resource not found: {uri}"),
@@ -1326,6 +1344,36 @@ impl Kind {
     }
 }
 
+/// The create, update and delete built-ins: the kind each edits, and how it writes (`None`:
+/// it deletes).
+const EDITS: [(&str, Kind, Option<WriteMode>); 9] = [
+    (
+        names::CREATE_RESOURCE,
+        Kind::Resource,
+        Some(WriteMode::Create),
+    ),
+    (
+        names::UPDATE_RESOURCE,
+        Kind::Resource,
+        Some(WriteMode::Update),
+    ),
+    (names::DELETE_RESOURCE, Kind::Resource, None),
+    (
+        names::CREATE_TEMPLATE,
+        Kind::Template,
+        Some(WriteMode::Create),
+    ),
+    (
+        names::UPDATE_TEMPLATE,
+        Kind::Template,
+        Some(WriteMode::Update),
+    ),
+    (names::DELETE_TEMPLATE, Kind::Template, None),
+    (names::CREATE_PROMPT, Kind::Prompt, Some(WriteMode::Create)),
+    (names::UPDATE_PROMPT, Kind::Prompt, Some(WriteMode::Update)),
+    (names::DELETE_PROMPT, Kind::Prompt, None),
+];
+
 impl Content {
     /// Runs one of this module's built-ins.
     pub async fn call_builtin(
@@ -1334,36 +1382,12 @@ impl Content {
         arguments: Map<String, Value>,
         caller: &Caller,
     ) -> CallToolResult {
-        let outcome = match name {
-            names::CREATE_RESOURCE => {
-                self.write(Kind::Resource, arguments, WriteMode::Create, caller)
-                    .await
-            }
-            names::UPDATE_RESOURCE => {
-                self.write(Kind::Resource, arguments, WriteMode::Update, caller)
-                    .await
-            }
-            names::DELETE_RESOURCE => self.delete(Kind::Resource, arguments).await,
-            names::CREATE_TEMPLATE => {
-                self.write(Kind::Template, arguments, WriteMode::Create, caller)
-                    .await
-            }
-            names::UPDATE_TEMPLATE => {
-                self.write(Kind::Template, arguments, WriteMode::Update, caller)
-                    .await
-            }
-            names::DELETE_TEMPLATE => self.delete(Kind::Template, arguments).await,
-            names::CREATE_PROMPT => {
-                self.write(Kind::Prompt, arguments, WriteMode::Create, caller)
-                    .await
-            }
-            names::UPDATE_PROMPT => {
-                self.write(Kind::Prompt, arguments, WriteMode::Update, caller)
-                    .await
-            }
-            names::DELETE_PROMPT => self.delete(Kind::Prompt, arguments).await,
-            names::GET_DEFINITION => self.get_definition(arguments).await,
-            _ => Err("Unknown or inactive tool".to_owned()),
+        let action = EDITS.iter().find(|(n, ..)| *n == name);
+        let outcome = match action {
+            Some(&(_, kind, Some(mode))) => self.write(kind, arguments, mode, caller).await,
+            Some(&(_, kind, None)) => self.delete(kind, arguments).await,
+            None if name == names::GET_DEFINITION => self.get_definition(arguments).await,
+            None => Err("Unknown or inactive tool".to_owned()),
         };
         match outcome {
             Ok(text) => CallToolResult::success(vec![ContentBlock::text(text)]),
@@ -1537,7 +1561,7 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
     if !authoring {
         return Vec::new();
     }
-    let object = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
+    let object = object_schema;
     let resource_props = json!({
         "uri": {"type": "string", "description": "Absolute URI, e.g. docs://handbook/intro (the omniforge: scheme is reserved)."},
         "name": {"type": "string"},
@@ -1596,69 +1620,59 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
         .open_world(false);
     let tool =
         |name: &str, description: &str, schema: Arc<JsonObject>, annotations: ToolAnnotations| {
-            CatalogTool::new(
-                Tool::new(name.to_owned(), description.to_owned(), schema)
-                    .with_annotations(annotations),
-                ToolSource::Builtin,
-                Route::Builtin,
-                Scope::Write,
-            )
+            CatalogTool::builtin(name, description, schema, annotations, Scope::Write)
         };
-    vec![
-        tool(
-            names::CREATE_RESOURCE,
-            "Store a resource (text or base64 blob) served by resources/list and resources/read; subscribers get notifications/resources/updated when it changes.",
-            schema(&resource_props, &["uri", "name"]),
-            writing.clone(),
-        ),
-        tool(
-            names::UPDATE_RESOURCE,
-            "Change a stored resource (by uri); fields left out are kept. Sessions subscribed to it get notifications/resources/updated.",
-            schema(&resource_props, &["uri"]),
-            writing.clone(),
-        ),
-        tool(
-            names::DELETE_RESOURCE,
-            "Remove a stored resource.",
-            key_only("uri"),
-            deleting.clone(),
-        ),
-        tool(
-            names::CREATE_TEMPLATE,
-            "Store a resource template (RFC 6570): resources/read of a matching URI answers with the text pattern filled in, or with what the Python code prints for the variables.",
-            schema(&template_props, &["uriTemplate", "name"]),
-            writing.clone(),
-        ),
-        tool(
-            names::UPDATE_TEMPLATE,
-            "Change a resource template (by uriTemplate); fields left out are kept.",
-            schema(&template_props, &["uriTemplate"]),
-            writing.clone(),
-        ),
-        tool(
-            names::DELETE_TEMPLATE,
-            "Remove a resource template.",
-            key_only("uriTemplate"),
-            deleting.clone(),
-        ),
-        tool(
-            names::CREATE_PROMPT,
-            "Store a prompt served by prompts/list and prompts/get: messages with {argument} placeholders, arguments with optional completion values.",
-            schema(&prompt_props, &["name", "messages"]),
-            writing.clone(),
-        ),
-        tool(
-            names::UPDATE_PROMPT,
-            "Change a prompt (by name); fields left out are kept.",
-            schema(&prompt_props, &["name"]),
-            writing,
-        ),
-        tool(
-            names::DELETE_PROMPT,
-            "Remove a prompt.",
-            key_only("name"),
-            deleting,
-        ),
+    // The create, update and delete built-ins of one kind, keyed by `key`.
+    let edits =
+        |key: &str, props: &Value, create_required: &[&str], described: [(&str, &str); 3]| {
+            let [
+                (create, create_text),
+                (update, update_text),
+                (delete, delete_text),
+            ] = described;
+            [
+                tool(
+                    create,
+                    create_text,
+                    schema(props, create_required),
+                    writing.clone(),
+                ),
+                tool(update, update_text, schema(props, &[key]), writing.clone()),
+                tool(delete, delete_text, key_only(key), deleting.clone()),
+            ]
+        };
+    let mut tools = Vec::new();
+    tools.extend(edits(
+        "uri",
+        &resource_props,
+        &["uri", "name"],
+        [
+            (names::CREATE_RESOURCE, "Store a resource (text or base64 blob) served by resources/list and resources/read; subscribers get notifications/resources/updated when it changes."),
+            (names::UPDATE_RESOURCE, "Change a stored resource (by uri); fields left out are kept. Sessions subscribed to it get notifications/resources/updated."),
+            (names::DELETE_RESOURCE, "Remove a stored resource."),
+        ],
+    ));
+    tools.extend(edits(
+        "uriTemplate",
+        &template_props,
+        &["uriTemplate", "name"],
+        [
+            (names::CREATE_TEMPLATE, "Store a resource template (RFC 6570): resources/read of a matching URI answers with the text pattern filled in, or with what the Python code prints for the variables."),
+            (names::UPDATE_TEMPLATE, "Change a resource template (by uriTemplate); fields left out are kept."),
+            (names::DELETE_TEMPLATE, "Remove a resource template."),
+        ],
+    ));
+    tools.extend(edits(
+        "name",
+        &prompt_props,
+        &["name", "messages"],
+        [
+            (names::CREATE_PROMPT, "Store a prompt served by prompts/list and prompts/get: messages with {argument} placeholders, arguments with optional completion values."),
+            (names::UPDATE_PROMPT, "Change a prompt (by name); fields left out are kept."),
+            (names::DELETE_PROMPT, "Remove a prompt."),
+        ],
+    ));
+    tools.push(
         tool(
             names::GET_DEFINITION,
             "Show a stored resource (uri), resource template (uriTemplate) or prompt (prompt: name) as the arguments that would create it.",
@@ -1671,7 +1685,8 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
                 .idempotent(true)
                 .open_world(false),
         ),
-    ]
+    );
+    tools
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{OnceCell, mpsc};
 
 use crate::auth::{Principal, Scope};
-use crate::catalog::{Catalog, CatalogTool, Route, ToolSource};
+use crate::catalog::{Catalog, CatalogTool, Route, ToolSource, object_schema};
 use crate::client_requests::{self, ClientLink};
 
 /// Names of the authoring built-ins.
@@ -1489,7 +1489,7 @@ impl Progress {
 
 /// The authoring built-ins, in catalog order (after `omniforge_instructions`).
 pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
-    let object = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
+    let object = object_schema;
     let draft_properties = json!({
         "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$", "description": "Tool name: letters, digits, _ and -, at most 64."},
         "description": {"type": "string", "description": "What the tool does, for the model that will call it."},
@@ -1515,13 +1515,7 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
     );
     let write =
         |name: &str, description: &str, schema: Arc<JsonObject>, annotations: ToolAnnotations| {
-            CatalogTool::new(
-                Tool::new(name.to_owned(), description.to_owned(), schema)
-                    .with_annotations(annotations),
-                ToolSource::Builtin,
-                Route::Builtin,
-                Scope::Write,
-            )
+            CatalogTool::builtin(name, description, schema, annotations, Scope::Write)
         };
     let mut tools = Vec::new();
     if authoring {
@@ -1572,13 +1566,7 @@ pub fn builtin_tools(authoring: bool) -> Vec<CatalogTool> {
     }
     if authoring {
         let admin = |name: &str, description: &str, schema: Value, annotations: ToolAnnotations| {
-            CatalogTool::new(
-                Tool::new(name.to_owned(), description.to_owned(), object(schema))
-                    .with_annotations(annotations),
-                ToolSource::Builtin,
-                Route::Builtin,
-                Scope::Admin,
-            )
+            CatalogTool::builtin(name, description, object(schema), annotations, Scope::Admin)
         };
         tools.push(admin(
             names::SET_SECRET,

@@ -17,13 +17,13 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::Row;
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
+use sqlx::sqlite::{SqliteArguments, SqliteConnection, SqliteRow};
 
 use crate::error::{self, NameKind, StoreError};
 use crate::model::{NewVersion, validate_tool_name};
 use crate::sqlite::{
-    SqliteStore, bump, col, corrupt, encode_spec, fetch_version, get_json, insert_version, invalid,
-    now_ms, to_json,
+    SqliteStore, bump, col, corrupt, encode_spec, fetch_version, get_json, insert_tool,
+    insert_version, invalid, next_version_number, now_ms, to_json,
 };
 use crate::store::ToolStore;
 
@@ -455,15 +455,48 @@ async fn fetch_resource(
     conn: &mut SqliteConnection,
     uri: &str,
 ) -> Result<Option<StoredResource>, StoreError> {
-    let row = sqlx::query(
+    fetch_row(
+        conn,
         "SELECT uri, name, title, description, mime_type, text, blob, enabled, created_at_ms, \
          updated_at_ms, updated_seq FROM resource WHERE uri = ?",
+        uri,
+        resource_from_row,
     )
-    .bind(uri)
-    .fetch_optional(conn)
     .await
-    .map_err(error::db)?;
-    row.as_ref().map(resource_from_row).transpose()
+}
+
+/// The row `sql` (with one `?` for `key`) selects, read by `from_row`.
+async fn fetch_row<T>(
+    conn: &mut SqliteConnection,
+    sql: &'static str,
+    key: &str,
+    from_row: fn(&SqliteRow) -> Result<T, StoreError>,
+) -> Result<Option<T>, StoreError> {
+    let row = sqlx::query(sql)
+        .bind(key)
+        .fetch_optional(conn)
+        .await
+        .map_err(error::db)?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// What every resource, template and prompt write does before its upsert: checks `mode`
+/// against the stored row, and returns `None` when that row already holds `new` and is enabled
+/// (nothing to write, no counter bump); else bumps the counter and returns `(seq, now)`.
+async fn start_write<T: PartialEq>(
+    conn: &mut SqliteConnection,
+    kind: NameKind,
+    key: &str,
+    mode: WriteMode,
+    existing: Option<(&T, RowState)>,
+    new: &T,
+) -> Result<Option<(i64, i64)>, StoreError> {
+    check_mode(kind, key, mode, existing.is_some())?;
+    if existing.is_some_and(|(spec, state)| spec == new && state.enabled) {
+        return Ok(None);
+    }
+    let seq = bump(conn).await?;
+    Ok(Some((seq, now_ms())))
 }
 
 /// The `SELECT ... FROM resource_template` that [`template_from_row`] reads; a macro so that
@@ -483,6 +516,24 @@ macro_rules! prompt_select {
     };
 }
 
+/// Runs an upsert whose last three parameters are `created_at_ms`, `updated_at_ms` (both `now`)
+/// and `updated_seq`; returns `true` (it changed the row).
+async fn upsert(
+    conn: &mut SqliteConnection,
+    query: sqlx::query::Query<'_, sqlx::Sqlite, SqliteArguments>,
+    now: i64,
+    seq: i64,
+) -> Result<bool, StoreError> {
+    query
+        .bind(now)
+        .bind(now)
+        .bind(seq)
+        .execute(conn)
+        .await
+        .map_err(error::db)?;
+    Ok(true)
+}
+
 async fn write_resource(
     conn: &mut SqliteConnection,
     r: &NewResource,
@@ -490,21 +541,18 @@ async fn write_resource(
 ) -> Result<bool, StoreError> {
     check_key(NameKind::Resource, &r.uri)?;
     let existing = fetch_resource(&mut *conn, &r.uri).await?;
-    check_mode(NameKind::Resource, &r.uri, mode, existing.is_some())?;
-    if existing
-        .as_ref()
-        .is_some_and(|e| e.spec == *r && e.state.enabled)
-    {
+    let existing = existing.as_ref().map(|e| (&e.spec, e.state));
+    let Some((seq, now)) =
+        start_write(&mut *conn, NameKind::Resource, &r.uri, mode, existing, r).await?
+    else {
         return Ok(false);
-    }
-    let seq = bump(&mut *conn).await?;
-    let now = now_ms();
+    };
     let (text, blob) = match &r.body {
         ResourceBody::Text(t) => (Some(t.as_str()), None),
         ResourceBody::Blob(b) => (None, Some(b.as_slice())),
     };
     let size = i64::try_from(r.body.len()).map_err(|_| invalid("size", "too large"))?;
-    sqlx::query(
+    let query = sqlx::query(
         "INSERT INTO resource (uri, name, title, description, mime_type, text, blob, size, \
          enabled, created_at_ms, updated_at_ms, updated_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) \
          ON CONFLICT (uri) DO UPDATE SET name = excluded.name, title = excluded.title, \
@@ -519,14 +567,8 @@ async fn write_resource(
     .bind(r.mime_type.as_deref())
     .bind(text)
     .bind(blob)
-    .bind(size)
-    .bind(now)
-    .bind(now)
-    .bind(seq)
-    .execute(&mut *conn)
-    .await
-    .map_err(error::db)?;
-    Ok(true)
+    .bind(size);
+    upsert(conn, query, now, seq).await
 }
 
 async fn write_template(
@@ -535,26 +577,20 @@ async fn write_template(
     mode: WriteMode,
 ) -> Result<bool, StoreError> {
     check_key(NameKind::ResourceTemplate, &t.uri_template)?;
-    let row = sqlx::query(concat!(template_select!(), " WHERE uri_template = ?"))
-        .bind(&t.uri_template)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(error::db)?;
-    let existing = row.as_ref().map(template_from_row).transpose()?;
-    check_mode(
-        NameKind::ResourceTemplate,
+    let existing = fetch_row(
+        &mut *conn,
+        concat!(template_select!(), " WHERE uri_template = ?"),
         &t.uri_template,
-        mode,
-        existing.is_some(),
-    )?;
-    if existing
-        .as_ref()
-        .is_some_and(|e| e.spec == *t && e.state.enabled)
-    {
+        template_from_row,
+    )
+    .await?;
+    let existing = existing.as_ref().map(|e| (&e.spec, e.state));
+    let kind = NameKind::ResourceTemplate;
+    let Some((seq, now)) =
+        start_write(&mut *conn, kind, &t.uri_template, mode, existing, t).await?
+    else {
         return Ok(false);
-    }
-    let seq = bump(&mut *conn).await?;
-    let now = now_ms();
+    };
     let (text, script) = match &t.body {
         TemplateBody::Text(text) => (Some(text.clone()), None),
         TemplateBody::Script(s) => (None, Some(to_json("script", s)?)),
@@ -564,7 +600,7 @@ async fn write_template(
         .as_ref()
         .map(|s| to_json("completion_script", s))
         .transpose()?;
-    sqlx::query(
+    let query = sqlx::query(
         "INSERT INTO resource_template (uri_template, name, title, description, mime_type, text, \
          script, completions, completion_script, enabled, created_at_ms, updated_at_ms, updated_seq) \
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?) \
@@ -582,14 +618,8 @@ async fn write_template(
     .bind(text)
     .bind(script)
     .bind(to_json("completions", &t.completions)?)
-    .bind(completion_script)
-    .bind(now)
-    .bind(now)
-    .bind(seq)
-    .execute(&mut *conn)
-    .await
-    .map_err(error::db)?;
-    Ok(true)
+    .bind(completion_script);
+    upsert(conn, query, now, seq).await
 }
 
 async fn write_prompt(
@@ -598,27 +628,25 @@ async fn write_prompt(
     mode: WriteMode,
 ) -> Result<bool, StoreError> {
     check_key(NameKind::Prompt, &p.name)?;
-    let row = sqlx::query(concat!(prompt_select!(), " WHERE name = ?"))
-        .bind(&p.name)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(error::db)?;
-    let existing = row.as_ref().map(prompt_from_row).transpose()?;
-    check_mode(NameKind::Prompt, &p.name, mode, existing.is_some())?;
-    if existing
-        .as_ref()
-        .is_some_and(|e| e.spec == *p && e.state.enabled)
-    {
+    let existing = fetch_row(
+        &mut *conn,
+        concat!(prompt_select!(), " WHERE name = ?"),
+        &p.name,
+        prompt_from_row,
+    )
+    .await?;
+    let existing = existing.as_ref().map(|e| (&e.spec, e.state));
+    let Some((seq, now)) =
+        start_write(&mut *conn, NameKind::Prompt, &p.name, mode, existing, p).await?
+    else {
         return Ok(false);
-    }
-    let seq = bump(&mut *conn).await?;
-    let now = now_ms();
+    };
     let completion_script = p
         .completion_script
         .as_ref()
         .map(|s| to_json("completion_script", s))
         .transpose()?;
-    sqlx::query(
+    let query = sqlx::query(
         "INSERT INTO prompt (name, title, description, arguments, messages, completion_script, \
          enabled, created_at_ms, updated_at_ms, updated_seq) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?) \
          ON CONFLICT (name) DO UPDATE SET title = excluded.title, description = excluded.description, \
@@ -631,14 +659,8 @@ async fn write_prompt(
     .bind(p.description.as_deref())
     .bind(to_json("arguments", &p.arguments)?)
     .bind(to_json("messages", &p.messages)?)
-    .bind(completion_script)
-    .bind(now)
-    .bind(now)
-    .bind(seq)
-    .execute(&mut *conn)
-    .await
-    .map_err(error::db)?;
-    Ok(true)
+    .bind(completion_script);
+    upsert(conn, query, now, seq).await
 }
 
 /// Creates the tool, adds a version, enables it, or does nothing; returns what it did.
@@ -657,18 +679,7 @@ async fn write_tool(
     let now = now_ms();
     let Some(current) = current else {
         let seq = bump(&mut *conn).await?;
-        sqlx::query(
-            "INSERT INTO tool (name, enabled, current_version, created_at_ms, updated_at_ms, updated_seq) \
-             VALUES (?, 1, 1, ?, ?, ?)",
-        )
-        .bind(name)
-        .bind(now)
-        .bind(now)
-        .bind(seq)
-        .execute(&mut *conn)
-        .await
-        .map_err(error::db)?;
-        insert_version(&mut *conn, name, 1, now, &enc).await?;
+        insert_tool(&mut *conn, name, now, seq, &enc).await?;
         return Ok(Some(format!("tool {name}: created (version 1)")));
     };
     let number: i64 = current.try_get("current_version").map_err(error::db)?;
@@ -696,14 +707,9 @@ async fn write_tool(
         .map_err(error::db)?;
         return Ok(Some(format!("tool {name}: enabled")));
     }
-    let highest: i64 = sqlx::query_scalar("SELECT max(number) FROM tool_version WHERE tool = ?")
-        .bind(name)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(error::db)?;
-    let next = u32::try_from(highest + 1).map_err(|_| StoreError::Conflict {
-        reason: format!("tool {name:?} has no version numbers left"),
-    })?;
+    let next = next_version_number(&mut *conn, name)
+        .await?
+        .ok_or_else(|| corrupt("tool without versions"))?;
     let seq = bump(&mut *conn).await?;
     insert_version(&mut *conn, name, next, now, &enc).await?;
     sqlx::query(
@@ -725,17 +731,55 @@ async fn delete_row(
     sql: &'static str,
     key: &str,
 ) -> Result<(), StoreError> {
-    let mut tx = store.write().await?;
-    let done = sqlx::query(sql)
-        .bind(key)
-        .execute(&mut *tx)
+    store
+        .in_write(async |conn| {
+            let done = sqlx::query(sql)
+                .bind(key)
+                .execute(&mut *conn)
+                .await
+                .map_err(error::db)?;
+            if done.rows_affected() == 0 {
+                return Err(not_found(kind, key));
+            }
+            bump(conn).await?;
+            Ok(())
+        })
         .await
-        .map_err(error::db)?;
-    if done.rows_affected() == 0 {
-        return Err(not_found(kind, key));
+}
+
+/// Counts one write of an import: `changed` names it in the report, else it was unchanged.
+fn tally(report: &mut ImportReport, changed: bool, what: impl FnOnce() -> String) {
+    if changed {
+        report.changed.push(what());
+    } else {
+        report.unchanged += 1;
     }
-    bump(&mut tx).await?;
-    tx.commit().await.map_err(error::db)
+}
+
+impl SqliteStore {
+    /// Runs `f` in one write transaction, committed when `f` succeeds.
+    async fn in_write<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut SqliteConnection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut tx = self.write().await?;
+        let out = f(&mut tx).await?;
+        tx.commit().await.map_err(error::db)?;
+        Ok(out)
+    }
+
+    /// Every row `sql` selects, read by `from_row`.
+    async fn list_rows<T>(
+        &self,
+        sql: &'static str,
+        from_row: fn(&SqliteRow) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        let rows = sqlx::query(sql)
+            .fetch_all(&self.reader_pool())
+            .await
+            .map_err(error::db)?;
+        rows.iter().map(from_row).collect()
+    }
 }
 
 #[async_trait]
@@ -775,10 +819,8 @@ impl ContentStore for SqliteStore {
         resource: NewResource,
         mode: WriteMode,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.write().await?;
-        let changed = write_resource(&mut tx, &resource, mode).await?;
-        tx.commit().await.map_err(error::db)?;
-        Ok(changed)
+        self.in_write(async |conn| write_resource(conn, &resource, mode).await)
+            .await
     }
 
     async fn delete_resource(&self, uri: &str) -> Result<(), StoreError> {
@@ -792,11 +834,11 @@ impl ContentStore for SqliteStore {
     }
 
     async fn list_templates(&self) -> Result<Vec<StoredTemplate>, StoreError> {
-        let rows = sqlx::query(concat!(template_select!(), " ORDER BY uri_template"))
-            .fetch_all(&self.reader_pool())
-            .await
-            .map_err(error::db)?;
-        rows.iter().map(template_from_row).collect()
+        self.list_rows(
+            concat!(template_select!(), " ORDER BY uri_template"),
+            template_from_row,
+        )
+        .await
     }
 
     async fn put_template(
@@ -804,10 +846,8 @@ impl ContentStore for SqliteStore {
         template: NewTemplate,
         mode: WriteMode,
     ) -> Result<bool, StoreError> {
-        let mut tx = self.write().await?;
-        let changed = write_template(&mut tx, &template, mode).await?;
-        tx.commit().await.map_err(error::db)?;
-        Ok(changed)
+        self.in_write(async |conn| write_template(conn, &template, mode).await)
+            .await
     }
 
     async fn delete_template(&self, uri_template: &str) -> Result<(), StoreError> {
@@ -821,18 +861,13 @@ impl ContentStore for SqliteStore {
     }
 
     async fn list_prompts(&self) -> Result<Vec<StoredPrompt>, StoreError> {
-        let rows = sqlx::query(concat!(prompt_select!(), " ORDER BY name"))
-            .fetch_all(&self.reader_pool())
+        self.list_rows(concat!(prompt_select!(), " ORDER BY name"), prompt_from_row)
             .await
-            .map_err(error::db)?;
-        rows.iter().map(prompt_from_row).collect()
     }
 
     async fn put_prompt(&self, prompt: NewPrompt, mode: WriteMode) -> Result<bool, StoreError> {
-        let mut tx = self.write().await?;
-        let changed = write_prompt(&mut tx, &prompt, mode).await?;
-        tx.commit().await.map_err(error::db)?;
-        Ok(changed)
+        self.in_write(async |conn| write_prompt(conn, &prompt, mode).await)
+            .await
     }
 
     async fn delete_prompt(&self, name: &str) -> Result<(), StoreError> {
@@ -855,27 +890,18 @@ impl ContentStore for SqliteStore {
             }
         }
         for r in &batch.resources {
-            if write_resource(&mut tx, r, WriteMode::Upsert).await? {
-                report.changed.push(format!("resource {}", r.uri));
-            } else {
-                report.unchanged += 1;
-            }
+            let changed = write_resource(&mut tx, r, WriteMode::Upsert).await?;
+            tally(&mut report, changed, || format!("resource {}", r.uri));
         }
         for t in &batch.templates {
-            if write_template(&mut tx, t, WriteMode::Upsert).await? {
-                report
-                    .changed
-                    .push(format!("resource template {}", t.uri_template));
-            } else {
-                report.unchanged += 1;
-            }
+            let changed = write_template(&mut tx, t, WriteMode::Upsert).await?;
+            tally(&mut report, changed, || {
+                format!("resource template {}", t.uri_template)
+            });
         }
         for p in &batch.prompts {
-            if write_prompt(&mut tx, p, WriteMode::Upsert).await? {
-                report.changed.push(format!("prompt {}", p.name));
-            } else {
-                report.unchanged += 1;
-            }
+            let changed = write_prompt(&mut tx, p, WriteMode::Upsert).await?;
+            tally(&mut report, changed, || format!("prompt {}", p.name));
         }
         tx.commit().await.map_err(error::db)?;
         Ok(report)

@@ -407,6 +407,69 @@ pub(crate) async fn bump(conn: &mut SqliteConnection) -> Result<i64, StoreError>
     .map_err(error::db)
 }
 
+/// Inserts `name` as a new, enabled tool whose version 1 is `enc`.
+pub(crate) async fn insert_tool(
+    conn: &mut SqliteConnection,
+    name: &str,
+    now: i64,
+    seq: i64,
+    enc: &EncodedSpec<'_>,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "INSERT INTO tool (name, enabled, current_version, created_at_ms, updated_at_ms, updated_seq) \
+         VALUES (?, 1, 1, ?, ?, ?)",
+    )
+    .bind(name)
+    .bind(now)
+    .bind(now)
+    .bind(seq)
+    .execute(&mut *conn)
+    .await
+    .map_err(error::db)?;
+    insert_version(conn, name, 1, now, enc).await
+}
+
+/// The number the next version of `name` gets; `None` when it has no versions (no such tool).
+pub(crate) async fn next_version_number(
+    conn: &mut SqliteConnection,
+    name: &str,
+) -> Result<Option<u32>, StoreError> {
+    let highest: Option<i64> =
+        sqlx::query_scalar("SELECT max(number) FROM tool_version WHERE tool = ?")
+            .bind(name)
+            .fetch_one(conn)
+            .await
+            .map_err(error::db)?;
+    highest
+        .map(|highest| {
+            u32::try_from(highest + 1).map_err(|_| StoreError::Conflict {
+                reason: format!("tool {name:?} has no version numbers left"),
+            })
+        })
+        .transpose()
+}
+
+/// Points `name` at version `number` (enabled state unchanged).
+async fn set_current_version(
+    conn: &mut SqliteConnection,
+    name: &str,
+    number: u32,
+    now: i64,
+    seq: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE tool SET current_version = ?, updated_at_ms = ?, updated_seq = ? WHERE name = ?",
+    )
+    .bind(i64::from(number))
+    .bind(now)
+    .bind(seq)
+    .bind(name)
+    .execute(conn)
+    .await
+    .map_err(error::db)?;
+    Ok(())
+}
+
 pub(crate) async fn insert_version(
     conn: &mut SqliteConnection,
     name: &str,
@@ -634,18 +697,7 @@ impl ToolStore for SqliteStore {
         }
         let seq = bump(&mut tx).await?;
         let now = now_ms();
-        sqlx::query(
-            "INSERT INTO tool (name, enabled, current_version, created_at_ms, updated_at_ms, updated_seq) \
-             VALUES (?, 1, 1, ?, ?, ?)",
-        )
-        .bind(name)
-        .bind(now)
-        .bind(now)
-        .bind(seq)
-        .execute(&mut *tx)
-        .await
-        .map_err(error::db)?;
-        insert_version(&mut tx, name, 1, now, &enc).await?;
+        insert_tool(&mut tx, name, now, seq, &enc).await?;
         tx.commit().await.map_err(error::db)?;
         Ok(ToolVersion {
             tool: name.to_owned(),
@@ -658,31 +710,13 @@ impl ToolStore for SqliteStore {
     async fn add_version(&self, name: &str, spec: NewVersion) -> Result<ToolVersion, StoreError> {
         let enc = encode_spec(&spec)?;
         let mut tx = self.write().await?;
-        let highest: Option<i64> =
-            sqlx::query_scalar("SELECT max(number) FROM tool_version WHERE tool = ?")
-                .bind(name)
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(error::db)?;
-        let Some(highest) = highest else {
+        let Some(number) = next_version_number(&mut tx, name).await? else {
             return Err(tool_not_found(name));
         };
-        let number = u32::try_from(highest + 1).map_err(|_| StoreError::Conflict {
-            reason: format!("tool {name:?} has no version numbers left"),
-        })?;
         let seq = bump(&mut tx).await?;
         let now = now_ms();
         insert_version(&mut tx, name, number, now, &enc).await?;
-        sqlx::query(
-            "UPDATE tool SET current_version = ?, updated_at_ms = ?, updated_seq = ? WHERE name = ?",
-        )
-        .bind(i64::from(number))
-        .bind(now)
-        .bind(seq)
-        .bind(name)
-        .execute(&mut *tx)
-        .await
-        .map_err(error::db)?;
+        set_current_version(&mut tx, name, number, now, seq).await?;
         tx.commit().await.map_err(error::db)?;
         Ok(ToolVersion {
             tool: name.to_owned(),
@@ -779,16 +813,7 @@ impl ToolStore for SqliteStore {
             .await?
             .ok_or_else(|| version_not_found(name, number))?;
         let seq = bump(&mut tx).await?;
-        sqlx::query(
-            "UPDATE tool SET current_version = ?, updated_at_ms = ?, updated_seq = ? WHERE name = ?",
-        )
-        .bind(i64::from(number))
-        .bind(now_ms())
-        .bind(seq)
-        .bind(name)
-        .execute(&mut *tx)
-        .await
-        .map_err(error::db)?;
+        set_current_version(&mut tx, name, number, now_ms(), seq).await?;
         tx.commit().await.map_err(error::db)?;
         Ok(version)
     }

@@ -1,68 +1,18 @@
 //! The command line for people (`omniforge tool ...`, `secret`, `backup`, `gc`, `doctor`)
 //! against a running server on the same data directory.
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
 
-use crate::util::BIN;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn uv() -> PathBuf {
-    let uv = repo_root().join(".deps/bin/uv");
-    assert!(
-        uv.exists(),
-        "{} is missing: run `scripts/bootstrap`",
-        uv.display()
-    );
-    uv
-}
-
-/// Runs `omniforge --data-dir DIR --uv UV ARGS...`; returns (success, stdout, stderr).
-async fn omniforge(dir: &Path, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
-    let mut child = Command::new(BIN)
-        .arg("--data-dir")
-        .arg(dir)
-        .arg("--uv")
-        .arg(uv())
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    if let Some(text) = stdin {
-        input.write_all(text.as_bytes()).await.unwrap();
-    }
-    drop(input);
-    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
-        .await
-        .expect("the command did not finish within 120 s")
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use crate::util::{omniforge_cli, omniforge_in, repo_root};
 
 #[tokio::test]
 async fn tool_commands_reach_a_running_server() {
     let dir = tempfile::tempdir().unwrap();
-    let mut server = Command::new(BIN)
-        .arg("--data-dir")
-        .arg(dir.path())
-        .arg("--uv")
-        .arg(uv())
+    let mut server = omniforge_in(dir.path())
         .arg("stdio")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -86,7 +36,7 @@ async fn tool_commands_reach_a_running_server() {
         .unwrap();
 
     let example = repo_root().join("examples/tools/add_vat.json");
-    let (ok, out, err) = omniforge(
+    let (ok, out, err) = omniforge_cli(
         dir.path(),
         &["tool", "add", example.to_str().unwrap()],
         None,
@@ -127,14 +77,14 @@ async fn tool_commands_reach_a_running_server() {
         json!("{\"net\": \"10\", \"rate\": \"20\", \"vat\": \"2.00\", \"gross\": \"12.00\"}")
     );
 
-    let (ok, out, _) = omniforge(
+    let (ok, out, _) = omniforge_cli(
         dir.path(),
         &["tool", "run", "add_vat", r#"{"net": 7}"#],
         None,
     )
     .await;
     assert!(ok && out.contains("\"gross\": \"8.40\""), "{out}");
-    let (ok, out, _) = omniforge(
+    let (ok, out, _) = omniforge_cli(
         dir.path(),
         &["tool", "run", "add_vat", r#"{"net": "x"}"#],
         None,
@@ -144,7 +94,7 @@ async fn tool_commands_reach_a_running_server() {
         !ok && out.contains("Arguments do not match inputSchema"),
         "{out}"
     );
-    let (ok, out, _) = omniforge(dir.path(), &["tool", "list"], None).await;
+    let (ok, out, _) = omniforge_cli(dir.path(), &["tool", "list"], None).await;
     assert!(ok && out.starts_with("add_vat"), "{out}");
 
     // An edit that gives only a new description keeps the code and everything else.
@@ -154,35 +104,35 @@ async fn tool_commands_reach_a_running_server() {
         json!({"name": "add_vat", "description": "UK VAT at 20%, as decimal strings"}).to_string(),
     )
     .unwrap();
-    let (ok, out, err) = omniforge(
+    let (ok, out, err) = omniforge_cli(
         dir.path(),
         &["tool", "edit", "add_vat", edit.to_str().unwrap()],
         None,
     )
     .await;
     assert!(ok && out.contains("version 2"), "{out}\n{err}");
-    let (ok, out, _) = omniforge(
+    let (ok, out, _) = omniforge_cli(
         dir.path(),
         &["tool", "run", "add_vat", r#"{"net": 10}"#],
         None,
     )
     .await;
     assert!(ok && out.contains("\"gross\": \"12.00\""), "{out}");
-    let (ok, out, _) = omniforge(dir.path(), &["tool", "show", "add_vat"], None).await;
+    let (ok, out, _) = omniforge_cli(dir.path(), &["tool", "show", "add_vat"], None).await;
     assert!(
         ok && out.contains("UK VAT at 20%, as decimal strings"),
         "{out}"
     );
 
-    let (ok, _, _) = omniforge(dir.path(), &["tool", "disable", "add_vat"], None).await;
+    let (ok, _, _) = omniforge_cli(dir.path(), &["tool", "disable", "add_vat"], None).await;
     assert!(ok);
-    let (ok, out, _) = omniforge(dir.path(), &["tool", "list"], None).await;
+    let (ok, out, _) = omniforge_cli(dir.path(), &["tool", "list"], None).await;
     assert!(
         ok && out.trim().is_empty(),
         "a disabled tool is listed: {out}"
     );
     // A disabled tool does not run from the command line either.
-    let (ok, out, _) = omniforge(
+    let (ok, out, _) = omniforge_cli(
         dir.path(),
         &["tool", "run", "add_vat", r#"{"net": 1}"#],
         None,
@@ -190,30 +140,30 @@ async fn tool_commands_reach_a_running_server() {
     .await;
     assert!(!ok && out.contains("is disabled"), "{out}");
 
-    let (ok, _, err) = omniforge(
+    let (ok, _, err) = omniforge_cli(
         dir.path(),
         &["secret", "set", "API_KEY"],
         Some("s3cret-value\n"),
     )
     .await;
     assert!(ok, "{err}");
-    let (ok, out, _) = omniforge(dir.path(), &["secret", "list"], None).await;
+    let (ok, out, _) = omniforge_cli(dir.path(), &["secret", "list"], None).await;
     assert!(
         ok && out.trim() == "API_KEY" && !out.contains("s3cret"),
         "{out}"
     );
 
     let backup = dir.path().join("backup.db");
-    let (ok, _, err) = omniforge(dir.path(), &["backup", backup.to_str().unwrap()], None).await;
+    let (ok, _, err) = omniforge_cli(dir.path(), &["backup", backup.to_str().unwrap()], None).await;
     assert!(ok && backup.exists(), "{err}");
-    let (ok, out, err) = omniforge(dir.path(), &["doctor", "--json"], None).await;
+    let (ok, out, err) = omniforge_cli(dir.path(), &["doctor", "--json"], None).await;
     assert!(ok, "{err}");
     let doctor: Value = serde_json::from_str(&out).unwrap();
     assert!(
         doctor["layers"].as_array().is_some_and(|l| !l.is_empty()),
         "{doctor}"
     );
-    let (ok, out, _) = omniforge(dir.path(), &["gc"], None).await;
+    let (ok, out, _) = omniforge_cli(dir.path(), &["gc"], None).await;
     assert!(ok && out.contains("unused environment"), "{out}");
 }
 
@@ -228,9 +178,10 @@ async fn boolean_flags_before_the_subcommand() {
         "--inline-schema-refs",
         "--no-authoring=true",
     ] {
-        let (ok, out, err) = omniforge(dir.path(), &[flag, "tool", "list"], None).await;
+        let (ok, out, err) = omniforge_cli(dir.path(), &[flag, "tool", "list"], None).await;
         assert!(ok, "{flag} tool list: {out}\n{err}");
     }
-    let (ok, _, err) = omniforge(dir.path(), &["--no-authoring=maybe", "tool", "list"], None).await;
+    let (ok, _, err) =
+        omniforge_cli(dir.path(), &["--no-authoring=maybe", "tool", "list"], None).await;
     assert!(!ok && err.contains("invalid value"), "{err}");
 }

@@ -16,16 +16,16 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::procs::{Captured, drain};
-use crate::script_tools::{
-    Omni, StdioGuard, data_home, deps, no_proxy, node22, python2, repo_root, require, stdio_argv,
-    ts_modules, unique, uv,
+use crate::script_tools::{Omni, StdioGuard, data_home, stdio_argv, unique};
+use crate::util::{
+    BIN, e2e_dir, line_channel, no_proxy, node_driver, node22, python_driver, python1, python2,
+    repo_root, require, spawn_piped, ts_modules, uv,
 };
-use crate::util::BIN;
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -119,32 +119,22 @@ impl Client {
     /// client `features` (answers for sampling, elicitation, roots), after initialize.
     async fn start(sdk: Sdk, transport: &'static str, target: &str, features: &Value) -> Client {
         let dir = tempfile::tempdir().unwrap();
-        let drivers = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/client_drivers");
+        let drivers = e2e_dir("client_drivers");
         let mut cmd = match sdk {
             Sdk::Py1 | Sdk::Py2 => {
                 let python = match sdk {
-                    Sdk::Py1 => deps().join("py-mcp1/bin/python"),
+                    Sdk::Py1 => python1(),
                     _ => python2(),
                 };
                 require(std::slice::from_ref(&python));
-                let mut cmd = Command::new(python);
-                cmd.arg(drivers.join("client.py"))
-                    .env("PYTHONUNBUFFERED", "1")
-                    .env("PYTHONDONTWRITEBYTECODE", "1");
-                cmd
+                python_driver(&python, &drivers.join("client.py"))
             }
             Sdk::Ts => {
                 require(&[
                     node22(),
                     ts_modules().join("@modelcontextprotocol/sdk/package.json"),
                 ]);
-                let home = dir.path().join("ts");
-                std::fs::create_dir(&home).unwrap();
-                std::fs::copy(drivers.join("client.mjs"), home.join("client.mjs")).unwrap();
-                std::os::unix::fs::symlink(ts_modules(), home.join("node_modules")).unwrap();
-                let mut cmd = Command::new(node22());
-                cmd.arg(home.join("client.mjs"));
-                cmd
+                node_driver(dir.path(), &drivers.join("client.mjs"))
             }
         };
         cmd.arg(transport)
@@ -153,25 +143,12 @@ impl Client {
             .current_dir(dir.path())
             .env("NO_COLOR", "1");
         no_proxy(&mut cmd);
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
+        let mut child = spawn_piped(&mut cmd)
             .unwrap_or_else(|e| panic!("cannot start the {sdk:?} driver: {e}"));
         let stdin = child.stdin.take().unwrap();
         let stderr = Captured::default();
         drain(child.stderr.take().unwrap(), stderr.clone());
-        let (tx, lines) = mpsc::unbounded_channel();
-        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = out.next_line().await {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = line_channel(child.stdout.take().unwrap());
         let mut client = Client {
             sdk,
             transport,

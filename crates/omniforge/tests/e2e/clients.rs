@@ -21,7 +21,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
 use crate::procs::{self, Captured, Serve};
-use crate::util::BIN;
+use crate::util::{BIN, deps, e2e_dir};
 
 /// How long one driver run may take in all (its own waits are 15 s a request, 20 s for the
 /// notification).
@@ -43,18 +43,9 @@ enum Transport {
     Http,
 }
 
-/// The repository root (this crate is `crates/omniforge`).
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn drivers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/drivers")
-}
-
 /// The interpreter and the files a client needs from `.deps/`; a missing one fails the test.
 fn require_deps(sdk: Sdk) -> (PathBuf, PathBuf) {
-    let deps = repo_root().join(".deps");
+    let deps = deps();
     let (program, needed): (PathBuf, Vec<PathBuf>) = match sdk {
         Sdk::Py1 => (deps.join("py-mcp1/bin/python"), vec![]),
         Sdk::Py2 => (deps.join("py-mcp2/bin/python"), vec![]),
@@ -178,7 +169,7 @@ async fn run_client(sdk: Sdk, transport: Transport) {
     let mut cmd = match sdk {
         Sdk::Py1 | Sdk::Py2 => {
             let mut cmd = Command::new(&program);
-            cmd.arg(drivers_dir().join("client.py"));
+            cmd.arg(e2e_dir("drivers").join("client.py"));
             cmd.env("PYTHONUNBUFFERED", "1")
                 .env("PYTHONDONTWRITEBYTECODE", "1");
             cmd
@@ -188,7 +179,11 @@ async fn run_client(sdk: Sdk, transport: Transport) {
             // whose node_modules is the bootstrapped one.
             let home = dir.path().join("ts");
             std::fs::create_dir(&home).unwrap();
-            std::fs::copy(drivers_dir().join("client.mjs"), home.join("client.mjs")).unwrap();
+            std::fs::copy(
+                e2e_dir("drivers").join("client.mjs"),
+                home.join("client.mjs"),
+            )
+            .unwrap();
             std::os::unix::fs::symlink(&node_modules, home.join("node_modules")).unwrap();
             let mut cmd = Command::new(&program);
             cmd.arg(home.join("client.mjs"));

@@ -16,58 +16,18 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::procs::{Captured, drain, kill_and_reap};
-use crate::util::BIN;
+use crate::util::{BIN, omniforge_cli, omniforge_in, repo_root, spawn_piped, uv};
 
 /// The 1x1 red PNG of the conformance suite's reference server.
 const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn uv() -> PathBuf {
-    let uv = repo_root().join(".deps/bin/uv");
-    assert!(
-        uv.exists(),
-        "{} is missing: run `scripts/bootstrap`",
-        uv.display()
-    );
-    uv
-}
 
 fn conformance_pack() -> PathBuf {
     repo_root().join("packs/conformance.toml")
 }
 
-/// Runs `omniforge --data-dir DIR --uv UV ARGS...`; returns (success, stdout, stderr).
-async fn cli(dir: &Path, args: &[&str]) -> (bool, String, String) {
-    let child = Command::new(BIN)
-        .arg("--data-dir")
-        .arg(dir)
-        .arg("--uv")
-        .arg(uv())
-        .args(args)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
-        .await
-        .expect("the command did not finish within 180 s")
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// `cli` that must succeed; returns stdout.
+/// [`omniforge_cli`] that must succeed; returns stdout.
 async fn cli_ok(dir: &Path, args: &[&str]) -> String {
-    let (ok, out, err) = cli(dir, args).await;
+    let (ok, out, err) = omniforge_cli(dir, args, None).await;
     assert!(ok, "omniforge {args:?} failed:\n{out}\n{err}");
     out
 }
@@ -94,20 +54,7 @@ struct Mcp {
 
 impl Mcp {
     async fn start(dir: &Path, extra: &[&str]) -> Mcp {
-        let mut child = Command::new(BIN)
-            .arg("--data-dir")
-            .arg(dir)
-            .arg("--uv")
-            .arg(uv())
-            .arg("stdio")
-            .args(extra)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(omniforge_in(dir).arg("stdio").args(extra)).unwrap();
         let stderr = Captured::default();
         drain(child.stderr.take().unwrap(), stderr.clone());
         let stdin = child.stdin.take().unwrap();
@@ -860,7 +807,7 @@ async fn pack_import_is_idempotent_and_all_or_nothing() {
     broken["prompts"] = json!([{"name": "p", "messages": [{"role": "robot", "content": "x"}]}]);
     broken["resource_templates"] = json!([{"uriTemplate": "t://{id}", "name": "t", "text": "x", "completions": {"nope": ["1"]}}]);
     let file = write_json(files.path(), "broken.json", &broken);
-    let (ok, out, err) = cli(dir.path(), &["pack", "import", &file]).await;
+    let (ok, out, err) = omniforge_cli(dir.path(), &["pack", "import", &file], None).await;
     assert!(!ok, "a broken pack must fail: {out}");
     for want in [
         "nothing imported; 4 error(s):",
@@ -881,7 +828,7 @@ async fn pack_import_is_idempotent_and_all_or_nothing() {
 
     // Unknown keys and a wrong format are errors too.
     let file = write_json(files.path(), "f.json", &json!({"format": 2, "tool": []}));
-    let (ok, _, err) = cli(dir.path(), &["pack", "import", &file]).await;
+    let (ok, _, err) = omniforge_cli(dir.path(), &["pack", "import", &file], None).await;
     assert!(!ok);
     assert!(
         err.contains("format: this OmniForge reads format = 1, got 2"),

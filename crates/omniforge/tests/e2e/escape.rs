@@ -43,7 +43,7 @@ use tempfile::TempDir;
 use tokio::process::{Child, Command};
 
 use crate::procs::{Captured, drain, kill_and_reap, panic_lines};
-use crate::util::{self, BIN};
+use crate::util::{self, BIN, uv};
 
 /// The protocol revision the raw sessions negotiate (WIRE-33's setup).
 const VERSION: &str = "2025-06-18";
@@ -54,14 +54,6 @@ const TMP_CAP: u64 = 64 << 20;
 // ---------------------------------------------------------------------------------------
 // Paths
 // ---------------------------------------------------------------------------------------
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn uv() -> PathBuf {
-    repo_root().join(".deps/bin/uv")
-}
 
 /// A fresh directory outside `/tmp` (the sandbox has its own `/tmp`, so a data directory
 /// under the host's `/tmp` would make "write outside /tmp" meaningless).

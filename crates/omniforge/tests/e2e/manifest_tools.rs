@@ -29,7 +29,10 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::util::{self, BIN};
+use crate::util::{
+    self, BIN, e2e_dir, no_proxy, node_driver, node22, python_driver, python2, repo_root, require,
+    ts_modules,
+};
 
 /// The fixture tools that are unary RPCs, i.e. MCP tools.
 const UNARY_TOOLS: [&str; 5] = [
@@ -70,45 +73,12 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(40);
 // Paths and dependencies
 // ---------------------------------------------------------------------------------------
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn fixture_dir() -> PathBuf {
     repo_root().join("tests/fixtures/connect")
 }
 
 fn fixture_manifest() -> PathBuf {
     fixture_dir().join("manifest.json")
-}
-
-fn drivers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/manifest_drivers")
-}
-
-/// Fails the test (never skips) when something `scripts/bootstrap` installs is missing.
-fn require(paths: &[PathBuf]) {
-    for path in paths {
-        assert!(
-            path.exists(),
-            "{} is missing: the test dependencies are not installed. Run `scripts/bootstrap` \
-             (from the repository root) to install the MCP clients, Node 22 and the Connect \
-             fixture's node_modules into place, then rerun the tests.",
-            path.display()
-        );
-    }
-}
-
-fn node22() -> PathBuf {
-    repo_root().join(".deps/bin/node22")
-}
-
-fn python2() -> PathBuf {
-    repo_root().join(".deps/py-mcp2/bin/python")
-}
-
-fn ts_sdk() -> PathBuf {
-    repo_root().join(".deps/node/node_modules")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -184,18 +154,6 @@ fn kill_and_reap(child: &mut Child) {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-}
-
-/// Removes proxy settings so loopback HTTP goes straight to the server.
-fn no_proxy(cmd: &mut Command) -> &mut Command {
-    cmd.env("NO_PROXY", "127.0.0.1,localhost")
-        .env("no_proxy", "127.0.0.1,localhost")
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
-        .env_remove("HTTPS_PROXY")
-        .env_remove("https_proxy")
-        .env_remove("ALL_PROXY")
-        .env_remove("all_proxy")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -493,25 +451,14 @@ impl Repl {
         let mut cmd = match sdk {
             Sdk::Py2 => {
                 require(&[python2()]);
-                let mut cmd = Command::new(python2());
-                cmd.arg(drivers_dir().join("repl.py"))
-                    .env("PYTHONUNBUFFERED", "1")
-                    .env("PYTHONDONTWRITEBYTECODE", "1");
-                cmd
+                python_driver(&python2(), &e2e_dir("manifest_drivers").join("repl.py"))
             }
             Sdk::Ts => {
                 require(&[
                     node22(),
-                    ts_sdk().join("@modelcontextprotocol/sdk/package.json"),
+                    ts_modules().join("@modelcontextprotocol/sdk/package.json"),
                 ]);
-                // ESM resolves `@modelcontextprotocol/sdk` next to the script.
-                let home = dir.path().join("ts");
-                std::fs::create_dir(&home).unwrap();
-                std::fs::copy(drivers_dir().join("repl.mjs"), home.join("repl.mjs")).unwrap();
-                std::os::unix::fs::symlink(ts_sdk(), home.join("node_modules")).unwrap();
-                let mut cmd = Command::new(node22());
-                cmd.arg(home.join("repl.mjs"));
-                cmd
+                node_driver(dir.path(), &e2e_dir("manifest_drivers").join("repl.mjs"))
             }
         };
         cmd.arg(kind)

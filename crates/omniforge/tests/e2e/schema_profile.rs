@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::util::{StdioServer, init_stdio};
+use crate::util::{StdioServer, init_stdio, uv};
 
 const REPLY: Duration = Duration::from_secs(120);
 
@@ -94,7 +94,8 @@ fn wire26_problems(schema: &Value, name: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn wire26_conservative_profile_on_a_created_tool() {
-    let uv = concat!(env!("CARGO_MANIFEST_DIR"), "/../../.deps/bin/uv");
+    let uv = uv();
+    let uv = uv.to_str().unwrap();
     let mut server = StdioServer::start(&["--schema-profile", "conservative", "--uv", uv]);
     init_stdio(&mut server, "2025-06-18").await.unwrap();
 

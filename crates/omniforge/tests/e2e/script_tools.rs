@@ -23,12 +23,15 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
 use crate::procs::{Captured, drain, kill_and_reap, panic_lines};
-use crate::util::{self, BIN};
+use crate::util::{
+    self, BIN, e2e_dir, line_channel, no_proxy, node_driver, node22, python_driver, python2,
+    repo_root, require, spawn_piped, ts_modules, uv,
+};
 
 /// How long one driver command may take unless it says otherwise (tool creation installs
 /// from PyPI; the drivers' own request timeout is 60 s).
@@ -61,59 +64,6 @@ const DATE_V2_OUT: &str = "2024-03-05";
 // ---------------------------------------------------------------------------------------
 // Paths and dependencies
 // ---------------------------------------------------------------------------------------
-
-pub(crate) fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-pub(crate) fn deps() -> PathBuf {
-    repo_root().join(".deps")
-}
-
-fn drivers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/script_drivers")
-}
-
-pub(crate) fn uv() -> PathBuf {
-    deps().join("bin/uv")
-}
-
-pub(crate) fn python2() -> PathBuf {
-    deps().join("py-mcp2/bin/python")
-}
-
-pub(crate) fn node22() -> PathBuf {
-    deps().join("bin/node22")
-}
-
-pub(crate) fn ts_modules() -> PathBuf {
-    deps().join("node/node_modules")
-}
-
-/// Fails (never skips) when something from `.deps/` is missing.
-pub(crate) fn require(paths: &[PathBuf]) {
-    for path in paths {
-        assert!(
-            path.exists(),
-            "{} is missing: the script-tool end-to-end tests need uv and the official MCP \
-             clients from .deps/. Run `scripts/bootstrap` (from the repository root), then rerun.",
-            path.display()
-        );
-    }
-}
-
-/// Removes proxy settings so loopback HTTP goes straight to the server (PyPI traffic of the
-/// server's uv keeps the environment's proxy settings: the server is started separately).
-pub(crate) fn no_proxy(cmd: &mut Command) -> &mut Command {
-    cmd.env("NO_PROXY", "127.0.0.1,localhost")
-        .env("no_proxy", "127.0.0.1,localhost")
-        .env_remove("HTTP_PROXY")
-        .env_remove("http_proxy")
-        .env_remove("HTTPS_PROXY")
-        .env_remove("https_proxy")
-        .env_remove("ALL_PROXY")
-        .env_remove("all_proxy")
-}
 
 /// A fresh temporary directory with an empty `data/` in it.
 pub(crate) fn data_home() -> (TempDir, PathBuf) {
@@ -328,11 +278,7 @@ impl Repl {
         let mut cmd = match sdk {
             Sdk::Py2 => {
                 require(&[python2(), uv()]);
-                let mut cmd = Command::new(python2());
-                cmd.arg(drivers_dir().join("repl.py"))
-                    .env("PYTHONUNBUFFERED", "1")
-                    .env("PYTHONDONTWRITEBYTECODE", "1");
-                cmd
+                python_driver(&python2(), &e2e_dir("script_drivers").join("repl.py"))
             }
             Sdk::Ts => {
                 require(&[
@@ -340,14 +286,7 @@ impl Repl {
                     uv(),
                     ts_modules().join("@modelcontextprotocol/sdk/package.json"),
                 ]);
-                // ESM resolves `@modelcontextprotocol/sdk` next to the script.
-                let home = dir.path().join("ts");
-                std::fs::create_dir(&home).unwrap();
-                std::fs::copy(drivers_dir().join("repl.mjs"), home.join("repl.mjs")).unwrap();
-                std::os::unix::fs::symlink(ts_modules(), home.join("node_modules")).unwrap();
-                let mut cmd = Command::new(node22());
-                cmd.arg(home.join("repl.mjs"));
-                cmd
+                node_driver(dir.path(), &e2e_dir("script_drivers").join("repl.mjs"))
             }
         };
         cmd.arg(kind)
@@ -359,25 +298,12 @@ impl Repl {
         if kind == "http" {
             no_proxy(&mut cmd);
         }
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
+        let mut child = spawn_piped(&mut cmd)
             .unwrap_or_else(|e| panic!("cannot start the {sdk:?} driver: {e}"));
         let stdin = child.stdin.take();
         let stderr = Captured::default();
         drain(child.stderr.take().unwrap(), stderr.clone());
-        let (tx, lines) = mpsc::unbounded_channel();
-        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = out.next_line().await {
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = line_channel(child.stdout.take().unwrap());
         let mut repl = Repl {
             sdk,
             child,

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use crate::util::{self, Auth, HttpServer, http_send, post_headers};
+use crate::util::{self, Auth, HttpServer, http_send, post_headers, uv};
 
 const WRITER: &str = "writer-token-0123456789abcdef";
 const BOSS: &str = "boss-token-0123456789abcdef";
@@ -115,11 +115,9 @@ const SECRET_TOOLS: [&str; 3] = [
 
 #[tokio::test]
 async fn secrets_over_mcp_need_admin_reach_tools_and_never_show() {
+    let uv = uv();
     let server = HttpServer::start(
-        &[
-            "--uv",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../../.deps/bin/uv"),
-        ],
+        &["--uv", uv.to_str().unwrap()],
         &Auth::TokenFile(format!("writer {WRITER} tools:write\nboss {BOSS} admin\n")),
     )
     .await;

@@ -5,7 +5,7 @@
 //! process, so a chatty server can never block on a full pipe, and the captured text is
 //! printed when a test fails.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -14,7 +14,7 @@ use regex::Regex;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
 
 /// The binary under test, built by cargo for this test target.
@@ -28,6 +28,164 @@ pub(crate) const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A built-in tool that takes no arguments: what `<any_tool>` stands for.
 pub(crate) const ANY_TOOL: &str = "omniforge_instructions";
+
+// ---------------------------------------------------------------------------------------
+// Paths, dependencies and the command line
+// ---------------------------------------------------------------------------------------
+
+/// The repository root (this crate is `crates/omniforge`).
+pub(crate) fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// What `scripts/bootstrap` installs: uv, Node 22, the official MCP clients.
+pub(crate) fn deps() -> PathBuf {
+    repo_root().join(".deps")
+}
+
+/// `.deps/bin/uv`.
+pub(crate) fn uv() -> PathBuf {
+    deps().join("bin/uv")
+}
+
+/// The interpreter of PyPI `mcp` 1.x.
+pub(crate) fn python1() -> PathBuf {
+    deps().join("py-mcp1/bin/python")
+}
+
+/// The interpreter of PyPI `mcp` 2.x.
+pub(crate) fn python2() -> PathBuf {
+    deps().join("py-mcp2/bin/python")
+}
+
+/// Node 22.
+pub(crate) fn node22() -> PathBuf {
+    deps().join("bin/node22")
+}
+
+/// The `node_modules` holding `@modelcontextprotocol/sdk`.
+pub(crate) fn ts_modules() -> PathBuf {
+    deps().join("node/node_modules")
+}
+
+/// A folder of this test binary's sources, e.g. `client_drivers`.
+pub(crate) fn e2e_dir(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2e")
+        .join(name)
+}
+
+/// Fails (never skips) when something from `.deps/` is missing.
+pub(crate) fn require(paths: &[PathBuf]) {
+    for path in paths {
+        assert!(
+            path.exists(),
+            "{} is missing: the test dependencies are not installed. Run `scripts/bootstrap` \
+             (from the repository root) to install uv, the MCP clients, Node 22 and the Connect \
+             fixture's node_modules into place, then rerun the tests.",
+            path.display()
+        );
+    }
+}
+
+/// Removes proxy settings so loopback HTTP goes straight to the server.
+pub(crate) fn no_proxy(cmd: &mut Command) -> &mut Command {
+    cmd.env("NO_PROXY", "127.0.0.1,localhost")
+        .env("no_proxy", "127.0.0.1,localhost")
+        .env_remove("HTTP_PROXY")
+        .env_remove("http_proxy")
+        .env_remove("HTTPS_PROXY")
+        .env_remove("https_proxy")
+        .env_remove("ALL_PROXY")
+        .env_remove("all_proxy")
+}
+
+/// `python SCRIPT`, unbuffered and writing no bytecode.
+pub(crate) fn python_driver(python: &Path, script: &Path) -> Command {
+    let mut cmd = Command::new(python);
+    cmd.arg(script)
+        .env("PYTHONUNBUFFERED", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    cmd
+}
+
+/// `node22 SCRIPT`, with the script copied into `dir/ts` next to a link to [`ts_modules`]
+/// (ESM resolves `@modelcontextprotocol/sdk` next to the script).
+pub(crate) fn node_driver(dir: &Path, script: &Path) -> Command {
+    let home = dir.join("ts");
+    std::fs::create_dir(&home).unwrap();
+    let copy = home.join(script.file_name().unwrap());
+    std::fs::copy(script, &copy).unwrap();
+    std::os::unix::fs::symlink(ts_modules(), home.join("node_modules")).unwrap();
+    let mut cmd = Command::new(node22());
+    cmd.arg(copy);
+    cmd
+}
+
+/// Spawns `cmd` with all three pipes; the child is killed when dropped.
+pub(crate) fn spawn_piped(cmd: &mut Command) -> std::io::Result<Child> {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+}
+
+/// Forwards each line of `stdout` through a channel until EOF.
+pub(crate) fn line_channel(stdout: ChildStdout) -> mpsc::UnboundedReceiver<String> {
+    let (tx, lines) = mpsc::unbounded_channel();
+    let mut out = BufReader::new(stdout).lines();
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = out.next_line().await {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// `omniforge --data-dir DIR --uv UV`, without colours; add the subcommand. Fails when uv is
+/// missing.
+pub(crate) fn omniforge_in(dir: &Path) -> Command {
+    let uv = uv();
+    assert!(
+        uv.exists(),
+        "{} is missing: run `scripts/bootstrap`",
+        uv.display()
+    );
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--data-dir")
+        .arg(dir)
+        .arg("--uv")
+        .arg(uv)
+        .env("NO_COLOR", "1");
+    cmd
+}
+
+/// Runs `omniforge --data-dir DIR --uv UV ARGS...` (with `stdin` as its input, else none);
+/// returns (success, stdout, stderr).
+pub(crate) async fn omniforge_cli(
+    dir: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> (bool, String, String) {
+    let mut child = spawn_piped(omniforge_in(dir).args(args)).unwrap();
+    let mut input = child.stdin.take().unwrap();
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).await.unwrap();
+    }
+    drop(input);
+    let out = tokio::time::timeout(Duration::from_secs(180), child.wait_with_output())
+        .await
+        .expect("the command did not finish within 180 s")
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
 
 /// Text captured from one of the child's output pipes.
 type Captured = Arc<Mutex<Vec<u8>>>;
