@@ -42,7 +42,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::process::{Child, Command};
 
-use crate::procs::{Captured, drain, kill_and_reap, panic_lines};
+use crate::procs::{Captured, drain, kill_and_reap, listening_url, panic_lines};
 use crate::util::{self, BIN, uv};
 
 /// The protocol revision the raw sessions negotiate (WIRE-33's setup).
@@ -131,23 +131,7 @@ impl Omni {
         drain(child.stdout.take().unwrap(), Captured::default());
         let stderr = Captured::default();
         drain(child.stderr.take().unwrap(), stderr.clone());
-        let url_re = Regex::new(r#"listening.*url="?(http://127\.0\.0\.1:[0-9]+[^\s"]*)"#).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let url = loop {
-            if let Some(c) = url_re.captures(&stderr.text()) {
-                break c[1].to_owned();
-            }
-            let exited = matches!(child.try_wait(), Ok(Some(_)));
-            if exited || Instant::now() >= deadline {
-                kill_and_reap(&mut child);
-                panic!(
-                    "omniforge serve did not log `listening url=http://127.0.0.1:...` within 20 s \
-                     (exited: {exited}); stderr:\n{}",
-                    stderr.tail(6000)
-                )
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let url = listening_url(&mut child, &stderr).await;
         let base = match url.match_indices('/').nth(2) {
             Some((i, _)) => url[..i].to_owned(),
             None => url.clone(),

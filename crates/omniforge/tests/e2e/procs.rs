@@ -185,3 +185,26 @@ impl Drop for Serve {
 pub(crate) fn panic_lines(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.contains("panicked")).collect()
 }
+
+/// The `http://127.0.0.1:PORT/...` URL that `omniforge serve --listen 127.0.0.1:0` logs once it
+/// listens, read from its captured stderr; kills the server and panics (with the stderr tail)
+/// when it exits or says nothing within 20 s.
+pub(crate) async fn listening_url(child: &mut Child, stderr: &Captured) -> String {
+    let url_re = Regex::new(r#"listening.*url="?(http://127\.0\.0\.1:[0-9]+[^\s"]*)"#).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(c) = url_re.captures(&stderr.text()) {
+            return c[1].to_owned();
+        }
+        let exited = matches!(child.try_wait(), Ok(Some(_)));
+        if exited || Instant::now() >= deadline {
+            kill_and_reap(child);
+            panic!(
+                "omniforge serve did not log `listening url=http://127.0.0.1:...` within 20 s \
+                 (exited: {exited}); stderr:\n{}",
+                stderr.tail(6000)
+            )
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -20,14 +20,13 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use regex::Regex;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
-use crate::procs::{Captured, drain, kill_and_reap, panic_lines};
+use crate::procs::{Captured, drain, kill_and_reap, listening_url, panic_lines};
 use crate::util::{
     self, BIN, e2e_dir, line_channel, no_proxy, node_driver, node22, python_driver, python2,
     repo_root, require, spawn_piped, ts_modules, uv,
@@ -120,23 +119,7 @@ impl Omni {
         drain(child.stdout.take().unwrap(), Captured::default());
         let stderr = Captured::default();
         drain(child.stderr.take().unwrap(), stderr.clone());
-        let url_re = Regex::new(r#"listening.*url="?(http://127\.0\.0\.1:[0-9]+[^\s"]*)"#).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let url = loop {
-            if let Some(c) = url_re.captures(&stderr.text()) {
-                break c[1].to_owned();
-            }
-            let exited = matches!(child.try_wait(), Ok(Some(_)));
-            if exited || Instant::now() >= deadline {
-                kill_and_reap(&mut child);
-                panic!(
-                    "omniforge serve did not log `listening url=http://127.0.0.1:...` within 20 s \
-                     (exited: {exited}); stderr:\n{}",
-                    stderr.tail(6000)
-                )
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let url = listening_url(&mut child, &stderr).await;
         Omni {
             child,
             pid,
