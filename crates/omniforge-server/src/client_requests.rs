@@ -15,7 +15,7 @@
 //! ends or is cancelled first, the client's request is cancelled too.
 //!
 //! `close_sse_stream` is the fourth script request: it closes the call's POST SSE stream so the
-//! client resumes it with `Last-Event-ID` ([`crate::streams`]).
+//! client resumes it with `Last-Event-ID` ([`crate::transport::http::resume`]).
 
 use std::time::Duration;
 
@@ -28,19 +28,19 @@ use rmcp::service::{OriginatingRequestId, Peer, PeerRequestOptions, RequestConte
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::http::JsonReply;
-use crate::streams::PostStream;
+use crate::transport::http::front::JsonReply;
+use crate::transport::http::resume::PostStream;
 
 /// JSON-RPC error codes sent back to the script: `METHOD_NOT_FOUND` for an unknown script
 /// request or a capability the client lacks (it would answer the same), `INVALID_PARAMS` for
 /// unusable params, `INVALID_REQUEST` when the request cannot be sent at all (2026-07-28, a
 /// JSON-only call, too many at once).
-pub mod code {
-    pub use crate::jsonrpc::code::{INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+pub(crate) mod code {
+    pub(crate) use crate::transport::jsonrpc::code::{INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
     /// No client, a closed connection, or the tool call ended first.
-    pub const INTERNAL_ERROR: i64 = -32603;
+    pub(crate) const INTERNAL_ERROR: i64 = -32603;
     /// The client did not answer in time (the code the TypeScript SDK uses for timeouts).
-    pub const TIMEOUT: i64 = -32001;
+    pub(crate) const TIMEOUT: i64 = -32001;
 }
 
 /// The longest `timeout_s` a script may ask for; the run's own time limit usually ends it first.

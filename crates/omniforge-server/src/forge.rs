@@ -138,7 +138,7 @@ impl Caller {
     /// An MCP request by `principal`.
     pub fn request(ctx: &RequestContext<RoleServer>, principal: &Principal) -> Caller {
         Caller {
-            author: principal.name.clone(),
+            author: principal.name.to_string(),
             peer: Some(ctx.peer.clone()),
             progress_token: ctx.meta.get_progress_token(),
             ct: ctx.ct.clone(),

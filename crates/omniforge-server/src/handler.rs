@@ -26,7 +26,7 @@ use tokio_util::task::TaskTracker;
 use crate::auth::Principal;
 use crate::builtins;
 use crate::catalog::{Catalog, Route};
-use crate::jsonrpc::INVALID_ARGUMENTS_META;
+use crate::transport::jsonrpc::INVALID_ARGUMENTS_META;
 use crate::peers::Peers;
 use crate::{content, forge, manifests};
 

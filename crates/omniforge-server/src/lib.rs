@@ -29,15 +29,23 @@ pub mod client_requests;
 pub mod content;
 pub mod forge;
 pub mod handler;
-pub mod http;
-pub mod jsonrpc;
 pub mod manifests;
 pub mod pack;
 pub mod peers;
 pub mod schema;
 pub mod schema_profile;
-pub mod stdio;
-pub mod streams;
+pub mod settings;
+mod transport;
+
+/// Streamable HTTP (the binary's entry points until the public API lands).
+pub mod http {
+    pub use crate::settings::HttpSettings as HttpConfig;
+    pub use crate::transport::http::{app, serve};
+}
+/// stdio.
+pub mod stdio {
+    pub use crate::transport::stdio::serve;
+}
 
 /// Re-exported so the binary can configure manifest upstreams without naming the bridge crate.
 pub use omniforge_bridge::dispatch::UpstreamConfig;

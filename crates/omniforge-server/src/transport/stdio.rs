@@ -25,10 +25,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::handler::{OmniForge, Shared};
-use crate::jsonrpc::{self, Checked, code};
+use crate::transport::jsonrpc::{self, Checked, code};
 
 /// The longest accepted input line, in bytes (16 MiB).
-pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// Prefix of the ids the filter gives batch members, so their answers can be regrouped. A
 /// random per-connection part follows, so a client's own id can never be taken for one.

@@ -12,11 +12,11 @@ use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 use serde_json::{Map, Value, json};
 
 /// `_meta` key the front sets on a `tools/call` whose `arguments` was not an object.
-pub const INVALID_ARGUMENTS_META: &str = "io.omniforge/invalidArguments";
+pub(crate) const INVALID_ARGUMENTS_META: &str = "io.omniforge/invalidArguments";
 
 /// The client-to-server request methods rmcp 3.11 dispatches (its `ClientRequest` variants).
 /// Any other method is answered with -32601; one of these with malformed params, with -32602.
-pub const KNOWN_METHODS: [&str; 21] = [
+pub(crate) const KNOWN_METHODS: [&str; 21] = [
     "initialize",
     "ping",
     "server/discover",
@@ -48,19 +48,19 @@ const PROTOCOL_VERSION_META_POINTER: &str =
     "/params/_meta/io.modelcontextprotocol~1protocolVersion";
 
 /// JSON-RPC 2.0 §5.1 codes used by the front.
-pub mod code {
+pub(crate) mod code {
     /// Invalid JSON was received.
-    pub const PARSE_ERROR: i64 = -32700;
+    pub(crate) const PARSE_ERROR: i64 = -32700;
     /// The JSON sent is not a valid Request object.
-    pub const INVALID_REQUEST: i64 = -32600;
+    pub(crate) const INVALID_REQUEST: i64 = -32600;
     /// The method does not exist.
-    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub(crate) const METHOD_NOT_FOUND: i64 = -32601;
     /// Invalid method parameters.
-    pub const INVALID_PARAMS: i64 = -32602;
+    pub(crate) const INVALID_PARAMS: i64 = -32602;
 }
 
 /// The protocol revisions OmniForge serves, oldest first.
-pub const SUPPORTED_VERSIONS: [&str; 5] = [
+pub(crate) const SUPPORTED_VERSIONS: [&str; 5] = [
     "2024-11-05",
     "2025-03-26",
     "2025-06-18",
@@ -70,12 +70,12 @@ pub const SUPPORTED_VERSIONS: [&str; 5] = [
 
 /// The newest revision that still has an `initialize` handshake: the answer to an
 /// `initialize` naming a revision we do not serve (2025-11-25, Lifecycle > Version Negotiation).
-pub const NEWEST_WITH_HANDSHAKE: &str = "2025-11-25";
+pub(crate) const NEWEST_WITH_HANDSHAKE: &str = "2025-11-25";
 
 /// The revision an `initialize` asking for `requested` is answered with. Mirrors rmcp's
 /// negotiation: echo a supported revision that has a handshake, else counter-offer
 /// [`NEWEST_WITH_HANDSHAKE`]. Never an error.
-pub fn negotiated_version(requested: Option<&str>) -> &'static str {
+pub(crate) fn negotiated_version(requested: Option<&str>) -> &'static str {
     SUPPORTED_VERSIONS[..4]
         .iter()
         .find(|v| Some(**v) == requested)
@@ -85,12 +85,12 @@ pub fn negotiated_version(requested: Option<&str>) -> &'static str {
 
 /// Whether a revision allows JSON-RPC batches. They were part of 2025-03-26 (and plain
 /// JSON-RPC before it) and removed in 2025-06-18 (Basic > Transports, "single message").
-pub fn allows_batches(version: &str) -> bool {
+pub(crate) fn allows_batches(version: &str) -> bool {
     version < "2025-06-18"
 }
 
 /// A JSON-RPC error response object.
-pub fn error_response(id: Option<&Value>, code: i64, message: impl Into<String>) -> Value {
+pub(crate) fn error_response(id: Option<&Value>, code: i64, message: impl Into<String>) -> Value {
     json!({
         "jsonrpc": "2.0",
         "id": id.cloned().unwrap_or(Value::Null),
@@ -100,7 +100,7 @@ pub fn error_response(id: Option<&Value>, code: i64, message: impl Into<String>)
 
 /// What one inbound message is, after the envelope checks.
 #[derive(Debug)]
-pub enum Checked {
+pub(crate) enum Checked {
     /// A request rmcp can dispatch. `initialize` is flagged for lifecycle tracking.
     Request {
         /// The request id.
@@ -128,7 +128,7 @@ pub enum Checked {
 }
 
 /// Checks one message (not a batch) and applies the `tools/call` arguments rewrite.
-pub fn check_message(mut value: Value) -> Checked {
+pub(crate) fn check_message(mut value: Value) -> Checked {
     let Some(obj) = value.as_object_mut() else {
         return reject(
             None,
@@ -295,7 +295,7 @@ fn rewrite_call_arguments(obj: &mut Map<String, Value>) {
 }
 
 /// The JSON type name of a value, for error texts.
-pub fn json_type(v: &Value) -> &'static str {
+pub(crate) fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "boolean",

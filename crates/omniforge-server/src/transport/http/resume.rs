@@ -5,14 +5,14 @@
 //! each stream keeps a replay cache, a GET with `Last-Event-ID: <index>/<stream>` resumes it
 //! (`LocalSessionManager::resume`), and `LocalSessionHandle::close_sse_stream` closes a POST
 //! stream after a new priming event. What it does not offer is a way for a handler to know
-//! which stream its request arrived on. [`Sessions`] wraps [`LocalSessionManager`] and, in
+//! which stream its request arrived on. [`ResumableSessions`] wraps [`LocalSessionManager`] and, in
 //! `create_stream`, puts a [`PostStream`] into the request's extensions (which rmcp hands to
 //! the handler as `RequestContext::extensions`); everything else is delegated unchanged.
 //!
 //! One gap remains in rmcp: the response to a request whose stream is closed is cached, but the
 //! stream's cache is dropped as soon as the response is written, so a client that reconnects
 //! after that finds nothing. So a call whose stream was closed holds its result until the
-//! client has resumed ([`PostStream::settle`], bounded by [`RESUME_WAIT`]); [`Sessions::resume`]
+//! client has resumed ([`PostStream::settle`], bounded by [`RESUME_WAIT`]); [`ResumableSessions::resume`]
 //! tells it when.
 
 use std::collections::HashMap;
@@ -32,22 +32,22 @@ use tokio_util::sync::CancellationToken;
 
 /// How long a call whose stream was closed waits for the client to resume before it answers
 /// anyway (the answer is then lost for a client that never comes back).
-pub const RESUME_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const RESUME_WAIT: Duration = Duration::from_secs(60);
 
 /// Closed streams waiting for a resume, by session id and rmcp's HTTP request id.
 type Waiting = Arc<Mutex<HashMap<(SessionId, u64), watch::Sender<bool>>>>;
 
 /// rmcp's [`LocalSessionManager`] plus a [`PostStream`] in the extensions of each request
 /// that arrives on a POST SSE stream.
-pub struct Sessions {
+pub(crate) struct ResumableSessions {
     inner: LocalSessionManager,
     waiting: Waiting,
 }
 
-impl Sessions {
+impl ResumableSessions {
     /// Wraps `inner`.
-    pub fn new(inner: LocalSessionManager) -> Sessions {
-        Sessions {
+    pub(crate) fn new(inner: LocalSessionManager) -> ResumableSessions {
+        ResumableSessions {
             inner,
             waiting: Arc::default(),
         }
@@ -56,7 +56,7 @@ impl Sessions {
 
 /// The POST SSE stream one request arrived on.
 #[derive(Clone)]
-pub struct PostStream {
+pub(crate) struct PostStream {
     session: SessionId,
     handle: LocalSessionHandle,
     http_request_id: u64,
@@ -73,7 +73,7 @@ impl PostStream {
     ///
     /// # Errors
     /// The session is gone, or the stream was already completed.
-    pub async fn close(&self, retry: Option<Duration>) -> Result<(), String> {
+    pub(crate) async fn close(&self, retry: Option<Duration>) -> Result<(), String> {
         let (tx, rx) = watch::channel(false);
         let key = (self.session.clone(), self.http_request_id);
         lock(&self.waiting).insert(key.clone(), tx);
@@ -96,7 +96,7 @@ impl PostStream {
 
     /// When the stream was closed, waits until the client resumed it (or [`RESUME_WAIT`]
     /// passed, or `ct` fired), so the response goes out on the resumed stream.
-    pub async fn settle(&self, ct: &CancellationToken) {
+    pub(crate) async fn settle(&self, ct: &CancellationToken) {
         let rx = lock(&self.resumed).take();
         if let Some(mut rx) = rx {
             tokio::select! {
@@ -121,7 +121,7 @@ fn stream_of(last_event_id: &str) -> Option<u64> {
     last_event_id.split_once('/')?.1.parse().ok()
 }
 
-impl SessionManager for Sessions {
+impl SessionManager for ResumableSessions {
     type Error = LocalSessionManagerError;
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
