@@ -45,6 +45,14 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// The principal `name` holding `scope`.
+    pub fn new(name: &str, scope: Scope) -> Principal {
+        Principal {
+            name: name.into(),
+            scope,
+        }
+    }
+
     /// The parent process of a stdio server: trusted with everything.
     pub fn local() -> Principal {
         Principal {

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use omniforge_server::ManifestConfig;
 use omniforge_server::UpstreamConfig;
-use omniforge_server::manifests::ManifestConfig;
 use serde::Deserialize;
 
 const EXAMPLES: &str = "\

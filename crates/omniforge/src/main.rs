@@ -19,12 +19,10 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use omniforge_script::SandboxLevel;
-use omniforge_server::auth::TokenSet;
-use omniforge_server::catalog::Catalog;
-use omniforge_server::handler::Shared;
-use omniforge_server::http::HttpConfig;
-use omniforge_server::schema_profile::SchemaProfile;
-use omniforge_server::{builtins, content, forge, http, manifests, peers, stdio};
+use omniforge_server::{
+    CallOutput, DefinitionKind, HttpSettings, SchemaProfile, ScriptSettings, Server, StoreSettings,
+    TokenSet,
+};
 use omniforge_store::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, SqliteStore, StoreConfig, ToolStore,
 };
@@ -71,51 +69,13 @@ fn run(cli: Cli) -> Result<()> {
         if let Some(task) = maintenance {
             return run_maintenance(task, &common).await;
         }
-        let builtin_tools = if bridge_only {
-            Vec::new()
-        } else {
-            let mut tools = builtins::tools();
-            tools.extend(forge::builtin_tools(common.scripts.authoring));
-            tools.extend(content::builtin_tools(common.scripts.authoring));
-            tools
-        };
-        let profile = match common.schema_profile {
-            SchemaProfileArg::AsAuthored => SchemaProfile::AsAuthored,
-            SchemaProfileArg::Conservative => SchemaProfile::Conservative,
-        };
-        let catalog = Arc::new(Catalog::with_profile(builtin_tools, profile));
-        let _manifests = manifests::start(
-            catalog.clone(),
-            &common.manifests,
-            common.inline_schema_refs,
-        )
-        .context("loading manifests")?;
-        let started = if bridge_only {
-            None
-        } else {
-            Some(start_forge(&common, catalog.clone()).await?)
-        };
-        let shared = Shared::new(
-            catalog.clone(),
-            common.page_size,
-            started.as_ref().map(|(forge, _)| forge.clone()),
-        );
-        if let Some((forge, store)) = started {
-            let content = content::Content::start(store, forge, shared.peers.clone())
-                .await
-                .context("loading stored resources and prompts")?;
-            shared.set_content(content);
-        }
+        let authoring = common.scripts.authoring;
+        let server = start_server(&common, !bridge_only, authoring).await?;
         let shutdown = CancellationToken::new();
-        tokio::spawn(peers::broadcast_changes(
-            shared.peers.clone(),
-            catalog.subscribe(),
-            shutdown.clone(),
-        ));
         tokio::spawn(wait_for_signal(shutdown.clone()));
         match serve {
-            Some(serve) => run_http(shared, &common, serve, shutdown).await,
-            None => run_stdio(shared, &common, shutdown).await,
+            Some(serve) => run_http(&server, &common, serve, shutdown).await,
+            None => run_stdio(&server, &common, shutdown).await,
         }
     });
     // Do not wait for the blocking thread that reads stdin: it only ends when stdin closes,
@@ -241,13 +201,11 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
 /// `omniforge tool ...`.
 async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
     let store = open_store(common).await?;
-    let show_result = |result: rmcp::model::CallToolResult| -> Result<()> {
-        for block in &result.content {
-            if let Some(text) = block.as_text() {
-                out!("{}", text.text);
-            }
+    let show_result = |result: CallOutput| -> Result<()> {
+        for text in &result.texts {
+            out!("{text}");
         }
-        if result.is_error == Some(true) {
+        if result.is_error {
             bail!("the call ended with isError")
         } else {
             Ok(())
@@ -277,7 +235,7 @@ async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
                 bail!("no tool named {name:?}")
             };
             let versions = store.versions(&name).await.context("reading versions")?;
-            let view = forge::describe_tool(&t, &versions);
+            let view = omniforge_server::describe_tool(&t, &versions);
             out!(
                 "{}",
                 serde_json::to_string_pretty(&view).unwrap_or_default()
@@ -306,34 +264,22 @@ async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
                 .context("rolling back")?;
         }
         ToolCommand::Add { file } => {
-            let forge = cli_forge(common).await?;
-            show_result(
-                forge
-                    .create_or_update_tool(read_args(&file)?, &forge::Caller::local("cli"), true)
-                    .await,
-            )?;
+            let server = cli_server(common).await?;
+            show_result(server.write_tool(read_args(&file)?, "cli", true).await)?;
         }
         ToolCommand::Edit { name, file } => {
-            let forge = cli_forge(common).await?;
+            let server = cli_server(common).await?;
             let mut args = read_args(&file)?;
             args.insert("name".into(), serde_json::Value::String(name));
-            show_result(
-                forge
-                    .create_or_update_tool(args, &forge::Caller::local("cli"), false)
-                    .await,
-            )?;
+            show_result(server.write_tool(args, "cli", false).await)?;
         }
         ToolCommand::Run { name, arguments } => {
             let args = match serde_json::from_str(&arguments).context("parsing the arguments")? {
                 serde_json::Value::Object(map) => map,
                 _ => bail!("arguments must be a JSON object"),
             };
-            let forge = cli_forge(common).await?;
-            show_result(
-                forge
-                    .run_stored(&name, args, &forge::Caller::local("cli"))
-                    .await,
-            )?;
+            let server = cli_server(common).await?;
+            show_result(server.run_tool(&name, args, "cli").await)?;
         }
     }
     Ok(())
@@ -349,27 +295,11 @@ fn read_json_object(file: &Path) -> Result<serde_json::Map<String, serde_json::V
     }
 }
 
-/// The stored resources, templates and prompts for a one-shot command (no peers to notify:
-/// a running server notices the change by itself).
-async fn cli_content(
-    common: &Common,
-) -> Result<(Arc<content::Content>, Arc<forge::Forge>, Arc<SqliteStore>)> {
-    let (forge, store) = cli_forge_and_store(common).await?;
-    let content = content::Content::start(
-        store.clone(),
-        forge.clone(),
-        Arc::new(peers::Peers::default()),
-    )
-    .await
-    .context("reading stored resources and prompts")?;
-    Ok((content, forge, store))
-}
-
 /// `omniforge resource ...`.
 async fn run_resource_command(command: ResourceCommand, common: &Common) -> Result<()> {
     use omniforge_store::ContentStore as _;
-    let (content, _forge, store) = cli_content(common).await?;
-    let caller = forge::Caller::local("cli");
+    let server = cli_server(common).await?;
+    let store = open_store(common).await?;
     match command {
         ResourceCommand::List => {
             for r in store.list_resources().await.context("listing resources")? {
@@ -398,16 +328,9 @@ async fn run_resource_command(command: ResourceCommand, common: &Common) -> Resu
             }
         }
         ResourceCommand::Show { key } => {
-            let found = match content
-                .definition(content::Kind::Resource, &key)
-                .await
-                .map_err(anyhow::Error::msg)?
-            {
+            let found = match server.definition(DefinitionKind::Resource, &key).await? {
                 Some(map) => Some(map),
-                None => content
-                    .definition(content::Kind::Template, &key)
-                    .await
-                    .map_err(anyhow::Error::msg)?,
+                None => server.definition(DefinitionKind::Template, &key).await?,
             };
             let Some(map) = found else {
                 bail!("no resource or resource template {key:?}")
@@ -417,12 +340,12 @@ async fn run_resource_command(command: ResourceCommand, common: &Common) -> Resu
         ResourceCommand::Add { file } => {
             let args = read_json_object(&file)?;
             let kind = if args.contains_key("uriTemplate") {
-                content::Kind::Template
+                DefinitionKind::Template
             } else {
-                content::Kind::Resource
+                DefinitionKind::Resource
             };
-            let text = content
-                .write(kind, args, omniforge_store::WriteMode::Upsert, &caller)
+            let text = server
+                .write_definition(kind, args, omniforge_store::WriteMode::Upsert, "cli")
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             out!("{text}");
@@ -434,7 +357,7 @@ async fn run_resource_command(command: ResourceCommand, common: &Common) -> Resu
                 .context("reading the resource")?
                 .is_some()
             {
-                content::Kind::Resource
+                DefinitionKind::Resource
             } else if store
                 .list_templates()
                 .await
@@ -442,14 +365,11 @@ async fn run_resource_command(command: ResourceCommand, common: &Common) -> Resu
                 .iter()
                 .any(|t| t.spec.uri_template == key)
             {
-                content::Kind::Template
+                DefinitionKind::Template
             } else {
                 bail!("no resource or resource template {key:?}")
             };
-            let text = content
-                .remove(kind, &key)
-                .await
-                .map_err(anyhow::Error::msg)?;
+            let text = server.remove_definition(kind, &key).await?;
             out!("{text}");
         }
     }
@@ -459,7 +379,8 @@ async fn run_resource_command(command: ResourceCommand, common: &Common) -> Resu
 /// `omniforge prompt ...`.
 async fn run_prompt_command(command: PromptCommand, common: &Common) -> Result<()> {
     use omniforge_store::ContentStore as _;
-    let (content, _forge, store) = cli_content(common).await?;
+    let server = cli_server(common).await?;
+    let store = open_store(common).await?;
     match command {
         PromptCommand::List => {
             for p in store.list_prompts().await.context("listing prompts")? {
@@ -490,33 +411,28 @@ async fn run_prompt_command(command: PromptCommand, common: &Common) -> Result<(
             }
         }
         PromptCommand::Show { name } => {
-            let Some(map) = content
-                .definition(content::Kind::Prompt, &name)
-                .await
-                .map_err(anyhow::Error::msg)?
-            else {
+            let Some(map) = server.definition(DefinitionKind::Prompt, &name).await? else {
                 bail!("no prompt {name:?}")
             };
             out!("{}", serde_json::to_string_pretty(&map).unwrap_or_default());
         }
         PromptCommand::Add { file } => {
             let args = read_json_object(&file)?;
-            let text = content
-                .write(
-                    content::Kind::Prompt,
+            let text = server
+                .write_definition(
+                    DefinitionKind::Prompt,
                     args,
                     omniforge_store::WriteMode::Upsert,
-                    &forge::Caller::local("cli"),
+                    "cli",
                 )
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             out!("{text}");
         }
         PromptCommand::Rm { name } => {
-            let text = content
-                .remove(content::Kind::Prompt, &name)
-                .await
-                .map_err(anyhow::Error::msg)?;
+            let text = server
+                .remove_definition(DefinitionKind::Prompt, &name)
+                .await?;
             out!("{text}");
         }
     }
@@ -542,15 +458,8 @@ async fn run_pack_command(command: PackCommand, common: &Common) -> Result<()> {
                 serde_json::from_str(&text)
                     .with_context(|| format!("parsing {} as JSON", file.display()))?
             };
-            let (forge, store) = cli_forge_and_store(common).await?;
-            match omniforge_server::pack::import(
-                &forge,
-                &*store,
-                value,
-                &forge::Caller::local("cli"),
-            )
-            .await
-            {
+            let server = cli_server(common).await?;
+            match server.import_pack(value, "cli").await {
                 Ok(report) => {
                     for line in &report.changed {
                         out!("{line}");
@@ -563,7 +472,8 @@ async fn run_pack_command(command: PackCommand, common: &Common) -> Result<()> {
                     );
                     Ok(())
                 }
-                Err(errors) => {
+                Err(error) => {
+                    let errors = error.problems;
                     let mut text = format!(
                         "{}: nothing imported; {} error(s):",
                         file.display(),
@@ -582,7 +492,7 @@ async fn run_pack_command(command: PackCommand, common: &Common) -> Result<()> {
         }
         PackCommand::Export { output } => {
             let store = open_store(common).await?;
-            let pack = omniforge_server::pack::export(&store)
+            let pack = omniforge_server::export_pack(&store)
                 .await
                 .context("reading the store")?;
             match output {
@@ -608,24 +518,10 @@ async fn run_pack_command(command: PackCommand, common: &Common) -> Result<()> {
     }
 }
 
-/// A forge for the command line: built-in and manifest names are reserved as in the server.
-async fn cli_forge(common: &Common) -> Result<Arc<forge::Forge>> {
-    Ok(cli_forge_and_store(common).await?.0)
-}
-
-/// [`cli_forge`] and the store it opened.
-async fn cli_forge_and_store(common: &Common) -> Result<(Arc<forge::Forge>, Arc<SqliteStore>)> {
-    let mut tools = builtins::tools();
-    tools.extend(forge::builtin_tools(true));
-    tools.extend(content::builtin_tools(true));
-    let catalog = Arc::new(Catalog::new(tools));
-    let _manifests = manifests::start(
-        catalog.clone(),
-        &common.manifests,
-        common.inline_schema_refs,
-    )
-    .context("loading manifests")?;
-    start_forge(common, catalog).await
+/// A server for a one-shot command: built-in and manifest names are reserved as in the
+/// server, and every authoring action goes through the same validation.
+async fn cli_server(common: &Common) -> Result<Server> {
+    start_server(common, true, true).await
 }
 
 async fn open_store(common: &Common) -> Result<SqliteStore> {
@@ -640,33 +536,46 @@ async fn open_store(common: &Common) -> Result<SqliteStore> {
         .with_context(|| format!("opening the tool store {}", db.display()))
 }
 
-async fn start_forge(
-    common: &Common,
-    catalog: Arc<Catalog>,
-) -> Result<(Arc<forge::Forge>, Arc<SqliteStore>)> {
-    let scripts = &common.scripts;
-    let store = Arc::new(open_store(common).await?);
-    let config = forge::ForgeConfig {
-        data_dir: common.data_dir.clone(),
-        python: scripts.python.clone(),
-        uv: scripts.uv.clone(),
-        allow_source_builds: scripts.allow_source_builds,
-        sandbox: match scripts.sandbox {
-            SandboxArg::Strict => SandboxLevel::Strict,
-            SandboxArg::Standard => SandboxLevel::Standard,
-            SandboxArg::Off => SandboxLevel::Off,
-        },
-        default_timeout: scripts.tool_timeout,
-        max_timeout: scripts.max_tool_timeout,
-        memory_bytes: scripts.memory_limit_bytes,
-        max_result_bytes: scripts.max_result_bytes,
-        authoring: scripts.authoring,
-        output_ttl: scripts.output_ttl,
+/// Builds the server: manifests always; the store, the script tools and the built-ins unless
+/// `stored` is false (`omniforge bridge`).
+async fn start_server(common: &Common, stored: bool, authoring: bool) -> Result<Server> {
+    let store = if stored {
+        let scripts = &common.scripts;
+        let store: Arc<dyn omniforge_store::ContentStore> = Arc::new(open_store(common).await?);
+        Some(StoreSettings {
+            store,
+            scripts: ScriptSettings {
+                data_dir: common.data_dir.clone(),
+                python: scripts.python.clone(),
+                uv: scripts.uv.clone(),
+                allow_source_builds: scripts.allow_source_builds,
+                sandbox: match scripts.sandbox {
+                    SandboxArg::Strict => SandboxLevel::Strict,
+                    SandboxArg::Standard => SandboxLevel::Standard,
+                    SandboxArg::Off => SandboxLevel::Off,
+                },
+                default_timeout: scripts.tool_timeout,
+                max_timeout: scripts.max_tool_timeout,
+                memory_bytes: scripts.memory_limit_bytes,
+            },
+            authoring,
+            max_result_bytes: scripts.max_result_bytes,
+            output_ttl: scripts.output_ttl,
+        })
+    } else {
+        None
     };
-    let forge = forge::Forge::start(catalog, store.clone(), config)
-        .await
-        .context("starting script tools")?;
-    Ok((forge, store))
+    let settings = omniforge_server::Settings {
+        page_size: common.page_size,
+        schema_profile: match common.schema_profile {
+            SchemaProfileArg::AsAuthored => SchemaProfile::AsAuthored,
+            SchemaProfileArg::Conservative => SchemaProfile::Conservative,
+        },
+        manifests: common.manifests.clone(),
+        inline_schema_refs: common.inline_schema_refs,
+        store,
+    };
+    Ok(Server::start(settings).await?)
 }
 
 fn init_tracing(common: &Common) -> Result<()> {
@@ -730,19 +639,10 @@ async fn wait_for_signal(shutdown: CancellationToken) {
     shutdown.cancel();
 }
 
-async fn run_stdio(
-    shared: Arc<Shared>,
-    common: &Common,
-    shutdown: CancellationToken,
-) -> Result<()> {
+async fn run_stdio(server: &Server, common: &Common, shutdown: CancellationToken) -> Result<()> {
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "serving MCP on stdio");
     let grace = common.shutdown_grace;
-    let serving = stdio::serve(
-        shared,
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        shutdown.clone(),
-    );
+    let serving = server.serve_stdio(tokio::io::stdin(), tokio::io::stdout(), shutdown.clone());
     tokio::select! {
         result = serving => result.context("stdio transport"),
         () = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
@@ -753,7 +653,7 @@ async fn run_stdio(
 }
 
 async fn run_http(
-    shared: Arc<Shared>,
+    server: &Server,
     common: &Common,
     serve: Serve,
     shutdown: CancellationToken,
@@ -778,7 +678,7 @@ async fn run_http(
         .await
         .with_context(|| format!("binding {}", serve.listen))?;
     let addr = listener.local_addr().context("reading the bound address")?;
-    let config = HttpConfig {
+    let config = HttpSettings {
         path: serve.path.clone(),
         stateless: serve.stateless,
         check_host: loopback || !serve.allow_host.is_empty(),
@@ -795,7 +695,8 @@ async fn run_http(
         tokens = config.tokens.len(),
         "listening"
     );
-    http::serve(listener, shared, config, shutdown, common.shutdown_grace)
+    server
+        .serve_http(listener, config, shutdown, common.shutdown_grace)
         .await
         .context("HTTP server")
 }

@@ -11,8 +11,7 @@
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
 use serde_json::{Map, Value, json};
 
-/// `_meta` key the front sets on a `tools/call` whose `arguments` was not an object.
-pub(crate) const INVALID_ARGUMENTS_META: &str = "io.omniforge/invalidArguments";
+pub(crate) use crate::context::request::INVALID_ARGUMENTS_META;
 
 /// The client-to-server request methods rmcp 3.11 dispatches (its `ClientRequest` variants).
 /// Any other method is answered with -32601; one of these with malformed params, with -32602.

@@ -24,7 +24,8 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWrite
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::handler::{OmniForge, Shared};
+use crate::mcp::handler::OmniForge;
+use crate::mcp::state::Shared;
 use crate::transport::jsonrpc::{self, Checked, code};
 
 /// The longest accepted input line, in bytes (16 MiB).
@@ -41,7 +42,7 @@ const BATCH_ID_PREFIX: &str = "omniforge-batch/";
 ///
 /// # Errors
 /// An I/O error on `input` or `output`.
-pub async fn serve<R, W>(
+pub(crate) async fn serve<R, W>(
     shared: Arc<Shared>,
     input: R,
     output: W,
@@ -412,8 +413,11 @@ async fn write_output<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::builtins;
-    use crate::catalog::Catalog;
+    use crate::catalog::entry::ToolSource;
+    use crate::catalog::publish::Catalog;
+    use crate::catalog::schema_profile::SchemaProfile;
+    use crate::peers::Peers;
+    use crate::tools::builtin::instructions::{self, SERVER_INSTRUCTIONS};
     use serde_json::json;
     use tokio::io::{AsyncBufReadExt, DuplexStream};
 
@@ -424,7 +428,18 @@ mod tests {
 
     impl Conn {
         fn start() -> Conn {
-            let shared = Shared::new(Arc::new(Catalog::new(builtins::tools())), 1000, None);
+            let catalog = Arc::new(Catalog::new(SchemaProfile::AsAuthored));
+            catalog.replace(ToolSource::Builtin, vec![instructions::entry()]);
+            let shared = Arc::new(Shared {
+                catalog,
+                peers: Arc::new(Peers::default()),
+                page_size: 1000,
+                calls: tokio_util::task::TaskTracker::new(),
+                instructions: SERVER_INSTRUCTIONS,
+                content: None,
+                kept: None,
+                host: None,
+            });
             let (input, server_in) = tokio::io::duplex(1 << 16);
             let (server_out, output) = tokio::io::duplex(1 << 16);
             tokio::spawn(serve(

@@ -68,7 +68,10 @@ impl Access {
 
     /// Origin validation (2025-11-25, Streamable HTTP > Security Warning, item 1). Returns
     /// the origin to echo in CORS headers when the request carries an allowed one.
-    pub(super) fn check_origin(&self, headers: &HeaderMap) -> Result<Option<HeaderValue>, Response> {
+    pub(super) fn check_origin(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<Option<HeaderValue>, Response> {
         let Some(value) = headers.get(ORIGIN) else {
             return Ok(None);
         };

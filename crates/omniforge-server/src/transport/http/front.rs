@@ -16,7 +16,9 @@ use rmcp::transport::streamable_http_server::StreamableHttpService;
 use serde_json::Value;
 
 use crate::auth::Principal;
-use crate::handler::{OmniForge, Shared};
+use crate::context::request::FrontInfo;
+use crate::mcp::handler::OmniForge;
+use crate::mcp::state::Shared;
 use crate::transport::http::access::{self, ALLOWED_METHODS, Access};
 use crate::transport::http::negotiation::{self, Reply};
 use crate::transport::http::resume::ResumableSessions;
@@ -26,12 +28,6 @@ use crate::transport::http::wire::{
     JSON, PROTOCOL_VERSION, SERVER_ERROR, SESSION_ID, json_errors, json_response, rpc_error,
 };
 use crate::transport::jsonrpc::{self, Checked, code};
-
-/// Marks a request whose answer the front collapses into one JSON response (the client
-/// accepts only `application/json`, or sent a batch): nothing else on the request's SSE stream
-/// reaches the client, so a tool cannot ask it anything or close the stream for a resume.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct JsonReply;
 
 /// The endpoint's state.
 pub(super) struct Front {
@@ -84,7 +80,6 @@ impl Front {
             );
         }
         let (mut parts, body) = request.into_parts();
-        parts.extensions.insert(principal.clone());
         match parts.method {
             Method::POST => self.post(parts, body, principal, session).await,
             Method::GET | Method::DELETE => {
@@ -94,6 +89,10 @@ impl Front {
                 {
                     return response;
                 }
+                parts.extensions.insert(FrontInfo {
+                    principal: principal.clone(),
+                    json_reply: false,
+                });
                 let deleting = parts.method == Method::DELETE;
                 let mut response = self.mcp.handle(Request::from_parts(parts, body)).await;
                 // rmcp answers a DELETE with 202; the official SDK clients expect 200 or 204.
@@ -137,8 +136,7 @@ impl Front {
             Ok(reply) => reply,
             Err(response) => return response,
         };
-        let bytes = match negotiation::read_body(body, &parts.headers, self.max_body_bytes).await
-        {
+        let bytes = match negotiation::read_body(body, &parts.headers, self.max_body_bytes).await {
             Ok(bytes) => bytes,
             Err(response) => return response,
         };
@@ -218,7 +216,7 @@ impl Front {
     /// Sends one checked message through rmcp; converts plain-text errors to JSON-RPC.
     /// `initialize` is `Some(requested revision)` for an initialize request. `json_only`: the
     /// answer is collapsed into one JSON response, so the client sees nothing else the
-    /// request's SSE stream carries (the handler is told with a [`JsonReply`] marker).
+    /// request's SSE stream carries (the handler is told in its [`FrontInfo`]).
     async fn forward(
         &self,
         template: &http::request::Parts,
@@ -250,10 +248,10 @@ impl Front {
                 return response;
             }
         }
-        request.extensions_mut().insert(principal.clone());
-        if json_only {
-            request.extensions_mut().insert(JsonReply);
-        }
+        request.extensions_mut().insert(FrontInfo {
+            principal: principal.clone(),
+            json_reply: json_only,
+        });
         let response = self.mcp.handle(request).await.map(Body::new);
         if let Some(requested) = initialize
             && response.status().is_success()

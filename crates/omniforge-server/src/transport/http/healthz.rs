@@ -4,8 +4,8 @@
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use crate::catalog::ToolSource;
-use crate::handler::Shared;
+use crate::catalog::entry::ToolSource;
+use crate::mcp::state::Shared;
 
 /// The `/healthz` answer; `sessions` is the number of live HTTP sessions.
 pub(super) fn report(shared: &Shared, sessions: usize) -> Response {
@@ -19,7 +19,7 @@ pub(super) fn report(shared: &Shared, sessions: usize) -> Response {
     .map(|s| (s.as_str().to_owned(), json!(snapshot.count(s))))
     .collect();
     // Whether each layer is active, and (as in `doctor --json`) how, or why not.
-    let layers = shared.forge.iter().flat_map(|f| f.layers());
+    let layers = shared.host.iter().flat_map(|h| h.layers());
     let sandbox: serde_json::Map<String, Value> = layers
         .clone()
         .map(|l| (l.name.to_owned(), json!(l.active)))

@@ -47,7 +47,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::handler::{OmniForge, Shared};
+use crate::mcp::handler::OmniForge;
+use crate::mcp::state::Shared;
 use crate::settings::HttpSettings;
 use crate::transport::http::access::Access;
 use crate::transport::http::front::Front;
@@ -57,7 +58,11 @@ use crate::transport::http::sessions::SessionBook;
 /// Builds the axum app: the MCP endpoint at `settings.path` and `GET /healthz`.
 ///
 /// `rmcp_ct` ends every session and SSE stream when cancelled.
-pub fn app(shared: Arc<Shared>, settings: HttpSettings, rmcp_ct: CancellationToken) -> Router {
+pub(crate) fn app(
+    shared: Arc<Shared>,
+    settings: HttpSettings,
+    rmcp_ct: CancellationToken,
+) -> Router {
     let mut session_manager = LocalSessionManager::default();
     session_manager.session_config.keep_alive = Some(settings.session_idle_timeout);
     let session_manager = Arc::new(ResumableSessions::new(session_manager));
@@ -98,7 +103,7 @@ async fn health(State(front): State<Arc<Front>>) -> Response {
 ///
 /// # Errors
 /// An I/O error from the listener.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     settings: HttpSettings,

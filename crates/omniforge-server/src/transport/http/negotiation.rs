@@ -177,11 +177,8 @@ pub(super) fn check_batch(
             "Invalid Request: empty batch",
         ));
     }
-    let version = negotiated.or_else(|| {
-        headers
-            .get(PROTOCOL_VERSION)
-            .and_then(|v| v.to_str().ok())
-    });
+    let version =
+        negotiated.or_else(|| headers.get(PROTOCOL_VERSION).and_then(|v| v.to_str().ok()));
     if version.is_some_and(jsonrpc::allows_batches) {
         return Ok(());
     }

@@ -6,13 +6,13 @@
 //! (`LocalSessionManager::resume`), and `LocalSessionHandle::close_sse_stream` closes a POST
 //! stream after a new priming event. What it does not offer is a way for a handler to know
 //! which stream its request arrived on. [`ResumableSessions`] wraps [`LocalSessionManager`] and, in
-//! `create_stream`, puts a [`PostStream`] into the request's extensions (which rmcp hands to
+//! `create_stream`, puts a [`StreamLink`] into the request's extensions (which rmcp hands to
 //! the handler as `RequestContext::extensions`); everything else is delegated unchanged.
 //!
 //! One gap remains in rmcp: the response to a request whose stream is closed is cached, but the
 //! stream's cache is dropped as soon as the response is written, so a client that reconnects
 //! after that finds nothing. So a call whose stream was closed holds its result until the
-//! client has resumed ([`PostStream::settle`], bounded by [`RESUME_WAIT`]); [`ResumableSessions::resume`]
+//! client has resumed ([`ResumableStream::settle`], bounded by [`RESUME_WAIT`]); [`ResumableSessions::resume`]
 //! tells it when.
 
 use std::collections::HashMap;
@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::Stream;
+use futures::future::BoxFuture;
 use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionHandle, LocalSessionManager, LocalSessionManagerError,
@@ -30,6 +31,8 @@ use rmcp::transport::streamable_http_server::session::{
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::context::stream::{CloseError, ResumableStream, StreamLink};
+
 /// How long a call whose stream was closed waits for the client to resume before it answers
 /// anyway (the answer is then lost for a client that never comes back).
 pub(crate) const RESUME_WAIT: Duration = Duration::from_secs(60);
@@ -37,7 +40,7 @@ pub(crate) const RESUME_WAIT: Duration = Duration::from_secs(60);
 /// Closed streams waiting for a resume, by session id and rmcp's HTTP request id.
 type Waiting = Arc<Mutex<HashMap<(SessionId, u64), watch::Sender<bool>>>>;
 
-/// rmcp's [`LocalSessionManager`] plus a [`PostStream`] in the extensions of each request
+/// rmcp's [`LocalSessionManager`] plus a [`StreamLink`] in the extensions of each request
 /// that arrives on a POST SSE stream.
 pub(crate) struct ResumableSessions {
     inner: LocalSessionManager,
@@ -54,16 +57,26 @@ impl ResumableSessions {
     }
 }
 
-/// The POST SSE stream one request arrived on.
-#[derive(Clone)]
-pub(crate) struct PostStream {
+/// The POST SSE stream one request arrived on; handed to the handler as a
+/// [`StreamLink`] (the tools see the [`ResumableStream`] trait only).
+struct PostStream {
     session: SessionId,
     handle: LocalSessionHandle,
     http_request_id: u64,
     default_retry: Duration,
     waiting: Waiting,
-    /// Set by [`PostStream::close`]: becomes true when the client resumes.
-    resumed: Arc<Mutex<Option<watch::Receiver<bool>>>>,
+    /// Set by [`PostStream::close_now`]: becomes true when the client resumes.
+    resumed: Mutex<Option<watch::Receiver<bool>>>,
+}
+
+impl ResumableStream for PostStream {
+    fn close(&self, retry: Option<Duration>) -> BoxFuture<'_, Result<(), CloseError>> {
+        Box::pin(self.close_now(retry))
+    }
+
+    fn settle<'a>(&'a self, ct: &'a CancellationToken) -> BoxFuture<'a, ()> {
+        Box::pin(self.wait_resumed(ct))
+    }
 }
 
 impl PostStream {
@@ -73,7 +86,7 @@ impl PostStream {
     ///
     /// # Errors
     /// The session is gone, or the stream was already completed.
-    pub(crate) async fn close(&self, retry: Option<Duration>) -> Result<(), String> {
+    async fn close_now(&self, retry: Option<Duration>) -> Result<(), CloseError> {
         let (tx, rx) = watch::channel(false);
         let key = (self.session.clone(), self.http_request_id);
         lock(&self.waiting).insert(key.clone(), tx);
@@ -88,7 +101,7 @@ impl PostStream {
         if let Err(e) = closed {
             lock(&self.waiting).remove(&key);
             *lock(&self.resumed) = None;
-            return Err(e.to_string());
+            return Err(CloseError(e.to_string()));
         }
         tracing::debug!(session = %self.session, stream = self.http_request_id, "POST SSE stream closed by the tool");
         Ok(())
@@ -96,7 +109,7 @@ impl PostStream {
 
     /// When the stream was closed, waits until the client resumed it (or [`RESUME_WAIT`]
     /// passed, or `ct` fired), so the response goes out on the resumed stream.
-    pub(crate) async fn settle(&self, ct: &CancellationToken) {
+    async fn wait_resumed(&self, ct: &CancellationToken) {
         let rx = lock(&self.resumed).take();
         if let Some(mut rx) = rx {
             tokio::select! {
@@ -146,7 +159,7 @@ impl SessionManager for ResumableSessions {
         self.inner.close_session(id).await
     }
 
-    /// As `LocalSessionManager::create_stream`, plus the [`PostStream`] marker.
+    /// As `LocalSessionManager::create_stream`, plus the [`StreamLink`] marker.
     async fn create_stream(
         &self,
         id: &SessionId,
@@ -164,7 +177,7 @@ impl SessionManager for ResumableSessions {
         if let (ClientJsonRpcMessage::Request(request), Some(http_request_id)) =
             (&mut message, receiver.http_request_id)
         {
-            request.request.extensions_mut().insert(PostStream {
+            let stream = PostStream {
                 session: id.clone(),
                 handle: handle.clone(),
                 http_request_id,
@@ -174,8 +187,12 @@ impl SessionManager for ResumableSessions {
                     .sse_retry
                     .unwrap_or(Duration::from_secs(3)),
                 waiting: self.waiting.clone(),
-                resumed: Arc::default(),
-            });
+                resumed: Mutex::default(),
+            };
+            request
+                .request
+                .extensions_mut()
+                .insert(StreamLink(Arc::new(stream)));
         }
         handle
             .push_message(message, receiver.http_request_id)

@@ -55,9 +55,7 @@ impl SessionBook {
     /// Whether `principal` may use the session: it opened it, or the session is unknown here
     /// (rmcp then answers for it).
     pub(super) fn may_use(&self, id: &str, principal: &str) -> bool {
-        self.lock()
-            .get(id)
-            .is_none_or(|s| &*s.owner == principal)
+        self.lock().get(id).is_none_or(|s| &*s.owner == principal)
     }
 
     /// How many sessions are recorded.

@@ -1,27 +1,26 @@
-//! The built-in tools, compiled into the server and listed first.
-//!
-//! `omniforge_instructions` lives here; the authoring tools (`omniforge_create_tool`, …) are
-//! defined and run in [`crate::forge`].
+//! `omniforge_instructions`: how to use and extend this server; and the server-level
+//! `instructions` of the InitializeResult.
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
 use serde_json::json;
 
 use crate::auth::Scope;
-use crate::catalog::{CatalogTool, Route, ToolSource};
+use crate::catalog::call::{Call, CallFuture, ToolCall, ready};
+use crate::catalog::entry::{Entry, ToolSource, object_schema};
 
 /// Name of the built-in that explains how to use this server.
-pub const INSTRUCTIONS: &str = "omniforge_instructions";
+pub(crate) const INSTRUCTIONS: &str = "omniforge_instructions";
 
 /// The server-level `instructions` sent in the InitializeResult.
-pub const SERVER_INSTRUCTIONS: &str = "OmniForge hosts tools for AI agents. Its tools come from \
+pub(crate) const SERVER_INSTRUCTIONS: &str = "OmniForge hosts tools for AI agents. Its tools come from \
 three sources, listed in this order: built-in tools (names start with `omniforge_`), manifest \
 tools (RPCs of a Connect service configured by the operator) and stored tools (forged by agents \
 and kept in OmniForge's database). Call `omniforge_instructions` for how to use and extend it.";
 
 /// The server-level `instructions` of `omniforge bridge`, which serves one manifest only.
-pub const BRIDGE_INSTRUCTIONS: &str = "OmniForge bridge: each tool is an RPC of a forge manifest, \
+pub(crate) const BRIDGE_INSTRUCTIONS: &str = "OmniForge bridge: each tool is an RPC of a forge manifest, \
 proxied to its running Connect service. Arguments are the RPC's request message as JSON; a \
 Connect error comes back as an isError result naming its code (e.g. `not_found: ...`).";
 
@@ -103,19 +102,25 @@ The `_update_` variants change only the fields given; `_delete_` removes; `omnif
 shows what is stored.
 ";
 
-fn empty_object_schema() -> Arc<JsonObject> {
-    let schema = json!({"type": "object", "properties": {}, "additionalProperties": false});
-    Arc::new(schema.as_object().cloned().unwrap_or_default())
+/// The `omniforge_instructions` built-in.
+pub(crate) struct Instructions;
+
+impl ToolCall for Instructions {
+    fn call<'a>(&'a self, _call: Call<'a>) -> CallFuture<'a> {
+        ready(Ok(CallToolResult::success(vec![ContentBlock::text(GUIDE)])))
+    }
 }
 
-/// The built-in tools, in catalog order.
-pub fn tools() -> Vec<CatalogTool> {
-    vec![CatalogTool::new(
+/// Its catalog entry.
+pub(crate) fn entry() -> Entry {
+    Entry::new(
         Tool::new(
             INSTRUCTIONS,
             "How to use this OmniForge server: its tool sources, how calls and errors work, \
              and how to forge new tools. Takes no arguments.",
-            empty_object_schema(),
+            object_schema(
+                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            ),
         )
         .with_title("OmniForge instructions")
         .with_annotations(
@@ -126,16 +131,7 @@ pub fn tools() -> Vec<CatalogTool> {
                 .open_world(false),
         ),
         ToolSource::Builtin,
-        Route::Builtin,
         Scope::Call,
-    )]
-}
-
-/// Runs the built-in `name`. Arguments were already validated against its inputSchema.
-pub fn call(name: &str) -> CallToolResult {
-    match name {
-        INSTRUCTIONS => CallToolResult::success(vec![ContentBlock::text(GUIDE)]),
-        // The catalog only routes built-in names here; keep a clear answer regardless.
-        _ => CallToolResult::error(vec![ContentBlock::text("Unknown or inactive tool")]),
-    }
+        Arc::new(Instructions),
+    )
 }

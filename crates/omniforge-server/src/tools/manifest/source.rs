@@ -1,5 +1,5 @@
-//! The manifest tool source: forge manifests configured by the operator, turned into MCP
-//! tools, dispatched to their Connect services, and kept current by hot reload.
+//! The manifest tool source: forge manifests configured by the operator, turned into catalog
+//! entries (their calls are [`ManifestCall`]s), and kept current by hot reload.
 //!
 //! A malformed manifest at start-up is an error that names the file, the tool and the field.
 //! Later, a bad edit keeps the previous version in place (logged by the watcher); a good one
@@ -8,17 +8,16 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use omniforge_bridge::dispatch::{
-    Outcome, Upstream, UpstreamConfig, UpstreamError, fill_zero_values,
-};
+use omniforge_bridge::dispatch::{Upstream, UpstreamConfig, UpstreamError};
 use omniforge_bridge::schema_refs::{InlineError, inline_refs};
 use omniforge_bridge::watch::{ManifestWatch, WatchError, watch};
 use omniforge_bridge::{Manifest, ManifestError, ManifestTool};
-use rmcp::model::{CallToolResult, ContentBlock, Tool};
-use serde_json::{Map, Value};
+use rmcp::model::Tool;
 
 use crate::auth::Scope;
-use crate::catalog::{Catalog, CatalogTool, Route, ToolSource};
+use crate::catalog::entry::{Entry, ToolSource};
+use crate::catalog::publish::Catalog;
+use crate::tools::manifest::call::{ManifestCall, Streaming};
 
 /// One configured manifest: the file and the service its RPCs go to.
 #[derive(Debug, Clone)]
@@ -29,17 +28,8 @@ pub struct ManifestConfig {
     pub upstream: UpstreamConfig,
 }
 
-/// What a manifest tool's call needs: the RPC and its upstream.
-#[derive(Debug)]
-pub struct ManifestRoute {
-    tool: ManifestTool,
-    upstream: Arc<Upstream>,
-    /// The outputSchema compiled once, when declared.
-    output_validator: Option<Result<jsonschema::Validator, String>>,
-}
-
 /// The loaded manifests and their watches. Dropping it stops the hot reload.
-pub struct ManifestSource {
+pub(crate) struct ManifestSource {
     _watches: Vec<ManifestWatch>,
 }
 
@@ -88,7 +78,7 @@ pub enum ManifestSourceError {
 ///
 /// # Errors
 /// A manifest is missing or malformed, an upstream is misconfigured, or a file cannot be watched.
-pub fn start(
+pub(crate) fn start(
     catalog: Arc<Catalog>,
     configs: &[ManifestConfig],
     inline_schema_refs: bool,
@@ -168,17 +158,17 @@ fn prepare(
 }
 
 fn publish(catalog: &Catalog, loaded: &Mutex<Vec<(Manifest, Arc<Upstream>)>>) {
-    let tools: Vec<CatalogTool> = loaded
+    let tools: Vec<Entry> = loaded
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .flat_map(|(m, upstream)| m.tools.iter().map(move |t| to_catalog_tool(t, upstream)))
+        .flat_map(|(m, upstream)| m.tools.iter().map(move |t| entry(t, upstream)))
         .collect();
-    catalog.replace_source(ToolSource::Manifest, tools);
+    catalog.replace(ToolSource::Manifest, tools);
 }
 
 /// Only MCP fields go on the wire; the forge routing fields stay behind.
-fn to_catalog_tool(t: &ManifestTool, upstream: &Arc<Upstream>) -> CatalogTool {
+fn entry(t: &ManifestTool, upstream: &Arc<Upstream>) -> Entry {
     let mut tool = Tool::new(
         t.name.clone(),
         t.description.clone(),
@@ -196,71 +186,14 @@ fn to_catalog_tool(t: &ManifestTool, upstream: &Arc<Upstream>) -> CatalogTool {
         };
         tool = tool.with_title(title);
     }
-    let route = if t.is_streaming() {
-        Route::Streaming
-    } else {
-        let output_validator = t.output_schema.as_ref().map(|schema| {
-            jsonschema::validator_for(&Value::Object(schema.clone())).map_err(|e| e.to_string())
+    if t.is_streaming() {
+        let call = Arc::new(Streaming {
+            name: t.name.clone(),
         });
-        Route::Manifest(Arc::new(ManifestRoute {
-            tool: t.clone(),
-            upstream: upstream.clone(),
-            output_validator,
-        }))
-    };
-    CatalogTool::new(tool, ToolSource::Manifest, route, Scope::Call)
-}
-
-/// The answer to calling a streaming RPC by name.
-pub fn streaming_not_supported(name: &str) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(format!(
-        "{name} is a streaming RPC: streaming RPCs are not supported (MCP tool calls are unary)"
-    ))])
-}
-
-impl ManifestRoute {
-    /// Calls the RPC and maps the outcome to an MCP result. Dropping the future aborts the
-    /// upstream request.
-    pub async fn call(&self, arguments: &Map<String, Value>) -> CallToolResult {
-        match self.upstream.call(&self.tool, arguments).await {
-            Outcome::Reply(reply) => self.reply(reply),
-            Outcome::ConnectError {
-                code,
-                message,
-                details,
-            } => {
-                let mut text = format!("{code}: {message}");
-                if !details.is_empty() {
-                    text.push('\n');
-                    text.push_str(&Value::Array(details).to_string());
-                }
-                // No structuredContent: it would have to match the outputSchema.
-                CallToolResult::error(vec![ContentBlock::text(text)])
-            }
-            Outcome::Failure(text) => CallToolResult::error(vec![ContentBlock::text(text)]),
-        }
-    }
-
-    fn reply(&self, mut reply: Value) -> CallToolResult {
-        if let (Some(schema), Some(validator)) = (&self.tool.output_schema, &self.output_validator)
-        {
-            fill_zero_values(schema, &mut reply);
-            let checked = match validator {
-                Ok(validator) => crate::schema::check(validator, &reply),
-                Err(e) => Err(format!("the outputSchema does not compile: {e}")),
-            };
-            if let Err(problems) = checked {
-                return CallToolResult::error(vec![ContentBlock::text(format!(
-                    "the upstream reply does not match the tool's outputSchema\n{problems}\n{reply}"
-                ))]);
-            }
-        }
-        let text = reply.to_string();
-        let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
-        if reply.is_object() {
-            result.structured_content = Some(reply);
-        }
-        result
+        Entry::new(tool, ToolSource::Manifest, Scope::Call, call).unlisted()
+    } else {
+        let call = Arc::new(ManifestCall::new(t.clone(), upstream.clone()));
+        Entry::new(tool, ToolSource::Manifest, Scope::Call, call)
     }
 }
 

@@ -22,7 +22,7 @@ pub enum SchemaProfile {
 
 /// The conservative form of `schema`. A schema whose references cannot be inlined (a cycle)
 /// keeps them, with a logged warning.
-pub fn conservative(schema: &Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn conservative(schema: &Map<String, Value>) -> Map<String, Value> {
     let inlined = inline_refs(schema).unwrap_or_else(|error| {
         tracing::warn!(%error, "schema profile conservative: references kept");
         schema.clone()

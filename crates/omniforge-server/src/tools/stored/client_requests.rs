@@ -15,74 +15,43 @@
 //! ends or is cancelled first, the client's request is cancelled too.
 //!
 //! `close_sse_stream` is the fourth script request: it closes the call's POST SSE stream so the
-//! client resumes it with `Last-Event-ID` ([`crate::transport::http::resume`]).
+//! client resumes it with `Last-Event-ID` ([`crate::context::stream`]).
 
 use std::time::Duration;
 
 use omniforge_script::{RpcError, ScriptRequest};
 use rmcp::model::{
-    CancelledNotificationParam, ClientCapabilities, CustomRequest, ProtocolVersion, RequestId,
+    CancelledNotificationParam, ClientCapabilities, CustomRequest, ProtocolVersion,
     RequestMetaObject, ServerRequest,
 };
-use rmcp::service::{OriginatingRequestId, Peer, PeerRequestOptions, RequestContext, RoleServer};
+use rmcp::service::{OriginatingRequestId, PeerRequestOptions};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::transport::http::front::JsonReply;
-use crate::transport::http::resume::PostStream;
+use crate::context::client::ClientLink;
+use crate::tools::stored::redact::scrub_value;
 
 /// JSON-RPC error codes sent back to the script: `METHOD_NOT_FOUND` for an unknown script
 /// request or a capability the client lacks (it would answer the same), `INVALID_PARAMS` for
 /// unusable params, `INVALID_REQUEST` when the request cannot be sent at all (2026-07-28, a
 /// JSON-only call, too many at once).
 pub(crate) mod code {
-    pub(crate) use crate::transport::jsonrpc::code::{INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+    use rmcp::model::ErrorCode;
+
+    /// The request cannot be sent at all.
+    pub(crate) const INVALID_REQUEST: i64 = ErrorCode::INVALID_REQUEST.0 as i64;
+    /// An unknown script request, or a capability the client lacks.
+    pub(crate) const METHOD_NOT_FOUND: i64 = ErrorCode::METHOD_NOT_FOUND.0 as i64;
+    /// Unusable params.
+    pub(crate) const INVALID_PARAMS: i64 = ErrorCode::INVALID_PARAMS.0 as i64;
     /// No client, a closed connection, or the tool call ended first.
-    pub(crate) const INTERNAL_ERROR: i64 = -32603;
+    pub(crate) const INTERNAL_ERROR: i64 = ErrorCode::INTERNAL_ERROR.0 as i64;
     /// The client did not answer in time (the code the TypeScript SDK uses for timeouts).
     pub(crate) const TIMEOUT: i64 = -32001;
 }
 
 /// The longest `timeout_s` a script may ask for; the run's own time limit usually ends it first.
 const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
-
-/// How a tool call reaches the client that made it.
-#[derive(Clone, Default)]
-pub struct ClientLink {
-    /// The calling session's peer; `None` on the command line.
-    pub(crate) peer: Option<Peer<RoleServer>>,
-    /// The `tools/call` request id: server requests are associated with it (SEP-2260).
-    pub(crate) request_id: Option<RequestId>,
-    /// The revision the calling request was made under.
-    pub(crate) protocol_version: Option<ProtocolVersion>,
-    /// What the client declared (`initialize`, or the request `_meta` under 2026-07-28).
-    pub(crate) capabilities: Option<ClientCapabilities>,
-    /// The call's POST SSE stream, over Streamable HTTP in session mode.
-    pub(crate) stream: Option<PostStream>,
-    /// The HTTP front collapses the answer into one JSON response ([`JsonReply`]): the client
-    /// cannot receive requests during the call.
-    pub(crate) json_reply: bool,
-}
-
-impl ClientLink {
-    /// The link of the request `ctx`.
-    pub(crate) fn of(ctx: &RequestContext<RoleServer>) -> ClientLink {
-        let parts = ctx.extensions.get::<http::request::Parts>();
-        let json_reply = parts.is_some_and(|p| p.extensions.get::<JsonReply>().is_some());
-        ClientLink {
-            peer: Some(ctx.peer.clone()),
-            request_id: Some(ctx.id.clone()),
-            protocol_version: ctx.protocol_version(),
-            capabilities: ctx.client_capabilities(),
-            stream: ctx
-                .extensions
-                .get::<PostStream>()
-                .cloned()
-                .filter(|_| !json_reply),
-            json_reply,
-        }
-    }
-}
 
 /// One kind of client request a script may make.
 #[derive(Clone, Copy)]
@@ -140,7 +109,7 @@ pub(crate) async fn answer(
     ended: &CancellationToken,
     secrets: &[String],
 ) {
-    let params = crate::forge::scrub_value(request.params().clone(), secrets);
+    let params = scrub_value(request.params().clone(), secrets);
     let answer = match request.method() {
         "sample" => forward(link, Kind::Sampling, &params, ended).await,
         "elicit" => forward(link, Kind::Elicitation, &params, ended).await,
@@ -173,7 +142,7 @@ async fn close_stream(link: &ClientLink, params: &Value) -> Result<Value, RpcErr
     let Some(stream) = &link.stream else {
         return Ok(json!({"closed": false}));
     };
-    match stream.close(retry).await {
+    match stream.0.close(retry).await {
         Ok(()) => Ok(json!({"closed": true})),
         Err(e) => Err(error(
             code::INTERNAL_ERROR,
