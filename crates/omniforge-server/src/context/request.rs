@@ -10,7 +10,7 @@
 // `LoggingLevel` is deprecated by SEP-2577 (2026-07-28) but `logging/setLevel` is part of every
 // earlier revision we serve.
 #![allow(deprecated)]
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex};
 
 use rmcp::model::LoggingLevel;
 use rmcp::service::{RequestContext, RoleServer};
@@ -53,16 +53,20 @@ enum Origin<'a> {
         ctx: &'a RequestContext<RoleServer>,
         json_reply: bool,
         stream: Option<&'a StreamLink>,
-        log_level: Option<LoggingLevel>,
+        /// The peer's `logging/setLevel` level, read only by a call that sends log messages.
+        log_level: Option<&'a Mutex<Option<LoggingLevel>>>,
     },
     /// A command-line action.
     Local { ct: CancellationToken },
 }
 
 impl<'a> RequestCx<'a> {
-    /// The context of an MCP request; `log_level` is what the peer set with
-    /// `logging/setLevel`.
-    pub(crate) fn of(ctx: &'a RequestContext<RoleServer>, log_level: Option<LoggingLevel>) -> Self {
+    /// The context of an MCP request; `log_level` holds what the peer set with
+    /// `logging/setLevel` (read only when a call needs it, so a built-in takes no lock).
+    pub(crate) fn of(
+        ctx: &'a RequestContext<RoleServer>,
+        log_level: Option<&'a Mutex<Option<LoggingLevel>>>,
+    ) -> Self {
         let (principal, json_reply) = match ctx.extensions.get::<http::request::Parts>() {
             Some(parts) => match parts.extensions.get::<FrontInfo>() {
                 Some(front) => (Some(&front.principal), front.json_reply),
@@ -125,7 +129,11 @@ impl<'a> RequestCx<'a> {
     /// The level the peer asked for with `logging/setLevel`.
     pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
         match &self.origin {
-            Origin::Mcp { log_level, .. } => *log_level,
+            Origin::Mcp {
+                log_level: Some(level),
+                ..
+            } => *level.lock().unwrap_or_else(|e| e.into_inner()),
+            Origin::Mcp { .. } => None,
             Origin::Local { .. } => None,
         }
     }

@@ -47,11 +47,6 @@ impl OmniForge {
             log_level: Arc::default(),
         }
     }
-
-    /// The level this peer asked for with `logging/setLevel`, if any.
-    fn log_level(&self) -> Option<LoggingLevel> {
-        *self.log_level.lock().unwrap_or_else(|e| e.into_inner())
-    }
 }
 
 impl ServerHandler for OmniForge {
@@ -96,7 +91,7 @@ impl ServerHandler for OmniForge {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        tools::call(&self.shared, request, &ctx, self.log_level()).await
+        tools::call(&self.shared, request, &ctx, &self.log_level).await
     }
 
     async fn list_resources(

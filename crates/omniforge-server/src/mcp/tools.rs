@@ -4,6 +4,8 @@
 // `LoggingLevel` is deprecated by SEP-2577 (2026-07-28) but `logging/setLevel` is part of every
 // earlier revision we serve.
 #![allow(deprecated)]
+use std::sync::Mutex;
+
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorData, ListToolsResult, LoggingLevel,
     PaginatedRequestParams, Tool,
@@ -56,10 +58,10 @@ pub(crate) async fn call(
     shared: &Shared,
     request: CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
-    log_level: Option<LoggingLevel>,
+    log_level: &Mutex<Option<LoggingLevel>>,
 ) -> Result<CallToolResponse, ErrorData> {
     let _in_flight = shared.calls.token();
-    let cx = RequestCx::of(ctx, log_level);
+    let cx = RequestCx::of(ctx, Some(log_level));
     let result = if cx.arguments_not_object() {
         Err(CallError::ArgumentsNotObject)
     } else {
