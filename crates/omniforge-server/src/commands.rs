@@ -8,11 +8,43 @@ use serde_json::Value;
 
 use crate::auth::{Principal, Scope};
 use crate::content::definitions::Kind;
+use crate::context::progress::ProgressSink;
 use crate::context::request::RequestCx;
 use crate::error::{AuthoringError, CallError};
 use crate::mcp::to_wire;
 use crate::pack::{self, PackError};
 use crate::server::{Server, Stored};
+
+/// Who runs a one-shot action (recorded as the author of what it writes; trusted with
+/// everything, as the parent process of a stdio server is), and where its progress goes.
+#[derive(Clone)]
+pub struct Caller {
+    principal: Principal,
+    progress: Option<ProgressSink>,
+}
+
+impl Caller {
+    /// `name`, e.g. `cli`; progress messages are dropped.
+    pub fn local(name: &str) -> Caller {
+        Caller {
+            principal: Principal::new(name, Scope::Admin),
+            progress: None,
+        }
+    }
+
+    /// `name`, with every progress message (environment builds, a script's own progress)
+    /// going to `sink`.
+    pub fn local_with_progress(name: &str, sink: ProgressSink) -> Caller {
+        Caller {
+            progress: Some(sink),
+            ..Caller::local(name)
+        }
+    }
+
+    fn cx(&self) -> RequestCx<'_> {
+        RequestCx::local(&self.principal, self.progress.clone())
+    }
+}
 
 /// The text of a finished call, as an MCP client would read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,29 +97,30 @@ impl Server {
     }
 
     /// Creates a tool (`create`) or adds a version, from the arguments of
-    /// `omniforge_create_tool` / `omniforge_update_tool`, as `author` (an admin principal).
+    /// `omniforge_create_tool` / `omniforge_update_tool`.
     pub async fn write_tool(
         &self,
         arguments: JsonObject,
-        author: &str,
+        caller: &Caller,
         create: bool,
     ) -> CallOutput {
         let Some(stored) = &self.stored else {
             return CallOutput::refused("this server has no store");
         };
-        let principal = Principal::new(author, Scope::Admin);
-        let cx = RequestCx::local(&principal);
-        CallOutput::of(stored.tools.create_or_update(arguments, &cx, create).await)
+        CallOutput::of(
+            stored
+                .tools
+                .create_or_update(arguments, &caller.cx(), create)
+                .await,
+        )
     }
 
     /// Runs the current version of the stored tool `name` once (it must be enabled).
-    pub async fn run_tool(&self, name: &str, arguments: JsonObject, author: &str) -> CallOutput {
+    pub async fn run_tool(&self, name: &str, arguments: JsonObject, caller: &Caller) -> CallOutput {
         let Some(stored) = &self.stored else {
             return CallOutput::refused("this server has no store");
         };
-        let principal = Principal::new(author, Scope::Admin);
-        let cx = RequestCx::local(&principal);
-        CallOutput::of(stored.source.run(name, arguments, &cx).await)
+        CallOutput::of(stored.source.run(name, arguments, &caller.cx()).await)
     }
 
     /// The stored definition of `kind` under `key`, as its authoring arguments.
@@ -112,14 +145,12 @@ impl Server {
         kind: Kind,
         arguments: JsonObject,
         mode: WriteMode,
-        author: &str,
+        caller: &Caller,
     ) -> Result<String, CommandError> {
-        let principal = Principal::new(author, Scope::Admin);
-        let cx = RequestCx::local(&principal);
         Ok(self
             .stored()?
             .content
-            .write(kind, arguments, mode, &cx)
+            .write(kind, arguments, mode, &caller.cx())
             .await?)
     }
 
@@ -131,19 +162,28 @@ impl Server {
         Ok(self.stored()?.content.remove(kind, key).await?)
     }
 
-    /// Imports a parsed pack (format 1) as `author`: every entry is validated (tool
-    /// environments built) before one write transaction.
+    /// Imports a parsed pack (format 1): every entry is validated (tool environments built)
+    /// before one write transaction.
     ///
     /// # Errors
     /// Every problem found; when there is any, nothing was written.
-    pub async fn import_pack(&self, pack: Value, author: &str) -> Result<ImportReport, PackError> {
+    pub async fn import_pack(
+        &self,
+        pack: Value,
+        caller: &Caller,
+    ) -> Result<ImportReport, PackError> {
         let Some(stored) = &self.stored else {
             return Err(PackError {
                 problems: vec!["this server has no store".into()],
             });
         };
-        let principal = Principal::new(author, Scope::Admin);
-        let cx = RequestCx::local(&principal);
-        pack::import(&stored.tools, &stored.host, &*stored.store, pack, &cx).await
+        pack::import(
+            &stored.tools,
+            &stored.host,
+            &*stored.store,
+            pack,
+            &caller.cx(),
+        )
+        .await
     }
 }

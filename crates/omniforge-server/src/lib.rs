@@ -46,8 +46,9 @@ mod transport;
 
 pub use auth::{TokenFileError, TokenSet};
 pub use catalog::schema_profile::SchemaProfile;
-pub use commands::{CallOutput, CommandError};
+pub use commands::{CallOutput, Caller, CommandError};
 pub use content::definitions::Kind as DefinitionKind;
+pub use context::progress::ProgressSink;
 pub use error::AuthoringError;
 pub use pack::{PackError, export as export_pack};
 pub use script_host::host::ScriptSettings;

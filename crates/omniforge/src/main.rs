@@ -20,8 +20,8 @@ use anyhow::{Context, Result, bail};
 use clap::Parser;
 use omniforge_script::SandboxLevel;
 use omniforge_server::{
-    CallOutput, DefinitionKind, HttpSettings, SchemaProfile, ScriptSettings, Server, StoreSettings,
-    TokenSet,
+    CallOutput, Caller, DefinitionKind, HttpSettings, SchemaProfile, ScriptSettings, Server,
+    StoreSettings, TokenSet,
 };
 use omniforge_store::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, SqliteStore, StoreConfig, ToolStore,
@@ -265,13 +265,17 @@ async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
         }
         ToolCommand::Add { file } => {
             let server = cli_server(common).await?;
-            show_result(server.write_tool(read_args(&file)?, "cli", true).await)?;
+            show_result(
+                server
+                    .write_tool(read_args(&file)?, &Caller::local("cli"), true)
+                    .await,
+            )?;
         }
         ToolCommand::Edit { name, file } => {
             let server = cli_server(common).await?;
             let mut args = read_args(&file)?;
             args.insert("name".into(), serde_json::Value::String(name));
-            show_result(server.write_tool(args, "cli", false).await)?;
+            show_result(server.write_tool(args, &Caller::local("cli"), false).await)?;
         }
         ToolCommand::Run { name, arguments } => {
             let args = match serde_json::from_str(&arguments).context("parsing the arguments")? {
@@ -279,7 +283,7 @@ async fn run_tool_command(command: ToolCommand, common: &Common) -> Result<()> {
                 _ => bail!("arguments must be a JSON object"),
             };
             let server = cli_server(common).await?;
-            show_result(server.run_tool(&name, args, "cli").await)?;
+            show_result(server.run_tool(&name, args, &Caller::local("cli")).await)?;
         }
     }
     Ok(())
@@ -345,7 +349,12 @@ async fn run_resource_command(command: ResourceCommand, common: &Common) -> Resu
                 DefinitionKind::Resource
             };
             let text = server
-                .write_definition(kind, args, omniforge_store::WriteMode::Upsert, "cli")
+                .write_definition(
+                    kind,
+                    args,
+                    omniforge_store::WriteMode::Upsert,
+                    &Caller::local("cli"),
+                )
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             out!("{text}");
@@ -423,7 +432,7 @@ async fn run_prompt_command(command: PromptCommand, common: &Common) -> Result<(
                     DefinitionKind::Prompt,
                     args,
                     omniforge_store::WriteMode::Upsert,
-                    "cli",
+                    &Caller::local("cli"),
                 )
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
@@ -459,7 +468,7 @@ async fn run_pack_command(command: PackCommand, common: &Common) -> Result<()> {
                     .with_context(|| format!("parsing {} as JSON", file.display()))?
             };
             let server = cli_server(common).await?;
-            match server.import_pack(value, "cli").await {
+            match server.import_pack(value, &Caller::local("cli")).await {
                 Ok(report) => {
                     for line in &report.changed {
                         out!("{line}");

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Principal, Scope};
 use crate::context::client::ClientLink;
-use crate::context::progress::Progress;
+use crate::context::progress::{Progress, ProgressSink};
 use crate::context::stream::StreamLink;
 
 /// `_meta` key the front layer ([`crate::transport::jsonrpc`]) sets on a `tools/call` whose
@@ -57,7 +57,10 @@ enum Origin<'a> {
         log_level: Option<&'a Mutex<Option<LoggingLevel>>>,
     },
     /// A command-line action.
-    Local { ct: CancellationToken },
+    Local {
+        ct: CancellationToken,
+        progress: Option<ProgressSink>,
+    },
 }
 
 impl<'a> RequestCx<'a> {
@@ -90,12 +93,14 @@ impl<'a> RequestCx<'a> {
         }
     }
 
-    /// A command-line action by `principal`: no peer to notify, never cancelled.
-    pub(crate) fn local(principal: &'a Principal) -> Self {
+    /// A command-line action by `principal`: no peer to notify, never cancelled; progress
+    /// messages go to `progress`.
+    pub(crate) fn local(principal: &'a Principal, progress: Option<ProgressSink>) -> Self {
         RequestCx {
             principal: Some(principal),
             origin: Origin::Local {
                 ct: CancellationToken::new(),
+                progress,
             },
         }
     }
@@ -122,7 +127,7 @@ impl<'a> RequestCx<'a> {
     pub(crate) fn ct(&self) -> &CancellationToken {
         match &self.origin {
             Origin::Mcp { ctx, .. } => &ctx.ct,
-            Origin::Local { ct } => ct,
+            Origin::Local { ct, .. } => ct,
         }
     }
 
@@ -144,7 +149,7 @@ impl<'a> RequestCx<'a> {
             Origin::Mcp { ctx, .. } => {
                 Progress::new(ctx.meta.get_progress_token(), Some(ctx.peer.clone()))
             }
-            Origin::Local { .. } => Progress::new(None, None),
+            Origin::Local { progress, .. } => Progress::to_sink(progress.clone()),
         }
     }
 
