@@ -337,10 +337,9 @@ fn manifests(
     } = flags;
     let default_timeout = timeout.or(file_timeout).unwrap_or(Duration::from_secs(30));
     if paths.is_empty() {
-        if !(upstreams.is_empty() && auths.is_empty() && auth_files.is_empty()) && file.is_empty() {
+        if !upstreams.is_empty() && file.is_empty() {
             bail!(
-                "--upstream and --upstream-auth need a --manifest (one of each per --manifest, in \
-                 the same order)"
+                "--upstream needs a --manifest (one --upstream per --manifest, in the same order)"
             );
         }
         return file
