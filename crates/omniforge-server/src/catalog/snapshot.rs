@@ -1,5 +1,5 @@
 //! [`Snapshot`]: the merged catalog at one moment, and the routing of a `tools/call` in it:
-//! lookup, visibility (scope), argument check, then the entry's [`ToolCall`].
+//! lookup, visibility (scope), argument check, then the entry's [`ToolCall`](crate::catalog::call::ToolCall).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -77,7 +77,7 @@ impl Snapshot {
     }
 
     /// Routes one call: the tool must exist and be visible to the caller, and the arguments
-    /// must match its inputSchema; then its [`ToolCall`](crate::catalog::entry::ToolCall)
+    /// must match its inputSchema; then its [`ToolCall`](crate::catalog::call::ToolCall)
     /// runs. `forwarded`: the call came through `omniforge_call_tool`.
     ///
     /// # Errors

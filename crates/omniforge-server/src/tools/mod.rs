@@ -1,5 +1,5 @@
 //! The tool sources, each publishing [`Entry`]s whose calls implement the one
-//! [`ToolCall`](crate::catalog::entry::ToolCall) trait:
+//! [`ToolCall`](crate::catalog::call::ToolCall) trait:
 //! - [`builtin`]: `omniforge_instructions` and `omniforge_call_tool`;
 //! - [`authoring`]: the authoring built-ins (tools, secrets, content);
 //! - [`manifest`]: RPCs of operator-configured forge manifests;

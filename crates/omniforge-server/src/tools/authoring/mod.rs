@@ -1,4 +1,4 @@
-//! The authoring built-ins, one file per family, each a [`ToolCall`](crate::catalog::entry::ToolCall)
+//! The authoring built-ins, one file per family, each a [`ToolCall`](crate::catalog::call::ToolCall)
 //! bound to its operation when registered (never looked up by name):
 //! - [`tool`]: create, update, delete, get, rollback and test tools; [`draft`]: their
 //!   arguments and validation (shared with pack imports);

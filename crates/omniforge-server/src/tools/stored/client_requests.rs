@@ -3,7 +3,7 @@
 //! The helper module's `sample`, `elicit` and `roots` arrive over the script's side channel as
 //! requests (`sample`, `elicit`, `roots`, with the MCP params under `request` and an optional
 //! `timeout_s`). Each becomes the MCP request (`sampling/createMessage`, `elicitation/create`,
-//! `roots/list`) sent through the calling session's rmcp [`Peer`], tagged with the tool call's
+//! `roots/list`) sent through the calling session's rmcp [`Peer`](rmcp::service::Peer), tagged with the tool call's
 //! request id, so over Streamable HTTP it rides the call's own POST SSE stream (SEP-2260, as
 //! rmcp routes it). The params go out unchanged (an elicitation schema keeps its defaults and
 //! every enum form), and the client's result comes back to the script unchanged.
