@@ -24,6 +24,10 @@ pub(crate) struct StoredSource {
     tools: Arc<StoredTools>,
     /// Weak: the catalog's entries reach back to the authoring built-ins that hold this source.
     catalog: Weak<Catalog>,
+    /// One reload at a time, held from the store read to the publish: a reload that read the
+    /// store earlier can then never publish over one that read it later (an authoring write
+    /// and the change feed reloading the same tool).
+    reloading: tokio::sync::Mutex<()>,
 }
 
 impl StoredSource {
@@ -37,6 +41,7 @@ impl StoredSource {
             store,
             tools,
             catalog: Arc::downgrade(catalog),
+            reloading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -45,6 +50,7 @@ impl StoredSource {
     /// # Errors
     /// The store cannot be read.
     pub(crate) async fn reload_all(&self) -> Result<(), StoreError> {
+        let _one = self.reloading.lock().await;
         let tools = self.store.list_enabled().await?;
         let mut entries: Vec<Entry> = tools.into_iter().map(|t| self.entry(t)).collect();
         // The collect reuses the larger `StoredTool` buffer; give the difference back.
@@ -61,6 +67,7 @@ impl StoredSource {
     /// # Errors
     /// The store cannot be read.
     pub(crate) async fn reload(&self, name: &str) -> Result<(), StoreError> {
+        let _one = self.reloading.lock().await;
         let stored = self.store.get(name).await?;
         let Some(catalog) = self.catalog.upgrade() else {
             return Ok(());
