@@ -26,7 +26,8 @@ use omniforge_server::http::HttpConfig;
 use omniforge_server::schema_profile::SchemaProfile;
 use omniforge_server::{builtins, content, forge, http, manifests, peers, stdio};
 use omniforge_store::{
-    DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, SqliteStore, StoreConfig, ToolStore,
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, SqliteStore,
+    StoreConfig, ToolStore,
 };
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -634,6 +635,7 @@ async fn open_store(common: &Common) -> Result<SqliteStore> {
         busy_timeout: DEFAULT_BUSY_TIMEOUT,
         call_log_max_rows: common.scripts.call_log_rows,
         max_readers: DEFAULT_MAX_READERS,
+        change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
     };
     SqliteStore::open_with(&db, &config)
         .await

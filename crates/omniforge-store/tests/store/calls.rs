@@ -13,6 +13,8 @@ pub(crate) fn call(tool: &str, version: u32, i: u64) -> CallRecord {
         duration_ms: 10 + i,
         outcome: CallOutcome::Ok,
         bytes_out: 100 * i,
+        principal: Some(format!("token-{i}")),
+        error: (i % 2 == 1).then(|| format!("failure {i}")),
     }
 }
 
