@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use omniforge_server::UpstreamConfig;
 use omniforge_server::manifests::ManifestConfig;
+use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
 use serde::Deserialize;
 
 const EXAMPLES: &str = "\
@@ -817,6 +817,7 @@ fn manifests(
                     auth_header: m.auth_header,
                     timeout: timeout.or(m.timeout).unwrap_or(default_timeout),
                     headers: m.headers.into_iter().collect(),
+                    max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
                 },
             })
             .collect());
@@ -836,6 +837,7 @@ fn manifests(
                 auth_header: auths.get(i).cloned(),
                 timeout: default_timeout,
                 headers: Vec::new(),
+                max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             },
         })
         .collect())
