@@ -76,8 +76,8 @@ pub struct StoreConfig {
     /// Most reader connections open at once (at least 1). Unused for in-memory stores, which
     /// have a single connection. Default [`DEFAULT_MAX_READERS`].
     pub max_readers: u32,
-    /// How many changes the change feed keeps: each change deletes, in its own transaction,
-    /// the changes older than the last `change_log_max_rows`. A reader further behind reloads
+    /// How many changes the change feed keeps: each change deletes, in the transaction that
+    /// makes it, the changes older than the last `change_log_max_rows`. A reader further behind reloads
     /// the kinds it may have missed ([`ChangeSet::reload`]); one that far behind would
     /// re-read about as much key by key anyway. `0` keeps none, so every reader reloads every
     /// kind that changed. Applies from the next change. Default [`DEFAULT_CHANGE_LOG_MAX_ROWS`].
