@@ -58,4 +58,4 @@ pub use tools::authoring::tool::describe_tool;
 pub use tools::manifest::source::{ManifestConfig, ManifestSourceError};
 
 /// Re-exported so the binary can configure manifest upstreams without naming the bridge crate.
-pub use omniforge_bridge::dispatch::UpstreamConfig;
+pub use omniforge_bridge::dispatch::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};

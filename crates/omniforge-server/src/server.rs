@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 use crate::catalog::entry::ToolSource;
 use crate::catalog::publish::Catalog;
 use crate::catalog::schema_profile::SchemaProfile;
-use crate::changes::{self, ChangeFeed, CounterFeed, Sides};
+use crate::changes::{self, Sides};
 use crate::content::snapshot::Content;
 use crate::mcp::state::Shared;
 use crate::peers::{self, Peers};
@@ -219,9 +219,8 @@ async fn start_stored(
         },
     });
     let source = Arc::new(StoredSource::new(store.clone(), tools.clone(), catalog));
-    let feed = CounterFeed(store.clone());
     // Read before loading: a change that lands in between is seen twice, never missed.
-    let seq = feed.current_seq().await.map_err(StartError::Tools)?;
+    let seq = store.current_seq().await.map_err(StartError::Tools)?;
     let content = Content::load(store.clone(), host.clone(), peers.clone())
         .await
         .map_err(StartError::Content)?;
@@ -245,7 +244,7 @@ async fn start_stored(
         tools: source.clone(),
         content: content.clone(),
     };
-    tokio::spawn(changes::follow(feed, seq, sides, stop.clone()));
+    tokio::spawn(changes::follow(store.clone(), seq, sides, stop.clone()));
     tokio::spawn(collect_garbage(
         Arc::downgrade(&host),
         store.clone(),

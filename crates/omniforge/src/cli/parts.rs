@@ -7,7 +7,8 @@ use anyhow::{Context, Result};
 use omniforge_script::SandboxLevel;
 use omniforge_server::{SchemaProfile, ScriptSettings, Server, StoreSettings};
 use omniforge_store::{
-    ContentStore, DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, SqliteStore, StoreConfig,
+    ContentStore, DEFAULT_BUSY_TIMEOUT, DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS,
+    SqliteStore, StoreConfig,
 };
 
 use crate::flags::{Common, SandboxArg, SchemaProfileArg};
@@ -19,6 +20,7 @@ pub(super) async fn open_store(common: &Common) -> Result<SqliteStore> {
         busy_timeout: DEFAULT_BUSY_TIMEOUT,
         call_log_max_rows: common.scripts.call_log_rows,
         max_readers: DEFAULT_MAX_READERS,
+        change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
     };
     SqliteStore::open_with(&db, &config)
         .await

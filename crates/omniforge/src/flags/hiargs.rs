@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use omniforge_server::ManifestConfig;
-use omniforge_server::UpstreamConfig;
+use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
 
 use super::file::{self, FileConfig, FileManifest};
 use super::lowargs::{
@@ -361,6 +361,7 @@ fn manifests(
                         auth_header,
                         timeout: timeout.or(m.timeout).unwrap_or(default_timeout),
                         headers: m.headers.into_iter().collect(),
+                        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
                     },
                 })
             })
@@ -394,6 +395,7 @@ fn manifests(
                     auth_header,
                     timeout: default_timeout,
                     headers: Vec::new(),
+                    max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
                 },
             })
         })

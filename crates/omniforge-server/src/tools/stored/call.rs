@@ -111,6 +111,9 @@ impl StoredTools {
             duration_ms: u64::try_from(now_ms() - started_at_ms).unwrap_or(0),
             outcome,
             bytes_out: bytes_out as u64,
+            principal: Some(cx.author().to_owned()),
+            // Already redacted (see above); the store keeps the first few words.
+            error: result.as_ref().err().map(ToString::to_string),
         };
         if let Err(error) = self.store.record_call(record).await {
             tracing::warn!(%error, "recording a call failed");
