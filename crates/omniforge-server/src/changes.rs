@@ -98,3 +98,105 @@ async fn sleep_or_stop(stop: &CancellationToken) {
         () = tokio::time::sleep(POLL) => {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use omniforge_script::SandboxLevel;
+    use omniforge_store::{Annotations, Limits, NewVersion, Runtime, SqliteStore};
+    use serde_json::json;
+
+    use super::*;
+    use crate::catalog::publish::Catalog;
+    use crate::catalog::schema_profile::SchemaProfile;
+    use crate::peers::Peers;
+    use crate::script_host::host::{ScriptHost, ScriptSettings};
+    use crate::tools::stored::call::StoredTools;
+    use crate::tools::stored::kept::KeptOutputs;
+    use crate::tools::stored::shape::Shaper;
+
+    fn version(description: &str) -> NewVersion {
+        NewVersion {
+            title: None,
+            description: description.into(),
+            input_schema: json!({"type": "object"}).as_object().cloned().unwrap(),
+            output_schema: None,
+            annotations: Annotations::default(),
+            runtime: Runtime::Python,
+            code: "print(1)".into(),
+            dependencies: vec![],
+            limits: Limits {
+                timeout_ms: 1000,
+                memory_bytes: 1 << 28,
+                network: false,
+            },
+            lock: String::new(),
+            env_id: "none".into(),
+            secrets: vec![],
+            author: "t".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_changed_tool_is_reloaded_alone_and_content_only_when_it_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn ContentStore> = Arc::new(SqliteStore::open_in_memory().await.unwrap());
+        let host = Arc::new(
+            ScriptHost::new(ScriptSettings {
+                data_dir: dir.path().to_owned(),
+                python: "python3".into(),
+                uv: None,
+                allow_source_builds: false,
+                sandbox: SandboxLevel::Off,
+                default_timeout: Duration::from_secs(1),
+                max_timeout: Duration::from_secs(1),
+                memory_bytes: 1 << 28,
+            })
+            .unwrap(),
+        );
+        let catalog = Arc::new(Catalog::new(SchemaProfile::AsAuthored));
+        let tools = Arc::new(StoredTools {
+            store: store.clone(),
+            host: host.clone(),
+            shaper: Shaper {
+                max_result_bytes: 1024,
+                kept: Arc::new(KeptOutputs::new(Duration::from_secs(60))),
+            },
+        });
+        let source = Arc::new(StoredSource::new(store.clone(), tools, &catalog));
+        store.create_tool("a", version("a1")).await.unwrap();
+        store.create_tool("b", version("b1")).await.unwrap();
+        let seq = store.current_seq().await.unwrap();
+        let content = Content::load(store.clone(), host, Arc::new(Peers::default()))
+            .await
+            .unwrap();
+        source.reload_all().await.unwrap();
+        let sides = Sides {
+            tools: source,
+            content: content.clone(),
+        };
+        let before = catalog.snapshot();
+        let content_before = content.snapshot();
+
+        store.add_version("a", version("a2")).await.unwrap();
+        let changes = store.changes_since(seq).await.unwrap();
+        assert_eq!(changes.keys(ChangeKind::Tool).collect::<Vec<_>>(), ["a"]);
+        sides.apply(&changes).await.unwrap();
+
+        let after = catalog.snapshot();
+        let entry = |s: &crate::catalog::snapshot::Snapshot, name: &str| {
+            s.get(name).map(|e| e as *const _).unwrap()
+        };
+        // `b` is the very same entry; `a` was replaced, and moved to the front.
+        assert_eq!(entry(&before, "b"), entry(&after, "b"));
+        assert_ne!(entry(&before, "a"), entry(&after, "a"));
+        assert_eq!(
+            after.get("a").unwrap().tool.description.as_deref(),
+            Some("a2")
+        );
+        assert_eq!(&*after.entries()[0].name, "a");
+        // No content changed: the content snapshot was not reloaded.
+        assert!(Arc::ptr_eq(&content_before, &content.snapshot()));
+    }
+}
