@@ -45,14 +45,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             deps.exists().then_some(deps)
         });
     let data = tempfile::tempdir()?;
+    let host = HostEnv::from_vars(std::env::vars_os());
     let python = Interpreter::resolve(Path::new("python3")).await?;
-    let uv = UvTool::locate_or_install(data.path(), explicit_uv, &python).await?;
+    let uv = UvTool::locate_or_install(data.path(), explicit_uv, &python, &host).await?;
     let builder = EnvBuilder::new(EnvConfig {
         data_dir: data.path().to_owned(),
         uv,
         python,
         allow_source_builds: false,
         command_timeout: Duration::from_secs(300),
+        host,
     });
     let env = builder.build(&builder.lock(&[]).await?, |_| {}).await?;
     let code = "print('hi')\n";

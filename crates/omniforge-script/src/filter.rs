@@ -24,6 +24,8 @@
 //! of these calls (measured by the tests).
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::fd::OwnedFd;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -92,6 +94,17 @@ const FAMILIES_ONLINE: &[i32] = &[
     libc::AF_NETLINK,
 ];
 
+/// Why the seccomp programs cannot be built here.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FilterError {
+    /// `seccompiler` has no backend for this architecture.
+    #[error("no seccomp support for {0}")]
+    Arch(&'static str),
+    /// A rule did not compile.
+    #[error("compiling the seccomp filter: {0}")]
+    Compile(#[from] seccompiler::BackendError),
+}
+
 /// The two compiled programs of a runner, as the raw `struct sock_filter` arrays bubblewrap
 /// reads from `--add-seccomp-fd` (and `seccomp(2)` loads).
 #[derive(Debug, Clone)]
@@ -104,11 +117,11 @@ impl Filters {
     /// Compiles both programs for the architecture this binary runs on.
     ///
     /// # Errors
-    /// A message when the architecture is not one `seccompiler` supports, or a rule does not
-    /// compile.
-    pub(crate) fn compile() -> Result<Filters, String> {
+    /// [`FilterError`] when the architecture is not one `seccompiler` supports, or a rule
+    /// does not compile.
+    pub(crate) fn compile() -> Result<Filters, FilterError> {
         let arch = TargetArch::try_from(std::env::consts::ARCH)
-            .map_err(|_| format!("no seccomp support for {}", std::env::consts::ARCH))?;
+            .map_err(|_| FilterError::Arch(std::env::consts::ARCH))?;
         Ok(Filters {
             offline: program(arch, FAMILIES_OFFLINE)?,
             online: program(arch, FAMILIES_ONLINE)?,
@@ -121,30 +134,22 @@ impl Filters {
     }
 }
 
-fn program(arch: TargetArch, families: &[i32]) -> Result<BpfProgram, String> {
-    let err = |e: seccompiler::BackendError| format!("compiling the seccomp filter: {e}");
+fn program(arch: TargetArch, families: &[i32]) -> Result<BpfProgram, FilterError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|&(_, nr)| (nr, Vec::new())).collect();
     // socket(domain, ...) with a domain outside `families`: all `!=` conditions hold.
     let conditions = families
         .iter()
         .map(|&f| SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, f as u64))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    rules.insert(
-        libc::SYS_socket,
-        vec![SeccompRule::new(conditions).map_err(err)?],
-    );
+        .collect::<Result<Vec<_>, _>>()?;
+    rules.insert(libc::SYS_socket, vec![SeccompRule::new(conditions)?]);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
         arch,
-    )
-    .map_err(err)?;
-    let compiled: BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| format!("compiling the seccomp filter: {e}"))?;
+    )?;
+    let compiled: BpfProgram = filter.try_into()?;
     let mut program = Vec::with_capacity(compiled.len() + 3);
     if arch == TargetArch::x86_64 {
         // ld [nr]; jge 0x40000000 → ret ERRNO(EPERM); else fall through to seccompiler's
@@ -181,6 +186,22 @@ pub(crate) fn to_bytes(program: &BpfProgram) -> Vec<u8> {
         out.extend_from_slice(&i.k.to_ne_bytes());
     }
     out
+}
+
+/// A memory file holding `program`, rewound, for bubblewrap's `--add-seccomp-fd`
+/// (close-on-exec when `cloexec`).
+pub(crate) fn memfd(program: &BpfProgram, cloexec: bool) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SeekFrom};
+    let flags = if cloexec {
+        MemfdFlags::CLOEXEC
+    } else {
+        MemfdFlags::empty()
+    };
+    let fd = rustix::fs::memfd_create("omniforge-seccomp", flags)?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(&to_bytes(program))?;
+    rustix::fs::seek(&file, SeekFrom::Start(0))?;
+    Ok(OwnedFd::from(file))
 }
 
 /// The names of the denied system calls, for the layer's detail.

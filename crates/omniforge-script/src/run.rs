@@ -33,8 +33,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::channel::{self, ChannelLimits, ScriptMessage, ScriptResult};
 use crate::env::Env;
+use crate::filter;
 use crate::helper::Confine;
-use crate::sandbox::{self, BwrapRun, Layer, Plan, SANDBOX_SCRIPT, SandboxLevel};
+use crate::host::HostEnv;
+use crate::sandbox::{self, BwrapRun, DetectConfig, Layer, Plan, SANDBOX_SCRIPT, SandboxLevel};
 use crate::sys;
 
 /// Default [`RunSpec::timeout`]: 30 s.
@@ -65,8 +67,9 @@ pub enum RunError {
     /// All run slots and queue places are taken.
     #[error("too many script runs in progress; try again later")]
     Busy,
-    /// [`SandboxLevel::Strict`] was asked for, and this machine lacks a required layer.
-    #[error("strict sandbox unavailable: {0}")]
+    /// This machine lacks a layer the [`SandboxLevel`] requires
+    /// ([`SandboxLevel::required_layers`]); the text names each missing layer and why.
+    #[error("the script sandbox cannot start: {0}")]
     SandboxUnavailable(String),
     /// The [`RunSpec`] is unusable (e.g. a relative path).
     #[error("invalid run: {0}")]
@@ -96,10 +99,11 @@ pub struct RunnerConfig {
     pub max_concurrent: usize,
     /// Runs waiting for a slot before [`RunError::Busy`] (default [`DEFAULT_QUEUE`]).
     pub queue: usize,
-    /// The bubblewrap executable; `None` looks at `/usr/bin/bwrap`, then `PATH`.
+    /// The bubblewrap executable; `None` looks at `/usr/bin/bwrap`, then the host's `PATH`.
     pub bwrap: Option<PathBuf>,
-    /// Where per-run script files go (a private subdirectory is created; default: the system
-    /// temporary directory). Never exposed to scripts except their own file.
+    /// Where per-run script files go (created if missing, with a private subdirectory per
+    /// runner; default `/tmp`; a server uses [`Layout::run_dir`](crate::Layout::run_dir)).
+    /// Never exposed to scripts except their own file.
     pub scratch_dir: PathBuf,
     /// The executable that applies Landlock right before the interpreter starts (run as
     /// `<helper> __omniforge-sandbox-exec ...`, see [`crate::main_if_helper`]). Default: the
@@ -110,6 +114,9 @@ pub struct RunnerConfig {
     /// `namespaces` (no bubblewrap at all), `cgroup-pids`, `cgroup-kill`, `landlock`,
     /// `seccomp`. Default: none. For measuring and testing one layer at a time.
     pub disabled_layers: Vec<String>,
+    /// What the runner uses of the server's environment: `PATH` to find `bwrap` (default:
+    /// empty).
+    pub host: HostEnv,
 }
 
 impl RunnerConfig {
@@ -121,11 +128,30 @@ impl RunnerConfig {
             max_concurrent: 2 * cores,
             queue: DEFAULT_QUEUE,
             bwrap: None,
-            scratch_dir: std::env::temp_dir(),
+            scratch_dir: PathBuf::from("/tmp"),
             landlock_helper: crate::helper::registered(),
             disabled_layers: Vec::new(),
+            host: HostEnv::default(),
         }
     }
+
+    fn detect(&self) -> DetectConfig<'_> {
+        DetectConfig {
+            level: self.sandbox,
+            bwrap: self.bwrap.as_deref(),
+            landlock_helper: self.landlock_helper.as_deref(),
+            disabled_layers: &self.disabled_layers,
+            host: &self.host,
+        }
+    }
+}
+
+/// The layers a runner with `config` would use on this machine, and why the others are
+/// inactive, as [`Runner::layers`] reports them (for `omniforge doctor`). Takes tens of
+/// milliseconds: it starts bubblewrap and the Landlock helper once, and creates and removes
+/// test cgroups.
+pub fn doctor(config: &RunnerConfig) -> Vec<Layer> {
+    Plan::detect(config.detect()).layers
 }
 
 /// One script call.
@@ -260,17 +286,29 @@ impl Runner {
     /// milliseconds (it runs bubblewrap once and creates test cgroups): call it at start-up.
     ///
     /// # Errors
-    /// [`RunError::SandboxUnavailable`] for [`SandboxLevel::Strict`] without the
-    /// `namespaces` layer; [`RunError::Io`] when the scratch directory cannot be created.
+    /// [`RunError::SandboxUnavailable`] when a layer the level requires
+    /// ([`SandboxLevel::required_layers`]) is missing, e.g. [`SandboxLevel::Strict`] without
+    /// the `namespaces` layer; [`RunError::Io`] when the scratch directory cannot be created.
     pub fn new(config: RunnerConfig) -> Result<Runner, RunError> {
-        let plan = Plan::detect(&config);
-        if plan.bwrap.is_none() && config.sandbox == SandboxLevel::Strict {
-            let why = plan
-                .layers
+        let plan = Plan::detect(config.detect());
+        let missing = config.sandbox.missing_layers(&plan.layers);
+        if !missing.is_empty() {
+            let why: Vec<String> = missing
                 .iter()
-                .find(|l| l.name == "namespaces")
-                .map(|l| l.detail.clone());
-            return Err(RunError::SandboxUnavailable(why.unwrap_or_default()));
+                .map(|name| {
+                    let detail = plan
+                        .layers
+                        .iter()
+                        .find(|l| l.name == *name)
+                        .map_or("", |l| l.detail.as_str());
+                    format!("{name}: {detail}")
+                })
+                .collect();
+            return Err(RunError::SandboxUnavailable(format!(
+                "missing for --sandbox {}: {}",
+                config.sandbox,
+                why.join("; ")
+            )));
         }
         for layer in &plan.layers {
             tracing::info!(layer = layer.name, active = layer.active, detail = %layer.detail, "script sandbox layer");
@@ -280,6 +318,8 @@ impl Runner {
                 "script sandbox: no namespaces; scripts can read the filesystem and use the network"
             );
         }
+        std::fs::create_dir_all(&config.scratch_dir)
+            .map_err(io_err(format!("creating {}", config.scratch_dir.display())))?;
         let scratch = tempfile::Builder::new()
             .prefix("omniforge-runs-")
             .tempdir_in(&config.scratch_dir)
@@ -363,7 +403,7 @@ impl Runner {
         // child loads it itself before exec.
         let seccomp_fd = match (&plan.seccomp, &plan.bwrap) {
             (Some(filters), Some(_)) => Some(
-                sandbox::seccomp_memfd(filters.for_run(spec.network), true)
+                filter::memfd(filters.for_run(spec.network), true)
                     .map_err(io_err("holding the seccomp filter"))?,
             ),
             _ => None,

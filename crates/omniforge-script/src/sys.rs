@@ -15,7 +15,7 @@ use rustix::process::{Resource, Rlimit};
 /// What the child sets up for itself before exec.
 ///
 /// All fields are plain data computed in the parent, so the closure only reads them.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct ChildSetup {
     /// Resource limits to set (`setrlimit`), in order.
     pub(crate) limits: Vec<(Resource, Rlimit)>,

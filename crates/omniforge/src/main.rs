@@ -128,26 +128,16 @@ fn run(cli: Cli) -> Result<()> {
 async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
     match task {
         Maintenance::Doctor { json } => {
-            let layers = omniforge_script::doctor();
-            let needed: &[&str] = match common.scripts.sandbox {
-                SandboxArg::Strict => &[
-                    "process-group",
-                    "rlimits",
-                    "namespaces",
-                    "unprivileged-uid",
-                    "read-only-root",
-                    "no-network",
-                ],
-                SandboxArg::Standard | SandboxArg::Off => &["process-group", "rlimits"],
-            };
-            let missing: Vec<&str> = needed
-                .iter()
-                .copied()
-                .filter(|n| !layers.iter().any(|l| l.name == *n && l.active))
-                .collect();
+            // What this machine provides (detected as `standard` would), judged against the
+            // chosen level's requirements (the script crate's policy).
+            let level = sandbox_level(common.scripts.sandbox);
+            let mut detect = omniforge_script::RunnerConfig::new(SandboxLevel::Standard);
+            detect.host = omniforge_script::HostEnv::from_vars(std::env::vars_os());
+            let layers = omniforge_script::doctor(&detect);
+            let missing = level.missing_layers(&layers);
             if json {
                 let out = serde_json::json!({
-                    "sandbox": format!("{:?}", common.scripts.sandbox).to_lowercase(),
+                    "sandbox": level.as_str(),
                     "layers": layers.iter().map(|l| serde_json::json!({"name": l.name, "active": l.active, "detail": l.detail})).collect::<Vec<_>>(),
                     "missing": missing,
                 });
@@ -162,11 +152,7 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
                     );
                 }
                 if !missing.is_empty() {
-                    out!(
-                        "missing for --sandbox {:?}: {}",
-                        common.scripts.sandbox,
-                        missing.join(", ")
-                    );
+                    out!("missing for --sandbox {level}: {}", missing.join(", "));
                 }
             }
             if missing.is_empty() {
@@ -184,8 +170,9 @@ async fn run_maintenance(task: Maintenance, common: &Common) -> Result<()> {
                 .env_ids_in_use()
                 .await
                 .context("reading the environments in use")?;
-            let removed = omniforge_script::gc(&common.data_dir.join("envs"), &in_use)
-                .context("removing environments")?;
+            let layout = omniforge_script::Layout::new(&common.data_dir);
+            let removed =
+                omniforge_script::gc(&layout, &in_use).context("removing environments")?;
             out!("removed {} unused environment(s)", removed.len());
             Ok(())
         }
@@ -640,6 +627,14 @@ async fn open_store(common: &Common) -> Result<SqliteStore> {
         .with_context(|| format!("opening the tool store {}", db.display()))
 }
 
+fn sandbox_level(arg: SandboxArg) -> SandboxLevel {
+    match arg {
+        SandboxArg::Strict => SandboxLevel::Strict,
+        SandboxArg::Standard => SandboxLevel::Standard,
+        SandboxArg::Off => SandboxLevel::Off,
+    }
+}
+
 async fn start_forge(
     common: &Common,
     catalog: Arc<Catalog>,
@@ -651,17 +646,14 @@ async fn start_forge(
         python: scripts.python.clone(),
         uv: scripts.uv.clone(),
         allow_source_builds: scripts.allow_source_builds,
-        sandbox: match scripts.sandbox {
-            SandboxArg::Strict => SandboxLevel::Strict,
-            SandboxArg::Standard => SandboxLevel::Standard,
-            SandboxArg::Off => SandboxLevel::Off,
-        },
+        sandbox: sandbox_level(scripts.sandbox),
         default_timeout: scripts.tool_timeout,
         max_timeout: scripts.max_tool_timeout,
         memory_bytes: scripts.memory_limit_bytes,
         max_result_bytes: scripts.max_result_bytes,
         authoring: scripts.authoring,
         output_ttl: scripts.output_ttl,
+        host: omniforge_script::HostEnv::from_vars(std::env::vars_os()),
     };
     let forge = forge::Forge::start(catalog, store.clone(), config)
         .await
