@@ -12,11 +12,15 @@
 //!   `open_by_handle_at`/`name_to_handle_at`, `io_uring_*` (its socket and connect operations
 //!   would bypass the socket rule), `acct`, `settimeofday`/`clock_settime`/`adjtimex`,
 //!   `syslog`, `quotactl`, `lookup_dcookie`, `vhangup`: these fail with `EPERM`;
-//! - `socket` of any family but `AF_UNIX` when the run has no network (`AF_UNIX` stays:
-//!   asyncio's self-pipe and multiprocessing use socket pairs), and of any family but
-//!   `AF_UNIX`, `AF_INET`, `AF_INET6` and `AF_NETLINK` (glibc's `getaddrinfo` asks the kernel
-//!   for the host's addresses over netlink) when it has: `EPERM`. `AF_PACKET` and raw
-//!   families are never needed;
+//! - `socket` of every family when the run has no network, and of any family but `AF_INET`,
+//!   `AF_INET6` and `AF_NETLINK` (glibc's `getaddrinfo` asks the kernel for the host's
+//!   addresses over netlink) when it has: `EPERM`. `AF_UNIX` is refused in both, so a script
+//!   can open no Unix socket of the host, pathname or abstract, whatever the mounts and
+//!   network namespace show; `socketpair(2)` stays allowed (asyncio's self-pipe and
+//!   multiprocessing's pipes use it), and so does the side channel, a socket the runner
+//!   created and the script inherits. `AF_PACKET` and raw families are never needed. Package
+//!   builds (`--allow-source-builds`) get their own program that still allows `AF_UNIX`: uv
+//!   and build back-ends use it, and their sandbox binds no host socket;
 //! - on x86-64, every x32 system call (numbers with bit 30 set): the same calls under other
 //!   numbers would slip past the rules above.
 //!
@@ -84,10 +88,12 @@ const DENIED: &[(&str, i64)] = &[
     ("vhangup", libc::SYS_vhangup),
 ];
 
-/// Socket families a run without network may open.
-const FAMILIES_OFFLINE: &[i32] = &[libc::AF_UNIX];
+/// Socket families a run without network may open: none (`socketpair` is another call).
+const FAMILIES_OFFLINE: &[i32] = &[];
 /// Socket families a run with network may open.
-const FAMILIES_ONLINE: &[i32] = &[
+const FAMILIES_ONLINE: &[i32] = &[libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
+/// Socket families a package build may open (it also talks to the registry).
+const FAMILIES_BUILD: &[i32] = &[
     libc::AF_UNIX,
     libc::AF_INET,
     libc::AF_INET6,
@@ -105,16 +111,17 @@ pub(crate) enum FilterError {
     Compile(#[from] seccompiler::BackendError),
 }
 
-/// The two compiled programs of a runner, as the raw `struct sock_filter` arrays bubblewrap
-/// reads from `--add-seccomp-fd` (and `seccomp(2)` loads).
+/// The compiled programs, as the raw `struct sock_filter` arrays bubblewrap reads from
+/// `--add-seccomp-fd` (and `seccomp(2)` loads).
 #[derive(Debug, Clone)]
 pub(crate) struct Filters {
     pub(crate) offline: BpfProgram,
     pub(crate) online: BpfProgram,
+    pub(crate) build: BpfProgram,
 }
 
 impl Filters {
-    /// Compiles both programs for the architecture this binary runs on.
+    /// Compiles the programs for the architecture this binary runs on.
     ///
     /// # Errors
     /// [`FilterError`] when the architecture is not one `seccompiler` supports, or a rule
@@ -125,6 +132,7 @@ impl Filters {
         Ok(Filters {
             offline: program(arch, FAMILIES_OFFLINE)?,
             online: program(arch, FAMILIES_ONLINE)?,
+            build: program(arch, FAMILIES_BUILD)?,
         })
     }
 
@@ -137,12 +145,18 @@ impl Filters {
 fn program(arch: TargetArch, families: &[i32]) -> Result<BpfProgram, FilterError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|&(_, nr)| (nr, Vec::new())).collect();
-    // socket(domain, ...) with a domain outside `families`: all `!=` conditions hold.
+    // socket(domain, ...) with a domain outside `families`: all `!=` conditions hold. No
+    // family allowed: no rule, so every call matches.
     let conditions = families
         .iter()
         .map(|&f| SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, f as u64))
         .collect::<Result<Vec<_>, _>>()?;
-    rules.insert(libc::SYS_socket, vec![SeccompRule::new(conditions)?]);
+    let socket_rules = if conditions.is_empty() {
+        Vec::new()
+    } else {
+        vec![SeccompRule::new(conditions)?]
+    };
+    rules.insert(libc::SYS_socket, socket_rules);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -216,10 +230,11 @@ mod tests {
     #[test]
     fn both_programs_compile_and_serialize_to_whole_instructions() {
         let f = Filters::compile().unwrap();
-        for p in [&f.offline, &f.online] {
+        for p in [&f.offline, &f.online, &f.build] {
             assert!(p.len() > DENIED.len());
             assert_eq!(to_bytes(p).len(), p.len() * 8);
         }
         assert_ne!(f.offline, f.online);
+        assert_ne!(f.online, f.build);
     }
 }

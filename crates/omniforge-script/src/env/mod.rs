@@ -317,6 +317,9 @@ impl EnvBuilder {
             drop(private);
         }
         check_interpreter(dir, python)?;
+        // Runs without bubblewrap under a root server use a uid of their own: they must be
+        // able to read the environment whatever the server's umask was (it holds no secret).
+        readable_by_all(dir).map_err(io_err(format!("opening {} to run uids", dir.display())))?;
         // `create_new`: never through a link the installed packages may have left there.
         std::fs::OpenOptions::new()
             .write(true)
@@ -468,6 +471,41 @@ fn check_interpreter(dir: &Path, pinned: &Path) -> Result<(), EnvError> {
     Ok(())
 }
 
+/// Adds read permission for everyone to every file under `dir`, and search permission to
+/// every directory and to files someone may already execute; symlinks are left alone.
+fn readable_by_all(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&d)?;
+        let mode = meta.permissions().mode();
+        if mode & 0o005 != 0o005 {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode | 0o555))?;
+        }
+        for entry in std::fs::read_dir(&d)? {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                stack.push(entry.path());
+            } else if kind.is_file() {
+                let mode = entry.metadata()?.permissions().mode();
+                let wanted = if mode & 0o111 != 0 {
+                    mode | 0o555
+                } else {
+                    mode | 0o444
+                };
+                if wanted != mode {
+                    std::fs::set_permissions(
+                        entry.path(),
+                        std::fs::Permissions::from_mode(wanted),
+                    )?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn is_requirement_line(line: &str) -> bool {
     let l = line.trim_start();
     !l.is_empty() && !l.starts_with('#') && !l.starts_with('-')
@@ -486,6 +524,25 @@ fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_environment_is_readable_by_every_run_uid() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("lib");
+        std::fs::create_dir(&sub).unwrap();
+        std::fs::write(sub.join("m.py"), "x = 1\n").unwrap();
+        std::fs::write(dir.path().join("tool"), "#!/bin/sh\n").unwrap();
+        let mode = |p: &Path, m| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m));
+        mode(&sub.join("m.py"), 0o600).unwrap();
+        mode(&dir.path().join("tool"), 0o700).unwrap();
+        mode(&sub, 0o700).unwrap();
+        readable_by_all(dir.path()).unwrap();
+        let got = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(got(&sub), 0o755);
+        assert_eq!(got(&sub.join("m.py")), 0o644);
+        assert_eq!(got(&dir.path().join("tool")), 0o755);
+    }
 
     #[test]
     fn progress_lines_count_packages_in_words() {

@@ -284,11 +284,11 @@ pub(crate) fn build_sandbox(host: &HostEnv) -> Result<&'static BuildSandbox, &'s
 }
 
 impl BuildSandbox {
-    /// The seccomp program for a build (with network), when the layer works here.
+    /// The seccomp program for a build (network and Unix sockets), when the layer works here.
     pub(crate) fn seccomp_memfd(&self) -> std::io::Result<Option<OwnedFd>> {
         self.seccomp
             .as_ref()
-            .map(|f| filter::memfd(f.for_run(true), true))
+            .map(|f| filter::memfd(&f.build, true))
             .transpose()
     }
 

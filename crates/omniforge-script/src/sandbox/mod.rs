@@ -28,90 +28,39 @@
 //! - `probe`: why a layer is unavailable, and the self-tests.
 
 mod bwrap;
+mod level;
 mod probe;
+mod report;
 mod tree;
+mod uid;
 
 use std::path::{Path, PathBuf};
 
 pub use self::bwrap::SANDBOX_UID;
 pub(crate) use self::bwrap::{Bwrap, BwrapRun, SANDBOX_SCRIPT, build_sandbox, system_paths};
+pub use self::level::{Layer, SandboxLevel};
 use self::probe::{Unavailable, probe};
-pub(crate) use self::tree::{Cgroups, kill_group};
+pub(crate) use self::tree::{Cgroups, kill_group, kill_uid};
+pub(crate) use self::uid::{Needed, UidSwitch, drop_only};
+pub use self::uid::{RUN_UID_BASE, RUN_UID_SLOTS};
 use crate::filter::{self, Filters};
 use crate::helper::HELPER_ARG;
 use crate::host::HostEnv;
 
-/// How much isolation a [`Runner`](crate::Runner) insists on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SandboxLevel {
-    /// Refuse to start without the `namespaces` layer (bubblewrap working).
-    Strict,
-    /// Use the best layers available and log which.
-    Standard,
-    /// Process group and rlimits only: for trusted code and for measuring overhead.
-    Off,
-}
-
-impl SandboxLevel {
-    /// The level's name as people type it: `strict`, `standard`, `off`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxLevel::Strict => "strict",
-            SandboxLevel::Standard => "standard",
-            SandboxLevel::Off => "off",
-        }
-    }
-
-    /// The layers (by [`Layer::name`]) a runner at this level must have: without one of
-    /// them [`Runner::new`](crate::Runner::new) fails with
-    /// [`RunError::SandboxUnavailable`](crate::RunError::SandboxUnavailable), and `omniforge
-    /// doctor` exits non-zero.
-    ///
-    /// - `strict`: `process-group`, `rlimits`, `namespaces`, `unprivileged-uid`,
-    ///   `read-only-root`, `no-network`;
-    /// - `standard`, `off`: `process-group`, `rlimits`.
-    pub fn required_layers(self) -> &'static [&'static str] {
-        match self {
-            SandboxLevel::Strict => &[
-                "process-group",
-                "rlimits",
-                "namespaces",
-                "unprivileged-uid",
-                "read-only-root",
-                "no-network",
-            ],
-            SandboxLevel::Standard | SandboxLevel::Off => &["process-group", "rlimits"],
-        }
-    }
-
-    /// The [`required_layers`](Self::required_layers) that are not active in `layers` (as
-    /// [`doctor`](crate::doctor) or [`Runner::layers`](crate::Runner::layers) report them),
-    /// in the order of the requirement.
-    pub fn missing_layers(self, layers: &[Layer]) -> Vec<&'static str> {
-        self.required_layers()
-            .iter()
-            .copied()
-            .filter(|n| !layers.iter().any(|l| l.name == *n && l.active))
-            .collect()
-    }
-}
-
-impl std::fmt::Display for SandboxLevel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One isolation layer and whether this runner uses it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layer {
-    /// Stable name: `process-group`, `rlimits`, `namespaces`, `unprivileged-uid`,
-    /// `read-only-root`, `no-network`, `cgroup-pids`, `cgroup-kill`, `landlock`, `seccomp`.
-    pub name: &'static str,
-    /// Whether runs use it.
-    pub active: bool,
-    /// How, or why not.
-    pub detail: String,
+/// Marks the calling process (the server) non-dumpable (`PR_SET_DUMPABLE` 0): a process of
+/// the same uid can then neither read its `/proc/PID/environ` or `mem` nor attach to it, and
+/// it never dumps core. This matters when scripts share the server's uid (a server that is
+/// not root, without bubblewrap), and costs nothing otherwise. Children that exec get their
+/// own dumpable flag back.
+///
+/// Call it first thing in `main`, right after [`crate::main_if_helper`], before the process
+/// holds any secret worth reading.
+///
+/// # Errors
+/// The `prctl` call failed (not expected on Linux).
+pub fn protect_server_process() -> std::io::Result<()> {
+    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+        .map_err(std::io::Error::from)
 }
 
 /// What detection looks at: the parts of a [`RunnerConfig`](crate::RunnerConfig) that
@@ -124,6 +73,21 @@ pub(crate) struct DetectConfig<'a> {
     pub(crate) landlock_helper: Option<&'a Path>,
     pub(crate) disabled_layers: &'a [String],
     pub(crate) host: &'a HostEnv,
+    /// Runs executing at once: the number of uids a uid switch uses.
+    pub(crate) slots: usize,
+}
+
+/// Who a script runs as.
+#[derive(Debug)]
+pub(crate) enum Identity {
+    /// bubblewrap: uid 65534 in a user namespace, capabilities dropped by bubblewrap.
+    Bwrap,
+    /// A root server without bubblewrap: the run slot's own uid, in private namespaces.
+    Switch(UidSwitch),
+    /// A server that is not root, without bubblewrap: its own uid, capabilities dropped.
+    ServerUid,
+    /// The server's uid and capabilities, unchanged (`off`, or a switch that cannot work).
+    Unchanged,
 }
 
 /// What a runner uses, decided once.
@@ -135,7 +99,10 @@ pub(crate) struct Plan {
     pub(crate) seccomp: Option<Filters>,
     /// The Landlock helper executable, when the `landlock` layer is active.
     pub(crate) landlock: Option<PathBuf>,
+    /// Who scripts run as (the `unprivileged-uid` layer).
+    pub(crate) identity: Identity,
     pub(crate) layers: Vec<Layer>,
+    facts: report::Facts,
 }
 
 impl Plan {
@@ -159,29 +126,26 @@ impl Plan {
             _ if disabled("namespaces") => Err(Unavailable::Disabled),
             _ => Bwrap::detect(config.bwrap, config.host),
         };
-        let (ns_detail, uid_detail, ro_detail, net_detail) = match &bwrap {
+        let (ns_detail, ro_detail, net_detail) = match &bwrap {
             Ok(b) => (
                 format!("bubblewrap {}: user, pid, mount, net, ipc, uts, cgroup namespaces; --die-with-parent, --new-session", b.path.display()),
-                format!("uid/gid {SANDBOX_UID} in a user namespace, all capabilities dropped, no nested user namespaces"),
                 "read-only /usr, a few /etc files, the interpreter prefix, the environment and the script, all under a read-only root and a read-only /dev; private size-capped tmpfs /tmp and /dev/shm".to_owned(),
                 "empty network namespace unless the run allows network".to_owned(),
             ),
             Err(why) => {
                 let why = why.to_string();
-                (why.clone(), why.clone(), why.clone(), why)
+                (why.clone(), why.clone(), why)
             }
         };
         let ok = bwrap.is_ok();
+        let bwrap_not_installed = matches!(bwrap, Err(Unavailable::NotInstalled(_)));
         layers.push(Layer {
             name: "namespaces",
             active: ok,
             detail: ns_detail,
         });
-        layers.push(Layer {
-            name: "unprivileged-uid",
-            active: ok,
-            detail: uid_detail,
-        });
+        let (identity, uid_layer) = identity(&config, ok);
+        layers.push(uid_layer);
         layers.push(Layer {
             name: "read-only-root",
             active: ok,
@@ -264,20 +228,102 @@ impl Plan {
             active: seccomp.is_ok(),
             detail: match &seccomp {
                 Ok(_) => format!(
-                    "EPERM for sockets other than AF_UNIX (AF_INET, AF_INET6 and AF_NETLINK too when the run allows network), for x32 system calls and for {}; loaded {}",
+                    "EPERM for every socket() (AF_INET, AF_INET6 and AF_NETLINK allowed when the run allows network; never AF_UNIX, so no host Unix socket, pathname or abstract: socketpair and the inherited side channel still work), for x32 system calls and for {}; loaded {}",
                     filter::denied_names().join(", "),
                     if ok { "by bubblewrap (--add-seccomp-fd) before exec" } else { "in the child before exec" }
                 ),
                 Err(why) => why.to_string(),
             },
         });
+        let facts = report::Facts {
+            bwrap_not_installed,
+            server_uid: rustix::process::geteuid().as_raw(),
+            uid_switch: matches!(identity, Identity::Switch(_)),
+        };
         Plan {
             bwrap: bwrap.ok(),
             cgroups,
             seccomp: seccomp.ok(),
             landlock: landlock.ok().map(|(h, _)| h),
+            identity,
             layers,
+            facts,
         }
+    }
+
+    /// What to warn about at start-up (see `report`): the inactive layers, what adds the
+    /// ones bubblewrap provides, and what still holds.
+    pub(crate) fn warnings(&self, level: SandboxLevel) -> Vec<String> {
+        report::warnings(level, &self.layers, self.facts)
+    }
+}
+
+/// Who scripts run as, and the `unprivileged-uid` layer that says so.
+fn identity(config: &DetectConfig<'_>, bwrap: bool) -> (Identity, Layer) {
+    let layer = |active, detail: String| Layer {
+        name: "unprivileged-uid",
+        active,
+        detail,
+    };
+    let server = rustix::process::geteuid().as_raw();
+    if bwrap {
+        return (
+            Identity::Bwrap,
+            layer(
+                true,
+                format!(
+                    "uid/gid {SANDBOX_UID} in a user namespace, all capabilities dropped, no nested user namespaces"
+                ),
+            ),
+        );
+    }
+    let unchanged = |why: Unavailable| {
+        let as_what = if server == 0 {
+            "root, with every capability".to_owned()
+        } else {
+            format!("uid {server}")
+        };
+        (
+            Identity::Unchanged,
+            layer(
+                false,
+                format!("{why}: scripts run as the server does ({as_what})"),
+            ),
+        )
+    };
+    if config.level == SandboxLevel::Off {
+        return unchanged(Unavailable::LevelOff);
+    }
+    if config
+        .disabled_layers
+        .iter()
+        .any(|d| d == "unprivileged-uid")
+    {
+        return unchanged(Unavailable::Disabled);
+    }
+    if server != 0 {
+        return (
+            Identity::ServerUid,
+            layer(
+                true,
+                format!(
+                    "the server runs as uid {server}, not root, and so do its scripts, without capabilities (ambient and inheritable cleared) and with no_new_privs; a server that is not root cannot give each run a uid of its own, so concurrent runs share uid {server}: Landlock still keeps each run out of the server's and the other runs' /proc environ and mem (they are outside its Landlock domain), but not /proc/PID/cmdline"
+                ),
+            ),
+        );
+    }
+    match UidSwitch::detect() {
+        Ok(switch) => (
+            Identity::Switch(switch),
+            layer(
+                true,
+                format!(
+                    "uid and gid {RUN_UID_BASE} + run slot (0 to {}: one per concurrent run, never the server's), switched in the child before exec (no bubblewrap): no supplementary groups, every capability dropped (bounding, ambient, inheritable, permitted, effective), no_new_privs; in a private mount and IPC namespace: /proc mounted with hidepid=invisible (the server's and other runs' processes do not exist there), private size-capped /tmp and /dev/shm owned by the run's uid, directories that uid cannot enter covered by an empty tmpfs with only the interpreter, the environment, the run directory and the helper bound back",
+                    config.slots.clamp(1, RUN_UID_SLOTS as usize) - 1
+                ),
+            ),
+        ),
+        Err(why) => unchanged(why),
     }
 }
 
@@ -299,54 +345,5 @@ fn probe_kernel_seccomp() -> Result<(), Unavailable> {
         Err(Unavailable::Kernel(
             "the kernel has no seccomp (no Seccomp line in /proc/self/status)",
         ))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn layer(name: &'static str, active: bool) -> Layer {
-        Layer {
-            name,
-            active,
-            detail: String::new(),
-        }
-    }
-
-    #[test]
-    fn each_level_names_what_it_requires() {
-        let layers = [
-            layer("process-group", true),
-            layer("rlimits", true),
-            layer("namespaces", false),
-            layer("unprivileged-uid", false),
-            layer("read-only-root", false),
-            layer("no-network", false),
-        ];
-        assert_eq!(
-            SandboxLevel::Strict.missing_layers(&layers),
-            [
-                "namespaces",
-                "unprivileged-uid",
-                "read-only-root",
-                "no-network"
-            ]
-        );
-        assert!(SandboxLevel::Off.missing_layers(&layers).is_empty());
-        // A layer that is not reported at all is missing too.
-        assert_eq!(
-            SandboxLevel::Off.missing_layers(&layers[1..]),
-            ["process-group"]
-        );
-        assert_eq!(
-            [
-                SandboxLevel::Strict,
-                SandboxLevel::Standard,
-                SandboxLevel::Off
-            ]
-            .map(|l| l.to_string()),
-            ["strict", "standard", "off"]
-        );
     }
 }

@@ -18,6 +18,9 @@ pub(crate) enum Unavailable {
     /// A program the layer needs is not installed.
     #[error("{0} is not installed")]
     NotInstalled(&'static str),
+    /// Switching uids needs root.
+    #[error("the server is not root")]
+    NotRoot,
     /// No Landlock helper executable was given or recorded.
     #[error("no helper executable to apply it (the runner was given none)")]
     NoHelper,

@@ -23,6 +23,36 @@ pub(crate) fn kill_group(pgid: u32) {
     }
 }
 
+/// Sends SIGKILL to every process whose real uid is `uid` (a run slot's own uid: whatever
+/// still runs as it after the run is what escaped the process group). Returns how many.
+pub(crate) fn kill_uid(uid: u32) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut killed = 0;
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            continue;
+        };
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let real = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().next()?.parse::<u32>().ok());
+        if real == Some(uid)
+            && rustix::process::kill_process(pid, rustix::process::Signal::KILL).is_ok()
+        {
+            killed += 1;
+        }
+    }
+    killed
+}
+
 /// The cgroup parents this runner creates its per-run cgroups in.
 #[derive(Debug, Default)]
 pub(crate) struct Cgroups {
