@@ -136,4 +136,34 @@ mod tests {
             assert!(validate_dependency(bad).is_err(), "{bad}");
         }
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Tool code is untrusted: any text, including broken `# /// script` blocks, gets an
+        /// answer and never a panic; every dependency found is then checked like any other.
+        #[test]
+        fn any_code_is_read_without_panicking(
+            lines in prop::collection::vec(
+                prop_oneof![
+                    Just("# /// script".to_owned()),
+                    Just("# ///".to_owned()),
+                    Just("# dependencies = [".to_owned()),
+                    Just("#   \"humanize>=4\",".to_owned()),
+                    Just("# ]".to_owned()),
+                    Just("#".to_owned()),
+                    "# .{0,20}",
+                    ".{0,30}",
+                ],
+                0..12,
+            )
+        ) {
+            let code = lines.join("\n");
+            if let Ok(deps) = pep723_dependencies(&code) {
+                for d in deps {
+                    let _ = validate_dependency(&d);
+                }
+            }
+        }
+    }
 }
