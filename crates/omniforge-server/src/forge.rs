@@ -89,6 +89,9 @@ pub struct ForgeConfig {
     /// What the script crate uses of the server's environment (`PATH`, `HOME`, proxies,
     /// uv's index variables), read by the binary.
     pub host: HostEnv,
+    /// Sandbox layers to leave out although the machine has them (tests only:
+    /// `--sandbox-disable-layer`).
+    pub disabled_layers: Vec<String>,
 }
 
 /// The stored tool source and the authoring tools.
@@ -208,6 +211,7 @@ impl Forge {
         let mut runner_config = RunnerConfig::new(config.sandbox);
         runner_config.scratch_dir = Layout::new(&config.data_dir).run_dir();
         runner_config.host = config.host.clone();
+        runner_config.disabled_layers = config.disabled_layers.clone();
         // The runner logs each sandbox layer it detected.
         let runner = Runner::new(runner_config)?;
         let forge = Arc::new(Forge {

@@ -115,6 +115,12 @@ pub(crate) struct Cli {
     /// available), off [default: standard].
     #[arg(long, global = true, env = "OMNIFORGE_SANDBOX", value_name = "LEVEL")]
     pub(crate) sandbox: Option<SandboxArg>,
+    /// Test only: leave out one sandbox layer although this machine has it (repeatable), so
+    /// the escape suite can attack a server without bubblewrap on a machine that has it.
+    /// `strict` still refuses to start without a layer it needs. Not in --help.
+    #[arg(long = "sandbox-disable-layer", global = true, hide = true, value_name = "LAYER",
+          value_parser = ["namespaces", "cgroup-pids", "cgroup-kill", "landlock", "seccomp"])]
+    pub(crate) sandbox_disable_layer: Vec<String>,
     /// Hide the authoring built-ins (every `omniforge_*` tool but `omniforge_instructions`
     /// and `omniforge_call_tool`: tools, secrets, resources, templates, prompts).
     #[arg(long, global = true, env = "OMNIFORGE_NO_AUTHORING", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
@@ -557,6 +563,8 @@ pub(crate) struct Scripts {
     pub(crate) uv: Option<PathBuf>,
     pub(crate) allow_source_builds: bool,
     pub(crate) sandbox: SandboxArg,
+    /// Layers left out for tests (`--sandbox-disable-layer`).
+    pub(crate) disabled_layers: Vec<String>,
     pub(crate) authoring: bool,
     pub(crate) tool_timeout: Duration,
     pub(crate) max_tool_timeout: Duration,
@@ -662,6 +670,7 @@ impl Settings {
                     .or(file.allow_source_builds)
                     .unwrap_or(false),
                 sandbox: cli.sandbox.or(file.sandbox).unwrap_or(SandboxArg::Standard),
+                disabled_layers: cli.sandbox_disable_layer,
                 authoring: !cli.no_authoring.or(file.no_authoring).unwrap_or(false),
                 tool_timeout: cli
                     .tool_timeout

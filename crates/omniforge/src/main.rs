@@ -39,6 +39,14 @@ use crate::config::{
 fn main() {
     // The sandbox's Landlock helper is this executable: it must start before anything else.
     omniforge_script::main_if_helper();
+    // Before anything else: a script that shares the server's uid (no bubblewrap, server not
+    // root) must not read its environment or memory.
+    if let Err(e) = omniforge_script::protect_server_process() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "omniforge: warning: cannot mark the process non-dumpable: {e}"
+        );
+    }
     let cli = Cli::parse();
     let code = match run(cli) {
         Ok(()) => 0,
@@ -654,6 +662,7 @@ async fn start_forge(
         authoring: scripts.authoring,
         output_ttl: scripts.output_ttl,
         host: omniforge_script::HostEnv::from_vars(std::env::vars_os()),
+        disabled_layers: scripts.disabled_layers.clone(),
     };
     let forge = forge::Forge::start(catalog, store.clone(), config)
         .await

@@ -205,7 +205,7 @@ impl Plan {
             active: landlock.is_ok(),
             detail: match &landlock {
                 Ok((helper, status)) => format!(
-                    "{} restricts the script right before exec ({status}): read and execute only the system directories, the /etc files, /proc, /dev, the interpreter, the environment and the script; write only the private /tmp (the run directory without bubblewrap), /dev/shm and /dev/null; no TCP bind or connect without network; abstract Unix sockets and signals scoped to the run",
+                    "{} restricts the script right before exec ({status}): read and execute only the system directories, the /etc files, /proc, /dev, the interpreter, the environment and the script; write only the run's private /tmp and /dev/shm (without bubblewrap: the run directory, and the private /tmp and /dev/shm of a run with a uid of its own) and /dev/null; no TCP bind or connect without network; abstract Unix sockets and signals scoped to the run",
                     helper.display()
                 ),
                 Err(why) => why.to_string(),
@@ -237,6 +237,7 @@ impl Plan {
         });
         let facts = report::Facts {
             bwrap_not_installed,
+            bwrap_disabled: level != SandboxLevel::Off && disabled("namespaces"),
             server_uid: rustix::process::geteuid().as_raw(),
             uid_switch: matches!(identity, Identity::Switch(_)),
         };

@@ -15,6 +15,8 @@ const BWRAP_LAYERS: &[&str] = &[
 pub(crate) struct Facts {
     /// bubblewrap is not installed at all (rather than installed but not working).
     pub(crate) bwrap_not_installed: bool,
+    /// The runner's configuration left bubblewrap out (tests and measurements).
+    pub(crate) bwrap_disabled: bool,
     /// The server's effective uid.
     pub(crate) server_uid: u32,
     /// Runs switch to a uid of their own (a root server without bubblewrap).
@@ -51,7 +53,9 @@ pub(crate) fn warnings(level: SandboxLevel, layers: &[Layer], facts: Facts) -> V
         .filter(|m| BWRAP_LAYERS.contains(m))
         .collect();
     if !from_bwrap.is_empty() {
-        if facts.bwrap_not_installed {
+        if facts.bwrap_disabled {
+            text.push_str(" (The runner's configuration leaves bubblewrap out.)");
+        } else if facts.bwrap_not_installed {
             text.push_str(&format!(
                 " `apt-get install bubblewrap` adds {}.",
                 from_bwrap.join(", ")
@@ -122,6 +126,7 @@ mod tests {
     fn the_warning_names_exactly_what_is_missing_and_how_to_add_it() {
         let facts = Facts {
             bwrap_not_installed: true,
+            bwrap_disabled: false,
             server_uid: 0,
             uid_switch: true,
         };
