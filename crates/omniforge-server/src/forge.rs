@@ -212,6 +212,7 @@ impl Forge {
         runner_config.scratch_dir = Layout::new(&config.data_dir).run_dir();
         runner_config.host = config.host.clone();
         runner_config.disabled_layers = config.disabled_layers.clone();
+        runner_config.hidden_dirs = vec![config.data_dir.clone()];
         // The runner logs each sandbox layer it detected.
         let runner = Runner::new(runner_config)?;
         let forge = Arc::new(Forge {

@@ -32,8 +32,10 @@ pub(crate) struct RunFiles<'a> {
 
 /// What else the child needs: its run slot, the side channel's descriptor, the cgroups to
 /// join.
-pub(crate) struct ChildIo {
+pub(crate) struct ChildIo<'a> {
     pub(crate) slot: usize,
+    /// [`RunnerConfig::hidden_dirs`](crate::RunnerConfig::hidden_dirs).
+    pub(crate) hidden_dirs: &'a [PathBuf],
     pub(crate) channel_fd: RawFd,
     pub(crate) cgroup_procs: Vec<RawFd>,
 }
@@ -46,7 +48,7 @@ pub(crate) fn command(
     plan: &Plan,
     spec: &RunSpec,
     files: &RunFiles<'_>,
-    io: ChildIo,
+    io: ChildIo<'_>,
 ) -> Result<(Command, Vec<OwnedFd>), RunError> {
     let mut hold: Vec<OwnedFd> = Vec::new();
     let prefix = interpreter_prefix(&spec.python);
@@ -83,8 +85,7 @@ pub(crate) fn command(
             let private_tmp = matches!(plan.identity, Identity::Switch(_));
             match &plan.identity {
                 Identity::Switch(switch) => {
-                    drop_privileges =
-                        Some(switch_uid(switch, spec, files, &prefix, plan, io.slot)?);
+                    drop_privileges = Some(switch_uid(switch, spec, files, &prefix, plan, &io)?);
                 }
                 Identity::ServerUid => drop_privileges = Some(sandbox::drop_only()),
                 Identity::Bwrap | Identity::Unchanged => {}
@@ -169,9 +170,9 @@ fn switch_uid(
     files: &RunFiles<'_>,
     prefix: &Option<PathBuf>,
     plan: &Plan,
-    slot: usize,
+    io: &ChildIo<'_>,
 ) -> Result<sys::DropPrivileges, RunError> {
-    let uid = sandbox::UidSwitch::uid(slot);
+    let uid = sandbox::UidSwitch::uid(io.slot);
     for p in [files.dir, files.script] {
         std::os::unix::fs::chown(p, Some(uid), Some(uid))
             .map_err(io_err(format!("handing {} to uid {uid}", p.display())))?;
@@ -203,8 +204,13 @@ fn switch_uid(
             writable: false,
         });
     }
+    let hidden: Vec<PathBuf> = io
+        .hidden_dirs
+        .iter()
+        .filter_map(|d| std::fs::canonicalize(d).ok())
+        .collect();
     switch
-        .plan(slot, &needed, spec.max_file_bytes, &run_dir)
+        .plan(io.slot, &needed, &hidden, spec.max_file_bytes, &run_dir)
         .map_err(io_err("planning the run's private mounts"))
 }
 

@@ -78,6 +78,12 @@ pub struct RunnerConfig {
     /// What the runner uses of the server's environment: `PATH` to find `bwrap` (default:
     /// empty).
     pub host: HostEnv,
+    /// Directories a run with a uid of its own (no bubblewrap, root server) must not see even
+    /// where their permissions would let that uid in, such as the data directory (its
+    /// database, other environments): each is covered by an empty tmpfs in the run's mount
+    /// namespace, with only what the run needs bound back. Default: none. (Under bubblewrap
+    /// nothing is visible that is not bound in.)
+    pub hidden_dirs: Vec<PathBuf>,
 }
 
 impl RunnerConfig {
@@ -93,6 +99,7 @@ impl RunnerConfig {
             landlock_helper: crate::helper::registered(),
             disabled_layers: Vec::new(),
             host: HostEnv::default(),
+            hidden_dirs: Vec::new(),
         }
     }
 
@@ -271,6 +278,7 @@ impl Runner {
         };
         let io = ChildIo {
             slot,
+            hidden_dirs: &self.inner.config.hidden_dirs,
             channel_fd: child_sock.as_raw_fd(),
             cgroup_procs: cgroups.procs_fds(),
         };

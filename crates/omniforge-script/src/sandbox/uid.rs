@@ -65,13 +65,12 @@ impl UidSwitch {
             cap_last: cap_last_cap(),
         };
         let mut cmd = std::process::Command::new(true_program()?);
-        let setup =
-            switch
-                .plan(0, &[], 1 << 20, Path::new("/"))
-                .map_err(|e| Unavailable::Start {
-                    what: "the uid switch's self-test".to_owned(),
-                    error: e.to_string(),
-                })?;
+        let setup = switch
+            .plan(0, &[], &[], 1 << 20, Path::new("/"))
+            .map_err(|e| Unavailable::Start {
+                what: "the uid switch's self-test".to_owned(),
+                error: e.to_string(),
+            })?;
         crate::sys::install_std(
             &mut cmd,
             ChildSetup {
@@ -88,8 +87,8 @@ impl UidSwitch {
         RUN_UID_BASE + (slot as u32 % RUN_UID_SLOTS)
     }
 
-    /// The child's setup for a run in `slot` that needs `needed` (canonical paths) and works
-    /// in `cwd`.
+    /// The child's setup for a run in `slot` that needs `needed` and works in `cwd`, with
+    /// `hidden` covered whatever their permissions (all paths canonical).
     ///
     /// # Errors
     /// A path cannot be examined, or more than [`MAX_BINDS`] would be bound.
@@ -97,6 +96,7 @@ impl UidSwitch {
         &self,
         slot: usize,
         needed: &[Needed<'_>],
+        hidden: &[PathBuf],
         tmp_bytes: u64,
         cwd: &Path,
     ) -> std::io::Result<DropPrivileges> {
@@ -105,6 +105,15 @@ impl UidSwitch {
         let mut covers: Vec<(PathBuf, String)> = vec![(PathBuf::from("/tmp"), private.clone())];
         if Path::new("/dev/shm").is_dir() {
             covers.push((PathBuf::from("/dev/shm"), private));
+        }
+        for dir in hidden {
+            if dir.is_dir()
+                && dir != Path::new("/")
+                && !covers.iter().any(|(c, _)| dir.starts_with(c))
+            {
+                covers.retain(|(c, _)| !c.starts_with(dir));
+                covers.push((dir.clone(), COVER_DATA.to_owned()));
+            }
         }
         // Each needed path's topmost ancestor the run cannot enter gets a tmpfs over it,
         // unless a cover already hides it.
@@ -116,6 +125,8 @@ impl UidSwitch {
                     break;
                 }
                 if !enterable(dir, uid)? {
+                    // A cover inside this one would end up hidden under it.
+                    covers.retain(|(c, _)| !c.starts_with(dir));
                     covers.push((dir.to_owned(), COVER_DATA.to_owned()));
                     break;
                 }
@@ -216,6 +227,53 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_hidden_directory_inside_a_closed_one_is_not_covered_twice() {
+        use std::os::unix::fs::PermissionsExt as _;
+        // Outside /tmp, which the run's private /tmp covers anyway.
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/tmp");
+        std::fs::create_dir_all(&base).unwrap();
+        let root = tempfile::Builder::new().tempdir_in(base).unwrap();
+        let home = root.path().join("home");
+        let data = home.join("data");
+        let env = data.join("envs/e1");
+        std::fs::create_dir_all(&env).unwrap();
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let switch = UidSwitch { cap_last: 40 };
+        let drop = switch
+            .plan(
+                0,
+                &[Needed {
+                    path: &env,
+                    writable: false,
+                }],
+                std::slice::from_ref(&data),
+                1 << 20,
+                Path::new("/"),
+            )
+            .unwrap();
+        let s = drop.switch.unwrap();
+        let covers: Vec<_> = s
+            .tmpfs
+            .iter()
+            .map(|(c, _)| c.to_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            covers[2..],
+            [home.to_str().unwrap().to_owned()],
+            "{covers:?}"
+        );
+        let dirs: Vec<_> = s
+            .mkdirs
+            .iter()
+            .map(|d| d.to_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            dirs,
+            [data.clone(), data.join("envs"), env.clone()].map(|p| p.to_str().unwrap().to_owned())
+        );
+    }
+
+    #[test]
     fn uids_are_one_per_slot() {
         assert_eq!(UidSwitch::uid(0), RUN_UID_BASE);
         assert_eq!(UidSwitch::uid(3), RUN_UID_BASE + 3);
@@ -235,6 +293,7 @@ mod tests {
                     path: &env,
                     writable: false,
                 }],
+                &[],
                 1 << 20,
                 Path::new("/tmp"),
             )

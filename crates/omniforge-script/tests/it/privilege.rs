@@ -213,3 +213,39 @@ async fn env_in_a_closed_directory_is_reachable_with_a_uid_of_its_own() {
     let out = run(&runner, RunSpec::new(&env, code)).await;
     assert_eq!(stdout(&out), "True\nFileNotFoundError\n", "{out:?}");
 }
+
+/// Without bubblewrap, the data directory (its database, the other environments) is hidden
+/// from a run with a uid of its own even where its permissions would let anyone in, and even
+/// without Landlock; the run's own environment is still there.
+#[tokio::test]
+async fn the_data_directory_is_hidden_without_bubblewrap() {
+    let data = fresh_data_dir();
+    std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let db = data.path().join("omniforge.db");
+    std::fs::write(&db, "SECRET").unwrap();
+    std::fs::set_permissions(&db, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let builder = builder_in(data.path(), false).await;
+    let env = builder
+        .build(&builder.lock(&[]).await.unwrap(), |_| {})
+        .await
+        .unwrap();
+    let code = format!(
+        "import os, omniforge\nprint(sorted(os.listdir({envs:?})) == [{id:?}])\ntry:\n    print(open({db:?}).read())\nexcept OSError as e:\n    print(type(e).__name__)\n",
+        envs = builder.envs_dir().display().to_string(),
+        id = env.env_id,
+        db = db.display().to_string(),
+    );
+    let mut c = config(SandboxLevel::Standard);
+    c.disabled_layers = ["namespaces", "landlock"].map(String::from).to_vec();
+    c.hidden_dirs = vec![data.path().to_owned()];
+    let runner = Runner::new(c).unwrap();
+    let out = run(&runner, RunSpec::new(&env, code.clone())).await;
+    assert_eq!(stdout(&out), "True\nFileNotFoundError\n", "{out:?}");
+    // Control: without hiding it, the same run reads the database.
+    let out = run(
+        &runner_without(&["namespaces", "landlock"]),
+        RunSpec::new(&env, code),
+    )
+    .await;
+    assert!(stdout(&out).ends_with("SECRET\n"), "{out:?}");
+}
