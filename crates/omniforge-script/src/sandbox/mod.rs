@@ -3,15 +3,15 @@
 //! | layer | how | notes |
 //! |---|---|---|
 //! | `process-group` | `setpgid` at spawn, `killpg(SIGKILL)` | always |
-//! | `rlimits` | `setrlimit` in `pre_exec`: AS, CPU (soft < hard: SIGXCPU first), FSIZE, NOFILE, CORE=0 | always |
+//! | `rlimits` | `setrlimit` in `pre_exec`: AS, CPU (soft < hard: SIGXCPU first), FSIZE, NOFILE, CORE=0, NICE=0 and RTPRIO=0 (no raised priority, no real-time policy) | always |
 //! | `namespaces` | bubblewrap: `--unshare-all` (user, pid, mount, net, ipc, uts, cgroup), `--die-with-parent`, `--new-session` | the kill of bwrap takes the whole PID namespace with it, `setsid` escapees included |
-//! | `unprivileged-uid` | bwrap `--unshare-user --uid 65534 --gid 65534 --cap-drop ALL --disable-userns` | without it bwrap started by root keeps all capabilities |
+//! | `unprivileged-uid` | bwrap `--unshare-user --uid 65534 --gid 65534 --cap-drop ALL --disable-userns`; without bubblewrap under a root server, the run slot's own uid and gid (`uid.rs`: [`RUN_UID_BASE`] + slot) in a private mount and IPC namespace (hidepid `/proc`, private `/tmp` and `/dev/shm`, closed directories covered), every capability dropped, `no_new_privs`; under a server that is not root, its uid without capabilities | without it bwrap started by root keeps all capabilities; `standard` refuses to start without it |
 //! | `read-only-root` | only `/usr` (+ `/bin`, `/lib*` symlinks), a few `/etc` files, the interpreter prefix, the environment and the script, all read-only; root and `/dev` remounted read-only; private size-capped tmpfs `/tmp` and `/dev/shm` | the data directory, the database and other environments are not in the sandbox at all |
 //! | `no-network` | bwrap's empty network namespace; `--share-net` only when a run allows network | |
 //! | `cgroup-pids` | a cgroup per run with `pids.max` (v1 `pids` hierarchy, or v2 with `pids` delegated) | the process limit that holds for root; `RLIMIT_NPROC` does not |
 //! | `cgroup-kill` | a v2 cgroup per run, `cgroup.kill` on exit/timeout/cancel | catches `setsid` escapees with or without bwrap; joined in `pre_exec` right after the pids cgroup (the second migration is cheap) |
 //! | `landlock` | the helper (`helper.rs`, [`crate::main_if_helper`]) restricts itself, then execs the interpreter | Landlock forbids mounts, so it comes after bwrap's; also without bwrap |
-//! | `seccomp` | a filter (`filter.rs`) loaded by bwrap (`--add-seccomp-fd`, a memfd) or in `pre_exec` | socket families and a deny list of system calls, `EPERM` |
+//! | `seccomp` | a filter (`filter.rs`) loaded by bwrap (`--add-seccomp-fd`, a memfd) or in `pre_exec` | socket families (never `AF_UNIX`: no host Unix socket; `socketpair` stays) and a deny list of system calls, `EPERM` |
 //!
 //! Each layer can be turned off on its own ([`RunnerConfig::disabled_layers`](crate::RunnerConfig::disabled_layers)) to measure it or
 //! to show in a test what it alone stops.
@@ -25,6 +25,8 @@
 //!   runner detects once;
 //! - `bwrap`: bubblewrap's arguments for a run, and the build sandbox;
 //! - `tree`: the process group and the per-run cgroups that kill a run's whole tree;
+//! - `uid`: the uid switch of a root server without bubblewrap, planned per run;
+//! - `level`: the levels and the layers each requires; `report`: the start-up warning;
 //! - `probe`: why a layer is unavailable, and the self-tests.
 
 mod bwrap;
@@ -118,7 +120,8 @@ impl Plan {
             Layer {
                 name: "rlimits",
                 active: true,
-                detail: "AS, CPU (SIGXCPU before SIGKILL), FSIZE, NOFILE, CORE=0".into(),
+                detail: "AS, CPU (SIGXCPU before SIGKILL), FSIZE, NOFILE, CORE=0, NICE=0, RTPRIO=0"
+                    .into(),
             },
         ];
         let bwrap = match level {
