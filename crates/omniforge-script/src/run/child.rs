@@ -30,10 +30,11 @@ pub(crate) struct RunFiles<'a> {
     pub(crate) script: &'a Path,
 }
 
-/// What else the child needs: its run slot, the side channel's descriptor, the cgroups to
-/// join.
+/// What else the child needs: its uid, the directories to hide, the side channel's
+/// descriptor, the cgroups to join.
 pub(crate) struct ChildIo<'a> {
-    pub(crate) slot: usize,
+    /// The run's own uid, leased for it (a root server without bubblewrap).
+    pub(crate) uid: Option<u32>,
     /// [`RunnerConfig::hidden_dirs`](crate::RunnerConfig::hidden_dirs).
     pub(crate) hidden_dirs: &'a [PathBuf],
     pub(crate) channel_fd: RawFd,
@@ -172,7 +173,9 @@ fn switch_uid(
     plan: &Plan,
     io: &ChildIo<'_>,
 ) -> Result<sys::DropPrivileges, RunError> {
-    let uid = sandbox::UidSwitch::uid(io.slot);
+    let uid = io
+        .uid
+        .ok_or_else(|| RunError::InvalidSpec("a uid switch without a leased uid".to_owned()))?;
     for p in [files.dir, files.script] {
         std::os::unix::fs::chown(p, Some(uid), Some(uid))
             .map_err(io_err(format!("handing {} to uid {uid}", p.display())))?;
@@ -210,7 +213,7 @@ fn switch_uid(
         .filter_map(|d| std::fs::canonicalize(d).ok())
         .collect();
     switch
-        .plan(io.slot, &needed, &hidden, spec.max_file_bytes, &run_dir)
+        .plan(uid, &needed, &hidden, spec.max_file_bytes, &run_dir)
         .map_err(io_err("planning the run's private mounts"))
 }
 

@@ -41,7 +41,7 @@ pub use self::spec::{
 use self::spec::{check_spec, io_err};
 use crate::channel::{self, ChannelLimits};
 use crate::host::HostEnv;
-use crate::sandbox::{self, DetectConfig, Identity, Layer, Plan, SandboxLevel};
+use crate::sandbox::{DetectConfig, Identity, Layer, Plan, SandboxLevel, UidLease};
 
 /// Longest side-channel message line, in bytes.
 const MAX_MESSAGE_BYTES: usize = 16 << 20;
@@ -110,7 +110,6 @@ impl RunnerConfig {
             landlock_helper: self.landlock_helper.as_deref(),
             disabled_layers: &self.disabled_layers,
             host: &self.host,
-            slots: self.max_concurrent.max(1),
         }
     }
 }
@@ -234,16 +233,22 @@ impl Runner {
             return Err(RunError::Busy);
         }
         let _admitted = Admitted(&inner.admitted);
-        let mut slot = tokio::select! {
+        let slot = tokio::select! {
             slot = inner.slots.acquire() => slot?,
             () = cancel.cancelled() => return Ok(RunOutput::empty(Exit::Cancelled, started.elapsed())),
         };
-        if let Identity::Switch(_) = inner.plan.identity
-            && inner.plan.cgroups.kill.is_none()
-        {
-            slot.sweep_uid = Some(sandbox::UidSwitch::uid(slot.index));
-        }
-        self.execute(spec, cancel, started, slot.index).await
+        // Without bubblewrap under a root server, the run's own uid, held until it ends; with
+        // no cgroup.kill to catch an escapee, what still runs as it then is killed.
+        let lease = match &inner.plan.identity {
+            Identity::Switch(switch) => Some(
+                switch
+                    .lease(slot.index, inner.plan.cgroups.kill.is_none())
+                    .map_err(io_err("taking a uid for the run"))?,
+            ),
+            _ => None,
+        };
+        self.execute(spec, cancel, started, lease.as_ref().map(UidLease::uid))
+            .await
     }
 
     async fn execute(
@@ -251,7 +256,7 @@ impl Runner {
         spec: RunSpec,
         cancel: CancellationToken,
         started: Instant,
-        slot: usize,
+        uid: Option<u32>,
     ) -> Result<RunOutput, RunError> {
         check_spec(&spec)?;
         let plan = &self.inner.plan;
@@ -277,7 +282,7 @@ impl Runner {
             script: &script,
         };
         let io = ChildIo {
-            slot,
+            uid,
             hidden_dirs: &self.inner.config.hidden_dirs,
             channel_fd: child_sock.as_raw_fd(),
             cgroup_procs: cgroups.procs_fds(),
@@ -381,10 +386,6 @@ struct Slots {
 /// A run's slot, given back when the run ends, however it ends.
 struct Slot<'a> {
     index: usize,
-    /// The slot's own uid, to sweep when the run ends: nothing but this run used it, so
-    /// whatever still runs as it escaped the process group (a `setsid` grandchild) and must
-    /// not meet the slot's next run. Set when there is no `cgroup.kill` to catch it.
-    sweep_uid: Option<u32>,
     slots: &'a Slots,
     _permit: SemaphorePermit<'a>,
 }
@@ -408,7 +409,6 @@ impl Slots {
             .ok_or(RunError::Busy)?;
         Ok(Slot {
             index,
-            sweep_uid: None,
             slots: self,
             _permit: permit,
         })
@@ -417,12 +417,6 @@ impl Slots {
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        if let Some(uid) = self.sweep_uid {
-            let killed = sandbox::kill_uid(uid);
-            if killed > 0 {
-                tracing::warn!(uid, killed, "killed processes a run left behind");
-            }
-        }
         self.slots
             .free
             .lock()
@@ -452,7 +446,7 @@ struct GroupGuard(u32);
 impl GroupGuard {
     fn kill(&self) {
         if self.0 != 0 {
-            sandbox::kill_group(self.0);
+            crate::sandbox::kill_group(self.0);
         }
     }
 

@@ -42,9 +42,9 @@ pub use self::bwrap::SANDBOX_UID;
 pub(crate) use self::bwrap::{Bwrap, BwrapRun, SANDBOX_SCRIPT, build_sandbox, system_paths};
 pub use self::level::{Layer, SandboxLevel};
 use self::probe::{Unavailable, probe};
-pub(crate) use self::tree::{Cgroups, kill_group, kill_uid};
-pub(crate) use self::uid::{Needed, UidSwitch, drop_only};
-pub use self::uid::{RUN_UID_BASE, RUN_UID_SLOTS};
+pub(crate) use self::tree::{Cgroups, kill_group};
+pub(crate) use self::uid::{Needed, UidLease, UidSwitch, drop_only};
+pub use self::uid::{RUN_UID_BASE, RUN_UID_SLOTS, UID_LEASE_DIR};
 use crate::filter::{self, Filters};
 use crate::helper::HELPER_ARG;
 use crate::host::HostEnv;
@@ -75,8 +75,6 @@ pub(crate) struct DetectConfig<'a> {
     pub(crate) landlock_helper: Option<&'a Path>,
     pub(crate) disabled_layers: &'a [String],
     pub(crate) host: &'a HostEnv,
-    /// Runs executing at once: the number of uids a uid switch uses.
-    pub(crate) slots: usize,
 }
 
 /// Who a script runs as.
@@ -322,8 +320,8 @@ fn identity(config: &DetectConfig<'_>, bwrap: bool) -> (Identity, Layer) {
             layer(
                 true,
                 format!(
-                    "uid and gid {RUN_UID_BASE} + run slot (0 to {}: one per concurrent run, never the server's), switched in the child before exec (no bubblewrap): no supplementary groups, every capability dropped (bounding, ambient, inheritable, permitted, effective), no_new_privs; in a private mount and IPC namespace: /proc mounted with hidepid=invisible (the server's and other runs' processes do not exist there), private size-capped /tmp and /dev/shm owned by the run's uid, directories that uid cannot enter covered by an empty tmpfs with only the interpreter, the environment, the run directory and the helper bound back",
-                    config.slots.clamp(1, RUN_UID_SLOTS as usize) - 1
+                    "uid and gid {RUN_UID_BASE} + n (0 ≤ n < {}), leased per run machine-wide ({UID_LEASE_DIR}): never shared by two concurrent runs, never the server's; switched in the child before exec (no bubblewrap): no supplementary groups, every capability dropped (bounding, ambient, inheritable, permitted, effective), no_new_privs; in a private mount and IPC namespace: /proc mounted with hidepid=invisible (the server's and other runs' processes do not exist there), private size-capped /tmp and /dev/shm owned by the run's uid, directories that uid cannot enter covered by an empty tmpfs with only the interpreter, the environment, the run directory and the helper bound back",
+                    RUN_UID_SLOTS
                 ),
             ),
         ),

@@ -2,11 +2,14 @@
 //! gid of their own, one per run slot, in a private mount namespace that lets that uid reach
 //! exactly what the run needs.
 //!
-//! A run in slot `n` (0 ≤ n < the runner's `max_concurrent`) runs as uid and gid
-//! [`RUN_UID_BASE`]` + n`. Two concurrent runs never share a uid, so neither can read the
-//! other's `/proc` entries, signal it, or open its files; a run never shares a uid with the
-//! server. The range lies above systemd's container ranges (up to 1879048191) and below 2^31
-//! (ids above it confuse some software); no account is expected there.
+//! Each run leases a uid (also its gid) in [`RUN_UID_BASE`]` .. + `[`RUN_UID_SLOTS`] for its
+//! duration: an exclusive `flock` on `UID_LEASE_DIR/<uid>`, machine-wide, so two concurrent
+//! runs never share a uid whichever server (or `omniforge tool run`) started them, and neither
+//! can read the other's `/proc` entries, signal it, or open its files; a run never shares a uid
+//! with the server. A run in slot `n` tries `RUN_UID_BASE + n` first. The range lies above
+//! systemd's container ranges (up to 1879048191) and below 2^31 (ids above it confuse some
+//! software); no account is expected there. Without `cgroup.kill`, whatever still runs as the
+//! uid when the run ends (a `setsid` escapee) is killed before the lease is given back.
 //!
 //! The private mount namespace (made in the child, as root, before the switch):
 //! - `/tmp` and `/dev/shm`: fresh size-capped tmpfs owned by the run's uid (mode 0700), as
@@ -25,6 +28,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::probe::{Unavailable, probe, true_program};
+use super::tree::kill_uid;
 use crate::sys::{ChildSetup, DropPrivileges, MAX_BINDS, SwitchUid};
 
 /// The first uid and gid of runs without bubblewrap under a root server: run slot `n` runs
@@ -34,6 +38,10 @@ pub const RUN_UID_BASE: u32 = 1_900_000_000;
 /// The most run slots (and so uids) a runner uses: `RUN_UID_BASE ..
 /// RUN_UID_BASE + RUN_UID_SLOTS`.
 pub const RUN_UID_SLOTS: u32 = 65_536;
+
+/// Where the uid leases live: one lock file per uid, root's only (0700), on `/run` (a tmpfs,
+/// emptied at boot).
+pub const UID_LEASE_DIR: &str = "/run/omniforge-uids";
 
 /// Size of the tmpfs laid over a directory the run cannot enter: it only holds the mount
 /// points of the paths bound back.
@@ -64,13 +72,15 @@ impl UidSwitch {
         let switch = UidSwitch {
             cap_last: cap_last_cap(),
         };
+        let start = |e: std::io::Error| Unavailable::Start {
+            what: "the uid switch's self-test".to_owned(),
+            error: e.to_string(),
+        };
+        let lease = switch.lease(0, false).map_err(start)?;
         let mut cmd = std::process::Command::new(true_program()?);
         let setup = switch
-            .plan(0, &[], &[], 1 << 20, Path::new("/"))
-            .map_err(|e| Unavailable::Start {
-                what: "the uid switch's self-test".to_owned(),
-                error: e.to_string(),
-            })?;
+            .plan(lease.uid(), &[], &[], 1 << 20, Path::new("/"))
+            .map_err(start)?;
         crate::sys::install_std(
             &mut cmd,
             ChildSetup {
@@ -79,28 +89,53 @@ impl UidSwitch {
             },
         );
         probe(cmd, "the uid switch (unshare, mount, setresuid)")?;
+        drop(lease);
         Ok(switch)
     }
 
-    /// The uid (and gid) of run slot `slot`.
-    pub(crate) fn uid(slot: usize) -> u32 {
-        RUN_UID_BASE + (slot as u32 % RUN_UID_SLOTS)
+    /// Leases a uid no other run on this machine holds, trying `RUN_UID_BASE + first` first;
+    /// with `sweep`, what still runs as it when the lease ends is killed then.
+    ///
+    /// # Errors
+    /// The lease directory is unusable, or every uid of the range is held.
+    pub(crate) fn lease(&self, first: usize, sweep: bool) -> std::io::Result<UidLease> {
+        let dir = lease_dir()?;
+        let count = RUN_UID_SLOTS as usize;
+        for i in 0..count {
+            let uid = RUN_UID_BASE + ((first + i) % count) as u32;
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join(uid.to_string()))?;
+            match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => {
+                    return Ok(UidLease {
+                        uid,
+                        sweep,
+                        _lock: file,
+                    });
+                }
+                Err(rustix::io::Errno::WOULDBLOCK) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(std::io::Error::other("every run uid is in use"))
     }
 
-    /// The child's setup for a run in `slot` that needs `needed` and works in `cwd`, with
+    /// The child's setup for a run as `uid` that needs `needed` and works in `cwd`, with
     /// `hidden` covered whatever their permissions (all paths canonical).
     ///
     /// # Errors
     /// A path cannot be examined, or more than [`MAX_BINDS`] would be bound.
     pub(crate) fn plan(
         &self,
-        slot: usize,
+        uid: u32,
         needed: &[Needed<'_>],
         hidden: &[PathBuf],
         tmp_bytes: u64,
         cwd: &Path,
     ) -> std::io::Result<DropPrivileges> {
-        let uid = UidSwitch::uid(slot);
         let private = format!("mode=0700,uid={uid},gid={uid},size={tmp_bytes}");
         let mut covers: Vec<(PathBuf, String)> = vec![(PathBuf::from("/tmp"), private.clone())];
         if Path::new("/dev/shm").is_dir() {
@@ -186,6 +221,52 @@ impl UidSwitch {
     }
 }
 
+/// A run's uid, held until the run ends (see the module doc).
+#[derive(Debug)]
+pub(crate) struct UidLease {
+    uid: u32,
+    sweep: bool,
+    /// The locked file; closing it gives the uid back.
+    _lock: std::fs::File,
+}
+
+impl UidLease {
+    /// The leased uid (also the gid).
+    pub(crate) fn uid(&self) -> u32 {
+        self.uid
+    }
+}
+
+impl Drop for UidLease {
+    fn drop(&mut self) {
+        if self.sweep {
+            let killed = kill_uid(self.uid);
+            if killed > 0 {
+                tracing::warn!(uid = self.uid, killed, "killed processes a run left behind");
+            }
+        }
+    }
+}
+
+/// [`UID_LEASE_DIR`], created root-only if missing; refused when someone else could write
+/// into it.
+fn lease_dir() -> std::io::Result<&'static Path> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = Path::new(UID_LEASE_DIR);
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    let m = std::fs::symlink_metadata(dir)?;
+    if !m.is_dir() || m.uid() != 0 || m.mode() & 0o022 != 0 {
+        return Err(std::io::Error::other(format!(
+            "{UID_LEASE_DIR} is not a directory only root may write to"
+        )));
+    }
+    Ok(dir)
+}
+
 /// What a child gives up when the server is not root: the ambient and inheritable
 /// capabilities and, with `no_new_privs`, any way to gain some.
 pub(crate) fn drop_only() -> DropPrivileges {
@@ -241,7 +322,7 @@ mod tests {
         let switch = UidSwitch { cap_last: 40 };
         let drop = switch
             .plan(
-                0,
+                RUN_UID_BASE,
                 &[Needed {
                     path: &env,
                     writable: false,
@@ -274,10 +355,20 @@ mod tests {
     }
 
     #[test]
-    fn uids_are_one_per_slot() {
-        assert_eq!(UidSwitch::uid(0), RUN_UID_BASE);
-        assert_eq!(UidSwitch::uid(3), RUN_UID_BASE + 3);
-        assert_ne!(UidSwitch::uid(1), UidSwitch::uid(2));
+    fn a_uid_is_leased_to_one_run_at_a_time() {
+        if !rustix::process::geteuid().is_root() {
+            return; // the lease directory is root's
+        }
+        let switch = UidSwitch { cap_last: 40 };
+        let a = switch.lease(7, false).unwrap();
+        // The same first choice, while `a` holds it: the next free uid.
+        let b = switch.lease(7, false).unwrap();
+        assert_ne!(a.uid(), b.uid());
+        assert!(a.uid() >= RUN_UID_BASE + 7);
+        let held = a.uid();
+        drop(a);
+        let c = switch.lease(7, false).unwrap();
+        assert_eq!(c.uid(), held, "given back when dropped");
     }
 
     #[test]
@@ -288,7 +379,7 @@ mod tests {
         let switch = UidSwitch { cap_last: 40 };
         let drop = switch
             .plan(
-                2,
+                RUN_UID_BASE + 2,
                 &[Needed {
                     path: &env,
                     writable: false,

@@ -142,6 +142,15 @@ async fn timeout_kills_tree_with_cgroups_only() {
     timeout_kills_tree(runner).await;
 }
 
+/// Without bubblewrap and without cgroups, a root server's run has a uid of its own: what
+/// still runs as it after the run (a `setsid` escapee) is killed before the slot is reused.
+#[tokio::test]
+async fn timeout_kills_tree_with_a_uid_of_its_own_only() {
+    let runner = runner_without(&["namespaces", "cgroup-pids", "cgroup-kill"]);
+    assert_layer(&runner, "unprivileged-uid");
+    timeout_kills_tree(runner).await;
+}
+
 /// `Off` has only the process group: it catches `sleep &`, not `setsid` (documented).
 #[tokio::test]
 async fn timeout_kills_process_group_when_off() {
