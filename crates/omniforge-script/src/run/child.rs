@@ -164,7 +164,7 @@ pub(crate) fn command(
     Ok((cmd, hold))
 }
 
-/// Hands the run's files to the slot's uid and plans its private mounts.
+/// Hands the run's files to its leased uid and plans its private mounts.
 fn switch_uid(
     switch: &sandbox::UidSwitch,
     spec: &RunSpec,

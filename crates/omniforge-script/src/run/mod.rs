@@ -8,7 +8,7 @@
 //! 2. the code goes to a fresh file in the runner's scratch directory; a socketpair is the
 //!    side channel ([`crate::channel`]);
 //! 3. the interpreter starts as `<python> -I -u main.py` (inside bubblewrap when available;
-//!    without it, as the run slot's own uid under a root server) in a new process group, with
+//!    without it, as a uid leased for the run under a root server) in a new process group, with
 //!    a cleared environment, rlimits, and the run's cgroups joined before exec (`child`);
 //! 4. the arguments are written to stdin as JSON and stdin is closed; stdout and stderr are
 //!    read concurrently, each keeping its first `max_capture_bytes` and draining the rest;

@@ -5,7 +5,7 @@
 //! | `process-group` | `setpgid` at spawn, `killpg(SIGKILL)` | always |
 //! | `rlimits` | `setrlimit` in `pre_exec`: AS, CPU (soft < hard: SIGXCPU first), FSIZE, NOFILE, CORE=0, NICE=0 and RTPRIO=0 (no raised priority, no real-time policy) | always |
 //! | `namespaces` | bubblewrap: `--unshare-all` (user, pid, mount, net, ipc, uts, cgroup), `--die-with-parent`, `--new-session` | the kill of bwrap takes the whole PID namespace with it, `setsid` escapees included |
-//! | `unprivileged-uid` | bwrap `--unshare-user --uid 65534 --gid 65534 --cap-drop ALL --disable-userns`; without bubblewrap under a root server, the run slot's own uid and gid (`uid.rs`: [`RUN_UID_BASE`] + slot) in a private mount and IPC namespace (hidepid `/proc`, private `/tmp` and `/dev/shm`, closed directories covered), every capability dropped, `no_new_privs`; under a server that is not root, its uid without capabilities | without it bwrap started by root keeps all capabilities; `standard` refuses to start without it |
+//! | `unprivileged-uid` | bwrap `--unshare-user --uid 65534 --gid 65534 --cap-drop ALL --disable-userns`; without bubblewrap under a root server, a uid and gid of the run's own, leased machine-wide (`uid.rs`, from [`RUN_UID_BASE`]) in a private mount and IPC namespace (hidepid `/proc`, private `/tmp` and `/dev/shm`, closed directories covered), every capability dropped, `no_new_privs`; under a server that is not root, its uid without capabilities | without it bwrap started by root keeps all capabilities; `standard` refuses to start without it |
 //! | `read-only-root` | only `/usr` (+ `/bin`, `/lib*` symlinks), a few `/etc` files, the interpreter prefix, the environment and the script, all read-only; root and `/dev` remounted read-only; private size-capped tmpfs `/tmp` and `/dev/shm` | the data directory, the database and other environments are not in the sandbox at all |
 //! | `no-network` | bwrap's empty network namespace; `--share-net` only when a run allows network | |
 //! | `cgroup-pids` | a cgroup per run with `pids.max` (v1 `pids` hierarchy, or v2 with `pids` delegated) | the process limit that holds for root; `RLIMIT_NPROC` does not |
@@ -82,7 +82,7 @@ pub(crate) struct DetectConfig<'a> {
 pub(crate) enum Identity {
     /// bubblewrap: uid 65534 in a user namespace, capabilities dropped by bubblewrap.
     Bwrap,
-    /// A root server without bubblewrap: the run slot's own uid, in private namespaces.
+    /// A root server without bubblewrap: a uid leased for each run, in private namespaces.
     Switch(UidSwitch),
     /// A server that is not root, without bubblewrap: its own uid, capabilities dropped.
     ServerUid,

@@ -23,7 +23,7 @@ pub(crate) fn kill_group(pgid: u32) {
     }
 }
 
-/// Sends SIGKILL to every process whose real uid is `uid` (a run slot's own uid: whatever
+/// Sends SIGKILL to every process whose real uid is `uid` (a run's own leased uid: whatever
 /// still runs as it after the run is what escaped the process group). Returns how many.
 pub(crate) fn kill_uid(uid: u32) -> usize {
     let Ok(dir) = std::fs::read_dir("/proc") else {

@@ -1,5 +1,5 @@
 //! The `unprivileged-uid` layer without bubblewrap: a root server's runs switch to a uid and
-//! gid of their own, one per run slot, in a private mount namespace that lets that uid reach
+//! gid of their own, leased per run, in a private mount namespace that lets that uid reach
 //! exactly what the run needs.
 //!
 //! Each run leases a uid (also its gid) in [`RUN_UID_BASE`]` .. + `[`RUN_UID_SLOTS`] for its
@@ -31,8 +31,8 @@ use super::probe::{Unavailable, probe, true_program};
 use super::tree::kill_uid;
 use crate::sys::{ChildSetup, DropPrivileges, MAX_BINDS, SwitchUid};
 
-/// The first uid and gid of runs without bubblewrap under a root server: run slot `n` runs
-/// as `RUN_UID_BASE + n`.
+/// The first uid and gid of runs without bubblewrap under a root server (see the module doc:
+/// each run leases one of `RUN_UID_BASE .. RUN_UID_BASE + RUN_UID_SLOTS`).
 pub const RUN_UID_BASE: u32 = 1_900_000_000;
 
 /// The most run slots (and so uids) a runner uses: `RUN_UID_BASE ..
