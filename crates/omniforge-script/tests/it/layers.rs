@@ -116,7 +116,7 @@ async fn seccomp_without_bubblewrap() {
 }
 
 /// Python's own machinery (threads, subprocess, multiprocessing, asyncio, hashlib, ssl)
-/// works under every layer.
+/// works under every layer, with and without bubblewrap.
 #[tokio::test]
 async fn python_works_under_every_layer() {
     let runner = runner(SandboxLevel::Standard);
@@ -138,6 +138,18 @@ with tempfile.NamedTemporaryFile() as f:
     print("tmp", f.name.startswith("/tmp/"))
 print(hashlib.sha256(b"").hexdigest()[:8], int(ssl.create_default_context().verify_mode))
 "#;
+    let out = run(&runner, spec(code).await).await;
+    assert_eq!(
+        stdout(&out),
+        "sub\n3\nloop\ntmp True\ne3b0c442 2\n",
+        "{out:?}"
+    );
+    // The same without bubblewrap, as a uid of its own with a private /tmp and /dev/shm
+    // (multiprocessing's semaphores live there) and no AF_UNIX sockets.
+    let runner = runner_without(&["namespaces"]);
+    for l in ["unprivileged-uid", "landlock", "seccomp"] {
+        assert_layer(&runner, l);
+    }
     let out = run(&runner, spec(code).await).await;
     assert_eq!(
         stdout(&out),
