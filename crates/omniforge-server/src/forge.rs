@@ -805,6 +805,8 @@ impl Forge {
             duration_ms: u64::try_from(now_ms() - started_at_ms).unwrap_or(0),
             outcome,
             bytes_out: bytes_out as u64,
+            principal: Some(caller.author.clone()),
+            error: None,
         };
         if let Err(error) = self.store.record_call(record).await {
             tracing::warn!(%error, "recording a call failed");

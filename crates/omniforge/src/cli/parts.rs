@@ -9,7 +9,10 @@ use omniforge_script::SandboxLevel;
 use omniforge_server::catalog::Catalog;
 use omniforge_server::schema_profile::SchemaProfile;
 use omniforge_server::{builtins, content, forge, manifests, peers};
-use omniforge_store::{DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, SqliteStore, StoreConfig};
+use omniforge_store::{
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, SqliteStore,
+    StoreConfig,
+};
 
 use crate::flags::{Common, SandboxArg, SchemaProfileArg};
 
@@ -20,6 +23,7 @@ pub(super) async fn open_store(common: &Common) -> Result<SqliteStore> {
         busy_timeout: DEFAULT_BUSY_TIMEOUT,
         call_log_max_rows: common.scripts.call_log_rows,
         max_readers: DEFAULT_MAX_READERS,
+        change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
     };
     SqliteStore::open_with(&db, &config)
         .await

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::UpstreamConfig;
 use omniforge_server::manifests::ManifestConfig;
+use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
 
 use super::file::{self, FileConfig, FileManifest};
 use super::lowargs::{
@@ -364,6 +364,7 @@ fn manifests(
                         auth_header,
                         timeout: timeout.or(m.timeout).unwrap_or(default_timeout),
                         headers: m.headers.into_iter().collect(),
+                        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
                     },
                 })
             })
@@ -397,6 +398,7 @@ fn manifests(
                     auth_header,
                     timeout: default_timeout,
                     headers: Vec::new(),
+                    max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
                 },
             })
         })
