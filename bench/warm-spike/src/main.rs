@@ -173,8 +173,20 @@ async fn prepare(data: &Path) -> Result<Vec<(String, Env)>, BoxError> {
     Ok(out)
 }
 
-/// The environments `prepare` built.
+/// The environments `prepare` built, of the tools `--tools a,b` names (default: all).
 async fn load(data: &Path) -> Result<Vec<(String, Env)>, BoxError> {
+    let only: Option<Vec<String>> = std::env::args()
+        .skip_while(|a| a != "--tools")
+        .nth(1)
+        .map(|v| v.split(',').map(str::to_owned).collect());
+    let all = load_all(data).await?;
+    Ok(all
+        .into_iter()
+        .filter(|(n, _)| only.as_ref().is_none_or(|o| o.contains(n)))
+        .collect())
+}
+
+async fn load_all(data: &Path) -> Result<Vec<(String, Env)>, BoxError> {
     let Ok(text) = std::fs::read(data.join("envs.json")) else {
         return prepare(data).await;
     };

@@ -326,8 +326,11 @@ pub async fn latency(
                         ("cgroup_move", o.spare.move_us),
                         ("recv_to_code", o.recv_to_code_us.unwrap_or(0)),
                         ("code", o.code_us.unwrap_or(0)),
+                        ("exit_funcs", o.exit_funcs_us),
+                        ("send_to_child_wakeup", o.send_to_child_us),
+                        ("done_to_server_wakeup", o.done_to_server_us),
                         ("server_to_sent", o.sent.as_micros() as u64),
-                        ("server_to_exit_report", o.exited.as_micros() as u64),
+                        ("server_to_done", o.exited.as_micros() as u64),
                     ] {
                         parts
                             .entry((format!("{}/{v}", t.tool.name), part.to_owned()))

@@ -84,7 +84,8 @@ struct Spare {
     sock: AsyncFd<OwnedFd>,
     dirs: Vec<String>,
     group: Option<Group>,
-    exit: oneshot::Receiver<i32>,
+    /// (wait status, template's CLOCK_MONOTONIC ns at reaping, ours at the report)
+    exit: oneshot::Receiver<(i32, u64, u64)>,
     times: SpareTimes,
 }
 
@@ -124,9 +125,15 @@ pub struct Outcome {
     pub code_us: Option<u64>,
     /// Host pid of the child that ran the call.
     pub pid: i32,
-    /// From the call's start: the call message sent; the exit reported by the template.
+    /// From the call's start: the call message sent; the child's `done` (or its exit).
     pub sent: Duration,
     pub exited: Duration,
+    /// In the child: exit handlers and flushes after the code.
+    pub exit_funcs_us: u64,
+    /// From our send of the call to the child's return from recvmsg, and from the child's
+    /// `done` send to our receipt of it (both wake-ups, CLOCK_MONOTONIC).
+    pub send_to_child_us: u64,
+    pub done_to_server_us: u64,
     /// Modules the call imported that the template had not.
     pub new_modules: Vec<String>,
 }
@@ -144,7 +151,7 @@ struct Inner {
     group: Option<Group>,
     root: Arc<Root>,
     replies: Mutex<HashMap<u64, oneshot::Sender<OwnedFd>>>,
-    exits: Mutex<HashMap<u64, oneshot::Sender<i32>>>,
+    exits: Mutex<HashMap<u64, oneshot::Sender<(i32, u64, u64)>>>,
     status: Mutex<Option<oneshot::Sender<Value>>>,
     ready: Mutex<VecDeque<Spare>>,
     making: AtomicUsize,
@@ -445,6 +452,7 @@ impl Template {
                 chan_theirs.as_raw_fd(),
             ],
         )?;
+        let t_sent_ns = monotonic_ns();
         drop((stdin_r, out_w, err_w, chan_theirs));
         let sent = started.elapsed();
         let input = serde_json::to_vec(&call.arguments)?;
@@ -468,22 +476,27 @@ impl Template {
             let mut sink = Vec::new();
             let _ = chan.read_to_end(&mut sink).await;
         });
-        let status = tokio::select! {
-            s = &mut spare.exit => s.ok(),
-            () = tokio::time::sleep(call.timeout) => None,
-        };
-        let status = match status {
-            Some(s) => Some(s),
-            None => {
-                if let Some(g) = &spare.group {
-                    g.kill();
-                }
-                let _ = (&mut spare.exit).await;
-                None
-            }
+        // The call ends at the child's `done` (sent after its code and exit handlers, before it
+        // lets go of its pipes and tears down its memory), or at its exit when it never says
+        // `done` (killed, crashed), or at the timeout.
+        enum End {
+            Done(Value, u64),
+            Exited(Option<(i32, u64, u64)>),
+            Timeout,
+        }
+        let end = tokio::select! {
+            m = fdpass::recv_async(&spare.sock) => match m {
+                Ok(Some(r)) => match serde_json::from_slice::<Value>(&r.data) {
+                    Ok(v) if v["op"] == "done" => End::Done(v, monotonic_ns()),
+                    _ => End::Exited((&mut spare.exit).await.ok()),
+                },
+                _ => End::Exited((&mut spare.exit).await.ok()),
+            },
+            s = &mut spare.exit => End::Exited(s.ok()),
+            () = tokio::time::sleep(call.timeout) => End::Timeout,
         };
         let exited = started.elapsed();
-        // Whatever the call left running dies with it.
+        // Whatever the call left running dies with it (cgroup.kill does not wait).
         if let Some(g) = &spare.group {
             g.kill();
         }
@@ -494,18 +507,33 @@ impl Template {
             tokio::time::timeout(grace, chan_task),
         );
         in_task.abort();
-        let (mut recv_to_code_us, mut code_us) = (None, None);
+        let mut recv_to_code_us = None;
+        let mut code_us = None;
+        let mut exit_funcs_us = 0;
         let mut new_modules = Vec::new();
-        if let Ok(Some(r)) = fdpass::recv(spare.sock.as_raw_fd()) {
-            if let Ok(v) = serde_json::from_slice::<Value>(&r.data) {
+        let mut wakeups_us = (0, 0);
+        let code = match &end {
+            End::Done(v, got_ns) => {
+                let t_recv = v["t_recv_ns"].as_u64().unwrap_or(0);
+                let t_exit = v["t_exit_ns"].as_u64().unwrap_or(0);
+                wakeups_us = (
+                    t_recv.saturating_sub(t_sent_ns) / 1000,
+                    got_ns.saturating_sub(t_exit) / 1000,
+                );
                 recv_to_code_us = v["recv_to_code_us"].as_u64();
                 code_us = v["code_us"].as_u64();
+                exit_funcs_us = v["exit_funcs_us"].as_u64().unwrap_or(0);
                 new_modules = v["new_modules"]
                     .as_array()
                     .map(|a| a.iter().filter_map(|m| m.as_str().map(str::to_owned)).collect())
                     .unwrap_or_default();
+                v["code"].as_i64().unwrap_or(-2) as i32
             }
-        }
+            End::Exited(Some((s, _, _))) if libc::WIFEXITED(*s) => libc::WEXITSTATUS(*s),
+            End::Exited(Some((s, _, _))) if libc::WIFSIGNALED(*s) => 128 + libc::WTERMSIG(*s),
+            End::Exited(_) => -2,
+            End::Timeout => -1,
+        };
         if inner.opts.learn_preload && !new_modules.is_empty() {
             let fresh: Vec<String> = {
                 let mut learned = inner.learned.lock().unwrap();
@@ -515,18 +543,18 @@ impl Template {
                 send_ctl(&inner.ctl, &fdpass::json(&json!({"op": "preload", "modules": fresh})), &[]).await?;
             }
         }
-        let code = match status {
-            None => -1,
-            Some(s) if libc::WIFEXITED(s) => libc::WEXITSTATUS(s),
-            Some(s) if libc::WIFSIGNALED(s) => 128 + libc::WTERMSIG(s),
-            Some(_) => -2,
-        };
         let total = started.elapsed();
+        let spare_pid = spare.pid;
+        let spare_times = spare.times.clone();
         // Off the latency path: remove the call's cgroups and directories, make a new spare.
         let group = spare.group.take();
         let dirs = std::mem::take(&mut spare.dirs);
         let cleanup = Arc::clone(inner);
+        let reaped = matches!(end, End::Done(..) | End::Timeout).then_some(spare.exit);
         tokio::spawn(async move {
+            if let Some(exit) = reaped {
+                let _ = tokio::time::timeout(Duration::from_secs(5), exit).await;
+            }
             if let Some(g) = group {
                 let _ = tokio::task::spawn_blocking(move || g.remove_blocking()).await;
             }
@@ -541,11 +569,14 @@ impl Template {
             code,
             total,
             spare_was_ready,
-            spare: spare.times.clone(),
+            spare: spare_times,
             recv_to_code_us,
             code_us,
-            pid: spare.pid,
+            pid: spare_pid,
             new_modules,
+            exit_funcs_us,
+            send_to_child_us: wakeups_us.0,
+            done_to_server_us: wakeups_us.1,
             sent,
             exited,
         })
@@ -573,6 +604,15 @@ impl Template {
         }
         let _ = &self.inner.root;
     }
+}
+
+/// CLOCK_MONOTONIC in ns: the clock `time.monotonic_ns()` reads in the sandbox (bubblewrap
+/// makes no time namespace).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime with a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 async fn send_ctl(ctl: &AsyncFd<OwnedFd>, data: &[u8], fds: &[RawFd]) -> std::io::Result<()> {
@@ -608,7 +648,11 @@ async fn read_ctl(inner: Arc<Inner>) {
             Some("exit") => {
                 let tx = inner.exits.lock().unwrap().remove(&id);
                 if let Some(tx) = tx {
-                    let _ = tx.send(v["status"].as_i64().unwrap_or(-1) as i32);
+                    let _ = tx.send((
+                        v["status"].as_i64().unwrap_or(-1) as i32,
+                        v["t_reaped_ns"].as_u64().unwrap_or(0),
+                        monotonic_ns(),
+                    ));
                 }
             }
             Some("status") => {
