@@ -85,7 +85,7 @@ pub fn send(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
 
 /// Reads one message. `Ok(None)` at end of stream.
 pub fn recv(sock: RawFd) -> io::Result<Option<Received>> {
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; 64 << 10];
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr() as *mut libc::c_void,
         iov_len: buf.len(),

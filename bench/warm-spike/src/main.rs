@@ -6,6 +6,7 @@
 //!     warm-spike latency   [--data DIR] [--calls N] [--pause-ms MS]
 //!     warm-spike first     [--data DIR] [--runs N]
 //!     warm-spike throughput [--data DIR] [--clients N] [--seconds S] [--rounds R]
+//!     warm-spike cpu       [--data DIR] [--calls N]
 //!     warm-spike isolation [--data DIR]
 //!     warm-spike memory    [--data DIR]
 //!     warm-spike clone3    [--data DIR] [--runs N]
@@ -132,6 +133,7 @@ fn main() -> Result<(), BoxError> {
                 )
                 .await
             }
+            "cpu" => measure::cpu(&load(&opts.data).await?, &opts.data, opts.get("--calls", 200)).await,
             "isolation" => measure::isolation(&load(&opts.data).await?, &opts.data).await,
             "memory" => measure::memory(&load(&opts.data).await?, &opts.data).await,
             "clone3" => {

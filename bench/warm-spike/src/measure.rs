@@ -396,7 +396,8 @@ pub async fn first(envs: &[(String, Env)], data: &Path, runs: usize) -> Result<(
                     "first-wait" => {
                         // The call waits for a template started for it, then for its first child.
                         let started = Instant::now();
-                        let tpl = s.template(t, Options { spares: 0, ..Options::default() }).await?;
+                        // AST preload only: the fastest boot (submodules can follow in idle time).
+                        let tpl = s.template(t, Options { spares: 0, preload: "ast", ..Options::default() }).await?;
                         let boot = started.elapsed();
                         let o = tpl.call(&Call::new(args_of(t.tool))).await?;
                         let d = started.elapsed();
@@ -500,6 +501,7 @@ pub async fn throughput(
     spares: usize,
     slots: usize,
 ) -> Result<(), BoxError> {
+    let acct = CpuAcct::join();
     let s = Arc::new(setup(envs, data).await?);
     let t_index = s.tools.iter().position(|t| t.tool.name == "dateutil").ok_or("no dateutil tool")?;
     let tpl = s.template(&s.tools[t_index], Options { spares, ..Options::default() }).await?;
@@ -516,6 +518,7 @@ pub async fn throughput(
             let lat = Arc::new(std::sync::Mutex::new(Vec::new()));
             let deadline = Instant::now() + seconds;
             let cpu_round = cpu_sample();
+            let cpu0 = acct.ms();
             let mut tasks = Vec::new();
             for _ in 0..clients {
                 let (s, tpl, done, lat, gate) = (Arc::clone(&s), tpl.clone(), Arc::clone(&done), Arc::clone(&lat), Arc::clone(&gate));
@@ -549,27 +552,123 @@ pub async fn throughput(
             let n = done.load(Ordering::Relaxed);
             let lat = lat.lock().unwrap().clone();
             let busy = load_note(cpu_round, "");
+            // CPU time of everything on our side: server threads, bwrap, Python, template, spares.
+            let cpu_ms = acct.ms() - cpu0;
             let row = json!({"round": round, "variant": v, "calls": n, "calls_per_s": r3(n as f64 / elapsed),
-                "latency": summary(&lat), "cpu_busy_share": busy["cpu_busy_share"]});
+                "latency": summary(&lat), "cpu_busy_share": busy["cpu_busy_share"],
+                "cpu_ms_per_call": r3(cpu_ms / n.max(1) as f64)});
             eprintln!("{row}");
             rows.push(row);
         }
     }
     let load = load_note(cpu0, &start_load);
     println!("\nthroughput: dateutil tool, {clients} concurrent clients, {}s per variant, {rounds} rounds alternating; {slots} run slots for both (the Runner's default on 2 cores); {spares} ready spare(s); load {load}", seconds.as_secs());
-    println!("\n| round | variant | calls/s | p50 ms | p99 ms | CPU busy |\n|---|---|---:|---:|---:|---:|");
+    println!("\n| round | variant | calls/s | p50 ms | p99 ms | CPU busy (machine) | CPU ms per call (ours) |\n|---|---|---:|---:|---:|---:|---:|");
     let mut ratios = Vec::new();
     for round in 0..rounds {
         let get = |v: &str| rows.iter().find(|r| r["round"] == round && r["variant"] == v).unwrap();
         for v in ["cold", "warm"] {
             let r = get(v);
-            println!("| {round} | {v} | {:.1} | {:.2} | {:.2} | {} |", r["calls_per_s"].as_f64().unwrap(), r["latency"]["p50"].as_f64().unwrap_or(f64::NAN), r["latency"]["p99"].as_f64().unwrap_or(f64::NAN), r["cpu_busy_share"]);
+            println!("| {round} | {v} | {:.1} | {:.2} | {:.2} | {} | {} |", r["calls_per_s"].as_f64().unwrap(), r["latency"]["p50"].as_f64().unwrap_or(f64::NAN), r["latency"]["p99"].as_f64().unwrap_or(f64::NAN), r["cpu_busy_share"], r["cpu_ms_per_call"]);
         }
         ratios.push(get("warm")["calls_per_s"].as_f64().unwrap() / get("cold")["calls_per_s"].as_f64().unwrap());
     }
     println!("\nwarm/cold calls/s per round: {:?}; median {:.2}", ratios.iter().map(|r| r3(*r)).collect::<Vec<_>>(), pct(&ratios, 50.0));
     record(&s.data, &json!({"kind": "throughput", "clients": clients, "seconds": seconds.as_secs(), "spares": spares, "slots": slots, "rows": rows, "ratios": ratios, "load": load}));
     tpl.stop().await;
+    Ok(())
+}
+
+/// A v1 `cpuacct` cgroup holding this process and everything it starts from now on (bwrap,
+/// Python, templates, spares: moves into the pids and kill hierarchies leave it unchanged).
+/// Its `cpuacct.usage` is the CPU time all of them used, whoever reaps whom.
+pub struct CpuAcct(Option<PathBuf>);
+
+impl CpuAcct {
+    pub fn join() -> CpuAcct {
+        let d = PathBuf::from(format!("/sys/fs/cgroup/cpuacct/warm-spike-{}", std::process::id()));
+        let ok = std::fs::create_dir(&d).is_ok() && std::fs::write(d.join("cgroup.procs"), std::process::id().to_string()).is_ok();
+        CpuAcct(ok.then_some(d))
+    }
+
+    /// CPU time used so far, ms.
+    pub fn ms(&self) -> f64 {
+        self.0
+            .as_ref()
+            .and_then(|d| std::fs::read_to_string(d.join("cpuacct.usage")).ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map_or(f64::NAN, |ns| ns / 1e6)
+    }
+}
+
+impl Drop for CpuAcct {
+    fn drop(&mut self) {
+        if let Some(d) = &self.0 {
+            let _ = std::fs::write("/sys/fs/cgroup/cpuacct/cgroup.procs", std::process::id().to_string());
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
+// --- CPU per call ----------------------------------------------------------------------------
+
+/// CPU time per call (cpuacct: everything on our side), per variant, sequential calls of the
+/// dateutil tool, interleaved in blocks of 20: what each warm layer costs in CPU, and the
+/// load-independent throughput ratio.
+pub async fn cpu(envs: &[(String, Env)], data: &Path, calls: usize) -> Result<(), BoxError> {
+    let acct = CpuAcct::join();
+    let s = setup(envs, data).await?;
+    let t = s.tools.iter().find(|t| t.tool.name == "dateutil").ok_or("no dateutil tool")?;
+    let variants: Vec<(&str, Option<Options>)> = vec![
+        ("cold", None),
+        ("warm", Some(Options::default())),
+        ("warm, no per-call cgroups", Some(Options { cgroups: false, ..Options::default() })),
+        ("warm, no per-call Landlock", Some(Options { child_landlock: false, ..Options::default() })),
+        ("warm, neither", Some(Options { cgroups: false, child_landlock: false, ..Options::default() })),
+    ];
+    let mut tpls = Vec::new();
+    for (_, o) in &variants {
+        tpls.push(match o {
+            Some(o) => Some(s.template(t, o.clone()).await?),
+            None => None,
+        });
+    }
+    let mut spent = vec![0f64; variants.len()];
+    let mut n = vec![0usize; variants.len()];
+    let start_load = loadavg();
+    let cpu0 = cpu_sample();
+    for block in 0..calls.div_ceil(20) {
+        for j in 0..variants.len() {
+            let k = (block + j) % variants.len();
+            tokio::time::sleep(Duration::from_millis(200)).await; // let the last block's cleanup finish
+            let before = acct.ms();
+            for _ in 0..20 {
+                let out = match &tpls[k] {
+                    None => cold(&s.cold, t, t.tool.code, args_of(t.tool), vec![]).await?.1,
+                    Some(tpl) => tpl.call(&Call::new(args_of(t.tool))).await?.stdout,
+                };
+                check(variants[k].0, t.tool, &out)?;
+            }
+            // Include the background work each call leaves (cgroup removal, cleanup, next spare).
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            spent[k] += acct.ms() - before;
+            n[k] += 20;
+        }
+    }
+    let load = load_note(cpu0, &start_load);
+    println!("\nCPU per call (cpuacct of everything on our side, incl. background cleanup and the next spare), {} calls each; load {load}\n", n[0]);
+    println!("| variant | CPU ms per call | cold / this |\n|---|---:|---:|");
+    let cold_ms = spent[0] / n[0] as f64;
+    let mut result = json!({"kind": "cpu", "load": load});
+    for (k, (name, _)) in variants.iter().enumerate() {
+        let per = spent[k] / n[k] as f64;
+        println!("| {name} | {per:.2} | {:.2} |", cold_ms / per);
+        result["ms_per_call"][*name] = json!(r3(per));
+    }
+    record(&s.data, &result);
+    for t in tpls.into_iter().flatten() {
+        t.stop().await;
+    }
     Ok(())
 }
 
