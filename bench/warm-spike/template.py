@@ -104,6 +104,10 @@ init, _ = recv(CTL)
 CODE_TEXT = init["code"]
 MAIN = "/omniforge/main.py"
 code_obj = compile(CODE_TEXT, MAIN, "exec")
+# Tracebacks of the tool must show the tool's lines, not this file's (also bound at MAIN).
+import linecache  # noqa: E402
+
+linecache.cache[MAIN] = (len(CODE_TEXT), None, CODE_TEXT.splitlines(True), MAIN)
 
 
 def imported_modules(tree):

@@ -37,14 +37,17 @@ if role == "victim":
     a.bind("\0spike-victim")
     a.listen(8)
     n = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    n.bind(os.path.join(tmp, "sock"))
-    n.listen(8)
+    out["named_bind"] = attempt(lambda: n.bind(os.path.join(tmp, "sock")))
+    listening = [("abstract", a)]
+    if out["named_bind"] == "ok":
+        n.listen(8)
+        n.setblocking(False)
+        listening.append(("named", n))
     a.setblocking(False)
-    n.setblocking(False)
     accepted = {"abstract": 0, "named": 0}
     end = time.time() + float(args.get("hold_s", 2.5))
     while time.time() < end:
-        for name, s in (("abstract", a), ("named", n)):
+        for name, s in listening:
             try:
                 c, _ = s.accept()
                 accepted[name] += 1
