@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt as _;
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use omniforge_script::{Env, RunSpec, Runner, RunnerConfig, SandboxLevel};
 use tokio_util::sync::CancellationToken;
@@ -64,7 +64,10 @@ exec /usr/bin/bwrap "$@"
         .map(|l| (l.name.to_owned(), l.active))
         .collect();
     let out = runner
-        .run(RunSpec::new(env, "print('captured')\n"), CancellationToken::new())
+        .run(
+            RunSpec::new(env, "print('captured')\n"),
+            CancellationToken::new(),
+        )
         .await?;
     if out.stdout != b"captured\n" {
         return Err(format!("the capturing run failed: {out:?}").into());
@@ -110,8 +113,17 @@ impl RealSandbox {
                 i += 2;
                 continue;
             }
-            if a == "--ro-bind" && self.args.get(i + 2).is_some_and(|t| t == "/omniforge/main.py") {
-                out.extend([a.clone(), template.as_os_str().to_owned(), "/omniforge/main.py".into()]);
+            if a == "--ro-bind"
+                && self
+                    .args
+                    .get(i + 2)
+                    .is_some_and(|t| t == "/omniforge/main.py")
+            {
+                out.extend([
+                    a.clone(),
+                    template.as_os_str().to_owned(),
+                    "/omniforge/main.py".into(),
+                ]);
                 i += 3;
                 continue;
             }
@@ -119,11 +131,5 @@ impl RealSandbox {
             i += 1;
         }
         out
-    }
-
-    /// The interpreter the cold run executes (the argument before `-I /omniforge/main.py`).
-    pub fn python(&self) -> Option<PathBuf> {
-        let n = self.args.len();
-        (n >= 3).then(|| PathBuf::from(&self.args[n - 3]))
     }
 }

@@ -112,7 +112,11 @@ impl Group {
         [&self.v1, &self.v2]
             .into_iter()
             .flatten()
-            .map(|d| std::fs::OpenOptions::new().write(true).open(d.join("cgroup.procs")))
+            .map(|d| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(d.join("cgroup.procs"))
+            })
             .collect()
     }
 
@@ -120,7 +124,9 @@ impl Group {
     pub fn move_in(&self, pid: i32) -> std::io::Result<Duration> {
         let t = Instant::now();
         for d in [&self.v1, &self.v2].into_iter().flatten() {
-            let mut f = std::fs::OpenOptions::new().write(true).open(d.join("cgroup.procs"))?;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(d.join("cgroup.procs"))?;
             f.write_all(pid.to_string().as_bytes())?;
         }
         Ok(t.elapsed())
@@ -130,7 +136,9 @@ impl Group {
     pub fn move_in_v1(&self, pid: i32) -> std::io::Result<Duration> {
         let t = Instant::now();
         if let Some(d) = &self.v1 {
-            let mut f = std::fs::OpenOptions::new().write(true).open(d.join("cgroup.procs"))?;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(d.join("cgroup.procs"))?;
             f.write_all(pid.to_string().as_bytes())?;
         }
         Ok(t.elapsed())
@@ -159,14 +167,6 @@ impl Group {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         }
-    }
-
-    pub fn members(&self) -> Vec<i32> {
-        [&self.v1, &self.v2]
-            .into_iter()
-            .flatten()
-            .flat_map(|d| members(d))
-            .collect()
     }
 
     /// Kills what is left and removes both cgroups, retrying while they are busy (the killed

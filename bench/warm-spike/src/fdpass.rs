@@ -53,7 +53,7 @@ pub fn send(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
         iov_len: data.len(),
     };
     // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE((fds.len() * size_of::<RawFd>()) as u32) } as usize;
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of_val(fds) as u32) } as usize;
     let mut cbuf = vec![0u8; space.max(1)];
     // SAFETY: zeroed msghdr is a valid initial value.
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
@@ -67,11 +67,11 @@ pub fn send(sock: RawFd, data: &[u8], fds: &[RawFd]) -> io::Result<()> {
             let c = libc::CMSG_FIRSTHDR(&msg);
             (*c).cmsg_level = libc::SOL_SOCKET;
             (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN((fds.len() * size_of::<RawFd>()) as u32) as usize;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of_val(fds) as u32) as usize;
             std::ptr::copy_nonoverlapping(
                 fds.as_ptr() as *const u8,
                 libc::CMSG_DATA(c),
-                fds.len() * size_of::<RawFd>(),
+                std::mem::size_of_val(fds),
             );
         }
     }
@@ -148,6 +148,12 @@ pub async fn recv_async(sock: &AsyncFd<OwnedFd>) -> io::Result<Option<Received>>
             Err(_would_block) => continue,
         }
     }
+}
+
+/// Registers a descriptor we own with tokio's reactor.
+pub fn async_fd(fd: OwnedFd) -> io::Result<AsyncFd<OwnedFd>> {
+    // SAFETY: an `OwnedFd` stays open for as long as the `AsyncFd` holds it.
+    Ok(unsafe { AsyncFd::register(fd) }?)
 }
 
 /// A JSON message as bytes.

@@ -80,7 +80,9 @@ pub async fn run(s: &Setup) -> Result<(), BoxError> {
     let mut report = json!({"kind": "isolation"});
 
     // 1. Two consecutive calls, warm and cold: what a fork shares, what a call leaves behind.
-    let tpl = s.template_code(numpy, PROBE, Options::default(), true).await?;
+    let tpl = s
+        .template_code(numpy, PROBE, Options::default(), true)
+        .await?;
     tpl.wait_spares(1).await;
     let (s1, s2) = (token(), token());
     let mut warm_runs = Vec::new();
@@ -93,11 +95,12 @@ pub async fn run(s: &Setup) -> Result<(), BoxError> {
         // After the call: the template, and the spare made after it, searched for the secret.
         tokio::time::sleep(Duration::from_millis(300)).await;
         tpl.wait_spares(1).await;
-        let spares: Vec<i32> = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", tpl.pid()))
-            .unwrap_or_default()
-            .split_whitespace()
-            .filter_map(|p| p.parse().ok())
-            .collect();
+        let spares: Vec<i32> =
+            std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", tpl.pid()))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
         secret_scan[format!("after call {}", i + 1)] = json!({
             "template": scan(tpl.pid(), secret.as_bytes()),
             "spares": spares.iter().map(|p| scan(*p, secret.as_bytes())).collect::<Vec<_>>(),
@@ -107,16 +110,54 @@ pub async fn run(s: &Setup) -> Result<(), BoxError> {
     tpl.stop().await;
     let mut cold_runs = Vec::new();
     for secret in [&s1, &s2] {
-        let (_, out, err) = measure::cold(&s.cold, numpy, PROBE, json!({}), vec![("SPIKE_SECRET".into(), secret.clone())]).await?;
+        let (_, out, err) = measure::cold(
+            &s.cold,
+            numpy,
+            PROBE,
+            json!({}),
+            vec![("SPIKE_SECRET".into(), secret.clone())],
+        )
+        .await?;
         cold_runs.push(parse(&out, &err));
     }
     println!("\n## consecutive calls (iso_probe.py, numpy environment)\n");
-    println!("| what | warm call 1 | warm call 2 | cold call 1 | cold call 2 |\n|---|---|---|---|---|");
+    println!(
+        "| what | warm call 1 | warm call 2 | cold call 1 | cold call 2 |\n|---|---|---|---|---|"
+    );
     let keys = [
-        "pid", "ppid", "hash_str", "random", "np_random", "libc_printf", "stack", "heap", "id_None", "fds", "Uid", "CapEff", "Seccomp",
-        "NoNewPrivs", "Threads", "json_marker_seen", "np_marker_seen", "env_left_seen", "secret", "env_keys", "tmpdir", "cwd",
-        "tmpdir_file_seen", "tmpdir_file_write", "tmp_file_seen", "tmp_file_write", "shm_file_seen", "shm_file_write", "ls_tmp",
-        "ls_shm", "bg_pid", "mp_lock", "inet_socket",
+        "pid",
+        "ppid",
+        "hash_str",
+        "random",
+        "np_random",
+        "libc_printf",
+        "stack",
+        "heap",
+        "id_None",
+        "fds",
+        "Uid",
+        "CapEff",
+        "Seccomp",
+        "NoNewPrivs",
+        "Threads",
+        "json_marker_seen",
+        "np_marker_seen",
+        "env_left_seen",
+        "secret",
+        "env_keys",
+        "tmpdir",
+        "cwd",
+        "tmpdir_file_seen",
+        "tmpdir_file_write",
+        "tmp_file_seen",
+        "tmp_file_write",
+        "shm_file_seen",
+        "shm_file_write",
+        "ls_tmp",
+        "ls_shm",
+        "bg_pid",
+        "mp_lock",
+        "inet_socket",
     ];
     let cell = |v: &Value| -> String { v.to_string().replace('|', "\\|") };
     for k in keys {
@@ -132,17 +173,36 @@ pub async fn run(s: &Setup) -> Result<(), BoxError> {
     for (name, runs) in [("warm", &warm_runs), ("cold", &cold_runs)] {
         let left: Vec<&str> = runs[1]["procs"]
             .as_object()
-            .map(|m| m.values().filter_map(Value::as_str).filter(|c| c.contains("sleep")).collect())
+            .map(|m| {
+                m.values()
+                    .filter_map(Value::as_str)
+                    .filter(|c| c.contains("sleep"))
+                    .collect()
+            })
             .unwrap_or_default();
         println!("| processes of call 1 seen by call 2 ({name}) | {left:?} | | | |");
-        println!("| processes visible ({name}, call 2) | {} | | | |", cell(&runs[1]["procs"]));
+        println!(
+            "| processes visible ({name}, call 2) | {} | | | |",
+            cell(&runs[1]["procs"])
+        );
     }
-    println!("\nsecret search after each warm call (template, ready spare, bwrap init): {secret_scan}");
-    report["consecutive"] = json!({"warm": warm_runs, "cold": cold_runs, "secret_scan": secret_scan});
+    println!(
+        "\nsecret search after each warm call (template, ready spare, bwrap init): {secret_scan}"
+    );
+    report["consecutive"] =
+        json!({"warm": warm_runs, "cold": cold_runs, "secret_scan": secret_scan});
 
     // 2. Two concurrent calls of one template: victim and attacker.
     let tpl = s
-        .template_code(dateutil, SIBLING, Options { spares: 2, ..Options::default() }, true)
+        .template_code(
+            dateutil,
+            SIBLING,
+            Options {
+                spares: 2,
+                ..Options::default()
+            },
+            true,
+        )
         .await?;
     tpl.wait_spares(2).await;
     let secret = token();
@@ -154,12 +214,32 @@ pub async fn run(s: &Setup) -> Result<(), BoxError> {
     let (vj, aj) = (parse(&v.stdout, &v.stderr), parse(&a.stdout, &a.stderr));
     let template_alive = tpl.status().await.is_ok();
     println!("\n## concurrent calls of one warm template (iso_sibling.py)\n");
-    println!("victim (exit {}): {}\n", v.code, serde_json::to_string_pretty(&vj)?);
-    println!("attacker (exit {}): {}\n", a.code, serde_json::to_string_pretty(&aj)?);
+    println!(
+        "victim (exit {}): {}\n",
+        v.code,
+        serde_json::to_string_pretty(&vj)?
+    );
+    println!(
+        "attacker (exit {}): {}\n",
+        a.code,
+        serde_json::to_string_pretty(&aj)?
+    );
     println!("template still answering after the attack: {template_alive}");
     tpl.stop().await;
-    let cold_v = measure::cold(&s.cold, dateutil, SIBLING, json!({"role": "victim", "hold_s": 2.5}), vec![("SPIKE_SECRET".into(), secret.clone())]);
-    let cold_a = measure::cold(&s.cold, dateutil, SIBLING, json!({"role": "attacker", "secret": secret, "delay_s": 0.6}), vec![]);
+    let cold_v = measure::cold(
+        &s.cold,
+        dateutil,
+        SIBLING,
+        json!({"role": "victim", "hold_s": 2.5}),
+        vec![("SPIKE_SECRET".into(), secret.clone())],
+    );
+    let cold_a = measure::cold(
+        &s.cold,
+        dateutil,
+        SIBLING,
+        json!({"role": "attacker", "secret": secret, "delay_s": 0.6}),
+        vec![],
+    );
     let (cv, ca) = tokio::join!(cold_v, cold_a);
     let (cv, ca) = (cv?, ca?);
     let (cvj, caj) = (parse(&cv.1, &cv.2), parse(&ca.1, &ca.2));
@@ -171,14 +251,23 @@ pub async fn run(s: &Setup) -> Result<(), BoxError> {
     println!("## threads in a numpy template at fork\n");
     for vars in [true, false] {
         let started = Instant::now();
-        let tpl = s.template_code(numpy, numpy.tool.code, Options::default(), vars).await?;
+        let tpl = s
+            .template_code(numpy, numpy.tool.code, Options::default(), vars)
+            .await?;
         let threads = tpl.boot()["threads"].clone();
-        println!("- OPENBLAS_NUM_THREADS=1 etc. {}: {threads} thread(s) after importing numpy (boot {:.0} ms)", if vars { "set" } else { "unset" }, started.elapsed().as_secs_f64() * 1e3);
+        println!(
+            "- OPENBLAS_NUM_THREADS=1 etc. {}: {threads} thread(s) after importing numpy (boot {:.0} ms)",
+            if vars { "set" } else { "unset" },
+            started.elapsed().as_secs_f64() * 1e3
+        );
         report["threads"][if vars { "with_vars" } else { "without_vars" }] = threads;
         tpl.stop().await;
     }
     let path = s.data.join("results.jsonl");
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
     std::io::Write::write_all(&mut f, format!("{report}\n").as_bytes())?;
     Ok(())
 }
@@ -188,22 +277,59 @@ pub async fn run(s: &Setup) -> Result<(), BoxError> {
 pub async fn clone3(s: &Setup, runs: usize) -> Result<(), BoxError> {
     let t = by_name(s, "dateutil");
     // Where does a clone3 spare land?
-    let probe = s.template(t, Options { clone3: true, ..Options::default() }).await?;
+    let probe = s
+        .template(
+            t,
+            Options {
+                clone3: true,
+                ..Options::default()
+            },
+        )
+        .await?;
     probe.wait_spares(1).await;
-    let kids: Vec<i32> = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", probe.pid()))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect();
+    let kids: Vec<i32> =
+        std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", probe.pid()))
+            .unwrap_or_default()
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
     for k in &kids {
-        println!("clone3 spare {k}: /proc/{k}/cgroup:\n{}", std::fs::read_to_string(format!("/proc/{k}/cgroup")).unwrap_or_default());
+        println!(
+            "clone3 spare {k}: /proc/{k}/cgroup:\n{}",
+            std::fs::read_to_string(format!("/proc/{k}/cgroup")).unwrap_or_default()
+        );
     }
-    println!("template {}: /proc/{}/cgroup:\n{}", probe.pid(), probe.pid(), std::fs::read_to_string(format!("/proc/{}/cgroup", probe.pid())).unwrap_or_default());
+    println!(
+        "template {}: /proc/{}/cgroup:\n{}",
+        probe.pid(),
+        probe.pid(),
+        std::fs::read_to_string(format!("/proc/{}/cgroup", probe.pid())).unwrap_or_default()
+    );
     probe.stop().await;
     let variants = [
-        ("fork + move v1 and v2", Options { spares: 0, ..Options::default() }),
-        ("clone3 into v2 + move v1", Options { spares: 0, clone3: true, ..Options::default() }),
-        ("fork, no cgroups", Options { spares: 0, cgroups: false, ..Options::default() }),
+        (
+            "fork + move v1 and v2",
+            Options {
+                spares: 0,
+                ..Options::default()
+            },
+        ),
+        (
+            "clone3 into v2 + move v1",
+            Options {
+                spares: 0,
+                clone3: true,
+                ..Options::default()
+            },
+        ),
+        (
+            "fork, no cgroups",
+            Options {
+                spares: 0,
+                cgroups: false,
+                ..Options::default()
+            },
+        ),
     ];
     let mut tpls = Vec::new();
     for (_, o) in &variants {
@@ -218,7 +344,12 @@ pub async fn clone3(s: &Setup, runs: usize) -> Result<(), BoxError> {
             tokio::time::sleep(Duration::from_millis(50)).await;
             let o = tpls[k].call(&Call::new(measure::args(t.tool))).await?;
             if !String::from_utf8_lossy(&o.stdout).contains(t.tool.expect) {
-                return Err(format!("{}: {:?}", variants[k].0, String::from_utf8_lossy(&o.stderr)).into());
+                return Err(format!(
+                    "{}: {:?}",
+                    variants[k].0,
+                    String::from_utf8_lossy(&o.stderr)
+                )
+                .into());
             }
             if i >= 2 {
                 rows[k].0.push(o.spare.make_us as f64 / 1e3);
@@ -229,18 +360,30 @@ pub async fn clone3(s: &Setup, runs: usize) -> Result<(), BoxError> {
     }
     let load = measure::load_note(cpu0, &start_load);
     println!("\nspares made on demand, {runs} calls each, interleaved, 50 ms pause; load {load}\n");
-    println!("| variant | fork to spare ready p50 ms | cgroup writes p50 ms | p90 | call total p50 ms | p90 |\n|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| variant | fork to spare ready p50 ms | cgroup writes p50 ms | p90 | call total p50 ms | p90 |\n|---|---:|---:|---:|---:|---:|"
+    );
     let mut report = json!({"kind": "clone3", "runs": runs, "load": load});
     for (k, (name, _)) in variants.iter().enumerate() {
         let (m, mv, tot) = &rows[k];
-        println!("| {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |", measure::pct(m, 50.0), measure::pct(mv, 50.0), measure::pct(mv, 90.0), measure::pct(tot, 50.0), measure::pct(tot, 90.0));
+        println!(
+            "| {name} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            measure::pct(m, 50.0),
+            measure::pct(mv, 50.0),
+            measure::pct(mv, 90.0),
+            measure::pct(tot, 50.0),
+            measure::pct(tot, 90.0)
+        );
         report["rows"][*name] = json!({"make_p50": measure::pct(m, 50.0), "move_p50": measure::pct(mv, 50.0), "move_p90": measure::pct(mv, 90.0),
             "total_p50": measure::pct(tot, 50.0), "total_p90": measure::pct(tot, 90.0)});
     }
     for t in &tpls {
         t.stop().await;
     }
-    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(s.data.join("results.jsonl"))?;
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(s.data.join("results.jsonl"))?;
     std::io::Write::write_all(&mut f, format!("{report}\n").as_bytes())?;
     Ok(())
 }

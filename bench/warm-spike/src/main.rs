@@ -133,7 +133,14 @@ fn main() -> Result<(), BoxError> {
                 )
                 .await
             }
-            "cpu" => measure::cpu(&load(&opts.data).await?, &opts.data, opts.get("--calls", 200)).await,
+            "cpu" => {
+                measure::cpu(
+                    &load(&opts.data).await?,
+                    &opts.data,
+                    opts.get("--calls", 200),
+                )
+                .await
+            }
             "isolation" => measure::isolation(&load(&opts.data).await?, &opts.data).await,
             "memory" => measure::memory(&load(&opts.data).await?, &opts.data).await,
             "clone3" => {

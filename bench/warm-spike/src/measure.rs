@@ -122,7 +122,13 @@ pub async fn bare(t: &ToolSetup) -> Result<(Duration, Vec<u8>), BoxError> {
 }
 
 /// omniforge-script's `Runner`, every layer, as the server runs a stored tool call.
-pub async fn cold(runner: &Runner, t: &ToolSetup, code: &str, args: Value, env: Vec<(String, String)>) -> Result<(Duration, Vec<u8>, Vec<u8>), BoxError> {
+pub async fn cold(
+    runner: &Runner,
+    t: &ToolSetup,
+    code: &str,
+    args: Value,
+    env: Vec<(String, String)>,
+) -> Result<(Duration, Vec<u8>, Vec<u8>), BoxError> {
     let mut spec = RunSpec::new(&t.env, code);
     spec.arguments = args;
     spec.env = env;
@@ -135,7 +141,12 @@ fn check(what: &str, t: &Tool, out: &[u8]) -> Result<(), BoxError> {
     if String::from_utf8_lossy(out).contains(t.expect) {
         Ok(())
     } else {
-        Err(format!("{what} {}: unexpected output {:?}", t.name, String::from_utf8_lossy(out)).into())
+        Err(format!(
+            "{what} {}: unexpected output {:?}",
+            t.name,
+            String::from_utf8_lossy(out)
+        )
+        .into())
     }
 }
 
@@ -217,21 +228,35 @@ pub async fn smoke(envs: &[(String, Env)], data: &Path) -> Result<(), BoxError> 
     for t in &s.tools {
         let (d, out) = bare(t).await?;
         check("bare", t.tool, &out)?;
-        println!("{} bare {:.1} ms {}", t.tool.name, ms(d), String::from_utf8_lossy(&out).trim());
+        println!(
+            "{} bare {:.1} ms {}",
+            t.tool.name,
+            ms(d),
+            String::from_utf8_lossy(&out).trim()
+        );
         let (d, out, err) = cold(&s.cold, t, t.tool.code, args_of(t.tool), vec![]).await?;
-        check("cold", t.tool, &out).map_err(|e| format!("{e}; stderr {}", String::from_utf8_lossy(&err)))?;
+        check("cold", t.tool, &out)
+            .map_err(|e| format!("{e}; stderr {}", String::from_utf8_lossy(&err)))?;
         println!("{} cold {:.1} ms", t.tool.name, ms(d));
         let started = Instant::now();
         let tpl = s.template(t, Options::default()).await?;
-        println!("{} template ready in {:.1} ms: {}", t.tool.name, ms(started.elapsed()), tpl.boot());
+        println!(
+            "{} template ready in {:.1} ms: {}",
+            t.tool.name,
+            ms(started.elapsed()),
+            tpl.boot()
+        );
         tpl.wait_spares(1).await;
         for i in 0..3 {
             let o = tpl.call(&Call::new(args_of(t.tool))).await?;
-            check("warm", t.tool, &o.stdout).map_err(|e| format!("{e}; stderr {}", String::from_utf8_lossy(&o.stderr)))?;
+            check("warm", t.tool, &o.stdout)
+                .map_err(|e| format!("{e}; stderr {}", String::from_utf8_lossy(&o.stderr)))?;
             println!(
-                "{} warm #{i} {:.2} ms (spare ready: {}, {:?}, recv->code {:?} us, code {:?} us, new modules {:?})",
+                "{} warm #{i} {:.2} ms (child {}, exit {}, spare ready: {}, {:?}, recv->code {:?} us, code {:?} us, new modules {:?})",
                 t.tool.name,
                 ms(o.total),
+                o.pid,
+                o.code,
                 o.spare_was_ready,
                 o.spare,
                 o.recv_to_code_us,
@@ -259,11 +284,30 @@ pub async fn latency(
     // The warm variants: (name, options). `warm` is the proposed design.
     let mut warm_variants: Vec<(&str, Options)> = vec![
         ("warm", Options::default()),
-        ("warm-ast", Options { preload: "ast", ..Options::default() }),
-        ("warm-learned", Options { preload: "ast", learn_preload: true, ..Options::default() }),
+        (
+            "warm-ast",
+            Options {
+                preload: "ast",
+                ..Options::default()
+            },
+        ),
+        (
+            "warm-learned",
+            Options {
+                preload: "ast",
+                learn_preload: true,
+                ..Options::default()
+            },
+        ),
     ];
     if !no_nospare {
-        warm_variants.push(("warm-nospare", Options { spares: 0, ..Options::default() }));
+        warm_variants.push((
+            "warm-nospare",
+            Options {
+                spares: 0,
+                ..Options::default()
+            },
+        ));
     }
     // templates[k][w]: tool k, warm variant w.
     let mut templates: Vec<Vec<Template>> = Vec::new();
@@ -272,8 +316,12 @@ pub async fn latency(
         for (name, o) in &warm_variants {
             let started = Instant::now();
             let tpl = s.template(t, o.clone()).await?;
-            eprintln!("{} {name}: template ready in {:.0} ms, {} modules preloaded", t.tool.name, ms(started.elapsed()),
-                tpl.boot()["preloaded"].as_array().map_or(0, Vec::len));
+            eprintln!(
+                "{} {name}: template ready in {:.0} ms, {} modules preloaded",
+                t.tool.name,
+                ms(started.elapsed()),
+                tpl.boot()["preloaded"].as_array().map_or(0, Vec::len)
+            );
             row.push(tpl);
         }
         templates.push(row);
@@ -298,12 +346,16 @@ pub async fn latency(
                         (d, None)
                     }
                     "cold" => {
-                        let (d, out, _) = cold(&s.cold, t, t.tool.code, args_of(t.tool), vec![]).await?;
+                        let (d, out, _) =
+                            cold(&s.cold, t, t.tool.code, args_of(t.tool), vec![]).await?;
                         check(v, t.tool, &out)?;
                         (d, None)
                     }
                     _ => {
-                        let w = warm_variants.iter().position(|(n, _)| *n == v).expect("a warm variant");
+                        let w = warm_variants
+                            .iter()
+                            .position(|(n, _)| *n == v)
+                            .expect("a warm variant");
                         let tpl = &templates[k][w];
                         let o = tpl.call(&Call::new(args_of(t.tool))).await?;
                         check(v, t.tool, &o.stdout)?;
@@ -344,26 +396,56 @@ pub async fn latency(
     let load = load_note(cpu0, &start_load);
     let mut result = json!({"kind": "latency", "calls": calls, "pause_ms": pause_ms, "seconds": started.elapsed().as_secs(),
         "load": load, "warm_spare_not_ready": not_ready});
-    println!("\nlatency: {calls} calls per variant, interleaved round-robin, {pause_ms} ms pause before each; load {load}");
-    println!("\n| tool | variant | p50 ms | p90 ms | p99 ms | mean ms |\n|---|---|---:|---:|---:|---:|");
+    println!(
+        "\nlatency: {calls} calls per variant, interleaved round-robin, {pause_ms} ms pause before each; load {load}"
+    );
+    println!(
+        "\n| tool | variant | p50 ms | p90 ms | p99 ms | mean ms |\n|---|---|---:|---:|---:|---:|"
+    );
     for ((tool, v), xs) in &times {
         let sm = summary(xs);
-        println!("| {tool} | {v} | {:.2} | {:.2} | {:.2} | {:.2} |", sm["p50"].as_f64().unwrap(), sm["p90"].as_f64().unwrap(), sm["p99"].as_f64().unwrap(), sm["mean"].as_f64().unwrap());
+        println!(
+            "| {tool} | {v} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            sm["p50"].as_f64().unwrap(),
+            sm["p90"].as_f64().unwrap(),
+            sm["p99"].as_f64().unwrap(),
+            sm["mean"].as_f64().unwrap()
+        );
         result["times"][format!("{tool}/{v}")] = sm;
     }
     println!("\n| tool | variant | p50 / bare p50 | p50 / cold p50 |\n|---|---|---:|---:|");
     for t in &s.tools {
-        let p = |v: &str| times.get(&(t.tool.name.to_owned(), v.to_owned())).map_or(f64::NAN, |x| pct(x, 50.0));
+        let p = |v: &str| {
+            times
+                .get(&(t.tool.name.to_owned(), v.to_owned()))
+                .map_or(f64::NAN, |x| pct(x, 50.0))
+        };
         for (v, _) in &warm_variants {
-            println!("| {} | {v} | {:.3} | {:.3} |", t.tool.name, p(v) / p("bare"), p(v) / p("cold"));
-            result["ratios"][t.tool.name][*v] = json!({"/bare": r3(p(v) / p("bare")), "/cold": r3(p(v) / p("cold"))});
+            println!(
+                "| {} | {v} | {:.3} | {:.3} |",
+                t.tool.name,
+                p(v) / p("bare"),
+                p(v) / p("cold")
+            );
+            result["ratios"][t.tool.name][*v] =
+                json!({"/bare": r3(p(v) / p("bare")), "/cold": r3(p(v) / p("cold"))});
         }
-        println!("| {} | cold | {:.3} | 1 |", t.tool.name, p("cold") / p("bare"));
+        println!(
+            "| {} | cold | {:.3} | 1 |",
+            t.tool.name,
+            p("cold") / p("bare")
+        );
     }
-    println!("\nwarm path, per part (p50 / p99 ms; spare_make, fork_to_ready, landlock and cgroup_move are off the latency path for `warm`, on it for `warm-nospare`)");
+    println!(
+        "\nwarm path, per part (p50 / p99 ms; spare_make, fork_to_ready, landlock and cgroup_move are off the latency path for `warm`, on it for `warm-nospare`)"
+    );
     println!("\n| tool/variant | part | p50 ms | p99 ms |\n|---|---|---:|---:|");
     for ((tv, part), xs) in &parts {
-        println!("| {tv} | {part} | {:.3} | {:.3} |", pct(xs, 50.0), pct(xs, 99.0));
+        println!(
+            "| {tv} | {part} | {:.3} | {:.3} |",
+            pct(xs, 50.0),
+            pct(xs, 99.0)
+        );
         result["parts"][format!("{tv}/{part}")] = summary(xs);
     }
     record(&s.data, &result);
@@ -389,7 +471,8 @@ pub async fn first(envs: &[(String, Env)], data: &Path, runs: usize) -> Result<(
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 let d = match v {
                     "cold" => {
-                        let (d, out, _) = cold(&s.cold, t, t.tool.code, args_of(t.tool), vec![]).await?;
+                        let (d, out, _) =
+                            cold(&s.cold, t, t.tool.code, args_of(t.tool), vec![]).await?;
                         check(v, t.tool, &out)?;
                         d
                     }
@@ -397,12 +480,24 @@ pub async fn first(envs: &[(String, Env)], data: &Path, runs: usize) -> Result<(
                         // The call waits for a template started for it, then for its first child.
                         let started = Instant::now();
                         // AST preload only: the fastest boot (submodules can follow in idle time).
-                        let tpl = s.template(t, Options { spares: 0, preload: "ast", ..Options::default() }).await?;
+                        let tpl = s
+                            .template(
+                                t,
+                                Options {
+                                    spares: 0,
+                                    preload: "ast",
+                                    ..Options::default()
+                                },
+                            )
+                            .await?;
                         let boot = started.elapsed();
                         let o = tpl.call(&Call::new(args_of(t.tool))).await?;
                         let d = started.elapsed();
                         check(v, t.tool, &o.stdout)?;
-                        boots.entry(t.tool.name.to_owned()).or_default().push(ms(boot));
+                        boots
+                            .entry(t.tool.name.to_owned())
+                            .or_default()
+                            .push(ms(boot));
                         tpl.stop().await;
                         d
                     }
@@ -427,23 +522,39 @@ pub async fn first(envs: &[(String, Env)], data: &Path, runs: usize) -> Result<(
                 if i == 0 {
                     continue;
                 }
-                times.entry((t.tool.name.to_owned(), v.to_owned())).or_default().push(ms(d));
+                times
+                    .entry((t.tool.name.to_owned(), v.to_owned()))
+                    .or_default()
+                    .push(ms(d));
             }
         }
     }
     let load = load_note(cpu0, &start_load);
     println!("\nfirst call after create: {runs} runs each, interleaved; load {load}");
-    println!("\n| tool | variant | p50 ms | p90 ms | ratio to cold p50 |\n|---|---|---:|---:|---:|");
+    println!(
+        "\n| tool | variant | p50 ms | p90 ms | ratio to cold p50 |\n|---|---|---:|---:|---:|"
+    );
     let mut result = json!({"kind": "first", "runs": runs, "load": load});
     for t in &s.tools {
         let cold_p50 = pct(&times[&(t.tool.name.to_owned(), "cold".to_owned())], 50.0);
         for v in variants {
             let xs = &times[&(t.tool.name.to_owned(), v.to_owned())];
-            println!("| {} | {v} | {:.2} | {:.2} | {:.3} |", t.tool.name, pct(xs, 50.0), pct(xs, 90.0), pct(xs, 50.0) / cold_p50);
+            println!(
+                "| {} | {v} | {:.2} | {:.2} | {:.3} |",
+                t.tool.name,
+                pct(xs, 50.0),
+                pct(xs, 90.0),
+                pct(xs, 50.0) / cold_p50
+            );
             result["times"][format!("{}/{v}", t.tool.name)] = summary(xs);
         }
         if let Some(b) = boots.get(t.tool.name) {
-            println!("| {} | (template start to ready, within first-wait) | {:.2} | {:.2} | |", t.tool.name, pct(b, 50.0), pct(b, 90.0));
+            println!(
+                "| {} | (template start to ready, within first-wait) | {:.2} | {:.2} | |",
+                t.tool.name,
+                pct(b, 50.0),
+                pct(b, 90.0)
+            );
             result["boot"][t.tool.name] = summary(b);
         }
     }
@@ -503,15 +614,31 @@ pub async fn throughput(
 ) -> Result<(), BoxError> {
     let acct = CpuAcct::join();
     let s = Arc::new(setup(envs, data).await?);
-    let t_index = s.tools.iter().position(|t| t.tool.name == "dateutil").ok_or("no dateutil tool")?;
-    let tpl = s.template(&s.tools[t_index], Options { spares, ..Options::default() }).await?;
+    let t_index = s
+        .tools
+        .iter()
+        .position(|t| t.tool.name == "dateutil")
+        .ok_or("no dateutil tool")?;
+    let tpl = s
+        .template(
+            &s.tools[t_index],
+            Options {
+                spares,
+                ..Options::default()
+            },
+        )
+        .await?;
     tpl.wait_spares(spares).await;
     let gate = Arc::new(tokio::sync::Semaphore::new(slots));
     let start_load = loadavg();
     let cpu0 = cpu_sample();
     let mut rows = Vec::new();
     for round in 0..rounds {
-        let order = if round % 2 == 0 { ["cold", "warm"] } else { ["warm", "cold"] };
+        let order = if round % 2 == 0 {
+            ["cold", "warm"]
+        } else {
+            ["warm", "cold"]
+        };
         for v in order {
             tokio::time::sleep(Duration::from_millis(500)).await;
             let done = Arc::new(AtomicU64::new(0));
@@ -521,7 +648,13 @@ pub async fn throughput(
             let cpu0 = acct.ms();
             let mut tasks = Vec::new();
             for _ in 0..clients {
-                let (s, tpl, done, lat, gate) = (Arc::clone(&s), tpl.clone(), Arc::clone(&done), Arc::clone(&lat), Arc::clone(&gate));
+                let (s, tpl, done, lat, gate) = (
+                    Arc::clone(&s),
+                    tpl.clone(),
+                    Arc::clone(&done),
+                    Arc::clone(&lat),
+                    Arc::clone(&gate),
+                );
                 tasks.push(tokio::spawn(async move {
                     let t = &s.tools[t_index];
                     while Instant::now() < deadline {
@@ -562,19 +695,45 @@ pub async fn throughput(
         }
     }
     let load = load_note(cpu0, &start_load);
-    println!("\nthroughput: dateutil tool, {clients} concurrent clients, {}s per variant, {rounds} rounds alternating; {slots} run slots for both (the Runner's default on 2 cores); {spares} ready spare(s); load {load}", seconds.as_secs());
-    println!("\n| round | variant | calls/s | p50 ms | p99 ms | CPU busy (machine) | CPU ms per call (ours) |\n|---|---|---:|---:|---:|---:|---:|");
+    println!(
+        "\nthroughput: dateutil tool, {clients} concurrent clients, {}s per variant, {rounds} rounds alternating; {slots} run slots for both (the Runner's default on 2 cores); {spares} ready spare(s); load {load}",
+        seconds.as_secs()
+    );
+    println!(
+        "\n| round | variant | calls/s | p50 ms | p99 ms | CPU busy (machine) | CPU ms per call (ours) |\n|---|---|---:|---:|---:|---:|---:|"
+    );
     let mut ratios = Vec::new();
     for round in 0..rounds {
-        let get = |v: &str| rows.iter().find(|r| r["round"] == round && r["variant"] == v).unwrap();
+        let get = |v: &str| {
+            rows.iter()
+                .find(|r| r["round"] == round && r["variant"] == v)
+                .unwrap()
+        };
         for v in ["cold", "warm"] {
             let r = get(v);
-            println!("| {round} | {v} | {:.1} | {:.2} | {:.2} | {} | {} |", r["calls_per_s"].as_f64().unwrap(), r["latency"]["p50"].as_f64().unwrap_or(f64::NAN), r["latency"]["p99"].as_f64().unwrap_or(f64::NAN), r["cpu_busy_share"], r["cpu_ms_per_call"]);
+            println!(
+                "| {round} | {v} | {:.1} | {:.2} | {:.2} | {} | {} |",
+                r["calls_per_s"].as_f64().unwrap(),
+                r["latency"]["p50"].as_f64().unwrap_or(f64::NAN),
+                r["latency"]["p99"].as_f64().unwrap_or(f64::NAN),
+                r["cpu_busy_share"],
+                r["cpu_ms_per_call"]
+            );
         }
-        ratios.push(get("warm")["calls_per_s"].as_f64().unwrap() / get("cold")["calls_per_s"].as_f64().unwrap());
+        ratios.push(
+            get("warm")["calls_per_s"].as_f64().unwrap()
+                / get("cold")["calls_per_s"].as_f64().unwrap(),
+        );
     }
-    println!("\nwarm/cold calls/s per round: {:?}; median {:.2}", ratios.iter().map(|r| r3(*r)).collect::<Vec<_>>(), pct(&ratios, 50.0));
-    record(&s.data, &json!({"kind": "throughput", "clients": clients, "seconds": seconds.as_secs(), "spares": spares, "slots": slots, "rows": rows, "ratios": ratios, "load": load}));
+    println!(
+        "\nwarm/cold calls/s per round: {:?}; median {:.2}",
+        ratios.iter().map(|r| r3(*r)).collect::<Vec<_>>(),
+        pct(&ratios, 50.0)
+    );
+    record(
+        &s.data,
+        &json!({"kind": "throughput", "clients": clients, "seconds": seconds.as_secs(), "spares": spares, "slots": slots, "rows": rows, "ratios": ratios, "load": load}),
+    );
     tpl.stop().await;
     Ok(())
 }
@@ -586,8 +745,12 @@ pub struct CpuAcct(Option<PathBuf>);
 
 impl CpuAcct {
     pub fn join() -> CpuAcct {
-        let d = PathBuf::from(format!("/sys/fs/cgroup/cpuacct/warm-spike-{}", std::process::id()));
-        let ok = std::fs::create_dir(&d).is_ok() && std::fs::write(d.join("cgroup.procs"), std::process::id().to_string()).is_ok();
+        let d = PathBuf::from(format!(
+            "/sys/fs/cgroup/cpuacct/warm-spike-{}",
+            std::process::id()
+        ));
+        let ok = std::fs::create_dir(&d).is_ok()
+            && std::fs::write(d.join("cgroup.procs"), std::process::id().to_string()).is_ok();
         CpuAcct(ok.then_some(d))
     }
 
@@ -604,7 +767,10 @@ impl CpuAcct {
 impl Drop for CpuAcct {
     fn drop(&mut self) {
         if let Some(d) = &self.0 {
-            let _ = std::fs::write("/sys/fs/cgroup/cpuacct/cgroup.procs", std::process::id().to_string());
+            let _ = std::fs::write(
+                "/sys/fs/cgroup/cpuacct/cgroup.procs",
+                std::process::id().to_string(),
+            );
             let _ = std::fs::remove_dir(d);
         }
     }
@@ -618,13 +784,36 @@ impl Drop for CpuAcct {
 pub async fn cpu(envs: &[(String, Env)], data: &Path, calls: usize) -> Result<(), BoxError> {
     let acct = CpuAcct::join();
     let s = setup(envs, data).await?;
-    let t = s.tools.iter().find(|t| t.tool.name == "dateutil").ok_or("no dateutil tool")?;
+    let t = s
+        .tools
+        .iter()
+        .find(|t| t.tool.name == "dateutil")
+        .ok_or("no dateutil tool")?;
     let variants: Vec<(&str, Option<Options>)> = vec![
         ("cold", None),
         ("warm", Some(Options::default())),
-        ("warm, no per-call cgroups", Some(Options { cgroups: false, ..Options::default() })),
-        ("warm, no per-call Landlock", Some(Options { child_landlock: false, ..Options::default() })),
-        ("warm, neither", Some(Options { cgroups: false, child_landlock: false, ..Options::default() })),
+        (
+            "warm, no per-call cgroups",
+            Some(Options {
+                cgroups: false,
+                ..Options::default()
+            }),
+        ),
+        (
+            "warm, no per-call Landlock",
+            Some(Options {
+                child_landlock: false,
+                ..Options::default()
+            }),
+        ),
+        (
+            "warm, neither",
+            Some(Options {
+                cgroups: false,
+                child_landlock: false,
+                ..Options::default()
+            }),
+        ),
     ];
     let mut tpls = Vec::new();
     for (_, o) in &variants {
@@ -644,7 +833,11 @@ pub async fn cpu(envs: &[(String, Env)], data: &Path, calls: usize) -> Result<()
             let before = acct.ms();
             for _ in 0..20 {
                 let out = match &tpls[k] {
-                    None => cold(&s.cold, t, t.tool.code, args_of(t.tool), vec![]).await?.1,
+                    None => {
+                        cold(&s.cold, t, t.tool.code, args_of(t.tool), vec![])
+                            .await?
+                            .1
+                    }
                     Some(tpl) => tpl.call(&Call::new(args_of(t.tool))).await?.stdout,
                 };
                 check(variants[k].0, t.tool, &out)?;
@@ -656,7 +849,10 @@ pub async fn cpu(envs: &[(String, Env)], data: &Path, calls: usize) -> Result<()
         }
     }
     let load = load_note(cpu0, &start_load);
-    println!("\nCPU per call (cpuacct of everything on our side, incl. background cleanup and the next spare), {} calls each; load {load}\n", n[0]);
+    println!(
+        "\nCPU per call (cpuacct of everything on our side, incl. background cleanup and the next spare), {} calls each; load {load}\n",
+        n[0]
+    );
     println!("| variant | CPU ms per call | cold / this |\n|---|---:|---:|");
     let cold_ms = spent[0] / n[0] as f64;
     let mut result = json!({"kind": "cpu", "load": load});
@@ -691,14 +887,25 @@ pub async fn memory(envs: &[(String, Env)], data: &Path) -> Result<(), BoxError>
         let init = warm::ppid(py).unwrap_or(0);
         let outer = tpl.bwrap_pid().unwrap_or(0) as i32;
         let spare = children(py);
-        let mut rows = vec![("template (python)", py), ("bwrap (pid 1 inside)", init), ("bwrap (outside)", outer)];
+        let mut rows = vec![
+            ("template (python)", py),
+            ("bwrap (pid 1 inside)", init),
+            ("bwrap (outside)", outer),
+        ];
         for c in &spare {
             rows.push(("ready spare child", *c));
         }
         for (what, pid) in rows {
             let (rss, pss, private) = warm::memory_kb(pid);
-            println!("| {} | {what} | {:.1} | {:.1} | {:.1} |", t.tool.name, rss as f64 / 1024.0, pss as f64 / 1024.0, private as f64 / 1024.0);
-            result[t.tool.name][what] = json!({"rss_kb": rss, "pss_kb": pss, "private_kb": private});
+            println!(
+                "| {} | {what} | {:.1} | {:.1} | {:.1} |",
+                t.tool.name,
+                rss as f64 / 1024.0,
+                pss as f64 / 1024.0,
+                private as f64 / 1024.0
+            );
+            result[t.tool.name][what] =
+                json!({"rss_kb": rss, "pss_kb": pss, "private_kb": private});
         }
         tpl.stop().await;
     }

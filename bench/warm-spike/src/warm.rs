@@ -78,6 +78,9 @@ pub struct SpareTimes {
     pub move_us: u64,
 }
 
+/// (wait status, template's CLOCK_MONOTONIC ns at reaping, ours at the report).
+type ExitReport = (i32, u64, u64);
+
 struct Spare {
     /// Host pid of the spare child.
     pid: i32,
@@ -85,7 +88,7 @@ struct Spare {
     dirs: Vec<String>,
     group: Option<Group>,
     /// (wait status, template's CLOCK_MONOTONIC ns at reaping, ours at the report)
-    exit: oneshot::Receiver<(i32, u64, u64)>,
+    exit: oneshot::Receiver<ExitReport>,
     times: SpareTimes,
 }
 
@@ -151,7 +154,7 @@ struct Inner {
     group: Option<Group>,
     root: Arc<Root>,
     replies: Mutex<HashMap<u64, oneshot::Sender<OwnedFd>>>,
-    exits: Mutex<HashMap<u64, oneshot::Sender<(i32, u64, u64)>>>,
+    exits: Mutex<HashMap<u64, oneshot::Sender<ExitReport>>>,
     status: Mutex<Option<oneshot::Sender<Value>>>,
     ready: Mutex<VecDeque<Spare>>,
     making: AtomicUsize,
@@ -248,7 +251,10 @@ impl Template {
             Some(g) => g.procs_files()?,
             None => Vec::new(),
         };
-        let path_var = format!("{}:/usr/local/bin:/usr/bin:/bin", env_dir.join("bin").display());
+        let path_var = format!(
+            "{}:/usr/local/bin:/usr/bin:/bin",
+            env_dir.join("bin").display()
+        );
         let mut cmd = tokio::process::Command::new("/usr/bin/bwrap");
         cmd.args(&args)
             .env_clear()
@@ -310,7 +316,7 @@ impl Template {
         drop(memfd);
         drop(procs);
         fdpass::set_nonblocking(&ours)?;
-        let ctl = AsyncFd::new(ours)?;
+        let ctl = fdpass::async_fd(ours)?;
         let mut ro: Vec<String> = real
             .landlock_ro
             .iter()
@@ -333,7 +339,9 @@ impl Template {
             .map_err(|_| "the template did not become ready in 60 s")??
             .ok_or("the template exited before it was ready")?;
         let boot: Value = serde_json::from_slice(&ready.data)?;
-        let pid = ready.pid.ok_or("no credentials on the template's ready message")?;
+        let pid = ready
+            .pid
+            .ok_or("no credentials on the template's ready message")?;
         let inner = Arc::new(Inner {
             ctl,
             bwrap: Mutex::new(Some(child)),
@@ -369,7 +377,12 @@ impl Template {
     }
 
     pub fn bwrap_pid(&self) -> Option<u32> {
-        self.inner.bwrap.lock().unwrap().as_ref().and_then(|c| c.id())
+        self.inner
+            .bwrap
+            .lock()
+            .unwrap()
+            .as_ref()
+            .and_then(|c| c.id())
     }
 
     /// Waits until `n` spares are ready (for measurements that start from a steady state).
@@ -386,7 +399,12 @@ impl Template {
     pub async fn status(&self) -> Result<Value, BoxError> {
         let (tx, rx) = oneshot::channel();
         *self.inner.status.lock().unwrap() = Some(tx);
-        send_ctl(&self.inner.ctl, &fdpass::json(&json!({"op": "status"})), &[]).await?;
+        send_ctl(
+            &self.inner.ctl,
+            &fdpass::json(&json!({"op": "status"})),
+            &[],
+        )
+        .await?;
         Ok(tokio::time::timeout(Duration::from_secs(5), rx).await??)
     }
 
@@ -481,7 +499,7 @@ impl Template {
         // `done` (killed, crashed), or at the timeout.
         enum End {
             Done(Value, u64),
-            Exited(Option<(i32, u64, u64)>),
+            Exited(Option<ExitReport>),
             Timeout,
         }
         let end = tokio::select! {
@@ -525,7 +543,11 @@ impl Template {
                 exit_funcs_us = v["exit_funcs_us"].as_u64().unwrap_or(0);
                 new_modules = v["new_modules"]
                     .as_array()
-                    .map(|a| a.iter().filter_map(|m| m.as_str().map(str::to_owned)).collect())
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|m| m.as_str().map(str::to_owned))
+                            .collect()
+                    })
                     .unwrap_or_default();
                 v["code"].as_i64().unwrap_or(-2) as i32
             }
@@ -537,10 +559,19 @@ impl Template {
         if inner.opts.learn_preload && !new_modules.is_empty() {
             let fresh: Vec<String> = {
                 let mut learned = inner.learned.lock().unwrap();
-                new_modules.iter().filter(|m| learned.insert((*m).clone())).cloned().collect()
+                new_modules
+                    .iter()
+                    .filter(|m| learned.insert((*m).clone()))
+                    .cloned()
+                    .collect()
             };
             if !fresh.is_empty() {
-                send_ctl(&inner.ctl, &fdpass::json(&json!({"op": "preload", "modules": fresh})), &[]).await?;
+                send_ctl(
+                    &inner.ctl,
+                    &fdpass::json(&json!({"op": "preload", "modules": fresh})),
+                    &[],
+                )
+                .await?;
             }
         }
         let total = started.elapsed();
@@ -558,7 +589,12 @@ impl Template {
             if let Some(g) = group {
                 let _ = tokio::task::spawn_blocking(move || g.remove_blocking()).await;
             }
-            let _ = send_ctl(&cleanup.ctl, &fdpass::json(&json!({"op": "cleanup", "dirs": dirs})), &[]).await;
+            let _ = send_ctl(
+                &cleanup.ctl,
+                &fdpass::json(&json!({"op": "cleanup", "dirs": dirs})),
+                &[],
+            )
+            .await;
         });
         if !inner.opts.replenish_on_take {
             self.replenish();
@@ -609,7 +645,10 @@ impl Template {
 /// CLOCK_MONOTONIC in ns: the clock `time.monotonic_ns()` reads in the sandbox (bubblewrap
 /// makes no time namespace).
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime with a valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -691,18 +730,25 @@ async fn make_spare(inner: &Arc<Inner>) -> Result<Spare, BoxError> {
     send_ctl(
         &inner.ctl,
         &fdpass::json(&json!({"op": "spare", "id": id})),
-        &cgroup_fd.as_ref().map(|f| vec![f.as_raw_fd()]).unwrap_or_default(),
+        &cgroup_fd
+            .as_ref()
+            .map(|f| vec![f.as_raw_fd()])
+            .unwrap_or_default(),
     )
     .await?;
     drop(cgroup_fd);
-    let fd = rx.await.map_err(|_| "the template went away (or clone3 failed)")?;
+    let fd = rx
+        .await
+        .map_err(|_| "the template went away (or clone3 failed)")?;
     fdpass::set_nonblocking(&fd)?;
-    let sock = AsyncFd::new(fd)?;
+    let sock = fdpass::async_fd(fd)?;
     let ready = fdpass::recv_async(&sock)
         .await?
         .ok_or("the spare exited before it was ready")?;
     let v: Value = serde_json::from_slice(&ready.data)?;
-    let pid = ready.pid.ok_or("no credentials on the spare's ready message")?;
+    let pid = ready
+        .pid
+        .ok_or("no credentials on the spare's ready message")?;
     let make_us = t0.elapsed().as_micros() as u64;
     let _ = t_req;
     let mut move_us = 0;
@@ -733,7 +779,11 @@ async fn make_spare(inner: &Arc<Inner>) -> Result<Spare, BoxError> {
         sock,
         dirs: v["dirs"]
             .as_array()
-            .map(|a| a.iter().filter_map(|d| d.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|d| d.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default(),
         group,
         exit: erx,
