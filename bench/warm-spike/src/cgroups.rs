@@ -81,10 +81,32 @@ impl Root {
 }
 
 impl Drop for Root {
+    /// Removes every cgroup the run made, deepest first, killing what is left in them (a run
+    /// that ends with an error leaves templates' and calls' cgroups behind otherwise).
     fn drop(&mut self) {
         for d in [&self.v2, &self.v1_pids].into_iter().flatten() {
-            let _ = std::fs::remove_dir(d);
+            remove_tree(d, Instant::now() + Duration::from_secs(2));
         }
+    }
+}
+
+fn remove_tree(dir: &Path, deadline: Instant) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&e.path(), deadline);
+            }
+        }
+    }
+    loop {
+        for pid in members(dir) {
+            // SAFETY: kill(2) on a pid read from our own cgroup; at worst ESRCH.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        if std::fs::remove_dir(dir).is_ok() || !dir.exists() || Instant::now() > deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

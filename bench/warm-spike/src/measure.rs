@@ -771,7 +771,13 @@ impl Drop for CpuAcct {
                 "/sys/fs/cgroup/cpuacct/cgroup.procs",
                 std::process::id().to_string(),
             );
-            let _ = std::fs::remove_dir(d);
+            // Stopped templates may take a moment to leave.
+            for _ in 0..200 {
+                if std::fs::remove_dir(d).is_ok() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
         }
     }
 }
