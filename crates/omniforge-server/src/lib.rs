@@ -40,4 +40,4 @@ pub mod stdio;
 pub mod streams;
 
 /// Re-exported so the binary can configure manifest upstreams without naming the bridge crate.
-pub use omniforge_bridge::dispatch::UpstreamConfig;
+pub use omniforge_bridge::dispatch::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};

@@ -85,8 +85,9 @@ pub enum StoreError {
         /// The rejected name.
         name: String,
     },
-    /// A field of a [`NewVersion`](crate::NewVersion) or [`CallRecord`](crate::CallRecord) is out
-    /// of range (for example a number that does not fit SQLite's signed 64-bit integers).
+    /// A field of a [`NewVersion`](crate::NewVersion), a [`CallRecord`](crate::CallRecord) or a
+    /// setting is out of range (for example a number that does not fit a signed 64-bit
+    /// database integer).
     #[error("invalid {field}: {reason}")]
     Invalid {
         /// The field, as `dependencies[2]` or `limits.memory_bytes`.
@@ -116,8 +117,8 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// SQLite failed: the file cannot be opened, the write lock was not granted within the
-    /// busy timeout, the disk is full, a migration failed, the store was closed.
+    /// The database failed: the file cannot be opened, the write lock was not granted within
+    /// the busy timeout, the disk is full, a migration failed, the store was closed.
     #[error("database error: {0}")]
     Database(#[source] DatabaseError),
 }
@@ -135,6 +136,16 @@ enum Inner {
 }
 
 impl DatabaseError {
+    /// Wraps an error of `sqlx` (any backend).
+    pub(crate) fn sqlx(e: sqlx::Error) -> DatabaseError {
+        DatabaseError(Inner::Sqlx(e))
+    }
+
+    /// Wraps a migration error of `sqlx`.
+    pub(crate) fn migrate(e: sqlx::migrate::MigrateError) -> DatabaseError {
+        DatabaseError(Inner::Migrate(e))
+    }
+
     /// True if SQLite gave up waiting for a lock held by another connection or process
     /// (`SQLITE_BUSY` after the busy timeout). Retrying later may succeed.
     pub fn is_busy(&self) -> bool {
@@ -167,22 +178,4 @@ impl std::error::Error for DatabaseError {
             Inner::Migrate(e) => e.source(),
         }
     }
-}
-
-/// Turns `sqlx` errors into [`StoreError`]s; a uniqueness violation becomes
-/// [`StoreError::Conflict`] because only a concurrent writer can cause one (existence is
-/// checked first inside the same write transaction).
-pub(crate) fn db(e: sqlx::Error) -> StoreError {
-    if let sqlx::Error::Database(d) = &e
-        && d.is_unique_violation()
-    {
-        return StoreError::Conflict {
-            reason: d.message().to_owned(),
-        };
-    }
-    StoreError::Database(DatabaseError(Inner::Sqlx(e)))
-}
-
-pub(crate) fn migrate(e: sqlx::migrate::MigrateError) -> StoreError {
-    StoreError::Database(DatabaseError(Inner::Migrate(e)))
 }

@@ -1,6 +1,8 @@
 //! The call log: round trips of every outcome, limits, pruning to the configured size.
 
-use omniforge_store::{CallOutcome, CallRecord, StoreConfig, StoreError, ToolStore};
+use omniforge_store::{
+    CallOutcome, CallRecord, MAX_CALL_ERROR_BYTES, StoreConfig, StoreError, ToolStore,
+};
 
 use crate::util::{TestStore, config, spec};
 
@@ -13,6 +15,8 @@ pub(crate) fn call(tool: &str, version: u32, i: u64) -> CallRecord {
         duration_ms: 10 + i,
         outcome: CallOutcome::Ok,
         bytes_out: 100 * i,
+        principal: Some(format!("token-{i}")),
+        error: (i % 2 == 1).then(|| format!("failure {i}")),
     }
 }
 
@@ -143,4 +147,42 @@ async fn call_log_writes_leave_data_version_alone() {
         s.record_call(call("t", 1, i)).await.unwrap();
     }
     assert_eq!(s.data_version().await.unwrap(), before);
+}
+
+#[tokio::test]
+async fn history_names_the_caller_and_keeps_errors_short() {
+    let t = TestStore::new().await;
+    let s = &t.store;
+    s.create_tool("t", spec("1")).await.unwrap();
+    s.add_version("t", spec("2")).await.unwrap();
+    let long = format!("ü{}", "stderr line\n".repeat(1000));
+    let failed = CallRecord {
+        outcome: CallOutcome::Exit(2),
+        principal: Some("alice".into()),
+        error: Some(long.clone()),
+        ..call("t", 1, 1)
+    };
+    let anonymous = CallRecord {
+        principal: None,
+        error: None,
+        ..call("t", 2, 2)
+    };
+    s.record_call(failed.clone()).await.unwrap();
+    s.record_call(anonymous.clone()).await.unwrap();
+    let history = s.recent_calls("t", 10).await.unwrap();
+    assert_eq!(
+        history[0], anonymous,
+        "newest first, absent fields stay absent"
+    );
+    let error = history[1].error.as_deref().unwrap();
+    assert!(error.len() <= MAX_CALL_ERROR_BYTES && error.len() > MAX_CALL_ERROR_BYTES - 4);
+    assert!(long.starts_with(error));
+    assert_eq!(
+        CallRecord {
+            error: failed.error.clone().map(|_| error.to_owned()),
+            ..failed
+        },
+        history[1],
+        "time, principal, version, duration and exit as recorded"
+    );
 }

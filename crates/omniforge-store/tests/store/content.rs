@@ -250,3 +250,35 @@ async fn a_failing_import_writes_nothing() {
     assert_eq!(r.spec.body, ResourceBody::Text("a".into()));
     assert_eq!(s.list_prompts().await.unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn one_template_or_prompt_reads_by_its_key() {
+    let t = TestStore::new().await;
+    let s = &t.store;
+    assert_eq!(s.get_template("test://t/{id}").await.unwrap(), None);
+    assert_eq!(s.get_prompt("greet").await.unwrap(), None);
+    s.put_template(template("test://t/{id}"), WriteMode::Create)
+        .await
+        .unwrap();
+    s.put_template(template("test://other/{id}"), WriteMode::Create)
+        .await
+        .unwrap();
+    s.put_prompt(prompt("greet", "hi {a}"), WriteMode::Create)
+        .await
+        .unwrap();
+    let got = s.get_template("test://t/{id}").await.unwrap().unwrap();
+    assert_eq!(got.spec, template("test://t/{id}"));
+    assert_eq!(
+        Some(&got),
+        s.list_templates()
+            .await
+            .unwrap()
+            .iter()
+            .find(|t| t.spec.uri_template == "test://t/{id}")
+    );
+    let got = s.get_prompt("greet").await.unwrap().unwrap();
+    assert_eq!(got.spec, prompt("greet", "hi {a}"));
+    assert!(got.state.enabled);
+    s.delete_prompt("greet").await.unwrap();
+    assert_eq!(s.get_prompt("greet").await.unwrap(), None);
+}

@@ -38,6 +38,7 @@ pub(crate) fn config() -> StoreConfig {
         busy_timeout: Duration::from_secs(10),
         call_log_max_rows: 1000,
         max_readers: 4,
+        change_log_max_rows: 1000,
     }
 }
 
