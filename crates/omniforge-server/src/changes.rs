@@ -103,7 +103,7 @@ async fn sleep_or_stop(stop: &CancellationToken) {
 mod tests {
     use std::time::Duration;
 
-    use omniforge_script::SandboxLevel;
+    use omniforge_script::{HostEnv, SandboxLevel};
     use omniforge_store::{Annotations, Limits, NewVersion, Runtime, SqliteStore};
     use serde_json::json;
 
@@ -152,6 +152,8 @@ mod tests {
                 default_timeout: Duration::from_secs(1),
                 max_timeout: Duration::from_secs(1),
                 memory_bytes: 1 << 28,
+                host: HostEnv::from_vars(std::env::vars_os()),
+                disabled_layers: Vec::new(),
             })
             .unwrap(),
         );

@@ -48,6 +48,8 @@ async fn fixture() -> Fixture {
                 default_timeout: Duration::from_secs(30),
                 max_timeout: Duration::from_secs(600),
                 memory_bytes: 512 << 20,
+                host: omniforge_script::HostEnv::from_vars(std::env::vars_os()),
+                disabled_layers: Vec::new(),
             },
             authoring: true,
             max_result_bytes: 64 * 1024,

@@ -40,6 +40,8 @@ async fn server(dir: &std::path::Path) -> Server {
                 default_timeout: Duration::from_secs(30),
                 max_timeout: Duration::from_secs(600),
                 memory_bytes: 512 << 20,
+                host: omniforge_script::HostEnv::from_vars(std::env::vars_os()),
+                disabled_layers: Vec::new(),
             },
             authoring: false,
             max_result_bytes: 64 * 1024,

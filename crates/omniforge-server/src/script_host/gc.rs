@@ -27,7 +27,7 @@ pub(crate) async fn collect_garbage(
         }
         let Some(host) = host.upgrade() else { return };
         match store.env_ids_in_use().await {
-            Ok(in_use) => match omniforge_script::gc(&host.envs_dir(), &in_use) {
+            Ok(in_use) => match omniforge_script::gc(&host.layout(), &in_use) {
                 Ok(removed) if !removed.is_empty() => {
                     tracing::info!(removed = removed.len(), "removed unused environments")
                 }

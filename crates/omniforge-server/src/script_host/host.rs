@@ -4,8 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use omniforge_script::{
-    Env, EnvBuilder, EnvConfig, EnvError, Interpreter, RunError, RunOutput, RunSpec, Runner,
-    RunnerConfig, SandboxLevel, UvTool, prototype_text,
+    Env, EnvBuilder, EnvConfig, EnvError, HostEnv, Interpreter, Layout, RunError, RunOutput,
+    RunSpec, Runner, RunnerConfig, SandboxLevel, UvTool, prototype_text,
 };
 use omniforge_store::ScriptSpec;
 use serde_json::Value;
@@ -33,6 +33,11 @@ pub struct ScriptSettings {
     pub max_timeout: Duration,
     /// Address-space limit of a call, bytes.
     pub memory_bytes: u64,
+    /// What the script crate uses of the server's environment (`PATH`, `HOME`, proxies, uv's
+    /// index variables), read by the binary.
+    pub host: HostEnv,
+    /// Sandbox layers to leave out although the machine has them (tests only).
+    pub disabled_layers: Vec<String>,
 }
 
 /// The sandbox runner and the environment builder.
@@ -45,18 +50,18 @@ pub(crate) struct ScriptHost {
 }
 
 impl ScriptHost {
-    /// Sets up the runner (it logs each sandbox layer it detected).
+    /// Sets up the runner (it logs each sandbox layer it detected). Runs never see the data
+    /// directory (other tools' environments, the store).
     ///
     /// # Errors
     /// The run directory cannot be created, or the sandbox level cannot be provided (e.g.
     /// `strict` without namespaces).
     pub(crate) fn new(settings: ScriptSettings) -> Result<ScriptHost, RunError> {
         let mut runner_config = RunnerConfig::new(settings.sandbox);
-        runner_config.scratch_dir = settings.data_dir.join("run");
-        std::fs::create_dir_all(&runner_config.scratch_dir).map_err(|source| RunError::Io {
-            context: "creating the run directory".into(),
-            source,
-        })?;
+        runner_config.scratch_dir = Layout::new(&settings.data_dir).run_dir();
+        runner_config.host = settings.host.clone();
+        runner_config.disabled_layers = settings.disabled_layers.clone();
+        runner_config.hidden_dirs = vec![settings.data_dir.clone()];
         Ok(ScriptHost {
             runner: Runner::new(runner_config)?,
             settings,
@@ -74,17 +79,14 @@ impl ScriptHost {
         self.runner.layers()
     }
 
-    /// `<data_dir>/envs`.
-    pub(crate) fn envs_dir(&self) -> PathBuf {
-        self.settings.data_dir.join("envs")
+    /// Where environments, uv and run directories live (the script crate's layout).
+    pub(crate) fn layout(&self) -> Layout {
+        Layout::new(&self.settings.data_dir)
     }
 
     /// The built environment with id `env_id`.
     pub(crate) fn env(&self, env_id: &str) -> Env {
-        Env {
-            path: self.envs_dir().join(env_id),
-            env_id: env_id.to_owned(),
-        }
+        self.layout().env(env_id)
     }
 
     /// The environment builder, made on first use.
@@ -99,6 +101,7 @@ impl ScriptHost {
                     &self.settings.data_dir,
                     self.settings.uv.clone(),
                     &python,
+                    &self.settings.host,
                 )
                 .await?;
                 tracing::info!(python = %python.executable().display(), uv = %uv.path().display(), "script environments ready");
@@ -108,6 +111,7 @@ impl ScriptHost {
                     python,
                     allow_source_builds: self.settings.allow_source_builds,
                     command_timeout: Duration::from_secs(600),
+                    host: self.settings.host.clone(),
                 }))
             })
             .await

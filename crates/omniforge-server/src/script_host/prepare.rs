@@ -5,13 +5,12 @@
 
 use std::time::Duration;
 
-use omniforge_script::{Env, Lock, ProgressEvent, pep723_dependencies};
+use omniforge_script::{Env, Lock, SYNTAX_CHECK_TIMEOUT, pep723_dependencies};
 use tokio::sync::mpsc;
 
 use crate::context::progress::Progress;
 use crate::error::AuthoringError;
 use crate::script_host::host::ScriptHost;
-use crate::script_host::syntax;
 
 /// A script ready to run: its environment is built.
 pub(crate) struct Prepared {
@@ -68,7 +67,9 @@ impl ScriptHost {
         progress: &Progress,
     ) -> Result<Prepared, AuthoringError> {
         let envs = self.envs().await.map_err(AuthoringError::Environment)?;
-        syntax::check_code(envs.config().python.executable(), code)
+        envs.config()
+            .python
+            .check_syntax(code, SYNTAX_CHECK_TIMEOUT)
             .await
             .map_err(|e| AuthoringError::invalid(field, e.to_string()))?;
         for dep in
@@ -93,19 +94,7 @@ impl ScriptHost {
         let env = {
             let (tx, mut rx) = mpsc::unbounded_channel::<String>();
             let build = envs.build(&lock, move |event| {
-                let text = match event {
-                    ProgressEvent::Reused => "environment already built".to_owned(),
-                    ProgressEvent::CreatingVenv => "creating the environment".to_owned(),
-                    ProgressEvent::Installing { packages } => {
-                        format!("installing {packages} packages")
-                    }
-                    ProgressEvent::Output(line) => line,
-                    ProgressEvent::Installed { packages } => {
-                        format!("installed {packages} packages")
-                    }
-                    _ => return,
-                };
-                let _ = tx.send(text);
+                let _ = tx.send(event.to_string());
             });
             tokio::pin!(build);
             let mut step = 1.0;

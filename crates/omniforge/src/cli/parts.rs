@@ -73,6 +73,8 @@ pub(super) async fn server(common: &Common, tools: Tools, authoring: bool) -> Re
                     default_timeout: scripts.tool_timeout,
                     max_timeout: scripts.max_tool_timeout,
                     memory_bytes: scripts.memory_limit_bytes,
+                    host: omniforge_script::HostEnv::from_vars(std::env::vars_os()),
+                    disabled_layers: scripts.disabled_layers.clone(),
                 },
                 authoring,
                 max_result_bytes: scripts.max_result_bytes,
