@@ -98,15 +98,23 @@ impl ScriptHost {
             });
             tokio::pin!(build);
             let mut step = 1.0;
-            loop {
+            let built = loop {
                 tokio::select! {
-                    result = &mut build => break result.map_err(AuthoringError::Install)?,
+                    // Messages first, so none is left behind when the build ends.
+                    biased;
                     Some(message) = rx.recv() => {
                         progress.send(step, message).await;
                         step += 1.0;
                     }
+                    result = &mut build => break result,
                 }
+            };
+            // What the build said in its last moment, before its result.
+            while let Ok(message) = rx.try_recv() {
+                progress.send(step, message).await;
+                step += 1.0;
             }
+            built.map_err(AuthoringError::Install)?
         };
         Ok(Prepared {
             lock,
