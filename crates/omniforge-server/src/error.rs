@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use omniforge_script::{EnvError, RunError};
 use omniforge_store::StoreError;
 
-use crate::schema::{SchemaError, Violations};
+use crate::schema::SchemaError;
 
 /// A `tools/call` that produced no tool result of its own.
 #[derive(Debug, thiserror::Error)]
@@ -217,12 +217,6 @@ pub(crate) enum ContentError {
     /// The store failed (-32603, without details for the client).
     #[error("the store could not be read")]
     Store(#[source] StoreError),
-}
-
-impl From<Violations> for CallError {
-    fn from(v: Violations) -> Self {
-        CallError::InvalidArguments(SchemaError::Violations(v))
-    }
 }
 
 /// Parses a built-in's (or a pack entry's) arguments into its argument type.

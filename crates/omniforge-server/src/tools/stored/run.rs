@@ -64,14 +64,13 @@ pub(crate) async fn run(
     let mut asks = futures::stream::FuturesUnordered::new();
     let output = loop {
         tokio::select! {
-            output = &mut run => break output,
-            Some(()) = asks.next(), if !asks.is_empty() => {}
-            _ = heartbeat.tick() => to.progress.heartbeat().await,
+            // What the script sent comes first: nothing it said before it ended is lost to
+            // the run finishing in the same instant.
+            biased;
             Some(message) = rx.recv() => match message {
                 ScriptMessage::Progress(p) => {
                     heartbeat.reset();
-                    let message = p.message.map(|m| scrub(&m, to.secrets));
-                    to.progress.send_raw(p.done, p.total, message).await;
+                    send_progress(p, &to).await;
                 }
                 ScriptMessage::Log(log) => forward_log(log, threshold, &to).await,
                 ScriptMessage::Request(request) if asks.len() >= MAX_PENDING_ASKS => {
@@ -88,9 +87,21 @@ pub(crate) async fn run(
                     asks.push(client_requests::answer(request, to.client, &ended, to.secrets));
                 }
                 _ => {}
-            }
+            },
+            Some(()) = asks.next(), if !asks.is_empty() => {}
+            output = &mut run => break output,
+            _ = heartbeat.tick() => to.progress.heartbeat().await,
         }
     };
+    // Progress and logs still queued when the run ended go out before the answer (a request
+    // can no longer be answered: the script is gone).
+    while let Ok(message) = rx.try_recv() {
+        match message {
+            ScriptMessage::Progress(p) => send_progress(p, &to).await,
+            ScriptMessage::Log(log) => forward_log(log, threshold, &to).await,
+            _ => {}
+        }
+    }
     ended.cancel();
     while asks.next().await.is_some() {}
     drop(asks);
@@ -99,6 +110,12 @@ pub(crate) async fn run(
         stream.0.settle(to.ct).await;
     }
     output
+}
+
+/// Sends a script's progress (its message scrubbed of secrets).
+async fn send_progress(p: omniforge_script::Progress, to: &Reporting<'_>) {
+    let message = p.message.map(|m| scrub(&m, to.secrets));
+    to.progress.send_raw(p.done, p.total, message).await;
 }
 
 /// Sends a script's log message as `notifications/message` when it is at or above the
