@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use omniforge_script::{Env, RunSpec, Runner, RunnerConfig, SandboxLevel};
 use omniforge_store::{
-    Annotations, CallOutcome, CallRecord, DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, Limits,
+    Annotations, CallOutcome, CallRecord, DEFAULT_BUSY_TIMEOUT, DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, Limits,
     NewVersion, Runtime, SqliteStore, StoreConfig, ToolStore,
 };
 use serde_json::{Value, json};
@@ -125,6 +125,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             call_log_max_rows: 10_000,
             max_readers: DEFAULT_MAX_READERS,
+            change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
         },
     )
     .await?;
@@ -163,6 +164,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 duration_ms: 1,
                 outcome: CallOutcome::Ok,
                 bytes_out: 10,
+                principal: None,
+                error: None,
             })
             .await?;
         log_times.push(t0.elapsed());

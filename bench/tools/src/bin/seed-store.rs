@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use omniforge_store::{
-    Annotations, DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, Limits, NewVersion, Runtime,
+    Annotations, DEFAULT_BUSY_TIMEOUT, DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, Limits, NewVersion, Runtime,
     SqliteStore, StoreConfig, ToolStore,
 };
 use serde_json::json;
@@ -28,6 +28,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             call_log_max_rows: 10_000,
             max_readers: DEFAULT_MAX_READERS,
+            change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
         },
     )
     .await?;
