@@ -94,11 +94,18 @@
 #![deny(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod config;
 pub mod error;
 pub mod model;
+mod rules;
+mod sql;
 pub mod sqlite;
 pub mod store;
 
+pub use config::{
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_LOG_MAX_ROWS, DEFAULT_CHANGE_LOG_MAX_ROWS,
+    DEFAULT_MAX_READERS, StoreConfig,
+};
 pub use error::{DatabaseError, NameKind, StoreError};
 pub use model::{
     Annotations, CallOutcome, CallRecord, Change, ChangeKind, ChangeSet, ImportBatch, ImportReport,
@@ -107,8 +114,5 @@ pub use model::{
     SecretInfo, SecretValue, StoredPrompt, StoredResource, StoredTemplate, StoredTool,
     TemplateBody, Tool, ToolVersion, WriteMode, validate_secret_name, validate_tool_name,
 };
-pub use sqlite::{
-    DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_LOG_MAX_ROWS, DEFAULT_CHANGE_LOG_MAX_ROWS,
-    DEFAULT_MAX_READERS, SqliteStore, StoreConfig,
-};
+pub use sqlite::SqliteStore;
 pub use store::{ContentStore, ToolStore};

@@ -5,10 +5,11 @@
 use sqlx::sqlite::SqliteRow;
 
 use super::SqliteStore;
-use super::rows::{checked_i64, col, corrupt, db, get_u32, get_u64};
-use super::tools::{tool_exists, tool_not_found, version_not_found};
+use super::rows::{checked_i64, col, db, get_u32, get_u64};
+use super::tools::tool_exists;
 use crate::error::StoreError;
-use crate::model::{CallOutcome, CallRecord, MAX_CALL_ERROR_BYTES};
+use crate::model::CallRecord;
+use crate::rules::{cut_error, decode_outcome, encode_outcome, tool_not_found, version_not_found};
 
 /// [`ToolStore::record_call`](crate::ToolStore::record_call).
 pub(super) async fn record(store: &SqliteStore, call: CallRecord) -> Result<(), StoreError> {
@@ -77,45 +78,9 @@ pub(super) async fn recent(
     rows.iter().map(call_from_row).collect()
 }
 
-/// `error` cut to at most [`MAX_CALL_ERROR_BYTES`], at a character boundary.
-fn cut_error(error: &str) -> &str {
-    if error.len() <= MAX_CALL_ERROR_BYTES {
-        return error;
-    }
-    let mut end = MAX_CALL_ERROR_BYTES;
-    while !error.is_char_boundary(end) {
-        end -= 1;
-    }
-    &error[..end]
-}
-
-fn encode_outcome(outcome: CallOutcome) -> (&'static str, Option<i64>) {
-    match outcome {
-        CallOutcome::Ok => ("ok", None),
-        CallOutcome::Error => ("error", None),
-        CallOutcome::Exit(code) => ("exit", Some(i64::from(code))),
-        CallOutcome::Timeout => ("timeout", None),
-        CallOutcome::Cancelled => ("cancelled", None),
-    }
-}
-
 fn call_from_row(row: &SqliteRow) -> Result<CallRecord, StoreError> {
     let outcome: String = col(row, "outcome")?;
-    let exit_code: Option<i64> = col(row, "exit_code")?;
-    let outcome = match (outcome.as_str(), exit_code) {
-        ("ok", None) => CallOutcome::Ok,
-        ("error", None) => CallOutcome::Error,
-        ("timeout", None) => CallOutcome::Timeout,
-        ("cancelled", None) => CallOutcome::Cancelled,
-        ("exit", Some(code)) => CallOutcome::Exit(
-            i32::try_from(code).map_err(|_| corrupt(format!("exit code {code} is not an i32")))?,
-        ),
-        (o, c) => {
-            return Err(corrupt(format!(
-                "unknown call outcome {o:?} (exit code {c:?})"
-            )));
-        }
-    };
+    let outcome = decode_outcome(&outcome, col(row, "exit_code")?)?;
     Ok(CallRecord {
         tool: col(row, "tool")?,
         version: get_u32(row, "version")?,
@@ -126,18 +91,4 @@ fn call_from_row(row: &SqliteRow) -> Result<CallRecord, StoreError> {
         principal: col(row, "principal")?,
         error: col(row, "error")?,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_errors_are_cut_at_a_character_boundary() {
-        assert_eq!(cut_error("short"), "short");
-        let long = "é".repeat(MAX_CALL_ERROR_BYTES);
-        let cut = cut_error(&long);
-        assert!(cut.len() <= MAX_CALL_ERROR_BYTES && cut.len() >= MAX_CALL_ERROR_BYTES - 1);
-        assert!(cut.chars().all(|c| c == 'é'));
-    }
 }

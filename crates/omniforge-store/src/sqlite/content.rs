@@ -18,52 +18,8 @@ use crate::model::{
     ResourceBody, ResourceInfo, RowState, ScriptSpec, StoredPrompt, StoredResource, StoredTemplate,
     TemplateBody, WriteMode, validate_tool_name,
 };
+use crate::rules::{change_kind, check_key, check_mode, not_found};
 use crate::store::ContentStore;
-
-fn check_key(kind: NameKind, key: &str) -> Result<(), StoreError> {
-    let ok = match kind {
-        NameKind::Prompt => validate_tool_name(key).is_ok(),
-        _ => (1..=4096).contains(&key.len()),
-    };
-    if ok {
-        Ok(())
-    } else {
-        Err(StoreError::InvalidName {
-            kind,
-            name: key.to_owned(),
-        })
-    }
-}
-
-/// The feed's kind for a content key's kind.
-fn change_kind(kind: NameKind) -> ChangeKind {
-    match kind {
-        NameKind::ResourceTemplate => ChangeKind::ResourceTemplate,
-        NameKind::Prompt => ChangeKind::Prompt,
-        NameKind::Tool => ChangeKind::Tool,
-        NameKind::Secret => ChangeKind::Secret,
-        NameKind::Resource => ChangeKind::Resource,
-    }
-}
-
-fn not_found(kind: NameKind, key: &str) -> StoreError {
-    StoreError::NotFound {
-        kind,
-        name: key.to_owned(),
-        version: None,
-    }
-}
-
-fn check_mode(kind: NameKind, key: &str, mode: WriteMode, exists: bool) -> Result<(), StoreError> {
-    match (mode, exists) {
-        (WriteMode::Create, true) => Err(StoreError::Duplicate {
-            kind,
-            name: key.to_owned(),
-        }),
-        (WriteMode::Update, false) => Err(not_found(kind, key)),
-        _ => Ok(()),
-    }
-}
 
 fn state_from_row(row: &SqliteRow) -> Result<RowState, StoreError> {
     Ok(RowState {

@@ -36,6 +36,7 @@ use sqlx::sqlite::{
 use tokio::sync::watch;
 
 use self::rows::{checked_i64, db, invalid};
+use crate::config::StoreConfig;
 use crate::error::StoreError;
 use crate::model::{
     CallRecord, ChangeSet, NewVersion, SecretInfo, SecretValue, StoredTool, ToolVersion,
@@ -44,56 +45,6 @@ use crate::store::ToolStore;
 
 /// The schema migrations, embedded at compile time from `migrations/`.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
-
-/// Default for [`StoreConfig::busy_timeout`]: 5 seconds.
-pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Default for [`StoreConfig::call_log_max_rows`]: 10,000 rows.
-pub const DEFAULT_CALL_LOG_MAX_ROWS: u64 = 10_000;
-
-/// Default for [`StoreConfig::max_readers`]: 4 connections.
-pub const DEFAULT_MAX_READERS: u32 = 4;
-
-/// Default for [`StoreConfig::change_log_max_rows`]: 10,000 changes.
-pub const DEFAULT_CHANGE_LOG_MAX_ROWS: u64 = 10_000;
-
-/// Settings of a [`SqliteStore`]. No `Default`: [`SqliteStore::open`] uses the `DEFAULT_*`
-/// constants, and callers of [`SqliteStore::open_with`] spell every field out.
-#[derive(Debug, Clone)]
-pub struct StoreConfig {
-    /// How long a write waits for the write lock when another process holds it (SQLite's busy
-    /// timeout), and, separately, how long it waits for this process's earlier writes to finish
-    /// (the writer connection). Reads wait for a free reader connection as long. Past it the
-    /// operation fails with [`StoreError::Database`], where
-    /// [`DatabaseError::is_busy`](crate::DatabaseError::is_busy) is true.
-    /// Default [`DEFAULT_BUSY_TIMEOUT`].
-    pub busy_timeout: Duration,
-    /// How many call log rows to keep: [`ToolStore::record_call`] deletes, in the same
-    /// transaction as its insert, every row older than the last `call_log_max_rows` calls
-    /// recorded (rows of purged tools leave gaps, so fewer may remain). `0` keeps no log at all.
-    /// Lowering it takes effect at the next recorded call. Default [`DEFAULT_CALL_LOG_MAX_ROWS`].
-    pub call_log_max_rows: u64,
-    /// Most reader connections open at once (at least 1). Unused for in-memory stores, which
-    /// have a single connection. Default [`DEFAULT_MAX_READERS`].
-    pub max_readers: u32,
-    /// How many changes the change feed keeps: each change deletes, in the transaction that
-    /// makes it, the changes older than the last `change_log_max_rows`. A reader further behind reloads
-    /// the kinds it may have missed ([`ChangeSet::reload`]); one that far behind would
-    /// re-read about as much key by key anyway. `0` keeps none, so every reader reloads every
-    /// kind that changed. Applies from the next change. Default [`DEFAULT_CHANGE_LOG_MAX_ROWS`].
-    pub change_log_max_rows: u64,
-}
-
-impl StoreConfig {
-    fn defaults() -> StoreConfig {
-        StoreConfig {
-            busy_timeout: DEFAULT_BUSY_TIMEOUT,
-            call_log_max_rows: DEFAULT_CALL_LOG_MAX_ROWS,
-            max_readers: DEFAULT_MAX_READERS,
-            change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
-        }
-    }
-}
 
 /// The SQLite implementation of [`ToolStore`].
 ///

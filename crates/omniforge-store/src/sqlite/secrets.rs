@@ -89,7 +89,7 @@ pub(super) async fn values(
         .map(|row| {
             Ok((
                 col(row, "name")?,
-                SecretValue::new(col::<String>(row, "value")?),
+                SecretValue::new(col::<String, _>(row, "value")?),
             ))
         })
         .collect()

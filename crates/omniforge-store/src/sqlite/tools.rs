@@ -6,30 +6,13 @@ use futures::TryStreamExt as _;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 
 use super::SqliteStore;
-use super::rows::{
-    checked_i64, col, corrupt, db, get_json, get_u32, get_u64, invalid, now_ms, to_json,
-};
-use crate::error::{NameKind, StoreError};
+use super::rows::{checked_i64, col, corrupt, db, get_json, get_u32, get_u64, now_ms, to_json};
+use crate::error::StoreError;
 use crate::model::{
     Annotations, ChangeKind, JsonObject, Limits, NewVersion, Runtime, StoredTool, Tool,
-    ToolVersion, validate_secret_name, validate_tool_name,
+    ToolVersion, validate_tool_name,
 };
-
-pub(super) fn tool_not_found(name: &str) -> StoreError {
-    StoreError::NotFound {
-        kind: NameKind::Tool,
-        name: name.to_owned(),
-        version: None,
-    }
-}
-
-pub(super) fn version_not_found(name: &str, number: u32) -> StoreError {
-    StoreError::NotFound {
-        kind: NameKind::Tool,
-        name: name.to_owned(),
-        version: Some(number),
-    }
-}
+pub(super) use crate::rules::{check_spec, tool_not_found, version_not_found};
 
 /// A [`NewVersion`] checked and turned into column values, before any transaction begins.
 pub(super) struct EncodedSpec<'a> {
@@ -43,20 +26,7 @@ pub(super) struct EncodedSpec<'a> {
 }
 
 pub(super) fn encode_spec(spec: &NewVersion) -> Result<EncodedSpec<'_>, StoreError> {
-    for (i, dep) in spec.dependencies.iter().enumerate() {
-        if dep.trim().is_empty() || dep.contains(['\n', '\r']) {
-            return Err(invalid(
-                format!("dependencies[{i}]"),
-                "must be one non-empty line",
-            ));
-        }
-    }
-    for name in &spec.secrets {
-        validate_secret_name(name)?;
-    }
-    if spec.env_id.is_empty() {
-        return Err(invalid("env_id", "must not be empty"));
-    }
+    check_spec(spec)?;
     Ok(EncodedSpec {
         spec,
         input_schema: to_json("input_schema", &spec.input_schema)?,
@@ -208,7 +178,7 @@ fn version_from_row(row: &SqliteRow) -> Result<ToolVersion, StoreError> {
     let spec = NewVersion {
         title: col(row, "v_title")?,
         description: col(row, "v_description")?,
-        input_schema: get_json::<JsonObject>(row, "v_input_schema")?,
+        input_schema: get_json::<JsonObject, _>(row, "v_input_schema")?,
         output_schema,
         annotations: Annotations {
             read_only_hint: col(row, "v_read_only_hint")?,
