@@ -117,8 +117,9 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// The database failed: the file cannot be opened, the write lock was not granted within
-    /// the busy timeout, the disk is full, a migration failed, the store was closed.
+    /// The database failed: the file cannot be opened or the server reached, the write lock
+    /// was not granted within the busy timeout, the disk is full, a migration failed, the store
+    /// was closed.
     #[error("database error: {0}")]
     Database(#[source] DatabaseError),
 }
@@ -146,16 +147,19 @@ impl DatabaseError {
         DatabaseError(Inner::Migrate(e))
     }
 
-    /// True if SQLite gave up waiting for a lock held by another connection or process
-    /// (`SQLITE_BUSY` after the busy timeout). Retrying later may succeed.
+    /// True if the database gave up waiting for a lock another writer held, or refused a
+    /// transaction that raced with another, so that retrying later may succeed: SQLite's
+    /// `SQLITE_BUSY` after the busy timeout; PostgreSQL's `lock_not_available` (55P03, the
+    /// `lock_timeout` ran out), `serialization_failure` (40001) and `deadlock_detected`
+    /// (40P01); or no connection of the pool came free in time.
     pub fn is_busy(&self) -> bool {
         match &self.0 {
-            Inner::Sqlx(sqlx::Error::Database(e)) => {
+            Inner::Sqlx(sqlx::Error::Database(e)) => match e.code().as_deref() {
+                Some("55P03" | "40001" | "40P01") => true,
                 // SQLITE_BUSY is 5; extended codes (BUSY_SNAPSHOT, ...) keep it in the low byte.
-                e.code()
-                    .and_then(|c| c.parse::<i32>().ok())
-                    .is_some_and(|c| c & 0xff == 5)
-            }
+                Some(code) => code.parse::<i32>().is_ok_and(|c| c & 0xff == 5),
+                None => false,
+            },
             Inner::Sqlx(sqlx::Error::PoolTimedOut) => true,
             _ => false,
         }

@@ -95,8 +95,11 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod config;
+pub mod dump;
 pub mod error;
 pub mod model;
+pub mod open;
+pub mod postgres;
 mod rules;
 mod sql;
 pub mod sqlite;
@@ -114,5 +117,8 @@ pub use model::{
     SecretInfo, SecretValue, StoredPrompt, StoredResource, StoredTemplate, StoredTool,
     TemplateBody, Tool, ToolVersion, WriteMode, validate_secret_name, validate_tool_name,
 };
+pub use dump::Backend;
+pub use open::{StoreUrl, open};
+pub use postgres::{PgEnv, PgStore};
 pub use sqlite::SqliteStore;
 pub use store::{ContentStore, ToolStore};

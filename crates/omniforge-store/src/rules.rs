@@ -67,6 +67,35 @@ pub(crate) fn check_spec(spec: &NewVersion) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// A [`NewVersion`] checked and turned into column values, before any transaction begins.
+pub(crate) struct EncodedSpec<'a> {
+    pub(crate) spec: &'a NewVersion,
+    pub(crate) input_schema: String,
+    pub(crate) output_schema: Option<String>,
+    pub(crate) dependencies: String,
+    pub(crate) secrets: String,
+    pub(crate) timeout_ms: i64,
+    pub(crate) memory_bytes: i64,
+}
+
+/// Checks `spec` ([`check_spec`]) and encodes its JSON and integer columns.
+pub(crate) fn encode_spec(spec: &NewVersion) -> Result<EncodedSpec<'_>, StoreError> {
+    check_spec(spec)?;
+    Ok(EncodedSpec {
+        spec,
+        input_schema: to_json("input_schema", &spec.input_schema)?,
+        output_schema: spec
+            .output_schema
+            .as_ref()
+            .map(|s| to_json("output_schema", s))
+            .transpose()?,
+        dependencies: to_json("dependencies", &spec.dependencies)?,
+        secrets: to_json("secrets", &spec.secrets)?,
+        timeout_ms: checked_i64("limits.timeout_ms", spec.limits.timeout_ms)?,
+        memory_bytes: checked_i64("limits.memory_bytes", spec.limits.memory_bytes)?,
+    })
+}
+
 /// Tool `name` does not exist.
 pub(crate) fn tool_not_found(name: &str) -> StoreError {
     StoreError::NotFound {

@@ -555,3 +555,9 @@ mod tests {
         store.close().await;
     }
 }
+
+impl crate::dump::Backend for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+}

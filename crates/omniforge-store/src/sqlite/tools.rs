@@ -6,41 +6,14 @@ use futures::TryStreamExt as _;
 use sqlx::sqlite::{SqliteConnection, SqliteRow};
 
 use super::SqliteStore;
-use super::rows::{checked_i64, col, corrupt, db, get_json, get_u32, get_u64, now_ms, to_json};
+use super::rows::{col, corrupt, db, get_json, get_u32, get_u64, now_ms};
 use crate::error::StoreError;
 use crate::model::{
     Annotations, ChangeKind, JsonObject, Limits, NewVersion, Runtime, StoredTool, Tool,
     ToolVersion, validate_tool_name,
 };
-pub(super) use crate::rules::{check_spec, tool_not_found, version_not_found};
+pub(super) use crate::rules::{EncodedSpec, encode_spec, tool_not_found, version_not_found};
 
-/// A [`NewVersion`] checked and turned into column values, before any transaction begins.
-pub(super) struct EncodedSpec<'a> {
-    spec: &'a NewVersion,
-    input_schema: String,
-    output_schema: Option<String>,
-    dependencies: String,
-    secrets: String,
-    timeout_ms: i64,
-    memory_bytes: i64,
-}
-
-pub(super) fn encode_spec(spec: &NewVersion) -> Result<EncodedSpec<'_>, StoreError> {
-    check_spec(spec)?;
-    Ok(EncodedSpec {
-        spec,
-        input_schema: to_json("input_schema", &spec.input_schema)?,
-        output_schema: spec
-            .output_schema
-            .as_ref()
-            .map(|s| to_json("output_schema", s))
-            .transpose()?,
-        dependencies: to_json("dependencies", &spec.dependencies)?,
-        secrets: to_json("secrets", &spec.secrets)?,
-        timeout_ms: checked_i64("limits.timeout_ms", spec.limits.timeout_ms)?,
-        memory_bytes: checked_i64("limits.memory_bytes", spec.limits.memory_bytes)?,
-    })
-}
 pub(super) async fn insert_tool(
     conn: &mut SqliteConnection,
     name: &str,
