@@ -154,12 +154,19 @@ impl DatabaseError {
     /// (40P01); or no connection of the pool came free in time.
     pub fn is_busy(&self) -> bool {
         match &self.0 {
-            Inner::Sqlx(sqlx::Error::Database(e)) => match e.code().as_deref() {
-                Some("55P03" | "40001" | "40P01") => true,
-                // SQLITE_BUSY is 5; extended codes (BUSY_SNAPSHOT, ...) keep it in the low byte.
-                Some(code) => code.parse::<i32>().is_ok_and(|c| c & 0xff == 5),
-                None => false,
-            },
+            Inner::Sqlx(sqlx::Error::Database(e)) => {
+                let code = e.code();
+                if e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                    .is_some()
+                {
+                    matches!(code.as_deref(), Some("55P03" | "40001" | "40P01"))
+                } else {
+                    // SQLITE_BUSY is 5; extended codes (BUSY_SNAPSHOT, ...) keep it in the
+                    // low byte.
+                    code.and_then(|c| c.parse::<i32>().ok())
+                        .is_some_and(|c| c & 0xff == 5)
+                }
+            }
             Inner::Sqlx(sqlx::Error::PoolTimedOut) => true,
             _ => false,
         }

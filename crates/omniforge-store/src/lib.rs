@@ -109,6 +109,7 @@ pub use config::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_LOG_MAX_ROWS, DEFAULT_CHANGE_LOG_MAX_ROWS,
     DEFAULT_MAX_READERS, StoreConfig,
 };
+pub use dump::Backend;
 pub use error::{DatabaseError, NameKind, StoreError};
 pub use model::{
     Annotations, CallOutcome, CallRecord, Change, ChangeKind, ChangeSet, ImportBatch, ImportReport,
@@ -117,7 +118,6 @@ pub use model::{
     SecretInfo, SecretValue, StoredPrompt, StoredResource, StoredTemplate, StoredTool,
     TemplateBody, Tool, ToolVersion, WriteMode, validate_secret_name, validate_tool_name,
 };
-pub use dump::Backend;
 pub use open::{StoreUrl, open};
 pub use postgres::{PgEnv, PgStore};
 pub use sqlite::SqliteStore;

@@ -74,7 +74,9 @@ pub struct TestDb<'c> {
 pub fn shared(state_dir: &Path) -> io::Result<&'static Cluster> {
     static SHARED: OnceLock<Result<Cluster, String>> = OnceLock::new();
     SHARED
-        .get_or_init(|| Cluster::open(&state_dir.join("omniforge-testpg"), true).map_err(|e| e.to_string()))
+        .get_or_init(|| {
+            Cluster::open(&state_dir.join("omniforge-testpg"), true).map_err(|e| e.to_string())
+        })
         .as_ref()
         .map_err(|e| io::Error::other(e.clone()))
 }
@@ -119,7 +121,13 @@ impl Cluster {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let label: String = label
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
             .take(30)
             .collect();
         let name = format!(
@@ -127,7 +135,9 @@ impl Cluster {
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        self.sql(&format!("CREATE DATABASE {name} TEMPLATE template0 STRATEGY FILE_COPY"))?;
+        self.sql(&format!(
+            "CREATE DATABASE {name} TEMPLATE template0 STRATEGY FILE_COPY"
+        ))?;
         Ok(TestDb {
             cluster: self,
             name,
@@ -148,7 +158,16 @@ impl Cluster {
     /// `psql` failed; its stderr is in the error.
     pub fn sql_on(&self, name: &str, sql: &str) -> io::Result<String> {
         let out = Command::new(self.bin.join("psql"))
-            .args(["-X", "-v", "ON_ERROR_STOP=1", "-Atq", "-h", "127.0.0.1", "-U", "postgres"])
+            .args([
+                "-X",
+                "-v",
+                "ON_ERROR_STOP=1",
+                "-Atq",
+                "-h",
+                "127.0.0.1",
+                "-U",
+                "postgres",
+            ])
             .arg("-p")
             .arg(self.port.to_string())
             .arg("-d")
@@ -230,7 +249,9 @@ impl Cluster {
         fs::write(&address, format!("{port}\n{}\n", dir.display()))?;
         spawn_reaper(state, &dir, &bin)?;
         let started_in = started.elapsed();
-        eprintln!("omniforge-testpg: PostgreSQL cluster on 127.0.0.1:{port} started in {started_in:.2?}");
+        eprintln!(
+            "omniforge-testpg: PostgreSQL cluster on 127.0.0.1:{port} started in {started_in:.2?}"
+        );
         drop(setup);
         Ok(Cluster {
             port,
@@ -270,9 +291,10 @@ impl TestDb<'_> {
 impl Drop for TestDb<'_> {
     fn drop(&mut self) {
         // Best effort: the whole cluster goes at the end of the run anyway.
-        let _ = self
-            .cluster
-            .sql(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+        let _ = self.cluster.sql(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ));
     }
 }
 
@@ -316,14 +338,26 @@ fn init_and_start(bin: &Path, dir: &Path) -> (u16, io::Result<()>) {
         if is_root() {
             checked(
                 "chown",
-                Command::new("chown").arg("postgres:postgres").arg(dir).output()?,
+                Command::new("chown")
+                    .arg("postgres:postgres")
+                    .arg(dir)
+                    .output()?,
             )?;
         }
         let mut initdb = as_server_user(&bin.join("initdb"));
         initdb
             .arg("-D")
             .arg(dir.join("data"))
-            .args(["-U", "postgres", "-A", "trust", "-N", "-E", "UTF8", "--locale=C.UTF-8"])
+            .args([
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-N",
+                "-E",
+                "UTF8",
+                "--locale=C.UTF-8",
+            ])
             .stdin(Stdio::null());
         checked("initdb", initdb.output()?).map(drop)
     })();

@@ -4,7 +4,7 @@ use omniforge_store::{
     CallOutcome, CallRecord, MAX_CALL_ERROR_BYTES, StoreConfig, StoreError, ToolStore,
 };
 
-use crate::util::{TestStore, config, spec};
+use crate::util::{TestStore, config, each_backend, spec};
 
 /// A call of `tool`@`version` whose fields all derive from `i`.
 pub(crate) fn call(tool: &str, version: u32, i: u64) -> CallRecord {
@@ -28,10 +28,10 @@ async fn started(store: &dyn ToolStore, tool: &str) -> Vec<i64> {
         .collect()
 }
 
-#[tokio::test]
-async fn every_outcome_round_trips_newest_first() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn every_outcome_round_trips_newest_first(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool("t", spec("1")).await.unwrap();
     let outcomes = [
         CallOutcome::Ok,
@@ -55,15 +55,16 @@ async fn every_outcome_round_trips_newest_first() {
     assert_eq!(s.recent_calls("t", 2).await.unwrap(), written[..2]);
     assert!(s.recent_calls("t", 0).await.unwrap().is_empty());
 }
+}
 
-#[tokio::test]
-async fn calls_are_kept_to_the_configured_number() {
-    let t = TestStore::with(StoreConfig {
+each_backend! {
+async fn calls_are_kept_to_the_configured_number(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         call_log_max_rows: 5,
         ..config()
     })
     .await;
-    let s = &t.store;
+    let s = &*t.store;
     s.create_tool("a", spec("a")).await.unwrap();
     s.create_tool("b", spec("b")).await.unwrap();
     for i in 0..12 {
@@ -80,24 +81,23 @@ async fn calls_are_kept_to_the_configured_number() {
 
     // Reopening with a lower limit prunes at the next recorded call.
     s.close().await;
-    let lower = omniforge_store::SqliteStore::open_with(
-        &t.path,
-        &StoreConfig {
+    let lower = t
+        .open_with(&StoreConfig {
             call_log_max_rows: 2,
             ..config()
-        },
-    )
-    .await
-    .unwrap();
-    assert_eq!(started(&lower, "b").await.len(), 3);
+        })
+        .await;
+    let lower = &*lower;
+    assert_eq!(started(lower, "b").await.len(), 3);
     lower.record_call(call("a", 1, 50)).await.unwrap();
-    assert_eq!(started(&lower, "a").await, [50]);
-    assert_eq!(started(&lower, "b").await, [102]);
+    assert_eq!(started(lower, "a").await, [50]);
+    assert_eq!(started(lower, "b").await, [102]);
+}
 }
 
-#[tokio::test]
-async fn zero_keeps_no_log() {
-    let t = TestStore::with(StoreConfig {
+each_backend! {
+async fn zero_keeps_no_log(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         call_log_max_rows: 0,
         ..config()
     })
@@ -106,11 +106,12 @@ async fn zero_keeps_no_log() {
     t.store.record_call(call("t", 1, 1)).await.unwrap();
     assert!(t.store.recent_calls("t", 10).await.unwrap().is_empty());
 }
+}
 
-#[tokio::test]
-async fn calls_of_unknown_versions_are_refused() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn calls_of_unknown_versions_are_refused(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool("t", spec("1")).await.unwrap();
     assert!(matches!(
         s.record_call(call("t", 2, 1)).await,
@@ -136,11 +137,12 @@ async fn calls_of_unknown_versions_are_refused() {
     ));
     assert!(s.recent_calls("t", 10).await.unwrap().is_empty());
 }
+}
 
-#[tokio::test]
-async fn call_log_writes_leave_data_version_alone() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn call_log_writes_leave_data_version_alone(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool("t", spec("1")).await.unwrap();
     let before = s.data_version().await.unwrap();
     for i in 0..3 {
@@ -148,11 +150,12 @@ async fn call_log_writes_leave_data_version_alone() {
     }
     assert_eq!(s.data_version().await.unwrap(), before);
 }
+}
 
-#[tokio::test]
-async fn history_names_the_caller_and_keeps_errors_short() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn history_names_the_caller_and_keeps_errors_short(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool("t", spec("1")).await.unwrap();
     s.add_version("t", spec("2")).await.unwrap();
     let long = format!("ü{}", "stderr line\n".repeat(1000));
@@ -185,4 +188,5 @@ async fn history_names_the_caller_and_keeps_errors_short() {
         history[1],
         "time, principal, version, duration and exit as recorded"
     );
+}
 }

@@ -5,13 +5,13 @@
 use std::time::Duration;
 
 use omniforge_store::{
-    Change, ChangeKind, ChangeSet, ContentStore, ImportBatch, NewPrompt, NewResource, ResourceBody,
-    SqliteStore, StoreConfig, ToolStore, WriteMode,
+    Backend, Change, ChangeKind, ChangeSet, ContentStore, ImportBatch, NewPrompt, NewResource,
+    ResourceBody, SqliteStore, StoreConfig, ToolStore, WriteMode,
 };
 use serde_json::json;
 
 use crate::calls::call;
-use crate::util::{TestStore, config, spec};
+use crate::util::{Kind, TestStore, config, each_backend, open, spec};
 
 /// `(kind, key)` of each change, in order.
 fn keys(set: &ChangeSet) -> Vec<(ChangeKind, &str)> {
@@ -44,16 +44,16 @@ fn prompt(name: &str, text: &str) -> NewPrompt {
 }
 
 /// What one operation adds to the feed, read from the seq before it.
-async fn after(s: &SqliteStore, op: impl AsyncFnOnce(&SqliteStore)) -> (u64, ChangeSet) {
+async fn after(s: &dyn Backend, op: impl AsyncFnOnce(&dyn Backend)) -> (u64, ChangeSet) {
     let before = s.current_seq().await.unwrap();
     op(s).await;
     (before, s.changes_since(before).await.unwrap())
 }
 
-#[tokio::test]
-async fn a_write_of_one_tool_yields_exactly_that_name() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn a_write_of_one_tool_yields_exactly_that_name(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     assert_eq!(s.current_seq().await.unwrap(), 0);
     assert_eq!(s.changes_since(0).await.unwrap(), ChangeSet::default());
     for name in ["a", "b", "c"] {
@@ -94,11 +94,12 @@ async fn a_write_of_one_tool_yields_exactly_that_name() {
         [1, 3, 4]
     );
 }
+}
 
-#[tokio::test]
-async fn every_kind_of_write_reports_its_key_and_nothing_else() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn every_kind_of_write_reports_its_key_and_nothing_else(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool("t", spec("1")).await.unwrap();
     s.add_version("t", spec("2")).await.unwrap();
     let tool = [(ChangeKind::Tool, "t")];
@@ -199,11 +200,12 @@ async fn every_kind_of_write_reports_its_key_and_nothing_else() {
     assert_eq!(keys(&set), tool, "purge");
     assert!(s.get("t").await.unwrap().is_none());
 }
+}
 
-#[tokio::test]
-async fn rows_carry_the_seq_of_their_last_change() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn rows_carry_the_seq_of_their_last_change(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.put_resource(resource("test://a", "1"), WriteMode::Create)
         .await
         .unwrap();
@@ -216,11 +218,12 @@ async fn rows_carry_the_seq_of_their_last_change() {
         assert_eq!(u64::try_from(info.state.updated_seq).unwrap(), change.seq);
     }
 }
+}
 
-#[tokio::test]
-async fn another_instance_writes_are_seen() {
-    let t = TestStore::new().await;
-    let server = &t.store;
+each_backend! {
+async fn another_instance_writes_are_seen(kind) {
+    let t = TestStore::new(kind).await;
+    let server = &*t.store;
     let cli = t.second().await;
     server.create_tool("x", spec("1")).await.unwrap();
     let seen = server.current_seq().await.unwrap();
@@ -239,8 +242,9 @@ async fn another_instance_writes_are_seen() {
     assert_eq!(server.changes_since(set.seq).await.unwrap().changes, []);
     cli.close().await;
 }
+}
 
-/// Set in the child process of [`another_process_writes_are_seen`]: the database path.
+/// Set in the child process of [`another_process_writes_are_seen`]: the store's URL.
 const CHILD_DB_ENV: &str = "OMNIFORGE_STORE_FEED_CHILD_DB";
 
 /// The child half of [`another_process_writes_are_seen`]; without its environment variable it
@@ -248,10 +252,10 @@ const CHILD_DB_ENV: &str = "OMNIFORGE_STORE_FEED_CHILD_DB";
 #[tokio::test]
 #[ignore = "child process of another_process_writes_are_seen"]
 async fn feed_writer_child() {
-    let Ok(path) = std::env::var(CHILD_DB_ENV) else {
+    let Ok(url) = std::env::var(CHILD_DB_ENV) else {
         return;
     };
-    let store = SqliteStore::open(&path).await.unwrap();
+    let store = open(&url, &config()).await;
     store.add_version("shared", spec("child")).await.unwrap();
     store.set_secret("CHILD", "secret").await.unwrap();
     store
@@ -264,12 +268,10 @@ async fn feed_writer_child() {
 /// A second process (as the CLI is, beside a running server) writes; this process's reader sees
 /// exactly those keys. The child is this same test binary, run again to select
 /// [`feed_writer_child`].
-#[test]
-fn another_process_writes_are_seen() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("feed.db");
+fn another_process_writes_are_seen(kind: Kind) {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let server = rt.block_on(SqliteStore::open(&path)).unwrap();
+    let t = rt.block_on(TestStore::new(kind));
+    let server = &*t.store;
     rt.block_on(async {
         server.create_tool("shared", spec("1")).await.unwrap();
         server.create_tool("untouched", spec("1")).await.unwrap();
@@ -283,7 +285,7 @@ fn another_process_writes_are_seen() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(CHILD_DB_ENV, &path)
+        .env(CHILD_DB_ENV, &t.url)
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
@@ -314,14 +316,26 @@ fn another_process_writes_are_seen() {
     });
 }
 
-#[tokio::test]
-async fn a_reader_behind_the_pruned_changes_reloads_exactly_the_kinds_it_missed() {
-    let t = TestStore::with(StoreConfig {
+mod another_process_writes_are_seen {
+    #[test]
+    fn sqlite() {
+        super::another_process_writes_are_seen(super::Kind::Sqlite);
+    }
+
+    #[test]
+    fn postgres() {
+        super::another_process_writes_are_seen(super::Kind::Postgres);
+    }
+}
+
+each_backend! {
+async fn a_reader_behind_the_pruned_changes_reloads_exactly_the_kinds_it_missed(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         change_log_max_rows: 3,
         ..config()
     })
     .await;
-    let s = &t.store;
+    let s = &*t.store;
     // seq 1: a resource; 2: a secret; 3..=7: tools a..e. Three are kept: 5, 6, 7.
     s.put_resource(resource("test://r", "x"), WriteMode::Create)
         .await
@@ -374,15 +388,16 @@ async fn a_reader_behind_the_pruned_changes_reloads_exactly_the_kinds_it_missed(
     assert_eq!(other.changes_since(0).await.unwrap().reload.len(), 3);
     other.close().await;
 }
+}
 
-#[tokio::test]
-async fn zero_kept_changes_means_every_reader_reloads_what_changed() {
-    let t = TestStore::with(StoreConfig {
+each_backend! {
+async fn zero_kept_changes_means_every_reader_reloads_what_changed(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         change_log_max_rows: 0,
         ..config()
     })
     .await;
-    let s = &t.store;
+    let s = &*t.store;
     s.create_tool("a", spec("a")).await.unwrap();
     let set = s.changes_since(0).await.unwrap();
     assert_eq!(
@@ -395,18 +410,20 @@ async fn zero_kept_changes_means_every_reader_reloads_what_changed() {
     );
     assert!(s.changes_since(1).await.unwrap().is_empty());
 }
+}
 
-#[tokio::test]
-async fn a_reader_ahead_of_the_database_reloads_everything() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn a_reader_ahead_of_the_database_reloads_everything(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool("a", spec("a")).await.unwrap();
     let backup = t.dir.path().join("backup.db");
     s.backup(&backup).await.unwrap();
     s.create_tool("b", spec("b")).await.unwrap();
     let seen = s.current_seq().await.unwrap();
     // The file is replaced by an older copy (a restore): the reader's seq is from the future.
-    let restored = SqliteStore::open(&backup).await.unwrap();
+    // On PostgreSQL too, a backup is a SQLite file (see `PgStore::backup`).
+    let restored = open(&format!("sqlite:{}", backup.display()), &config()).await;
     let set = restored.changes_since(seen).await.unwrap();
     assert_eq!(set.seq, 1);
     assert_eq!(set.reload, ChangeKind::ALL);
@@ -415,10 +432,11 @@ async fn a_reader_ahead_of_the_database_reloads_everything() {
     assert_eq!(set.reload, ChangeKind::ALL);
     restored.close().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_for_change_wakes_on_this_instances_commit() {
-    let t = TestStore::new().await;
+each_backend! {
+multi_thread async fn wait_for_change_wakes_on_this_instances_commit(kind) {
+    let t = TestStore::new(kind).await;
     let store = std::sync::Arc::new(t.second().await);
     let seen = store.current_seq().await.unwrap();
     let waiter = {
@@ -454,7 +472,9 @@ async fn wait_for_change_wakes_on_this_instances_commit() {
     );
     store.close().await;
 }
+}
 
+/// SQLite only: PostgreSQL stores started with the feed.
 #[tokio::test]
 async fn a_database_from_before_the_feed_starts_it_at_its_counter() {
     let dir = tempfile::tempdir().unwrap();

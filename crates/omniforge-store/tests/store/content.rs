@@ -9,7 +9,7 @@ use omniforge_store::{
 };
 use serde_json::json;
 
-use crate::util::{TestStore, enabled, spec};
+use crate::util::{TestStore, each_backend, enabled, spec};
 
 fn resource(uri: &str, text: &str) -> NewResource {
     NewResource {
@@ -60,10 +60,10 @@ fn prompt(name: &str, text: &str) -> NewPrompt {
     }
 }
 
-#[tokio::test]
-async fn writes_follow_their_mode_and_bump_the_counter_only_on_change() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn writes_follow_their_mode_and_bump_the_counter_only_on_change(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let v0 = s.data_version().await.unwrap();
     assert!(
         s.put_resource(resource("test://a", "one"), WriteMode::Create)
@@ -128,11 +128,12 @@ async fn writes_follow_their_mode_and_bump_the_counter_only_on_change() {
     let err = s.delete_resource("test://a").await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
 }
+}
 
-#[tokio::test]
-async fn templates_and_prompts_round_trip_and_count_their_envs() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn templates_and_prompts_round_trip_and_count_their_envs(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let tpl = template("test://t/{id}");
     s.put_template(tpl.clone(), WriteMode::Create)
         .await
@@ -164,10 +165,11 @@ async fn templates_and_prompts_round_trip_and_count_their_envs() {
     assert!(s.list_templates().await.unwrap().is_empty());
     assert!(s.list_prompts().await.unwrap().is_empty());
 }
+}
 
-#[tokio::test]
-async fn another_instance_sees_writes_through_the_counter() {
-    let t = TestStore::new().await;
+each_backend! {
+async fn another_instance_sees_writes_through_the_counter(kind) {
+    let t = TestStore::new(kind).await;
     let other = t.second().await;
     let seen = t.store.data_version().await.unwrap();
     other
@@ -176,6 +178,7 @@ async fn another_instance_sees_writes_through_the_counter() {
         .unwrap();
     assert!(t.store.data_version().await.unwrap() > seen);
     assert_eq!(t.store.list_prompts().await.unwrap()[0].spec.name, "p1");
+}
 }
 
 fn batch(tag: &str) -> ImportBatch {
@@ -187,10 +190,10 @@ fn batch(tag: &str) -> ImportBatch {
     }
 }
 
-#[tokio::test]
-async fn imports_are_idempotent_and_version_only_what_changed() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn imports_are_idempotent_and_version_only_what_changed(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let report = s.import(batch("a")).await.unwrap();
     assert_eq!(report.changed.len(), 5, "{report:?}");
     assert_eq!(enabled(s).await.len(), 2);
@@ -223,11 +226,12 @@ async fn imports_are_idempotent_and_version_only_what_changed() {
     assert_eq!(report.changed, ["tool t2: enabled"]);
     assert_eq!(s.versions("t2").await.unwrap().len(), 1);
 }
+}
 
-#[tokio::test]
-async fn a_failing_import_writes_nothing() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn a_failing_import_writes_nothing(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.import(batch("a")).await.unwrap();
     let v = s.data_version().await.unwrap();
     let mut broken = batch("b");
@@ -250,11 +254,12 @@ async fn a_failing_import_writes_nothing() {
     assert_eq!(r.spec.body, ResourceBody::Text("a".into()));
     assert_eq!(s.list_prompts().await.unwrap().len(), 1);
 }
+}
 
-#[tokio::test]
-async fn one_template_or_prompt_reads_by_its_key() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn one_template_or_prompt_reads_by_its_key(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     assert_eq!(s.get_template("test://t/{id}").await.unwrap(), None);
     assert_eq!(s.get_prompt("greet").await.unwrap(), None);
     s.put_template(template("test://t/{id}"), WriteMode::Create)
@@ -281,4 +286,5 @@ async fn one_template_or_prompt_reads_by_its_key() {
     assert!(got.state.enabled);
     s.delete_prompt("greet").await.unwrap();
     assert_eq!(s.get_prompt("greet").await.unwrap(), None);
+}
 }

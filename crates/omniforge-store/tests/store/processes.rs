@@ -1,13 +1,14 @@
-//! Several store instances and processes on one file, as the server and the CLI are: change
-//! counter, backup under writes, concurrent writers, busy timeouts, and `kill -9` durability.
+//! Several store instances and processes on one database, as the server and the CLI (or
+//! replicas) are: change counter, backup under writes, concurrent writers and first opens
+//! (migrations), busy timeouts, and `kill -9` durability.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use omniforge_store::{SqliteStore, StoreConfig, StoreError, ToolStore};
+use omniforge_store::{StoreConfig, StoreError, ToolStore};
 
-use crate::util::{TestStore, config, enabled, spec};
+use crate::util::{Kind, TestStore, cluster, config, each_backend, enabled, open, spec};
 
 async fn raw_pool(path: &std::path::Path) -> sqlx::SqlitePool {
     sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
@@ -34,10 +35,10 @@ async fn integrity_ok(path: &std::path::Path) {
     pool.close().await;
 }
 
-#[tokio::test]
-async fn data_version_counts_writes_of_another_instance() {
-    let t = TestStore::new().await;
-    let server = &t.store;
+each_backend! {
+async fn data_version_counts_writes_of_another_instance(kind) {
+    let t = TestStore::new(kind).await;
+    let server = &*t.store;
     let cli = t.second().await;
     let mut last = server.data_version().await.unwrap();
     let mut changed = |now: i64, what: &str| {
@@ -64,7 +65,7 @@ async fn data_version_counts_writes_of_another_instance() {
         cli.data_version().await.unwrap(),
         server.data_version().await.unwrap()
     );
-    assert_eq!(enabled(&cli).await, ["y@1"]);
+    assert_eq!(enabled(&*cli).await, ["y@1"]);
     // No reader connection keeps a stale snapshot: after every kind of read, the next write of
     // the other instance is visible at once.
     for i in 0..20 {
@@ -87,17 +88,16 @@ async fn data_version_counts_writes_of_another_instance() {
     assert_eq!(server.data_version().await.unwrap(), before);
     cli.close().await;
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn fifty_concurrent_creates_across_instances_all_succeed() {
-    let t = TestStore::new().await;
+each_backend! {
+multi_thread async fn fifty_concurrent_creates_across_instances_all_succeed(kind) {
+    let t = TestStore::new(kind).await;
     // Five instances: writes of one instance queue for its writer connection; the five writers
     // contend for SQLite's write lock through the busy timeout, as separate processes would.
     let mut stores = vec![];
     for _ in 0..5 {
-        stores.push(Arc::new(
-            SqliteStore::open_with(&t.path, &config()).await.unwrap(),
-        ));
+        stores.push(t.open_with(&config()).await);
     }
     let started = Instant::now();
     let tasks: Vec<_> = (0..50)
@@ -121,30 +121,46 @@ async fn fifty_concurrent_creates_across_instances_all_succeed() {
         s.close().await;
     }
 }
+}
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn concurrent_first_opens_migrate_once() {
+each_backend! {
+multi_thread async fn concurrent_first_opens_migrate_once(kind) {
+    // A new, empty database: no store has opened it yet.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("fresh.db");
+    let db = (kind == Kind::Postgres).then(|| cluster().database("fresh").unwrap());
+    let url = match &db {
+        Some(db) => db.url(),
+        None => format!("sqlite:{}", path.display()),
+    };
     let opens: Vec<_> = (0..8)
         .map(|_| {
-            let path = path.clone();
-            tokio::spawn(async move { SqliteStore::open_with(&path, &config()).await })
+            let url = url.clone();
+            tokio::spawn(async move { open(&url, &config()).await })
         })
         .collect();
     let mut stores = vec![];
     for open in opens {
-        stores.push(open.await.unwrap().unwrap());
+        stores.push(open.await.unwrap());
     }
     stores[3].create_tool("t", spec("1")).await.unwrap();
-    assert_eq!(enabled(&stores[5]).await, ["t@1"]);
-    let pool = raw_pool(&path).await;
-    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    // Each migration once, however many processes opened the new file at the same time.
-    let migrations = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+    assert_eq!(enabled(&*stores[5]).await, ["t@1"]);
+    let count = "SELECT count(*) FROM _sqlx_migrations";
+    let applied: i64 = match &db {
+        Some(db) => db.sql(count).unwrap().parse().unwrap(),
+        None => {
+            let pool = raw_pool(&path).await;
+            let n = sqlx::query_scalar(count).fetch_one(&pool).await.unwrap();
+            pool.close().await;
+            n
+        }
+    };
+    // Each migration once, however many processes opened the new database at the same time.
+    let dir = match kind {
+        Kind::Sqlite => "/migrations",
+        Kind::Postgres => "/migrations-postgres",
+    };
+    let migrations = std::fs::read_dir(format!("{}{dir}", env!("CARGO_MANIFEST_DIR")))
         .unwrap()
         .filter(|e| {
             e.as_ref()
@@ -152,28 +168,23 @@ async fn concurrent_first_opens_migrate_once() {
         })
         .count();
     assert_eq!(applied, i64::try_from(migrations).unwrap());
-    pool.close().await;
     for s in stores {
         s.close().await;
     }
 }
+}
 
-#[tokio::test]
-async fn busy_timeout_bounds_the_wait_for_another_writer() {
-    let t = TestStore::with(StoreConfig {
+each_backend! {
+async fn busy_timeout_bounds_the_wait_for_another_writer(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         busy_timeout: Duration::from_millis(300),
         ..config()
     })
     .await;
     t.store.create_tool("before", spec("1")).await.unwrap();
 
-    // Another "process" holds the write lock.
-    let pool = raw_pool(&t.path).await;
-    let mut other = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
-    sqlx::query("UPDATE meta SET value = value WHERE key = 'data_version'")
-        .execute(&mut *other)
-        .await
-        .unwrap();
+    // Another "process" holds the write lock: SQLite's, or the change counter's row lock.
+    let other = Other::lock(&t).await;
 
     // Reads go on (WAL).
     assert!(t.store.get("before").await.unwrap().is_some());
@@ -188,9 +199,53 @@ async fn busy_timeout_bounds_the_wait_for_another_writer() {
     assert!(waited >= Duration::from_millis(250), "{waited:?}");
 
     // Once the lock is released the same write succeeds.
-    other.rollback().await.unwrap();
-    pool.close().await;
+    other.release().await;
     t.store.create_tool("during", spec("2")).await.unwrap();
+}
+}
+
+/// Another program holding the write lock of a store's database.
+enum Other {
+    Sqlite(sqlx::SqlitePool, sqlx::Transaction<'static, sqlx::Sqlite>),
+    Postgres(sqlx::PgPool, sqlx::Transaction<'static, sqlx::Postgres>),
+}
+
+impl Other {
+    async fn lock(t: &TestStore) -> Other {
+        match t.kind {
+            Kind::Sqlite => {
+                let pool = raw_pool(&t.sqlite_path()).await;
+                let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.unwrap();
+                sqlx::query("UPDATE meta SET value = value WHERE key = 'data_version'")
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                Other::Sqlite(pool, tx)
+            }
+            Kind::Postgres => {
+                let pool = sqlx::PgPool::connect(&t.url).await.unwrap();
+                let mut tx = pool.begin().await.unwrap();
+                sqlx::query("SELECT value FROM meta WHERE key = 'data_version' FOR UPDATE")
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                Other::Postgres(pool, tx)
+            }
+        }
+    }
+
+    async fn release(self) {
+        match self {
+            Other::Sqlite(pool, tx) => {
+                tx.rollback().await.unwrap();
+                pool.close().await;
+            }
+            Other::Postgres(pool, tx) => {
+                tx.rollback().await.unwrap();
+                pool.close().await;
+            }
+        }
+    }
 }
 
 /// A spec large enough that each version spans several database pages.
@@ -203,9 +258,9 @@ fn bulky(name: &str, version: u32) -> omniforge_store::NewVersion {
     s
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn backup_is_a_consistent_snapshot_while_another_instance_writes() {
-    let t = TestStore::new().await;
+each_backend! {
+multi_thread async fn backup_is_a_consistent_snapshot_while_another_instance_writes(kind) {
+    let t = TestStore::new(kind).await;
     for i in 0..100 {
         t.store
             .create_tool(&format!("pre{i}"), bulky("pre", i))
@@ -248,8 +303,9 @@ async fn backup_is_a_consistent_snapshot_while_another_instance_writes() {
     eprintln!("backup took {took:?}; live writes: {before} before, {after} after, {total} total");
     assert!(total > after, "the writer kept going after the backup");
 
+    // A SQLite file, whatever the backend (see `PgStore::backup`).
     integrity_ok(&dest).await;
-    let copy = SqliteStore::open(&dest).await.unwrap();
+    let copy = open(&format!("sqlite:{}", dest.display()), &config()).await;
     for i in 0..100 {
         let name = format!("pre{i}");
         assert_eq!(
@@ -298,8 +354,9 @@ async fn backup_is_a_consistent_snapshot_while_another_instance_writes() {
     assert!(matches!(e, StoreError::Conflict { .. }), "{e:?}");
     writer.close().await;
 }
+}
 
-/// Set in the child process of [`acknowledged_writes_survive_kill_9`]: the database path.
+/// Set in the child process of [`acknowledged_writes_survive_kill_9`]: the store's URL.
 const CHILD_DB_ENV: &str = "OMNIFORGE_STORE_CRASH_CHILD_DB";
 
 /// The child half of [`acknowledged_writes_survive_kill_9`]; without its environment variable it
@@ -309,10 +366,10 @@ const CHILD_DB_ENV: &str = "OMNIFORGE_STORE_CRASH_CHILD_DB";
 #[ignore = "child process of acknowledged_writes_survive_kill_9"]
 async fn crash_child() {
     use std::io::Write;
-    let Ok(path) = std::env::var(CHILD_DB_ENV) else {
+    let Ok(url) = std::env::var(CHILD_DB_ENV) else {
         return;
     };
-    let store = SqliteStore::open(&path).await.unwrap();
+    let store = open(&url, &config()).await;
     // Raw stdout, not `println!`: libtest's output capture does not apply to it.
     let mut out = std::io::stdout();
     for i in 0..100_000u32 {
@@ -333,16 +390,15 @@ async fn crash_child() {
 /// The child is this same test binary, run again with libtest's own arguments to select
 /// `crash_child` (`--exact --ignored`): no extra binary to build, and it works under both
 /// `cargo test` and `cargo nextest`, which run test binaries the same way.
-#[cfg(unix)]
-#[test]
-fn acknowledged_writes_survive_kill_9() {
+fn acknowledged_writes_survive_kill_9(kind: Kind) {
     use std::io::BufRead;
     use std::os::unix::process::ExitStatusExt;
     use std::process::{Command, Stdio};
 
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("crash.db");
-    let stderr_path = dir.path().join("child.stderr");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let t = rt.block_on(TestStore::new(kind));
+    rt.block_on(t.store.close());
+    let stderr_path = t.dir.path().join("child.stderr");
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "processes::crash_child",
@@ -351,7 +407,7 @@ fn acknowledged_writes_survive_kill_9() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(CHILD_DB_ENV, &path)
+        .env(CHILD_DB_ENV, &t.url)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&stderr_path).unwrap())
@@ -371,7 +427,6 @@ fn acknowledged_writes_survive_kill_9() {
         }
     });
 
-    let rt = tokio::runtime::Runtime::new().unwrap();
     let child_failed = |e: &dyn std::fmt::Display| -> ! {
         panic!(
             "child stopped early ({e}): {}",
@@ -385,7 +440,7 @@ fn acknowledged_writes_survive_kill_9() {
     }
     // Meanwhile, this process watches the child's writes through the change counter, as the
     // server watches the CLI's.
-    let watcher = rt.block_on(SqliteStore::open(&path)).unwrap();
+    let watcher = rt.block_on(t.second());
     let receive_until = |acked: &mut Vec<(String, u32)>, count: usize| {
         let deadline = Instant::now() + Duration::from_secs(60);
         while acked.len() < count {
@@ -421,8 +476,10 @@ fn acknowledged_writes_survive_kill_9() {
     acked.extend(rx.try_iter());
     rt.block_on(async {
         watcher.close().await;
-        integrity_ok(&path).await;
-        let store = SqliteStore::open(&path).await.unwrap();
+        if kind == Kind::Sqlite {
+            integrity_ok(&t.sqlite_path()).await;
+        }
+        let store = t.second().await;
         for (name, version) in &acked {
             let v = store.version(name, *version).await.unwrap();
             assert_eq!(v.spec, bulky(name, *version), "{name} v{version}");
@@ -440,21 +497,38 @@ fn acknowledged_writes_survive_kill_9() {
     });
 }
 
-#[tokio::test]
-async fn database_from_a_newer_build_is_refused() {
-    let t = TestStore::new().await;
+mod acknowledged_writes_survive_kill_9 {
+    #[test]
+    fn sqlite() {
+        super::acknowledged_writes_survive_kill_9(super::Kind::Sqlite);
+    }
+
+    #[test]
+    fn postgres() {
+        super::acknowledged_writes_survive_kill_9(super::Kind::Postgres);
+    }
+}
+
+each_backend! {
+async fn database_from_a_newer_build_is_refused(kind) {
+    let t = TestStore::new(kind).await;
     t.store.create_tool("t", spec("1")).await.unwrap();
     t.store.close().await;
-    let pool = raw_pool(&t.path).await;
-    sqlx::query(
+    let (success, checksum) = match kind {
+        Kind::Sqlite => ("1", "x'00'"),
+        Kind::Postgres => ("TRUE", "'\\x00'::bytea"),
+    };
+    t.exec(&format!(
         "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time) \
-         VALUES (99990101000000, 'from the future', 1, x'00', 0)",
-    )
-    .execute(&pool)
+         VALUES (99990101000000, 'from the future', {success}, {checksum}, 0)"
+    ))
     .await
     .unwrap();
-    pool.close().await;
-    let e = SqliteStore::open(&t.path).await.unwrap_err();
+    let e = omniforge_store::open(&t.url, &omniforge_store::PgEnv::empty(), &config())
+        .await
+        .map(drop)
+        .unwrap_err();
     assert!(matches!(e, StoreError::Database(_)), "{e:?}");
     assert!(e.to_string().contains("99990101000000"), "{e}");
+}
 }

@@ -4,11 +4,11 @@ use std::collections::HashSet;
 
 use omniforge_store::{NameKind, SqliteStore, StoreError, ToolStore};
 
-use crate::util::{TestStore, enabled, spec};
+use crate::util::{Kind, TestStore, each_backend, enabled, spec};
 
-#[tokio::test]
-async fn create_and_read_back_every_field() {
-    let t = TestStore::new().await;
+each_backend! {
+async fn create_and_read_back_every_field(kind) {
+    let t = TestStore::new(kind).await;
     let created = t.store.create_tool("weather", spec("a")).await.unwrap();
     assert_eq!((created.tool.as_str(), created.number), ("weather", 1));
     assert_eq!(created.spec, spec("a"));
@@ -24,13 +24,14 @@ async fn create_and_read_back_every_field() {
 
     // The same after closing and reopening the file.
     t.store.close().await;
-    let reopened = SqliteStore::open(&t.path).await.unwrap();
+    let reopened = t.second().await;
     assert_eq!(reopened.get("weather").await.unwrap().unwrap(), got);
 }
+}
 
-#[tokio::test]
-async fn optional_fields_stay_absent() {
-    let t = TestStore::new().await;
+each_backend! {
+async fn optional_fields_stay_absent(kind) {
+    let t = TestStore::new(kind).await;
     let mut s = spec("a");
     s.title = None;
     s.output_schema = None;
@@ -41,11 +42,12 @@ async fn optional_fields_stay_absent() {
     t.store.create_tool("bare", s.clone()).await.unwrap();
     assert_eq!(t.store.get("bare").await.unwrap().unwrap().current.spec, s);
 }
+}
 
-#[tokio::test]
-async fn versions_rollback_and_numbering() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn versions_rollback_and_numbering(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let v1 = s.create_tool("calc", spec("v1")).await.unwrap();
     let v2 = s.add_version("calc", spec("v2")).await.unwrap();
     let v3 = s.add_version("calc", spec("v3")).await.unwrap();
@@ -90,11 +92,12 @@ async fn versions_rollback_and_numbering() {
         "failed rollback changed nothing"
     );
 }
+}
 
-#[tokio::test]
-async fn missing_tools() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn missing_tools(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let not_found = |r: Result<(), StoreError>| {
         assert!(
             matches!(r, Err(StoreError::NotFound { kind: NameKind::Tool, ref name, version: None }) if name == "nope"),
@@ -124,11 +127,12 @@ async fn missing_tools() {
     // Names that cannot exist are simply not found by reads.
     assert!(s.get("no such/tool").await.unwrap().is_none());
 }
+}
 
-#[tokio::test]
-async fn disable_hides_from_listing_but_keeps_everything() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn disable_hides_from_listing_but_keeps_everything(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool("a", spec("a")).await.unwrap();
     s.create_tool("b", spec("b")).await.unwrap();
     s.set_enabled("a", false).await.unwrap();
@@ -147,11 +151,12 @@ async fn disable_hides_from_listing_but_keeps_everything() {
     assert_eq!(enabled(s).await, ["a@1", "b@1"]);
     assert_eq!(s.versions("a").await.unwrap().len(), 2);
 }
+}
 
-#[tokio::test]
-async fn list_enabled_is_most_recently_updated_first() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn list_enabled_is_most_recently_updated_first(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     for name in ["a", "b", "c"] {
         s.create_tool(name, spec(name)).await.unwrap();
     }
@@ -170,11 +175,12 @@ async fn list_enabled_is_most_recently_updated_first() {
     s.versions("b").await.unwrap();
     assert_eq!(enabled(s).await, ["c@1", "b@1", "a@2"]);
 }
+}
 
-#[tokio::test]
-async fn purge_removes_tool_versions_and_calls() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn purge_removes_tool_versions_and_calls(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool("gone", spec("g1")).await.unwrap();
     s.add_version("gone", spec("g2")).await.unwrap();
     s.create_tool("kept", spec("k")).await.unwrap();
@@ -195,29 +201,25 @@ async fn purge_removes_tool_versions_and_calls() {
     assert_eq!(s.recent_calls("kept", 10).await.unwrap().len(), 1);
 
     // No row of the purged tool is left anywhere.
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", t.path.display()))
-        .await
-        .unwrap();
     for q in [
         "SELECT count(*) FROM tool WHERE name = 'gone'",
         "SELECT count(*) FROM tool_version WHERE tool = 'gone'",
         "SELECT count(*) FROM call_log WHERE tool = 'gone'",
     ] {
-        let n: i64 = sqlx::query_scalar(q).fetch_one(&pool).await.unwrap();
-        assert_eq!(n, 0, "{q}");
+        assert_eq!(t.count(q).await, 0, "{q}");
     }
-    pool.close().await;
 
     // The name is free again and starts over at version 1.
     let again = s.create_tool("gone", spec("g3")).await.unwrap();
     assert_eq!(again.number, 1);
     assert_eq!(s.versions("gone").await.unwrap(), vec![again]);
 }
+}
 
-#[tokio::test]
-async fn already_exists_even_when_disabled() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn already_exists_even_when_disabled(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool("dup", spec("1")).await.unwrap();
     let e = s.create_tool("dup", spec("2")).await.unwrap_err();
     assert!(
@@ -235,10 +237,11 @@ async fn already_exists_even_when_disabled() {
     assert_eq!(s.versions("dup").await.unwrap().len(), 1);
     assert_eq!(s.get("dup").await.unwrap().unwrap().current.spec, spec("1"));
 }
+}
 
-#[tokio::test]
-async fn tool_names_are_validated() {
-    let t = TestStore::new().await;
+each_backend! {
+async fn tool_names_are_validated(kind) {
+    let t = TestStore::new(kind).await;
     let long = "n".repeat(64);
     let too_long = "n".repeat(65);
     // (name, accepted)
@@ -291,11 +294,12 @@ async fn tool_names_are_validated() {
         "invalid tool name \"a b\": expected 1 to 64 characters from [a-zA-Z0-9_-]"
     );
 }
+}
 
-#[tokio::test]
-async fn version_fields_are_validated() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn version_fields_are_validated(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let mut bad_secret = spec("x");
     bad_secret.secrets = vec!["OK".into(), "not-env-safe".into()];
     assert!(matches!(
@@ -330,11 +334,12 @@ async fn version_fields_are_validated() {
     assert!(s.get("t").await.unwrap().is_none());
     assert_eq!(s.data_version().await.unwrap(), 0);
 }
+}
 
-#[tokio::test]
-async fn env_ids_in_use_cover_all_versions_of_existing_tools() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+async fn env_ids_in_use_cover_all_versions_of_existing_tools(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<HashSet<_>>();
     assert!(s.env_ids_in_use().await.unwrap().is_empty());
 
@@ -358,32 +363,35 @@ async fn env_ids_in_use_cover_all_versions_of_existing_tools() {
     s.purge("b").await.unwrap();
     assert_eq!(s.env_ids_in_use().await.unwrap(), ids(&["env-c1"]));
 }
+}
 
-#[tokio::test]
-async fn stored_versions_are_immutable() {
-    let t = TestStore::new().await;
+each_backend! {
+async fn stored_versions_are_immutable(kind) {
+    let t = TestStore::new(kind).await;
     t.store.create_tool("frozen", spec("1")).await.unwrap();
-    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", t.path.display()))
-        .await
-        .unwrap();
-    let e = sqlx::query("UPDATE tool_version SET code = 'evil' WHERE tool = 'frozen'")
-        .execute(&pool)
+    let e = t
+        .exec("UPDATE tool_version SET code = 'evil' WHERE tool = 'frozen'")
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("tool versions are immutable"), "{e}");
+    assert!(e.contains("tool versions are immutable"), "{e}");
     // The schema also refuses names the API would refuse.
-    let e = sqlx::query("UPDATE tool SET name = 'bad name' WHERE name = 'frozen'")
-        .execute(&pool)
+    let e = t
+        .exec("UPDATE tool SET name = 'bad name' WHERE name = 'frozen'")
         .await
         .unwrap_err();
-    assert!(e.to_string().contains("CHECK constraint failed"), "{e}");
-    pool.close().await;
+    let check_failed = match kind {
+        Kind::Sqlite => "CHECK constraint failed",
+        Kind::Postgres => "violates check constraint",
+    };
+    assert!(e.contains(check_failed), "{e}");
     assert_eq!(
         t.store.get("frozen").await.unwrap().unwrap().current.spec,
         spec("1")
     );
 }
+}
 
+/// SQLite only: an in-memory store.
 #[tokio::test]
 async fn in_memory_store_works_the_same() {
     let s = SqliteStore::open_in_memory().await.unwrap();

@@ -1,36 +1,160 @@
-//! Shared helpers: a store in a fresh temporary directory, and version specs as data.
+//! Shared helpers: a store of either backend in a fresh place (a SQLite file in a temporary
+//! directory, or a database of its own on the run's throwaway PostgreSQL cluster), raw SQL on
+//! it, version specs as data, and [`each_backend!`], which runs one test body on both.
 
-use std::path::PathBuf;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_store::{
-    Annotations, JsonObject, Limits, NewVersion, Runtime, SqliteStore, StoreConfig, ToolStore,
+    Annotations, Backend, JsonObject, Limits, NewVersion, PgEnv, Runtime, StoreConfig, ToolStore,
 };
+use omniforge_testpg::{Cluster, TestDb};
 use serde_json::json;
 
-/// A file store in its own temporary directory (removed on drop, after the store).
+/// Which backend a test body runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Sqlite,
+    Postgres,
+}
+
+/// Defines a module `NAME` with two tests, `NAME::sqlite` and `NAME::postgres`, each running
+/// the body with `kind` set to its backend. `multi_thread` before `async fn` runs both on a
+/// two-thread runtime.
+macro_rules! each_backend {
+    ($(#[doc = $doc:expr])* async fn $name:ident($kind:ident) $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            async fn body($kind: $crate::util::Kind) $body
+            #[tokio::test]
+            async fn sqlite() { body($crate::util::Kind::Sqlite).await }
+            #[tokio::test]
+            async fn postgres() { body($crate::util::Kind::Postgres).await }
+        }
+    };
+    ($(#[doc = $doc:expr])* multi_thread async fn $name:ident($kind:ident) $body:block) => {
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+            async fn body($kind: $crate::util::Kind) $body
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn sqlite() { body($crate::util::Kind::Sqlite).await }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn postgres() { body($crate::util::Kind::Postgres).await }
+        }
+    };
+}
+pub(crate) use each_backend;
+
+/// The run's PostgreSQL cluster (see `omniforge-testpg`), shared with every other test process.
+pub(crate) fn cluster() -> &'static Cluster {
+    omniforge_testpg::shared(Path::new(env!("CARGO_TARGET_TMPDIR"))).unwrap()
+}
+
+/// A store in its own place: for SQLite a file in a temporary directory (removed on drop, after
+/// the store), for PostgreSQL a database of its own (dropped on drop).
 pub(crate) struct TestStore {
-    pub(crate) store: SqliteStore,
-    pub(crate) path: PathBuf,
+    pub(crate) store: Arc<dyn Backend>,
+    pub(crate) kind: Kind,
+    /// The store's URL: `sqlite:PATH` or `postgres://...`.
+    pub(crate) url: String,
+    /// A temporary directory for the SQLite file, backups and copies.
     pub(crate) dir: tempfile::TempDir,
+    /// The PostgreSQL database, for raw SQL.
+    pub(crate) db: Option<TestDb<'static>>,
 }
 
 impl TestStore {
-    pub(crate) async fn new() -> TestStore {
-        TestStore::with(config()).await
+    pub(crate) async fn new(kind: Kind) -> TestStore {
+        TestStore::with(kind, config()).await
     }
 
-    pub(crate) async fn with(config: StoreConfig) -> TestStore {
+    pub(crate) async fn with(kind: Kind, config: StoreConfig) -> TestStore {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("store.db");
-        let store = SqliteStore::open_with(&path, &config).await.unwrap();
-        TestStore { store, path, dir }
+        let (url, db) = match kind {
+            Kind::Sqlite => (
+                format!("sqlite:{}", dir.path().join("store.db").display()),
+                None,
+            ),
+            Kind::Postgres => {
+                let db = cluster().database("store").unwrap();
+                (db.url(), Some(db))
+            }
+        };
+        let store = open(&url, &config).await;
+        TestStore {
+            store,
+            kind,
+            url,
+            dir,
+            db,
+        }
     }
 
-    /// Another instance on the same file, as a second process (the CLI) would open it.
-    pub(crate) async fn second(&self) -> SqliteStore {
-        SqliteStore::open(&self.path).await.unwrap()
+    /// Another instance on the same database, as a second process (the CLI, another replica)
+    /// would open it.
+    pub(crate) async fn second(&self) -> Arc<dyn Backend> {
+        open(&self.url, &config()).await
     }
+
+    /// Another instance with other settings.
+    pub(crate) async fn open_with(&self, config: &StoreConfig) -> Arc<dyn Backend> {
+        open(&self.url, config).await
+    }
+
+    /// Runs `sql` on the database beside the store, as another program would; its error text.
+    pub(crate) async fn exec(&self, sql: &str) -> Result<(), String> {
+        match &self.db {
+            Some(db) => db.sql(sql).map(drop).map_err(|e| e.to_string()),
+            None => {
+                let pool = self.sqlite_pool().await;
+                let r = sqlx::query(sqlx::AssertSqlSafe(sql.to_owned()))
+                    .execute(&pool)
+                    .await
+                    .map(drop)
+                    .map_err(|e| e.to_string());
+                pool.close().await;
+                r
+            }
+        }
+    }
+
+    /// The one integer `sql` selects, read beside the store.
+    pub(crate) async fn count(&self, sql: &str) -> i64 {
+        match &self.db {
+            Some(db) => db.sql(sql).unwrap().parse().unwrap(),
+            None => {
+                let pool = self.sqlite_pool().await;
+                let n = sqlx::query_scalar(sqlx::AssertSqlSafe(sql.to_owned()))
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+                pool.close().await;
+                n
+            }
+        }
+    }
+
+    async fn sqlite_pool(&self) -> sqlx::SqlitePool {
+        sqlx::SqlitePool::connect(&format!("sqlite://{}", self.sqlite_path().display()))
+            .await
+            .unwrap()
+    }
+
+    /// The SQLite file (SQLite tests only).
+    pub(crate) fn sqlite_path(&self) -> std::path::PathBuf {
+        assert_eq!(self.kind, Kind::Sqlite);
+        self.dir.path().join("store.db")
+    }
+}
+
+/// Opens a store URL (no `PG*` variables: the URLs say everything).
+pub(crate) async fn open(url: &str, config: &StoreConfig) -> Arc<dyn Backend> {
+    omniforge_store::open(url, &PgEnv::empty(), config)
+        .await
+        .unwrap()
 }
 
 pub(crate) fn config() -> StoreConfig {
