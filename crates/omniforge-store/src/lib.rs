@@ -119,6 +119,6 @@ pub use model::{
     TemplateBody, Tool, ToolVersion, WriteMode, validate_secret_name, validate_tool_name,
 };
 pub use open::{StoreUrl, open};
-pub use postgres::{PgEnv, PgStore};
+pub use postgres::{LISTENER_APPLICATION_NAME, PgEnv, PgStore};
 pub use sqlite::SqliteStore;
 pub use store::{ContentStore, ToolStore};

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use omniforge_store::{
-    Backend, Change, ChangeKind, ChangeSet, ContentStore, ImportBatch, NewPrompt, NewResource,
-    ResourceBody, SqliteStore, StoreConfig, ToolStore, WriteMode,
+    Backend, Change, ChangeKind, ChangeSet, ImportBatch, NewPrompt, NewResource, ResourceBody,
+    SqliteStore, StoreConfig, ToolStore, WriteMode,
 };
 use serde_json::json;
 

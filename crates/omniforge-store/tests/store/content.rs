@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use omniforge_store::{
-    ContentStore, ImportBatch, NameKind, NewPrompt, NewResource, NewTemplate, PromptArgumentSpec,
-    ResourceBody, ScriptSpec, StoreError, TemplateBody, ToolStore, WriteMode,
+    ImportBatch, NameKind, NewPrompt, NewResource, NewTemplate, PromptArgumentSpec, ResourceBody,
+    ScriptSpec, StoreError, TemplateBody, WriteMode,
 };
 use serde_json::json;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use omniforge_store::{StoreConfig, StoreError, ToolStore};
+use omniforge_store::{StoreConfig, StoreError};
 
 use crate::util::{Kind, TestStore, cluster, config, each_backend, enabled, open, spec};
 

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use omniforge_store::{NameKind, StoreError, ToolStore};
+use omniforge_store::{NameKind, StoreError};
 
 use crate::util::{TestStore, each_backend};
 
