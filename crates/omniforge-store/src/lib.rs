@@ -109,7 +109,7 @@ pub use config::{
     DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_LOG_MAX_ROWS, DEFAULT_CHANGE_LOG_MAX_ROWS,
     DEFAULT_MAX_READERS, StoreConfig,
 };
-pub use dump::Backend;
+pub use dump::{Backend, CopyReport, DumpedSecret, DumpedTool, StoreDump, copy_store};
 pub use error::{DatabaseError, NameKind, StoreError};
 pub use model::{
     Annotations, CallOutcome, CallRecord, Change, ChangeKind, ChangeSet, ImportBatch, ImportReport,

@@ -145,7 +145,7 @@ pub(super) async fn since(store: &PgStore, seen: u64) -> Result<ChangeSet, Store
     })
 }
 
-fn kind_of(row: &PgRow) -> Result<ChangeKind, StoreError> {
+pub(super) fn kind_of(row: &PgRow) -> Result<ChangeKind, StoreError> {
     let kind: String = col(row, "kind")?;
     ChangeKind::parse(&kind).ok_or_else(|| corrupt(format!("unknown change kind {kind:?}")))
 }

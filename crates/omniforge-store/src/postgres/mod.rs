@@ -358,8 +358,17 @@ impl ToolStore for PgStore {
     }
 }
 
+#[async_trait]
 impl crate::dump::Backend for PgStore {
     fn kind(&self) -> &'static str {
         "postgres"
+    }
+
+    async fn export(&self) -> Result<crate::dump::StoreDump, StoreError> {
+        dump::export(self).await
+    }
+
+    async fn import_dump(&self, dump: &crate::dump::StoreDump) -> Result<(), StoreError> {
+        dump::import(self, dump).await
     }
 }

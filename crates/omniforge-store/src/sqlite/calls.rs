@@ -78,7 +78,7 @@ pub(super) async fn recent(
     rows.iter().map(call_from_row).collect()
 }
 
-fn call_from_row(row: &SqliteRow) -> Result<CallRecord, StoreError> {
+pub(super) fn call_from_row(row: &SqliteRow) -> Result<CallRecord, StoreError> {
     let outcome: String = col(row, "outcome")?;
     let outcome = decode_outcome(&outcome, col(row, "exit_code")?)?;
     Ok(CallRecord {

@@ -145,7 +145,7 @@ pub(super) async fn since(store: &SqliteStore, seen: u64) -> Result<ChangeSet, S
     })
 }
 
-fn kind_of(row: &sqlx::sqlite::SqliteRow) -> Result<ChangeKind, StoreError> {
+pub(super) fn kind_of(row: &sqlx::sqlite::SqliteRow) -> Result<ChangeKind, StoreError> {
     let kind: String = col(row, "kind")?;
     ChangeKind::parse(&kind).ok_or_else(|| corrupt(format!("unknown change kind {kind:?}")))
 }

@@ -30,7 +30,7 @@ fn state_from_row(row: &SqliteRow) -> Result<RowState, StoreError> {
     })
 }
 
-fn resource_from_row(row: &SqliteRow) -> Result<StoredResource, StoreError> {
+pub(super) fn resource_from_row(row: &SqliteRow) -> Result<StoredResource, StoreError> {
     let text: Option<String> = col(row, "text")?;
     let blob: Option<Vec<u8>> = col(row, "blob")?;
     let body = match (text, blob) {
@@ -51,7 +51,7 @@ fn resource_from_row(row: &SqliteRow) -> Result<StoredResource, StoreError> {
     })
 }
 
-fn template_from_row(row: &SqliteRow) -> Result<StoredTemplate, StoreError> {
+pub(super) fn template_from_row(row: &SqliteRow) -> Result<StoredTemplate, StoreError> {
     let text: Option<String> = col(row, "text")?;
     let script: Option<ScriptSpec> = opt_json(row, "script")?;
     let body = match (text, script) {
@@ -78,7 +78,7 @@ fn template_from_row(row: &SqliteRow) -> Result<StoredTemplate, StoreError> {
     })
 }
 
-fn prompt_from_row(row: &SqliteRow) -> Result<StoredPrompt, StoreError> {
+pub(super) fn prompt_from_row(row: &SqliteRow) -> Result<StoredPrompt, StoreError> {
     Ok(StoredPrompt {
         spec: NewPrompt {
             name: col(row, "name")?,
@@ -148,6 +148,7 @@ macro_rules! template_select {
          completion_script, enabled, created_at_ms, updated_at_ms, updated_seq FROM resource_template"
     };
 }
+pub(super) use template_select;
 
 /// The `SELECT ... FROM prompt` that [`prompt_from_row`] reads.
 macro_rules! prompt_select {
@@ -156,6 +157,7 @@ macro_rules! prompt_select {
          created_at_ms, updated_at_ms, updated_seq FROM prompt"
     };
 }
+pub(super) use prompt_select;
 
 /// Runs an upsert whose last three parameters are `created_at_ms`, `updated_at_ms` (both `now`)
 /// and `updated_seq`; returns `true` (it changed the row).

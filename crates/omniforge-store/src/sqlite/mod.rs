@@ -19,6 +19,7 @@
 mod calls;
 mod changes;
 mod content;
+mod dump;
 mod rows;
 mod secrets;
 mod tools;
@@ -556,8 +557,17 @@ mod tests {
     }
 }
 
+#[async_trait]
 impl crate::dump::Backend for SqliteStore {
     fn kind(&self) -> &'static str {
         "sqlite"
+    }
+
+    async fn export(&self) -> Result<crate::dump::StoreDump, StoreError> {
+        dump::export(self).await
+    }
+
+    async fn import_dump(&self, dump: &crate::dump::StoreDump) -> Result<(), StoreError> {
+        dump::import(self, dump).await
     }
 }

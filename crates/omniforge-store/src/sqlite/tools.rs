@@ -133,6 +133,8 @@ macro_rules! version_columns {
     };
 }
 
+pub(super) use version_columns;
+
 /// The columns [`tool_from_row`] reads, from a `tool` aliased `t`.
 macro_rules! tool_columns {
     () => {
@@ -140,8 +142,9 @@ macro_rules! tool_columns {
          t.created_at_ms AS t_created_at_ms, t.updated_at_ms AS t_updated_at_ms"
     };
 }
+pub(super) use tool_columns;
 
-fn version_from_row(row: &SqliteRow) -> Result<ToolVersion, StoreError> {
+pub(super) fn version_from_row(row: &SqliteRow) -> Result<ToolVersion, StoreError> {
     let output_schema: Option<String> = col(row, "v_output_schema")?;
     let output_schema = output_schema
         .map(|s| serde_json::from_str(&s))
@@ -181,7 +184,7 @@ fn version_from_row(row: &SqliteRow) -> Result<ToolVersion, StoreError> {
     })
 }
 
-fn tool_from_row(row: &SqliteRow) -> Result<Tool, StoreError> {
+pub(super) fn tool_from_row(row: &SqliteRow) -> Result<Tool, StoreError> {
     Ok(Tool {
         name: col(row, "t_name")?,
         enabled: col(row, "t_enabled")?,

@@ -12,6 +12,7 @@
 mod calls;
 mod changes;
 mod content;
+mod copy;
 mod listen;
 mod processes;
 mod secrets;
