@@ -12,7 +12,7 @@
 
 use std::collections::HashSet;
 
-use sqlx::postgres::{PgConnection, PgPool, PgRow};
+use sqlx::postgres::{PgConnection, PgRow};
 
 use super::rows::{col, corrupt, db, get_u64, now_ms};
 use super::{PgStore, Write};
@@ -60,20 +60,6 @@ pub(super) async fn record(
             .map_err(db)?;
     }
     Ok(seq)
-}
-
-/// The counter as stored (`i64`), for [`ToolStore::data_version`](crate::ToolStore::data_version).
-pub(super) async fn data_version(pool: &PgPool) -> Result<i64, StoreError> {
-    sqlx::query_scalar("SELECT value FROM meta WHERE key = 'data_version'")
-        .fetch_one(pool)
-        .await
-        .map_err(db)
-}
-
-/// [`ToolStore::current_seq`](crate::ToolStore::current_seq).
-pub(super) async fn current_seq(pool: &PgPool) -> Result<u64, StoreError> {
-    let value = data_version(pool).await?;
-    u64::try_from(value).map_err(|_| corrupt(format!("negative change counter {value}")))
 }
 
 /// [`ToolStore::changes_since`](crate::ToolStore::changes_since): one read transaction, so the

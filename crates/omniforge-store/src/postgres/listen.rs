@@ -18,9 +18,13 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use tokio::sync::{OnceCell, watch};
 use tokio::task::JoinHandle;
 
-use super::{CHANNEL, changes};
+use super::counter;
 use crate::error::StoreError;
 use crate::sql::db;
+
+/// The `NOTIFY` channel of change commits; the payload is the transaction's last change `seq`.
+/// Channels are per database, so replicas of different databases on one cluster never meet.
+pub(super) const CHANNEL: &str = "omniforge_changes";
 
 /// The `application_name` of the `LISTEN` connection, so that an operator (or a test) can
 /// find it in `pg_stat_activity`.
@@ -66,8 +70,12 @@ impl Feed {
         max_wait: Duration,
     ) {
         self.listener
-            .get_or_init(|| async {
-                tokio::spawn(listen(pool.clone(), options.clone(), self.newest.clone()))
+            .get_or_init(|| {
+                std::future::ready(tokio::spawn(listen(
+                    pool.clone(),
+                    options.clone(),
+                    self.newest.clone(),
+                )))
             })
             .await;
         let mut newest = self.newest.subscribe();
@@ -142,7 +150,7 @@ async fn listen_once(
     // Listening: every commit from now on is notified. What committed before, while nobody
     // listened, is read back by seq. Set, not raised: a database restored to an older state
     // lowers the mark, so waiters are not woken forever by a seq it no longer has.
-    let seq = changes::current_seq(pool).await?;
+    let seq = counter::current_seq(pool).await?;
     newest.send_if_modified(|n| {
         let differs = *n != seq;
         *n = seq;

@@ -21,6 +21,7 @@
 mod calls;
 mod changes;
 mod content;
+mod counter;
 mod dump;
 mod listen;
 mod options;
@@ -35,9 +36,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 
-pub use self::listen::LISTENER_APPLICATION_NAME;
-pub use self::options::PgEnv;
-pub(crate) use self::options::is_postgres_url;
 use crate::config::StoreConfig;
 use crate::error::StoreError;
 use crate::model::{
@@ -46,6 +44,9 @@ use crate::model::{
 use crate::rules::{checked_i64, invalid};
 use crate::sql::{db, migrate as migrate_error};
 use crate::store::ToolStore;
+pub use listen::LISTENER_APPLICATION_NAME;
+pub use options::PgEnv;
+pub(crate) use options::is_postgres_url;
 
 /// The schema migrations for PostgreSQL, embedded at compile time from `migrations-postgres/`.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres");
@@ -57,10 +58,6 @@ const MIGRATIONS_TABLE: &str = "_sqlx_migrations";
 /// (`pg_advisory_xact_lock`; advisory locks are per database). Any fixed number works: only
 /// OmniForge replicas take it. ASCII "omnimigr".
 const MIGRATION_LOCK: i64 = 0x6f6d_6e69_6d69_6772;
-
-/// The `NOTIFY` channel of change commits; the payload is the transaction's last change `seq`.
-/// Channels are per database, so replicas of different databases on one cluster never meet.
-const CHANNEL: &str = "omniforge_changes";
 
 /// The PostgreSQL implementation of [`ToolStore`] and [`ContentStore`](crate::ContentStore).
 ///
@@ -179,7 +176,7 @@ impl Write<'_> {
     async fn commit(mut self) -> Result<(), StoreError> {
         if let Some(seq) = self.last_seq {
             sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(CHANNEL)
+                .bind(listen::CHANNEL)
                 .bind(seq.to_string())
                 .execute(self.conn())
                 .await
@@ -308,11 +305,11 @@ impl ToolStore for PgStore {
     }
 
     async fn data_version(&self) -> Result<i64, StoreError> {
-        changes::data_version(&self.pool).await
+        counter::data_version(&self.pool).await
     }
 
     async fn current_seq(&self) -> Result<u64, StoreError> {
-        changes::current_seq(&self.pool).await
+        counter::current_seq(&self.pool).await
     }
 
     async fn changes_since(&self, seq: u64) -> Result<ChangeSet, StoreError> {

@@ -80,59 +80,63 @@ pub(crate) fn connect_options(
     let in_query = |keys: &[&str]| keys.iter().any(|k| query.contains_key(*k));
     let mut options = PgConnectOptions::from_str(url).map_err(|e| bad(e.to_string()))?;
 
-    if parsed.host_str().is_none_or(str::is_empty) && !in_query(&["host", "hostaddr"]) {
-        if let Some(host) = env.get("PGHOSTADDR").or(env.get("PGHOST")) {
-            options = if host.starts_with('/') {
-                options.socket(host)
-            } else {
-                options.host(host)
-            };
-        }
+    if parsed.host_str().is_none_or(str::is_empty)
+        && !in_query(&["host", "hostaddr"])
+        && let Some(host) = env.get("PGHOSTADDR").or(env.get("PGHOST"))
+    {
+        options = if host.starts_with('/') {
+            options.socket(host)
+        } else {
+            options.host(host)
+        };
     }
-    if parsed.port().is_none() && !in_query(&["port"]) {
-        if let Some(port) = env.get("PGPORT") {
-            let port = port
-                .parse()
-                .map_err(|_| invalid("PGPORT", "not a port number"))?;
-            options = options.port(port);
-        }
+    if parsed.port().is_none()
+        && !in_query(&["port"])
+        && let Some(port) = env.get("PGPORT")
+    {
+        let port = port
+            .parse()
+            .map_err(|_| invalid("PGPORT", "not a port number"))?;
+        options = options.port(port);
     }
-    if parsed.username().is_empty() && !in_query(&["user"]) {
-        if let Some(user) = env.get("PGUSER") {
-            options = options.username(user);
-        }
+    if parsed.username().is_empty()
+        && !in_query(&["user"])
+        && let Some(user) = env.get("PGUSER")
+    {
+        options = options.username(user);
     }
-    if parsed.password().is_none() && !in_query(&["password"]) {
-        if let Some(password) = env.get("PGPASSWORD") {
-            options = options.password(password);
-        }
+    if parsed.password().is_none()
+        && !in_query(&["password"])
+        && let Some(password) = env.get("PGPASSWORD")
+    {
+        options = options.password(password);
     }
-    if parsed.path().trim_start_matches('/').is_empty() && !in_query(&["dbname"]) {
-        if let Some(database) = env.get("PGDATABASE") {
-            options = options.database(database);
-        }
+    if parsed.path().trim_start_matches('/').is_empty()
+        && !in_query(&["dbname"])
+        && let Some(database) = env.get("PGDATABASE")
+    {
+        options = options.database(database);
     }
-    if !in_query(&["sslmode", "ssl-mode"]) {
-        if let Some(mode) = env.get("PGSSLMODE") {
-            let mode =
-                PgSslMode::from_str(mode).map_err(|e| invalid("PGSSLMODE", e.to_string()))?;
-            options = options.ssl_mode(mode);
-        }
+    if !in_query(&["sslmode", "ssl-mode"])
+        && let Some(mode) = env.get("PGSSLMODE")
+    {
+        let mode = PgSslMode::from_str(mode).map_err(|e| invalid("PGSSLMODE", e.to_string()))?;
+        options = options.ssl_mode(mode);
     }
-    if !in_query(&["sslrootcert", "ssl-root-cert", "ssl-ca"]) {
-        if let Some(path) = env.get("PGSSLROOTCERT") {
-            options = options.ssl_root_cert(path);
-        }
+    if !in_query(&["sslrootcert", "ssl-root-cert", "ssl-ca"])
+        && let Some(path) = env.get("PGSSLROOTCERT")
+    {
+        options = options.ssl_root_cert(path);
     }
-    if !in_query(&["sslcert", "ssl-cert"]) {
-        if let Some(path) = env.get("PGSSLCERT") {
-            options = options.ssl_client_cert(path);
-        }
+    if !in_query(&["sslcert", "ssl-cert"])
+        && let Some(path) = env.get("PGSSLCERT")
+    {
+        options = options.ssl_client_cert(path);
     }
-    if !in_query(&["sslkey", "ssl-key"]) {
-        if let Some(path) = env.get("PGSSLKEY") {
-            options = options.ssl_client_key(path);
-        }
+    if !in_query(&["sslkey", "ssl-key"])
+        && let Some(path) = env.get("PGSSLKEY")
+    {
+        options = options.ssl_client_key(path);
     }
     let app = query
         .get("application_name")

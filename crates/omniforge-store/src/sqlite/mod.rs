@@ -430,6 +430,21 @@ impl ToolStore for SqliteStore {
     }
 }
 
+#[async_trait]
+impl crate::dump::Backend for SqliteStore {
+    fn kind(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn export(&self) -> Result<crate::dump::StoreDump, StoreError> {
+        dump::export(self).await
+    }
+
+    async fn import_dump(&self, dump: &crate::dump::StoreDump) -> Result<(), StoreError> {
+        dump::import(self, dump).await
+    }
+}
+
 /// [`ToolStore::backup`]: creates `dest` (0600, failing if it exists), fills it with `VACUUM
 /// INTO`, syncs it and its directory; removes it again on failure.
 async fn backup(store: &SqliteStore, dest: &Path) -> Result<(), StoreError> {
@@ -554,20 +569,5 @@ mod tests {
             assert_eq!(mode, 0o600, "{}", p.display());
         }
         store.close().await;
-    }
-}
-
-#[async_trait]
-impl crate::dump::Backend for SqliteStore {
-    fn kind(&self) -> &'static str {
-        "sqlite"
-    }
-
-    async fn export(&self) -> Result<crate::dump::StoreDump, StoreError> {
-        dump::export(self).await
-    }
-
-    async fn import_dump(&self, dump: &crate::dump::StoreDump) -> Result<(), StoreError> {
-        dump::import(self, dump).await
     }
 }

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use omniforge_store::{
-    Backend, CallOutcome, CallRecord, ContentStore, ImportBatch, NewPrompt, NewResource,
-    NewTemplate, PromptArgumentSpec, ResourceBody, ScriptSpec, StoreConfig, StoreError,
-    TemplateBody, WriteMode, copy_store,
+    Backend, CallOutcome, CallRecord, ImportBatch, NewPrompt, NewResource, NewTemplate,
+    PromptArgumentSpec, ResourceBody, ScriptSpec, StoreConfig, StoreError, TemplateBody, WriteMode,
+    copy_store,
 };
 use serde_json::json;
 
