@@ -117,6 +117,35 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    /// The store was opened without a secret keyring
+    /// ([`StoreConfig::keyring`](crate::StoreConfig::keyring)), so secret values can be neither
+    /// written nor read. Names, grants and deletions still work.
+    #[error("secret values are unavailable: this store has no secret key")]
+    NoSecretKey,
+    /// A stored secret is encrypted under a key the keyring lacks (the key file of another
+    /// replica, or an old key removed too early).
+    #[error("secret {name:?} is encrypted with key {key_id:?}, which is not in the keyring")]
+    SecretKeyMissing {
+        /// The secret's name.
+        name: String,
+        /// The id stored with its value.
+        key_id: String,
+    },
+    /// A stored secret failed to decrypt: its sealed bytes were altered, or copied from another
+    /// secret's row or key id.
+    #[error(
+        "secret {name:?} cannot be decrypted: its stored value was altered or belongs elsewhere"
+    )]
+    SecretUnreadable {
+        /// The secret's name.
+        name: String,
+    },
+    /// Encrypting failed (the operating system's random source failed).
+    #[error("encrypting a secret: {reason}")]
+    Crypto {
+        /// What failed.
+        reason: String,
+    },
     /// The database failed: the file cannot be opened, the write lock was not granted within
     /// the busy timeout, the disk is full, a migration failed, the store was closed.
     #[error("database error: {0}")]

@@ -95,11 +95,13 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod error;
+pub mod keyring;
 pub mod model;
 pub mod sqlite;
 pub mod store;
 
 pub use error::{DatabaseError, NameKind, StoreError};
+pub use keyring::{KEY_BYTES, Keyring, KeyringError};
 pub use model::{
     Annotations, CallOutcome, CallRecord, Change, ChangeKind, ChangeSet, ImportBatch, ImportReport,
     JsonObject, Limits, MAX_CALL_ERROR_BYTES, MAX_NAME_LEN, NewPrompt, NewResource, NewTemplate,
