@@ -18,6 +18,10 @@ pub enum NameKind {
     ResourceTemplate,
     /// A stored prompt: 1 to 64 characters from `[a-zA-Z0-9_-]`, like a tool name.
     Prompt,
+    /// A grant of a secret to one tool version, named `SECRET for TOOL` (with its version).
+    Grant,
+    /// A kept output, named by its run id.
+    Output,
 }
 
 impl NameKind {
@@ -29,6 +33,8 @@ impl NameKind {
             NameKind::Resource => "an absolute URI (scheme:...) of at most 4096 bytes",
             NameKind::ResourceTemplate => "an RFC 6570 URI template of at most 4096 bytes",
             NameKind::Prompt => "1 to 64 characters from [a-zA-Z0-9_-]",
+            NameKind::Grant => "a secret name, a tool name and a version",
+            NameKind::Output => "1 to 128 characters from [a-zA-Z0-9_.:-]",
         }
     }
 }
@@ -41,6 +47,8 @@ impl fmt::Display for NameKind {
             NameKind::Resource => "resource",
             NameKind::ResourceTemplate => "resource template",
             NameKind::Prompt => "prompt",
+            NameKind::Grant => "secret grant",
+            NameKind::Output => "kept output",
         })
     }
 }

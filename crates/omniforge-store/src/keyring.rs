@@ -29,9 +29,6 @@
 //! The key never enters the database: a backup of the store holds sealed values only. Keep the
 //! key file apart from backups.
 
-// Sealing and opening are used by the SQLite secrets once they store sealed values.
-#![allow(dead_code)]
-
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
