@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use futures::StreamExt as _;
 use omniforge_script::{
-    Env, EnvBuilder, EnvConfig, Exit, Interpreter, Lock, ProgressEvent, RunOutput, RunSpec, Runner,
-    RunnerConfig, SandboxLevel, ScriptMessage, UvTool, pep723_dependencies, prototype_text,
+    Env, EnvBuilder, EnvConfig, Exit, HostEnv, Interpreter, Layout, Lock, RunOutput, RunSpec,
+    Runner, RunnerConfig, SYNTAX_CHECK_TIMEOUT, SandboxLevel, ScriptMessage, UvTool,
+    pep723_dependencies, prototype_text,
 };
 use omniforge_store::{
     Actor, Annotations, CallOutcome, CallRecord, CallSource, Limits, NewStatus, NewVersion,
@@ -85,6 +86,12 @@ pub struct ForgeConfig {
     pub authoring: bool,
     /// How long the whole output of a cut result stays readable through its resource link.
     pub output_ttl: Duration,
+    /// What the script crate uses of the server's environment (`PATH`, `HOME`, proxies,
+    /// uv's index variables), read by the binary.
+    pub host: HostEnv,
+    /// Sandbox layers to leave out although the machine has them (tests only:
+    /// `--sandbox-disable-layer`).
+    pub disabled_layers: Vec<String>,
 }
 
 /// The stored tool source and the authoring tools.
@@ -218,13 +225,10 @@ impl Forge {
         config: ForgeConfig,
     ) -> Result<Arc<Forge>, ForgeError> {
         let mut runner_config = RunnerConfig::new(config.sandbox);
-        runner_config.scratch_dir = config.data_dir.join("run");
-        std::fs::create_dir_all(&runner_config.scratch_dir).map_err(|source| {
-            omniforge_script::RunError::Io {
-                context: "creating the run directory".into(),
-                source,
-            }
-        })?;
+        runner_config.scratch_dir = Layout::new(&config.data_dir).run_dir();
+        runner_config.host = config.host.clone();
+        runner_config.disabled_layers = config.disabled_layers.clone();
+        runner_config.hidden_dirs = vec![config.data_dir.clone()];
         // The runner logs each sandbox layer it detected.
         let runner = Runner::new(runner_config)?;
         let forge = Arc::new(Forge {
@@ -278,7 +282,7 @@ impl Forge {
         self.envs
             .get_or_try_init(|| async {
                 let python = Interpreter::resolve(&self.config.python).await.map_err(|e| e.to_string())?;
-                let uv = UvTool::locate_or_install(&self.config.data_dir, self.config.uv.clone(), &python)
+                let uv = UvTool::locate_or_install(&self.config.data_dir, self.config.uv.clone(), &python, &self.config.host)
                     .await
                     .map_err(|e| e.to_string())?;
                 tracing::info!(python = %python.executable().display(), uv = %uv.path().display(), "script environments ready");
@@ -288,6 +292,7 @@ impl Forge {
                     python,
                     allow_source_builds: self.config.allow_source_builds,
                     command_timeout: Duration::from_secs(600),
+                    host: self.config.host.clone(),
                 }))
             })
             .await
@@ -454,7 +459,7 @@ impl Forge {
             (None, None) => return Err("description: required to create a tool".into()),
         };
         let envs = self.envs().await.map_err(|e| format!("environment: {e}"))?;
-        check_code(envs.config().python.executable(), &code).await?;
+        check_code(&envs.config().python, &code).await?;
         // An update keeps whatever it leaves out from the current version.
         let mut dependencies = draft
             .dependencies
@@ -539,15 +544,7 @@ impl Forge {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         let building = lock.clone();
         let build = envs.build(&building, move |event| {
-            let text = match event {
-                ProgressEvent::Reused => "environment already built".to_owned(),
-                ProgressEvent::CreatingVenv => "creating the environment".to_owned(),
-                ProgressEvent::Installing { packages } => format!("installing {packages} packages"),
-                ProgressEvent::Output(line) => line,
-                ProgressEvent::Installed { packages } => format!("installed {packages} packages"),
-                _ => return,
-            };
-            let _ = tx.send(text);
+            let _ = tx.send(event.to_string());
         });
         tokio::pin!(build);
         let mut step = 1.0;
@@ -753,7 +750,7 @@ impl Forge {
         }
         let args: Args = parse(arguments)?;
         let envs = self.envs().await.map_err(|e| format!("environment: {e}"))?;
-        check_code(envs.config().python.executable(), &args.code).await?;
+        check_code(&envs.config().python, &args.code).await?;
         let mut dependencies = args.dependencies.unwrap_or_default();
         for dep in pep723_dependencies(&args.code).map_err(|e| format!("code: {e}"))? {
             if !dependencies.contains(&dep) {
@@ -784,10 +781,7 @@ impl Forge {
     ) -> CallToolResult {
         let version = &route.version;
         let spec_v = &version.spec;
-        let env = Env {
-            path: self.config.data_dir.join("envs").join(&spec_v.env_id),
-            env_id: spec_v.env_id.clone(),
-        };
+        let env = Layout::new(&self.config.data_dir).env(&spec_v.env_id);
         let mut spec = RunSpec::new(&env, spec_v.code.clone());
         spec.arguments = Value::Object(arguments);
         spec.timeout = Duration::from_millis(spec_v.limits.timeout_ms);
@@ -1239,9 +1233,9 @@ async fn collect_garbage(forge: std::sync::Weak<Forge>) {
     loop {
         tick.tick().await;
         let Some(forge) = forge.upgrade() else { return };
-        let envs_dir = forge.config.data_dir.join("envs");
+        let layout = Layout::new(&forge.config.data_dir);
         match forge.store.env_ids_in_use().await {
-            Ok(in_use) => match omniforge_script::gc(&envs_dir, &in_use) {
+            Ok(in_use) => match omniforge_script::gc(&layout, &in_use) {
                 Ok(removed) if !removed.is_empty() => {
                     tracing::info!(removed = removed.len(), "removed unused environments")
                 }
@@ -1403,36 +1397,11 @@ fn check_tool_schema(field: &str, schema: &JsonObject) -> Result<(), String> {
 }
 
 /// Byte-compiles `code` with the pinned interpreter; the error names the line.
-async fn check_code(python: &std::path::Path, code: &str) -> Result<(), String> {
-    use tokio::io::AsyncWriteExt;
-    const CHECK: &str = "import sys\nsrc = sys.stdin.read()\ntry:\n    compile(src, 'tool.py', 'exec')\nexcept SyntaxError as e:\n    print(f'line {e.lineno}, column {e.offset}: {e.msg}: {(e.text or \"\").strip()}')\n    sys.exit(1)\n";
-    let mut child = tokio::process::Command::new(python)
-        .args(["-I", "-c", CHECK])
-        .env_clear()
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("code: cannot start {}: {e}", python.display()))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(code.as_bytes()).await;
-    }
-    let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+async fn check_code(python: &Interpreter, code: &str) -> Result<(), String> {
+    python
+        .check_syntax(code, SYNTAX_CHECK_TIMEOUT)
         .await
-        .map_err(|_| "code: the syntax check timed out".to_owned())?
-        .map_err(|e| format!("code: syntax check failed: {e}"))?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        let detail = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-        let detail = if detail.is_empty() {
-            String::from_utf8_lossy(&output.stderr).trim().to_owned()
-        } else {
-            detail
-        };
-        Err(format!("code: does not compile: {detail}"))
-    }
+        .map_err(|e| format!("code: {e}"))
 }
 
 /// The arguments of create and update.
@@ -1697,7 +1666,7 @@ impl Forge {
         caller: &Caller,
     ) -> Result<omniforge_store::ScriptSpec, String> {
         let envs = self.envs().await.map_err(|e| format!("environment: {e}"))?;
-        check_code(envs.config().python.executable(), &code)
+        check_code(&envs.config().python, &code)
             .await
             .map_err(|e| e.replacen("code:", &format!("{field}:"), 1))?;
         let mut dependencies = dependencies;
@@ -1730,10 +1699,7 @@ impl Forge {
         input: Value,
         ct: tokio_util::sync::CancellationToken,
     ) -> Result<String, String> {
-        let env = Env {
-            path: self.config.data_dir.join("envs").join(&script.env_id),
-            env_id: script.env_id.clone(),
-        };
+        let env = Layout::new(&self.config.data_dir).env(&script.env_id);
         let mut spec = RunSpec::new(&env, script.code.clone());
         spec.arguments = input;
         spec.timeout = Duration::from_millis(script.timeout_ms);

@@ -7,6 +7,7 @@
 
 mod envs;
 mod layers;
+mod privilege;
 mod runs;
 mod sandbox;
 mod side_channel;

@@ -8,7 +8,7 @@ use crate::util::*;
 
 #[tokio::test]
 async fn doctor_names_every_layer() {
-    let layers = doctor();
+    let layers = doctor(&config(SandboxLevel::Standard));
     let names: Vec<_> = layers.iter().map(|l| l.name).collect();
     assert_eq!(
         names,

@@ -93,6 +93,8 @@ pub(super) async fn start_forge(
         max_result_bytes: scripts.max_result_bytes,
         authoring: scripts.authoring,
         output_ttl: scripts.output_ttl,
+        host: omniforge_script::HostEnv::from_vars(std::env::vars_os()),
+        disabled_layers: scripts.disabled_layers.clone(),
     };
     let forge = forge::Forge::start(catalog, store.clone(), config)
         .await

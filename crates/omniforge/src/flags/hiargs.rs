@@ -90,6 +90,8 @@ pub(crate) struct Scripts {
     pub(crate) allow_source_builds: bool,
     /// Required isolation.
     pub(crate) sandbox: SandboxArg,
+    /// Layers left out for tests (`--sandbox-disable-layer`).
+    pub(crate) disabled_layers: Vec<String>,
     /// Whether the authoring built-ins are offered.
     pub(crate) authoring: bool,
     /// Timeout of a call when the tool sets none.
@@ -208,6 +210,7 @@ impl Settings {
                     .sandbox
                     .or(file.sandbox)
                     .unwrap_or(SandboxArg::Standard),
+                disabled_layers: sandbox.sandbox_disable_layer,
                 authoring: !hosting.no_authoring.or(file.no_authoring).unwrap_or(false),
                 tool_timeout: authoring
                     .tool_timeout
