@@ -128,3 +128,23 @@ pub(crate) async fn enabled(store: &dyn ToolStore) -> Vec<String> {
         .map(|t| format!("{}@{}", t.tool.name, t.current.number))
         .collect()
 }
+
+/// A plain connection to the store's file, for what the API cannot do (tampering, triggers).
+pub(crate) async fn raw(path: &std::path::Path) -> sqlx::SqlitePool {
+    sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap()
+}
+
+/// `spec(tag)` declaring `secrets`.
+pub(crate) fn spec_with_secrets(tag: &str, secrets: &[&str]) -> NewVersion {
+    NewVersion {
+        secrets: secrets.iter().map(|s| s.to_string()).collect(),
+        ..spec(tag)
+    }
+}
+
+/// The actor named `principal`.
+pub(crate) fn actor(principal: &str) -> Actor {
+    Actor::new(principal)
+}
