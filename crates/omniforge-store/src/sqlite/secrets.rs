@@ -167,6 +167,15 @@ pub(super) async fn seal_plain_values(
     store: &SqliteStore,
     keyring: &Keyring,
 ) -> Result<(), StoreError> {
+    // A read first, so that opening a store with nothing to seal never waits for the write lock.
+    let any: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM secret WHERE value IS NOT NULL)")
+            .fetch_one(&store.reader)
+            .await
+            .map_err(db)?;
+    if !any {
+        return Ok(());
+    }
     let mut w = store.write().await?;
     let rows = sqlx::query("SELECT name, value FROM secret WHERE value IS NOT NULL")
         .fetch_all(w.conn())
