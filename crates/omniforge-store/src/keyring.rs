@@ -219,17 +219,26 @@ impl Keyring {
     }
 
     /// Creates a new key file at `path` holding one fresh random key, with mode `0600`, and
-    /// returns its keyring. Fails if the file exists (never overwrites a key).
+    /// returns its keyring. Fails if the file exists (never overwrites a key). The file appears
+    /// whole or not at all (written beside it, then linked into place), so a process that
+    /// starts at the same moment reads either nothing or the complete key.
     ///
     /// # Errors
     /// [`KeyringError::Io`] (also when `path` exists), [`KeyringError::Random`].
     pub fn generate_file(path: &Path) -> Result<Keyring, KeyringError> {
-        let (id, line) = new_key_line()?;
-        let text = Zeroizing::new(format!("{HEADER}{line}\n"));
-        write_new_private(path, &text).map_err(|source| KeyringError::Io {
+        let io = |source| KeyringError::Io {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        let (id, line) = new_key_line()?;
+        let text = Zeroizing::new(format!("{HEADER}{line}\n"));
+        let tmp = path.with_extension(format!("new-{}-{id}", std::process::id()));
+        write_new_private(&tmp, &text).map_err(io)?;
+        // `hard_link` fails if `path` exists: no key is ever overwritten, and no reader sees a
+        // half-written file.
+        let linked = std::fs::hard_link(&tmp, path);
+        let _ = std::fs::remove_file(&tmp);
+        linked.map_err(io)?;
         let ring = Keyring::parse_for(&text, path)?;
         tracing::info!(path = %path.display(), key_id = %id, "generated a new secret key file");
         Ok(ring)
@@ -555,6 +564,25 @@ mod tests {
             Keyring::parse("# only a comment\n"),
             Err(KeyringError::Empty { .. })
         ));
+    }
+
+    #[test]
+    fn processes_starting_together_share_one_generated_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret.key");
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || Keyring::load_or_generate(&path).unwrap())
+            })
+            .collect();
+        let ids: Vec<String> = threads
+            .into_iter()
+            .map(|t| t.join().unwrap().current_key_id().to_owned())
+            .collect();
+        assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "no temporary file is left");
     }
 
     #[cfg(unix)]

@@ -291,8 +291,9 @@ pub trait ToolStore: Send + Sync {
     async fn wait_for_change(&self, seq: u64, max_wait: Duration);
 
     /// Writes a consistent copy of the whole database to `dest`, which must not exist; its
-    /// parent directory must. Secrets are in it sealed, never the key (which lives outside the
-    /// database): keep the key file apart from backups. Safe while other connections and
+    /// parent directory must. Secrets are in it sealed (or, if no keyring has opened the store
+    /// since an older build wrote them, still in plain text), never with the key, which lives
+    /// outside the database: keep the key file apart from backups. Safe while other connections and
     /// processes write: the copy is the state of one moment. The new file is created with mode
     /// 0600 on Unix and synced before this returns.
     ///
