@@ -235,8 +235,13 @@ impl Keyring {
         let tmp = path.with_extension(format!("new-{}-{id}", std::process::id()));
         write_new_private(&tmp, &text).map_err(io)?;
         // `hard_link` fails if `path` exists: no key is ever overwritten, and no reader sees a
-        // half-written file.
-        let linked = std::fs::hard_link(&tmp, path);
+        // half-written file. A file system without hard links gets the file written in place.
+        let linked = match std::fs::hard_link(&tmp, path) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                write_new_private(path, &text)
+            }
+            other => other,
+        };
         let _ = std::fs::remove_file(&tmp);
         linked.map_err(io)?;
         let ring = Keyring::parse_for(&text, path)?;
