@@ -112,15 +112,28 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod clock;
+pub mod config;
 pub mod digest;
+pub mod dump;
+mod engine;
 pub mod error;
 pub mod keyring;
 pub mod model;
+pub mod open;
+pub mod postgres;
 pub mod sqlite;
 pub mod stats;
 pub mod store;
 mod validate;
 
+pub use config::{
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_LOG_MAX_ROWS, DEFAULT_CALL_STATS_MAX_AGE,
+    DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, StoreConfig,
+};
+pub use dump::{
+    Backend, CopyReport, DumpedExampleResult, DumpedHour, DumpedSecret, DumpedTool, StoreDump,
+    copy_store,
+};
 pub use error::{DatabaseError, NameKind, StoreError};
 pub use keyring::{KEY_BYTES, Keyring, KeyringError};
 pub use model::{
@@ -136,8 +149,7 @@ pub use model::{
     ToolVersion, VersionState, VersionStatus, WriteMode, validate_principal, validate_run_id,
     validate_secret_name, validate_tool_name,
 };
-pub use sqlite::{
-    DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_LOG_MAX_ROWS, DEFAULT_CALL_STATS_MAX_AGE,
-    DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, SqliteStore, StoreConfig,
-};
+pub use open::{StoreUrl, open};
+pub use postgres::{LISTENER_APPLICATION_NAME, PgEnv, PgStore};
+pub use sqlite::SqliteStore;
 pub use store::{AuditLog, CallLog, ContentStore, OutputStore, SecretStore, Store, ToolStore};

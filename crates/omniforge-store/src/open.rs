@@ -7,8 +7,8 @@ use crate::config::StoreConfig;
 use crate::dump::Backend;
 use crate::error::StoreError;
 use crate::postgres::{PgEnv, PgStore, is_postgres_url};
-use crate::rules::invalid;
 use crate::sqlite::SqliteStore;
+use crate::validate::invalid;
 
 /// Where a store lives, parsed from its URL.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,9 +18,8 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 use tokio::sync::{OnceCell, watch};
 use tokio::task::JoinHandle;
 
-use super::counter;
+use crate::engine::exec::db;
 use crate::error::StoreError;
-use crate::sql::db;
 
 /// The `NOTIFY` channel of change commits; the payload is the transaction's last change `seq`.
 /// Channels are per database, so replicas of different databases on one cluster never meet.
@@ -47,16 +46,12 @@ pub(super) struct Feed {
 }
 
 impl Feed {
-    pub(super) fn new() -> Feed {
+    /// A feed that raises `newest`, which this instance's own commits raise too.
+    pub(super) fn new(newest: Arc<watch::Sender<u64>>) -> Feed {
         Feed {
-            newest: Arc::new(watch::Sender::new(0)),
+            newest,
             listener: OnceCell::new(),
         }
-    }
-
-    /// A change numbered `seq` committed through this instance: wake its waiters at once.
-    pub(super) fn committed(&self, seq: u64) {
-        raise(&self.newest, seq);
     }
 
     /// [`ToolStore::wait_for_change`](crate::ToolStore::wait_for_change): starts the listener
@@ -150,7 +145,11 @@ async fn listen_once(
     // Listening: every commit from now on is notified. What committed before, while nobody
     // listened, is read back by seq. Set, not raised: a database restored to an older state
     // lowers the mark, so waiters are not woken forever by a seq it no longer has.
-    let seq = counter::current_seq(pool).await?;
+    let seq: i64 = sqlx::query_scalar("SELECT value FROM meta WHERE key = 'data_version'")
+        .fetch_one(pool)
+        .await
+        .map_err(db)?;
+    let seq = u64::try_from(seq).unwrap_or(0);
     newest.send_if_modified(|n| {
         let differs = *n != seq;
         *n = seq;

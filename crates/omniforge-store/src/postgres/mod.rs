@@ -1,49 +1,44 @@
-//! [`PgStore`]: the [`ToolStore`] and [`ContentStore`](crate::ContentStore) on a PostgreSQL
-//! database, through `sqlx`, for several replicas on one database.
+//! [`PgStore`]: every [`Store`](crate::Store) trait on a PostgreSQL database, through `sqlx`,
+//! for several replicas on one database.
 //!
-//! This module holds the pool, the migrations, the transactions and the `ToolStore` impl as a
-//! table of contents; each table family has its own file, as in `sqlite/`: `tools.rs`,
-//! `content.rs`, `calls.rs`, `secrets.rs`, `changes.rs` (the change feed), and `listen.rs` (the
-//! `LISTEN` connection that wakes [`ToolStore::wait_for_change`]). `options.rs` turns a
-//! `postgres://` URL and the caller's `PG*` values into connection options; `dump.rs` reads and
-//! writes whole stores for copies and backups.
+//! The logic is the engine's ([`engine`](crate::engine), shared with SQLite); this module holds
+//! what only PostgreSQL has: the pool and the transactions ([`PgDb`], the engine's `Db`), the
+//! migrations (`migrations-postgres/`, applied under an advisory lock), `listen.rs` (the
+//! `LISTEN` connection that wakes [`ToolStore::wait_for_change`](crate::ToolStore::wait_for_change)),
+//! `options.rs` (a `postgres://` URL and the caller's `PG*` values as connection options) and
+//! `backup.rs` (backups as SQLite files).
 //!
 //! **Writes are serialized across replicas.** Every write transaction that may change something
-//! begins by locking the change counter's row (`SELECT ... FROM meta ... FOR UPDATE`) and holds
-//! that lock to its commit, as SQLite's `BEGIN IMMEDIATE` holds the file's write lock: the
-//! existence checks inside it cannot race with another replica's writer, and the change numbers
-//! it takes follow commit order. The wait for the lock is bounded by `lock_timeout`
-//! ([`StoreConfig::busy_timeout`]). Call log writes, which are not changes, do not take it.
+//! ([`Lock::Feed`]) begins by locking the change counter's row (`SELECT ... FROM meta ... FOR
+//! UPDATE`) and holds that lock to its commit, as SQLite's `BEGIN IMMEDIATE` holds the file's
+//! write lock: the existence checks inside it cannot race with another replica's writer, and the
+//! change numbers it takes follow commit order. Writes that are not changes but rewrite shared
+//! rows (a call's hour, example results: [`Lock::Side`]) take a transaction-level advisory lock
+//! instead, so that they neither race each other nor queue behind catalog writes; the others
+//! ([`Lock::None`]) take none. The wait for a lock is bounded by `lock_timeout`
+//! ([`StoreConfig::busy_timeout`]).
 //!
-//! Reads that need one moment (the change feed, a tool's call history) run in a `REPEATABLE
-//! READ, READ ONLY` transaction; single-statement reads use the pool directly.
+//! Reads that need one moment run in a `REPEATABLE READ, READ ONLY` transaction;
+//! single-statement reads use a pooled connection.
 
-mod calls;
-mod changes;
-mod content;
-mod counter;
-mod dump;
+mod backup;
 mod listen;
 mod options;
-mod rows;
-mod secrets;
-mod tools;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use tokio::sync::watch;
 
 use crate::config::StoreConfig;
+use crate::engine::exec::{Conn, db, migrate_error};
+use crate::engine::{Core, Db, Lock, seal_plain_values};
 use crate::error::StoreError;
-use crate::model::{
-    CallRecord, ChangeSet, NewVersion, SecretInfo, SecretValue, StoredTool, ToolVersion,
-};
-use crate::rules::{checked_i64, invalid};
-use crate::sql::{db, migrate as migrate_error};
-use crate::store::ToolStore;
+use crate::validate::invalid;
 pub use listen::LISTENER_APPLICATION_NAME;
 pub use options::PgEnv;
 pub(crate) use options::is_postgres_url;
@@ -59,27 +54,103 @@ const MIGRATIONS_TABLE: &str = "_sqlx_migrations";
 /// OmniForge replicas take it. ASCII "omnimigr".
 const MIGRATION_LOCK: i64 = 0x6f6d_6e69_6d69_6772;
 
-/// The PostgreSQL implementation of [`ToolStore`] and [`ContentStore`](crate::ContentStore).
+/// The key of the advisory lock of [`Lock::Side`] writes. ASCII "omniside".
+const SIDE_LOCK: i64 = 0x6f6d_6e69_7369_6465;
+
+/// The PostgreSQL implementation of every [`Store`](crate::Store) trait.
 ///
 /// Opening applies pending migrations under an advisory lock, so replicas starting together
-/// against a new database migrate it once. Every write commits before it returns; PostgreSQL's
-/// own `synchronous_commit` (on by default) makes the commit durable. Any number of instances,
-/// in any number of processes and machines, may share a database: the change feed numbers their
-/// changes in commit order, and [`ToolStore::wait_for_change`] wakes on any of them through
-/// `LISTEN`/`NOTIFY`.
+/// against a new database migrate it once; then, with a keyring, seals any secret values stored
+/// in plain text. Every write commits before it returns; PostgreSQL's own `synchronous_commit`
+/// (on by default) makes the commit durable. Any number of instances, in any number of
+/// processes and machines, may share a database: the change feed numbers their changes in
+/// commit order, and [`ToolStore::wait_for_change`](crate::ToolStore::wait_for_change) wakes on
+/// any of them through `LISTEN`/`NOTIFY`.
 #[derive(Debug)]
 pub struct PgStore {
-    /// Reads and writes: `max_readers + 1` connections.
+    /// The engine, over [`PgDb`].
+    core: Core,
+    /// The pool (the engine's too), for the `LISTEN` task's re-reads and closing.
     pool: PgPool,
     /// The connection options, for the `LISTEN` connection.
     options: PgConnectOptions,
-    /// [`StoreConfig::call_log_max_rows`], checked to fit a BIGINT.
-    call_log_max_rows: i64,
-    /// [`StoreConfig::change_log_max_rows`], checked to fit a BIGINT.
-    change_log_max_rows: i64,
-    /// The change feed's wake-up: the highest `seq` this instance knows committed (its own
-    /// commits, `NOTIFY`s heard, re-reads after a lost `LISTEN` connection).
+    /// The change feed's wake-up, fed by `NOTIFY`.
     feed: listen::Feed,
+}
+
+/// The engine's [`Db`] on PostgreSQL: one pool for reads and writes.
+#[derive(Debug)]
+pub(crate) struct PgDb {
+    pool: PgPool,
+    /// `SET LOCAL lock_timeout` for write transactions, from [`StoreConfig::busy_timeout`].
+    lock_timeout: &'static str,
+}
+
+#[async_trait]
+impl Db for PgDb {
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn read(&self) -> Result<Box<dyn Conn>, StoreError> {
+        Ok(Box::new(self.pool.acquire().await.map_err(db)?))
+    }
+
+    async fn snapshot(&self) -> Result<Box<dyn Conn>, StoreError> {
+        Ok(Box::new(
+            self.pool
+                .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                .await
+                .map_err(db)?,
+        ))
+    }
+
+    async fn write(&self, lock: Lock) -> Result<Box<dyn Conn>, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(db)?;
+        sqlx::query(self.lock_timeout)
+            .execute(&mut *tx)
+            .await
+            .map_err(db)?;
+        match lock {
+            Lock::Feed => {
+                sqlx::query("SELECT value FROM meta WHERE key = 'data_version' FOR UPDATE")
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db)?;
+            }
+            Lock::Side => {
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(SIDE_LOCK)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db)?;
+            }
+            Lock::None => {}
+        }
+        Ok(Box::new(tx))
+    }
+
+    fn notify_sql(&self) -> Option<&'static str> {
+        Some("SELECT pg_notify('omniforge_changes', $1)")
+    }
+
+    fn after_import(&self) -> &'static [&'static str] {
+        &[
+            "SELECT setval(pg_get_serial_sequence('call_log', 'id'), \
+             (SELECT COALESCE(max(id), 0) + 1 FROM call_log), false)",
+            "SELECT setval(pg_get_serial_sequence('audit_log', 'id'), \
+             (SELECT COALESCE(max(id), 0) + 1 FROM audit_log), false)",
+        ]
+    }
+
+    async fn after_sealing(&self) {}
+}
+
+/// `SET LOCAL lock_timeout` for `timeout`, as a statement of its own (`SET` takes no
+/// parameters). Leaked once per store: a few bytes.
+fn lock_timeout_sql(timeout: Duration) -> &'static str {
+    let ms = timeout.as_millis().max(1);
+    Box::leak(format!("SET LOCAL lock_timeout = {ms}").into_boxed_str())
 }
 
 impl PgStore {
@@ -91,7 +162,8 @@ impl PgStore {
     /// # Errors
     /// [`StoreError::Invalid`] for a malformed URL or an out-of-range setting;
     /// [`StoreError::Database`] if the database cannot be reached or a migration fails
-    /// (including a database migrated by a newer OmniForge).
+    /// (including a database migrated by a newer OmniForge); with a keyring,
+    /// [`StoreError::Crypto`] if sealing plain-text values fails.
     pub async fn open(url: &str, env: &PgEnv, config: &StoreConfig) -> Result<PgStore, StoreError> {
         let options = options::connect_options(url, env, config)?;
         PgStore::open_with(options, config).await
@@ -105,8 +177,6 @@ impl PgStore {
         options: PgConnectOptions,
         config: &StoreConfig,
     ) -> Result<PgStore, StoreError> {
-        let call_log_max_rows = checked_i64("call_log_max_rows", config.call_log_max_rows)?;
-        let change_log_max_rows = checked_i64("change_log_max_rows", config.change_log_max_rows)?;
         if config.max_readers == 0 {
             return Err(invalid("max_readers", "must be at least 1"));
         }
@@ -117,78 +187,47 @@ impl PgStore {
             .await
             .map_err(db)?;
         migrate(&pool).await?;
+        let newest = Arc::new(watch::Sender::new(0));
+        let db = PgDb {
+            pool: pool.clone(),
+            lock_timeout: lock_timeout_sql(config.busy_timeout),
+        };
+        let store = PgStore {
+            core: Core::new(Box::new(db), config, newest.clone())?,
+            pool,
+            feed: listen::Feed::new(newest),
+            options,
+        };
+        seal_plain_values(&store.core).await?;
         tracing::debug!(
-            host = options.get_host(),
-            database = options.get_database(),
+            host = store.options.get_host(),
+            database = store.options.get_database(),
             "tool store opened (PostgreSQL)"
         );
-        Ok(PgStore {
-            pool,
-            options,
-            call_log_max_rows,
-            change_log_max_rows,
-            feed: listen::Feed::new(),
-        })
+        Ok(store)
     }
 
-    /// Begins a write transaction holding the change counter's row lock (see the module docs).
-    async fn write(&self) -> Result<Write<'_>, StoreError> {
-        let mut tx = self.pool.begin().await.map_err(db)?;
-        sqlx::query("SELECT value FROM meta WHERE key = 'data_version' FOR UPDATE")
-            .execute(&mut *tx)
-            .await
-            .map_err(db)?;
-        Ok(Write {
-            tx,
-            store: self,
-            last_seq: None,
-        })
+    /// [`ToolStore::wait_for_change`](crate::ToolStore::wait_for_change): wakes on any
+    /// replica's commit.
+    async fn wait_for_change_here(&self, seq: u64, max_wait: Duration) {
+        self.feed
+            .wait(&self.pool, &self.options, seq, max_wait)
+            .await;
     }
 
-    /// Begins a read transaction: one snapshot for several statements.
-    async fn read(&self) -> Result<sqlx::Transaction<'static, sqlx::Postgres>, StoreError> {
-        self.pool
-            .begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            .await
-            .map_err(db)
+    /// [`ToolStore::backup`](crate::ToolStore::backup): a SQLite file of one snapshot.
+    async fn backup_here(&self, dest: &Path) -> Result<(), StoreError> {
+        backup::backup(self, dest).await
+    }
+
+    /// [`ToolStore::close`](crate::ToolStore::close).
+    async fn close_here(&self) {
+        self.feed.stop();
+        self.pool.close().await;
     }
 }
 
-/// A write transaction: it holds the change counter's row lock from its start until it commits,
-/// or rolls back when dropped. Every change it makes goes through [`Write::change`] (in
-/// `changes.rs`), which numbers the change and appends it to the feed in this transaction.
-struct Write<'s> {
-    tx: sqlx::Transaction<'static, sqlx::Postgres>,
-    store: &'s PgStore,
-    /// The `seq` of the newest change made in this transaction, notified at the commit.
-    last_seq: Option<u64>,
-}
-
-impl Write<'_> {
-    /// The transaction's connection, for statements.
-    fn conn(&mut self) -> &mut PgConnection {
-        &mut self.tx
-    }
-
-    /// Commits. If a change was made, the transaction first queues a `NOTIFY` with its last
-    /// `seq`, which PostgreSQL delivers to every listening replica when (and only if) the
-    /// commit succeeds; this instance's waiters are woken at once after the commit.
-    async fn commit(mut self) -> Result<(), StoreError> {
-        if let Some(seq) = self.last_seq {
-            sqlx::query("SELECT pg_notify($1, $2)")
-                .bind(listen::CHANNEL)
-                .bind(seq.to_string())
-                .execute(self.conn())
-                .await
-                .map_err(db)?;
-        }
-        self.tx.commit().await.map_err(db)?;
-        if let Some(seq) = self.last_seq {
-            self.store.feed.committed(seq);
-        }
-        Ok(())
-    }
-}
+crate::engine::impls::store_traits!(PgStore);
 
 /// Runs pending migrations in one transaction that first takes the migration advisory lock
 /// (`pg_advisory_xact_lock`), so replicas starting together against a new database cannot both
@@ -251,121 +290,4 @@ async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
         }
     }
     tx.commit().await.map_err(db)
-}
-
-/// Each method is in the file of its table family; this is the table of contents.
-#[async_trait]
-impl ToolStore for PgStore {
-    async fn create_tool(&self, name: &str, spec: NewVersion) -> Result<ToolVersion, StoreError> {
-        tools::create_tool(self, name, spec).await
-    }
-
-    async fn add_version(&self, name: &str, spec: NewVersion) -> Result<ToolVersion, StoreError> {
-        tools::add_version(self, name, spec).await
-    }
-
-    async fn get(&self, name: &str) -> Result<Option<StoredTool>, StoreError> {
-        tools::get(self, name).await
-    }
-
-    async fn versions(&self, name: &str) -> Result<Vec<ToolVersion>, StoreError> {
-        tools::versions(self, name).await
-    }
-
-    async fn version(&self, name: &str, number: u32) -> Result<ToolVersion, StoreError> {
-        tools::version(self, name, number).await
-    }
-
-    async fn list_enabled(&self) -> Result<Vec<StoredTool>, StoreError> {
-        tools::list_enabled(self).await
-    }
-
-    async fn set_enabled(&self, name: &str, enabled: bool) -> Result<(), StoreError> {
-        tools::set_enabled(self, name, enabled).await
-    }
-
-    async fn rollback(&self, name: &str, number: u32) -> Result<ToolVersion, StoreError> {
-        tools::rollback(self, name, number).await
-    }
-
-    async fn purge(&self, name: &str) -> Result<(), StoreError> {
-        tools::purge(self, name).await
-    }
-
-    async fn record_call(&self, call: CallRecord) -> Result<(), StoreError> {
-        calls::record(self, call).await
-    }
-
-    async fn recent_calls(&self, name: &str, limit: u32) -> Result<Vec<CallRecord>, StoreError> {
-        calls::recent(self, name, limit).await
-    }
-
-    async fn env_ids_in_use(&self) -> Result<HashSet<String>, StoreError> {
-        tools::env_ids_in_use(self).await
-    }
-
-    async fn data_version(&self) -> Result<i64, StoreError> {
-        counter::data_version(&self.pool).await
-    }
-
-    async fn current_seq(&self) -> Result<u64, StoreError> {
-        counter::current_seq(&self.pool).await
-    }
-
-    async fn changes_since(&self, seq: u64) -> Result<ChangeSet, StoreError> {
-        changes::since(self, seq).await
-    }
-
-    async fn wait_for_change(&self, seq: u64, max_wait: Duration) {
-        self.feed
-            .wait(&self.pool, &self.options, seq, max_wait)
-            .await;
-    }
-
-    async fn set_secret(&self, name: &str, value: &str) -> Result<(), StoreError> {
-        secrets::set(self, name, value).await
-    }
-
-    async fn delete_secret(&self, name: &str) -> Result<(), StoreError> {
-        secrets::delete(self, name).await
-    }
-
-    async fn secret_names(&self) -> Result<Vec<String>, StoreError> {
-        secrets::names(self).await
-    }
-
-    async fn secrets(&self) -> Result<Vec<SecretInfo>, StoreError> {
-        secrets::infos(self).await
-    }
-
-    async fn secret_values(
-        &self,
-        names: &[String],
-    ) -> Result<HashMap<String, SecretValue>, StoreError> {
-        secrets::values(self, names).await
-    }
-
-    async fn backup(&self, dest: &Path) -> Result<(), StoreError> {
-        dump::backup(self, dest).await
-    }
-
-    async fn close(&self) {
-        self.feed.stop();
-        self.pool.close().await;
-    }
-}
-
-#[async_trait]
-impl crate::dump::Backend for PgStore {
-    fn kind(&self) -> &'static str {
-        "postgres"
-    }
-
-    async fn export(&self) -> Result<crate::dump::StoreDump, StoreError> {
-        dump::export(self).await
-    }
-
-    async fn import_dump(&self, dump: &crate::dump::StoreDump) -> Result<(), StoreError> {
-        dump::import(self, dump).await
-    }
 }

@@ -13,7 +13,7 @@ use sqlx::postgres::{PgConnectOptions, PgSslMode};
 
 use crate::config::StoreConfig;
 use crate::error::StoreError;
-use crate::rules::invalid;
+use crate::validate::invalid;
 
 /// The `application_name` of the store's connections when neither the URL nor `PGAPPNAME`
 /// names one.

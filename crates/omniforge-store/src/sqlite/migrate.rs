@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 use sqlx::{Connection as _, Row as _};
 
-use super::rows::{self, db};
+use crate::engine::exec::{db, migrate_error};
 use crate::error::StoreError;
 
 /// The schema migrations, embedded at compile time from `migrations/`.
@@ -54,24 +54,24 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
     let conn: &mut SqliteConnection = &mut tx;
     conn.ensure_migrations_table(MIGRATIONS_TABLE)
         .await
-        .map_err(rows::migrate)?;
+        .map_err(migrate_error)?;
     if let Some(version) = conn
         .dirty_version(MIGRATIONS_TABLE)
         .await
-        .map_err(rows::migrate)?
+        .map_err(migrate_error)?
     {
-        return Err(rows::migrate(MigrateError::Dirty(version)));
+        return Err(migrate_error(MigrateError::Dirty(version)));
     }
     let applied: HashMap<i64, Vec<u8>> = conn
         .list_applied_migrations(MIGRATIONS_TABLE)
         .await
-        .map_err(rows::migrate)?
+        .map_err(migrate_error)?
         .into_iter()
         .map(|m| (m.version, m.checksum.into_owned()))
         .collect();
     // A migration this build does not know: a newer OmniForge wrote this database.
     if let Some(&unknown) = applied.keys().find(|v| !MIGRATOR.version_exists(**v)) {
-        return Err(rows::migrate(MigrateError::VersionMissing(unknown)));
+        return Err(migrate_error(MigrateError::VersionMissing(unknown)));
     }
     let mut applied_any = false;
     for migration in MIGRATOR
@@ -80,7 +80,7 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
     {
         match applied.get(&migration.version) {
             Some(checksum) if *checksum != *migration.checksum => {
-                return Err(rows::migrate(MigrateError::VersionMismatch(
+                return Err(migrate_error(MigrateError::VersionMismatch(
                     migration.version,
                 )));
             }
@@ -89,7 +89,7 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
                 tracing::info!(version = migration.version, description = %migration.description, "applying store migration");
                 conn.apply(MIGRATIONS_TABLE, migration)
                     .await
-                    .map_err(rows::migrate)?;
+                    .map_err(migrate_error)?;
                 applied_any = true;
             }
         }
@@ -101,7 +101,7 @@ async fn migrate_on(conn: &mut SqliteConnection) -> Result<(), StoreError> {
             .map_err(db)?;
         if let Some(first) = violations.first() {
             let table: String = first.try_get(0).unwrap_or_default();
-            return Err(rows::corrupt(format!(
+            return Err(crate::validate::corrupt(format!(
                 "after migrating, {} rows break a foreign key (the first in table {table})",
                 violations.len()
             )));
