@@ -329,7 +329,7 @@ macro_rules! sqlx_conn {
             use futures::TryStreamExt as _;
             use sqlx::{Column as _, Row as _, TypeInfo as _, ValueRef as _};
 
-            use super::{Arg, Conn, Row, Value, db};
+            use crate::engine::exec::{Arg, Conn, Row, Value, db};
             use crate::error::StoreError;
             use crate::validate::corrupt;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use omniforge_store::{ChangeKind, LISTENER_APPLICATION_NAME};
 
-use crate::util::{Kind, TestStore, spec};
+use crate::util::{Kind, LIVE, TestStore, spec, who};
 
 /// Long enough that only a wake-up, never the poll, can end a wait within the test.
 const NEVER: Duration = Duration::from_secs(3600);
@@ -43,9 +43,12 @@ async fn listening(t: &TestStore) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_commit_on_one_replica_wakes_a_waiter_on_another() {
     let t = TestStore::new(Kind::Postgres).await;
-    let writer = &t.store;
+    let writer = &*t.store;
     let reader = t.second().await;
-    writer.create_tool("before", spec("0")).await.unwrap();
+    writer
+        .create_tool(&who(), "before", spec("0"), LIVE)
+        .await
+        .unwrap();
     for round in 0..3 {
         let seen = reader.current_seq().await.unwrap();
         let waiter = {
@@ -56,7 +59,10 @@ async fn a_commit_on_one_replica_wakes_a_waiter_on_another() {
             listening(&t).await;
         }
         let name = format!("tool{round}");
-        writer.create_tool(&name, spec(&name)).await.unwrap();
+        writer
+            .create_tool(&who(), &name, spec(&name), LIVE)
+            .await
+            .unwrap();
         tokio::time::timeout(WOKEN_WITHIN, waiter)
             .await
             .expect("woken by the other instance's commit")
@@ -101,7 +107,10 @@ async fn a_terminated_listen_connection_loses_no_change() {
         db.sql(&format!("SELECT pg_terminate_backend({})", pids[0]))
             .unwrap();
         let name = format!("while_cut{round}");
-        writer.create_tool(&name, spec(&name)).await.unwrap();
+        writer
+            .create_tool(&who(), &name, spec(&name), LIVE)
+            .await
+            .unwrap();
         let waiter = {
             let reader = reader.clone();
             tokio::spawn(async move { reader.wait_for_change(seen, NEVER).await })
@@ -126,7 +135,7 @@ async fn a_terminated_listen_connection_loses_no_change() {
         let reader = reader.clone();
         tokio::spawn(async move { reader.wait_for_change(seen, NEVER).await })
     };
-    writer.set_secret("AFTER", "v").await.unwrap();
+    writer.set_secret(&who(), "AFTER", "v").await.unwrap();
     tokio::time::timeout(WOKEN_WITHIN, waiter)
         .await
         .expect("woken by a notification on the new connection")
