@@ -23,6 +23,7 @@ pub(crate) mod exec;
 pub(crate) mod grants;
 pub(crate) mod hours;
 pub(crate) mod impls;
+pub(crate) mod migrate;
 pub(crate) mod outputs;
 pub(crate) mod review;
 mod rows;

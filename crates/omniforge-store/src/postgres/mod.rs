@@ -25,7 +25,6 @@ mod backup;
 mod listen;
 mod options;
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,7 +34,8 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use tokio::sync::watch;
 
 use crate::config::StoreConfig;
-use crate::engine::exec::{Conn, db, migrate_error};
+use crate::engine::exec::{Conn, db};
+use crate::engine::migrate::apply_pending;
 use crate::engine::{Core, Db, Lock, seal_plain_values};
 use crate::error::StoreError;
 use crate::validate::invalid;
@@ -45,9 +45,6 @@ pub(crate) use options::is_postgres_url;
 
 /// The schema migrations for PostgreSQL, embedded at compile time from `migrations-postgres/`.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres");
-
-/// The table where sqlx records applied migrations (its default name).
-const MIGRATIONS_TABLE: &str = "_sqlx_migrations";
 
 /// The key of the transaction-level advisory lock that serializes migrations of one database
 /// (`pg_advisory_xact_lock`; advisory locks are per database). Any fixed number works: only
@@ -237,11 +234,9 @@ crate::engine::impls::store_traits!(PgStore);
 ///
 /// sqlx's own `Migrator::run` takes a session-level advisory lock instead, which an error
 /// between lock and unlock leaves held on a pooled connection, and applies each migration in
-/// its own transaction; this is the same loop with the public `Migrate` trait (each migration's
+/// its own transaction; the engine's loop (`engine/migrate.rs`) applies them here (each migration's
 /// own transaction nests as a savepoint).
 async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
-    use sqlx::migrate::{Migrate, MigrateError};
-
     let mut tx = pool.begin().await.map_err(db)?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
         .bind(MIGRATION_LOCK)
@@ -249,45 +244,6 @@ async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
         .await
         .map_err(db)?;
     let conn: &mut PgConnection = &mut tx;
-    conn.ensure_migrations_table(MIGRATIONS_TABLE)
-        .await
-        .map_err(migrate_error)?;
-    if let Some(version) = conn
-        .dirty_version(MIGRATIONS_TABLE)
-        .await
-        .map_err(migrate_error)?
-    {
-        return Err(migrate_error(MigrateError::Dirty(version)));
-    }
-    let applied: HashMap<i64, Vec<u8>> = conn
-        .list_applied_migrations(MIGRATIONS_TABLE)
-        .await
-        .map_err(migrate_error)?
-        .into_iter()
-        .map(|m| (m.version, m.checksum.into_owned()))
-        .collect();
-    // A migration this build does not know: a newer OmniForge wrote this database.
-    if let Some(&unknown) = applied.keys().find(|v| !MIGRATOR.version_exists(**v)) {
-        return Err(migrate_error(MigrateError::VersionMissing(unknown)));
-    }
-    for migration in MIGRATOR
-        .iter()
-        .filter(|m| !m.migration_type.is_down_migration())
-    {
-        match applied.get(&migration.version) {
-            Some(checksum) if *checksum != *migration.checksum => {
-                return Err(migrate_error(MigrateError::VersionMismatch(
-                    migration.version,
-                )));
-            }
-            Some(_) => {}
-            None => {
-                tracing::info!(version = migration.version, description = %migration.description, "applying store migration (PostgreSQL)");
-                conn.apply(MIGRATIONS_TABLE, migration)
-                    .await
-                    .map_err(migrate_error)?;
-            }
-        }
-    }
+    apply_pending(conn, &MIGRATOR, "postgres").await?;
     tx.commit().await.map_err(db)
 }
