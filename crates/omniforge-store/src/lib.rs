@@ -68,13 +68,18 @@
 //!   [`stats`] (the duration histogram), and the crate-private checks every write applies
 //!   (`validate.rs`) and the clock (`clock.rs`).
 //! - [`error`] holds [`StoreError`].
-//! - [`sqlite`] holds [`SqliteStore`] and its [`StoreConfig`], the only module with SQL: its
-//!   `mod.rs` opens pools and runs transactions, `migrate.rs` migrates and `backup.rs` backs
-//!   up, and one file per table family implements the traits' methods. A PostgreSQL backend is
-//!   meant to sit beside it.
-//! - `migrations/` holds the schema, embedded at compile time with `sqlx::migrate!` and applied
-//!   when a store opens (inside one `BEGIN IMMEDIATE` transaction, with foreign keys checked
-//!   before it commits). A database migrated by a newer build is refused.
+//! - `engine/` (crate-private) holds the logic of every trait method and its SQL, once for both
+//!   backends, one file per table family; `engine/exec.rs` binds and decodes for both `sqlx`
+//!   drivers. Text with a NUL character is refused there, on both backends alike.
+//! - [`sqlite`] holds [`SqliteStore`] (pools, `BEGIN IMMEDIATE`, migrations, `VACUUM INTO`
+//!   backups) and [`postgres`] holds [`PgStore`] (pool, the change counter's row lock, advisory
+//!   locks, migrations, `LISTEN`/`NOTIFY`, backups as SQLite files): what differs per backend.
+//! - [`config`] holds [`StoreConfig`]; [`open`](mod@open) the store URLs; [`dump`] the
+//!   [`Backend`] trait and [`copy_store`], the whole-store copy `omniforge migrate` uses.
+//! - `migrations/` (SQLite) and `migrations-postgres/` hold the schemas, embedded at compile
+//!   time with `sqlx::migrate!` and applied when a store opens (SQLite: inside one `BEGIN
+//!   IMMEDIATE` transaction, with foreign keys checked before it commits; PostgreSQL: in one
+//!   transaction under an advisory lock). A database migrated by a newer build is refused.
 //!
 //! # Example
 //! ```
