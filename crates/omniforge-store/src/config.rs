@@ -20,7 +20,7 @@ pub const DEFAULT_CHANGE_LOG_MAX_ROWS: u64 = 10_000;
 pub const DEFAULT_CALL_STATS_MAX_AGE: Duration = Duration::from_secs(8 * 24 * 3600);
 
 /// Settings of a store, whatever its backend ([`SqliteStore`](crate::SqliteStore),
-/// [`PgStore`](crate::PgStore), or [`open`](crate::open) of a URL). No `Default`: the `open`
+/// [`PgStore`](crate::PgStore), or [`open`](fn@crate::open) of a URL). No `Default`: the `open`
 /// functions without a config use the `DEFAULT_*` constants, and callers of the others spell
 /// every field out.
 #[derive(Debug, Clone)]

@@ -27,7 +27,7 @@ use crate::model::{
 use crate::store::Store;
 
 /// A whole store backend: every [`Store`] trait, plus whole-store reads and writes for copies.
-/// What [`open`](crate::open) returns; `Arc<dyn Backend>` upcasts to `Arc<dyn Store>` and to
+/// What [`open`](fn@crate::open) returns; `Arc<dyn Backend>` upcasts to `Arc<dyn Store>` and to
 /// each trait.
 #[async_trait]
 pub trait Backend: Store {

@@ -1,21 +1,21 @@
 //! [`PgStore`]: every [`Store`](crate::Store) trait on a PostgreSQL database, through `sqlx`,
 //! for several replicas on one database.
 //!
-//! The logic is the engine's ([`engine`](crate::engine), shared with SQLite); this module holds
-//! what only PostgreSQL has: the pool and the transactions ([`PgDb`], the engine's `Db`), the
+//! The logic is the engine's (`engine/`, shared with SQLite); this module holds
+//! what only PostgreSQL has: the pool and the transactions (`PgDb`, the engine's `Db`), the
 //! migrations (`migrations-postgres/`, applied under an advisory lock), `listen.rs` (the
 //! `LISTEN` connection that wakes [`ToolStore::wait_for_change`](crate::ToolStore::wait_for_change)),
 //! `options.rs` (a `postgres://` URL and the caller's `PG*` values as connection options) and
 //! `backup.rs` (backups as SQLite files).
 //!
 //! **Writes are serialized across replicas.** Every write transaction that may change something
-//! ([`Lock::Feed`]) begins by locking the change counter's row (`SELECT ... FROM meta ... FOR
+//! (`Lock::Feed`) begins by locking the change counter's row (`SELECT ... FROM meta ... FOR
 //! UPDATE`) and holds that lock to its commit, as SQLite's `BEGIN IMMEDIATE` holds the file's
 //! write lock: the existence checks inside it cannot race with another replica's writer, and the
 //! change numbers it takes follow commit order. Writes that are not changes but rewrite shared
-//! rows (a call's hour, example results: [`Lock::Side`]) take a transaction-level advisory lock
+//! rows (a call's hour, example results: `Lock::Side`) take a transaction-level advisory lock
 //! instead, so that they neither race each other nor queue behind catalog writes; the others
-//! ([`Lock::None`]) take none. The wait for a lock is bounded by `lock_timeout`
+//! (`Lock::None`) take none. The wait for a lock is bounded by `lock_timeout`
 //! ([`StoreConfig::busy_timeout`]).
 //!
 //! Reads that need one moment run in a `REPEATABLE READ, READ ONLY` transaction;
@@ -51,7 +51,7 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres
 /// OmniForge replicas take it. ASCII "omnimigr".
 const MIGRATION_LOCK: i64 = 0x6f6d_6e69_6d69_6772;
 
-/// The key of the advisory lock of [`Lock::Side`] writes. ASCII "omniside".
+/// The key of the advisory lock of `Lock::Side` writes. ASCII "omniside".
 const SIDE_LOCK: i64 = 0x6f6d_6e69_7369_6465;
 
 /// The PostgreSQL implementation of every [`Store`](crate::Store) trait.

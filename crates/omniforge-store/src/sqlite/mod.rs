@@ -1,8 +1,8 @@
 //! [`SqliteStore`]: every [`Store`](crate::Store) trait on one SQLite file (or in memory),
 //! through `sqlx`.
 //!
-//! The logic is the engine's ([`engine`](crate::engine), shared with PostgreSQL); this module
-//! holds what only SQLite has: the pools and the transactions ([`SqliteDb`], the engine's
+//! The logic is the engine's (`engine/`, shared with PostgreSQL); this module
+//! holds what only SQLite has: the pools and the transactions (`SqliteDb`, the engine's
 //! `Db`), the migrations (`migrate.rs`, `migrations/`) and backups (`backup.rs`).
 //!
 //! Two pools: one writer connection, so this process's writes queue in FIFO order instead of
@@ -13,7 +13,7 @@
 //! Every write runs in `BEGIN IMMEDIATE`, which takes the write lock up front (waiting up to the
 //! busy timeout), so a transaction never fails half-way to upgrade a read lock, and existence
 //! checks inside it cannot race with another writer. SQLite has one write lock, so every
-//! [`Lock`] is that lock. Queries are plain runtime strings with bound parameters; there are no
+//! `Lock` is that lock. Queries are plain runtime strings with bound parameters; there are no
 //! compile-time-checked macros, so building needs no database.
 
 mod backup;
