@@ -154,7 +154,7 @@ pub enum StoreError {
         /// What failed.
         reason: String,
     },
-    /// The database failed: the file cannot be opened, the write lock was not granted within
+    /// The database failed: the file cannot be opened or the server reached, the write lock was not granted within
     /// the busy timeout, the disk is full, a migration failed, the store was closed.
     #[error("database error: {0}")]
     Database(#[source] DatabaseError),
@@ -183,15 +183,25 @@ impl DatabaseError {
         DatabaseError(Inner::Migrate(e))
     }
 
-    /// True if SQLite gave up waiting for a lock held by another connection or process
-    /// (`SQLITE_BUSY` after the busy timeout). Retrying later may succeed.
+    /// True if the database gave up waiting for a lock another writer held, or refused a
+    /// transaction that raced with another, so that retrying later may succeed: SQLite's
+    /// `SQLITE_BUSY` after the busy timeout; PostgreSQL's `lock_not_available` (55P03, the
+    /// `lock_timeout` ran out), `serialization_failure` (40001) and `deadlock_detected`
+    /// (40P01); or no connection of the pool came free in time.
     pub fn is_busy(&self) -> bool {
         match &self.0 {
             Inner::Sqlx(sqlx::Error::Database(e)) => {
-                // SQLITE_BUSY is 5; extended codes (BUSY_SNAPSHOT, ...) keep it in the low byte.
-                e.code()
-                    .and_then(|c| c.parse::<i32>().ok())
-                    .is_some_and(|c| c & 0xff == 5)
+                let code = e.code();
+                if e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                    .is_some()
+                {
+                    matches!(code.as_deref(), Some("55P03" | "40001" | "40P01"))
+                } else {
+                    // SQLITE_BUSY is 5; extended codes (BUSY_SNAPSHOT, ...) keep it in the
+                    // low byte.
+                    code.and_then(|c| c.parse::<i32>().ok())
+                        .is_some_and(|c| c & 0xff == 5)
+                }
             }
             Inner::Sqlx(sqlx::Error::PoolTimedOut) => true,
             _ => false,

@@ -68,13 +68,18 @@
 //!   [`stats`] (the duration histogram), and the crate-private checks every write applies
 //!   (`validate.rs`) and the clock (`clock.rs`).
 //! - [`error`] holds [`StoreError`].
-//! - [`sqlite`] holds [`SqliteStore`] and its [`StoreConfig`], the only module with SQL: its
-//!   `mod.rs` opens pools and runs transactions, `migrate.rs` migrates and `backup.rs` backs
-//!   up, and one file per table family implements the traits' methods. A PostgreSQL backend is
-//!   meant to sit beside it.
-//! - `migrations/` holds the schema, embedded at compile time with `sqlx::migrate!` and applied
-//!   when a store opens (inside one `BEGIN IMMEDIATE` transaction, with foreign keys checked
-//!   before it commits). A database migrated by a newer build is refused.
+//! - `engine/` (crate-private) holds the logic of every trait method and its SQL, once for both
+//!   backends, one file per table family; `engine/exec.rs` binds and decodes for both `sqlx`
+//!   drivers. Text with a NUL character is refused there, on both backends alike.
+//! - [`sqlite`] holds [`SqliteStore`] (pools, `BEGIN IMMEDIATE`, migrations, `VACUUM INTO`
+//!   backups) and [`postgres`] holds [`PgStore`] (pool, the change counter's row lock, advisory
+//!   locks, migrations, `LISTEN`/`NOTIFY`, backups as SQLite files): what differs per backend.
+//! - [`config`] holds [`StoreConfig`]; [`open`](mod@open) the store URLs; [`dump`] the
+//!   [`Backend`] trait and [`copy_store`], the whole-store copy `omniforge migrate` uses.
+//! - `migrations/` (SQLite) and `migrations-postgres/` hold the schemas, embedded at compile
+//!   time with `sqlx::migrate!` and applied when a store opens (SQLite: inside one `BEGIN
+//!   IMMEDIATE` transaction, with foreign keys checked before it commits; PostgreSQL: in one
+//!   transaction under an advisory lock). A database migrated by a newer build is refused.
 //!
 //! # Example
 //! ```
@@ -112,15 +117,28 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod clock;
+pub mod config;
 pub mod digest;
+pub mod dump;
+mod engine;
 pub mod error;
 pub mod keyring;
 pub mod model;
+pub mod open;
+pub mod postgres;
 pub mod sqlite;
 pub mod stats;
 pub mod store;
 mod validate;
 
+pub use config::{
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_LOG_MAX_ROWS, DEFAULT_CALL_STATS_MAX_AGE,
+    DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, StoreConfig,
+};
+pub use dump::{
+    Backend, CopyReport, DumpedExampleResult, DumpedHour, DumpedSecret, DumpedTool, StoreDump,
+    copy_store,
+};
 pub use error::{DatabaseError, NameKind, StoreError};
 pub use keyring::{KEY_BYTES, Keyring, KeyringError};
 pub use model::{
@@ -136,8 +154,7 @@ pub use model::{
     ToolVersion, VersionState, VersionStatus, WriteMode, validate_principal, validate_run_id,
     validate_secret_name, validate_tool_name,
 };
-pub use sqlite::{
-    DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_LOG_MAX_ROWS, DEFAULT_CALL_STATS_MAX_AGE,
-    DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, SqliteStore, StoreConfig,
-};
+pub use open::{StoreUrl, open};
+pub use postgres::{LISTENER_APPLICATION_NAME, PgEnv, PgStore};
+pub use sqlite::SqliteStore;
 pub use store::{AuditLog, CallLog, ContentStore, OutputStore, SecretStore, Store, ToolStore};

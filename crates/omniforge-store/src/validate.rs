@@ -18,6 +18,13 @@ pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> St
     }
 }
 
+/// A [`StoreError::Corrupt`]: the database holds something the store never writes.
+pub(crate) fn corrupt(reason: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        reason: reason.into(),
+    }
+}
+
 /// `value` as a signed 64-bit database integer, or [`StoreError::Invalid`] naming `field`.
 pub(crate) fn checked_i64(field: &str, value: u64) -> Result<i64, StoreError> {
     i64::try_from(value).map_err(|_| invalid(field, format!("{value} exceeds {}", i64::MAX)))

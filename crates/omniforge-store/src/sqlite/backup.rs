@@ -6,8 +6,8 @@ use std::path::Path;
 use sqlx::Connection as _;
 use sqlx::sqlite::SqliteConnection;
 
-use super::rows::db;
 use super::{SqliteStore, private_create_new};
+use crate::engine::exec::db;
 use crate::error::StoreError;
 use crate::validate::invalid;
 

@@ -12,7 +12,7 @@ use omniforge_store::{
     StoreConfig, StoreError, ToolStore as _,
 };
 
-use crate::util::{LIVE, TestStore, config, raw, spec_with_secrets, who};
+use crate::util::{Kind, LIVE, TestStore, config, raw, spec_with_secrets, who};
 
 /// A keyring of `ids`, each key filled with a byte derived from its id.
 fn ring(ids: &[&str]) -> Keyring {
@@ -64,8 +64,8 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 
 #[tokio::test]
 async fn values_are_sealed_in_the_file() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+    let t = TestStore::new(Kind::Sqlite).await;
+    let s = &*t.store;
     let value = "sk-live-7f3a9c1e5b2d4f6a8c0e";
     s.set_secret(&who(), "API_KEY", value).await.unwrap();
     assert_eq!(read_all(s).await.unwrap()["API_KEY"], value);
@@ -94,8 +94,8 @@ async fn values_are_sealed_in_the_file() {
 
 #[tokio::test]
 async fn a_tampered_value_or_a_row_copied_to_another_name_fails_to_decrypt() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+    let t = TestStore::new(Kind::Sqlite).await;
+    let s = &*t.store;
     s.set_secret(&who(), "REAL", "the real value")
         .await
         .unwrap();
@@ -229,8 +229,8 @@ async fn rotation_keeps_every_value_readable_under_the_new_key() {
 
 #[tokio::test]
 async fn without_a_key_values_are_refused_with_a_typed_error() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+    let t = TestStore::new(Kind::Sqlite).await;
+    let s = &*t.store;
     s.set_secret(&who(), "API_KEY", "k").await.unwrap();
     s.create_tool(&who(), "uses", spec_with_secrets("1", &["API_KEY"]), LIVE)
         .await
@@ -359,8 +359,8 @@ async fn plain_text_values_of_an_older_build_are_sealed_at_open_with_a_key() {
 
 #[tokio::test]
 async fn a_backup_holds_sealed_values_and_never_the_key() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+    let t = TestStore::new(Kind::Sqlite).await;
+    let s = &*t.store;
     let value = "backup-me-4d1c7e9a";
     s.set_secret(&who(), "TOKEN", value).await.unwrap();
     let dest = t.dir.path().join("backup.db");

@@ -1,11 +1,15 @@
 //! The call log: round trips of every outcome, limits, pruning to the configured size.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use omniforge_store::{
     CallLog, CallOutcome, CallRecord, CallSource, MAX_CALL_ERROR_BYTES, StoreConfig, StoreError,
     ToolStore,
 };
 
-use crate::util::{LIVE, TestStore, config, spec, who};
+use crate::util::{Kind, LIVE, TestStore, config, each_backend, spec, who};
 
 /// A call of `tool`@`version` whose fields all derive from `i`.
 pub(crate) fn call(tool: &str, version: u32, i: u64) -> CallRecord {
@@ -33,10 +37,10 @@ async fn started(store: &dyn CallLog, tool: &str) -> Vec<i64> {
         .collect()
 }
 
-#[tokio::test]
-async fn every_outcome_round_trips_newest_first() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn every_outcome_round_trips_newest_first(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
     let outcomes = [
         CallOutcome::Ok,
@@ -59,16 +63,20 @@ async fn every_outcome_round_trips_newest_first() {
     assert_eq!(s.recent_calls("t", 100).await.unwrap(), written);
     assert_eq!(s.recent_calls("t", 2).await.unwrap(), written[..2]);
     assert!(s.recent_calls("t", 0).await.unwrap().is_empty());
+    }
 }
 
 #[tokio::test]
 async fn calls_are_kept_to_the_configured_number() {
-    let t = TestStore::with(StoreConfig {
-        call_log_max_rows: 5,
-        ..config()
-    })
+    let t = TestStore::with(
+        Kind::Sqlite,
+        StoreConfig {
+            call_log_max_rows: 5,
+            ..config()
+        },
+    )
     .await;
-    let s = &t.store;
+    let s = &*t.store;
     s.create_tool(&who(), "a", spec("a"), LIVE).await.unwrap();
     s.create_tool(&who(), "b", spec("b"), LIVE).await.unwrap();
     for i in 0..12 {
@@ -100,9 +108,9 @@ async fn calls_are_kept_to_the_configured_number() {
     assert_eq!(started(&lower, "b").await, [102]);
 }
 
-#[tokio::test]
-async fn zero_keeps_no_log() {
-    let t = TestStore::with(StoreConfig {
+each_backend! {
+    async fn zero_keeps_no_log(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         call_log_max_rows: 0,
         ..config()
     })
@@ -113,12 +121,13 @@ async fn zero_keeps_no_log() {
         .unwrap();
     t.store.record_call(call("t", 1, 1)).await.unwrap();
     assert!(t.store.recent_calls("t", 10).await.unwrap().is_empty());
+    }
 }
 
-#[tokio::test]
-async fn calls_of_unknown_versions_are_refused() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn calls_of_unknown_versions_are_refused(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
     assert!(matches!(
         s.record_call(call("t", 2, 1)).await,
@@ -143,24 +152,26 @@ async fn calls_of_unknown_versions_are_refused() {
         Err(StoreError::Invalid { .. })
     ));
     assert!(s.recent_calls("t", 10).await.unwrap().is_empty());
+    }
 }
 
-#[tokio::test]
-async fn call_log_writes_leave_data_version_alone() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn call_log_writes_leave_data_version_alone(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
     let before = s.data_version().await.unwrap();
     for i in 0..3 {
         s.record_call(call("t", 1, i)).await.unwrap();
     }
     assert_eq!(s.data_version().await.unwrap(), before);
+    }
 }
 
-#[tokio::test]
-async fn history_names_the_caller_and_keeps_errors_short() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn history_names_the_caller_and_keeps_errors_short(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
     s.add_version(&who(), "t", spec("2"), LIVE).await.unwrap();
     let long = format!("ü{}", "stderr line\n".repeat(1000));
@@ -193,4 +204,5 @@ async fn history_names_the_caller_and_keeps_errors_short() {
         history[1],
         "time, principal, version, duration and exit as recorded"
     );
+    }
 }

@@ -2,17 +2,21 @@
 //! and processes, pruning into reload flags, a database behind its reader, the wake-up, and a
 //! database migrated from before the feed existed.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::time::Duration;
 
-use omniforge_store::{CallLog as _, SecretStore as _};
 use omniforge_store::{
-    Change, ChangeKind, ChangeSet, ContentStore, ImportBatch, NewPrompt, NewResource, ResourceBody,
-    SqliteStore, StoreConfig, ToolStore, WriteMode,
+    Backend, Change, ChangeKind, ChangeSet, ContentStore, ImportBatch, NewPrompt, NewResource,
+    ResourceBody, SqliteStore, StoreConfig, ToolStore, WriteMode,
 };
+use omniforge_store::{CallLog as _, SecretStore as _};
 use serde_json::json;
 
 use crate::calls::call;
-use crate::util::{LIVE, TestStore, config, spec, who};
+use crate::util::{Kind, LIVE, TestStore, config, each_backend, spec, who};
 
 /// `(kind, key)` of each change, in order.
 fn keys(set: &ChangeSet) -> Vec<(ChangeKind, &str)> {
@@ -45,16 +49,16 @@ fn prompt(name: &str, text: &str) -> NewPrompt {
 }
 
 /// What one operation adds to the feed, read from the seq before it.
-async fn after(s: &SqliteStore, op: impl AsyncFnOnce(&SqliteStore)) -> (u64, ChangeSet) {
+async fn after(s: &dyn Backend, op: impl AsyncFnOnce(&dyn Backend)) -> (u64, ChangeSet) {
     let before = s.current_seq().await.unwrap();
     op(s).await;
     (before, s.changes_since(before).await.unwrap())
 }
 
-#[tokio::test]
-async fn a_write_of_one_tool_yields_exactly_that_name() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn a_write_of_one_tool_yields_exactly_that_name(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     assert_eq!(s.current_seq().await.unwrap(), 0);
     assert_eq!(s.changes_since(0).await.unwrap(), ChangeSet::default());
     for name in ["a", "b", "c"] {
@@ -94,12 +98,13 @@ async fn a_write_of_one_tool_yields_exactly_that_name() {
         all.changes.iter().map(|c| c.seq).collect::<Vec<_>>(),
         [1, 3, 4]
     );
+    }
 }
 
-#[tokio::test]
-async fn every_kind_of_write_reports_its_key_and_nothing_else() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn every_kind_of_write_reports_its_key_and_nothing_else(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
     s.add_version(&who(), "t", spec("2"), LIVE).await.unwrap();
     let tool = [(ChangeKind::Tool, "t")];
@@ -210,12 +215,13 @@ async fn every_kind_of_write_reports_its_key_and_nothing_else() {
     let (_, set) = after(s, async |s| s.purge(&who(), "t").await.unwrap()).await;
     assert_eq!(keys(&set), tool, "purge");
     assert!(s.get("t").await.unwrap().is_none());
+    }
 }
 
-#[tokio::test]
-async fn rows_carry_the_seq_of_their_last_change() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn rows_carry_the_seq_of_their_last_change(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.put_resource(&who(), resource("test://a", "1"), WriteMode::Create)
         .await
         .unwrap();
@@ -227,12 +233,13 @@ async fn rows_carry_the_seq_of_their_last_change() {
         let change = set.changes.iter().find(|c| c.key == info.uri).unwrap();
         assert_eq!(u64::try_from(info.state.updated_seq).unwrap(), change.seq);
     }
+    }
 }
 
-#[tokio::test]
-async fn another_instance_writes_are_seen() {
-    let t = TestStore::new().await;
-    let server = &t.store;
+each_backend! {
+    async fn another_instance_writes_are_seen(kind) {
+    let t = TestStore::new(kind).await;
+    let server = &*t.store;
     let cli = t.second().await;
     server
         .create_tool(&who(), "x", spec("1"), LIVE)
@@ -253,6 +260,7 @@ async fn another_instance_writes_are_seen() {
     assert_eq!(entry.current.number, 2);
     assert_eq!(server.changes_since(set.seq).await.unwrap().changes, []);
     cli.close().await;
+    }
 }
 
 /// Set in the child process of [`another_process_writes_are_seen`]: the database path.
@@ -338,14 +346,14 @@ fn another_process_writes_are_seen() {
     });
 }
 
-#[tokio::test]
-async fn a_reader_behind_the_pruned_changes_reloads_exactly_the_kinds_it_missed() {
-    let t = TestStore::with(StoreConfig {
+each_backend! {
+    async fn a_reader_behind_the_pruned_changes_reloads_exactly_the_kinds_it_missed(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         change_log_max_rows: 3,
         ..config()
     })
     .await;
-    let s = &t.store;
+    let s = &*t.store;
     // seq 1: a resource; 2: a secret; 3..=7: tools a..e. Three are kept: 5, 6, 7.
     s.put_resource(&who(), resource("test://r", "x"), WriteMode::Create)
         .await
@@ -397,16 +405,17 @@ async fn a_reader_behind_the_pruned_changes_reloads_exactly_the_kinds_it_missed(
     let other = t.second().await;
     assert_eq!(other.changes_since(0).await.unwrap().reload.len(), 3);
     other.close().await;
+    }
 }
 
-#[tokio::test]
-async fn zero_kept_changes_means_every_reader_reloads_what_changed() {
-    let t = TestStore::with(StoreConfig {
+each_backend! {
+    async fn zero_kept_changes_means_every_reader_reloads_what_changed(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         change_log_max_rows: 0,
         ..config()
     })
     .await;
-    let s = &t.store;
+    let s = &*t.store;
     s.create_tool(&who(), "a", spec("a"), LIVE).await.unwrap();
     let set = s.changes_since(0).await.unwrap();
     assert_eq!(
@@ -418,12 +427,13 @@ async fn zero_kept_changes_means_every_reader_reloads_what_changed() {
         }
     );
     assert!(s.changes_since(1).await.unwrap().is_empty());
+    }
 }
 
 #[tokio::test]
 async fn a_reader_ahead_of_the_database_reloads_everything() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+    let t = TestStore::new(Kind::Sqlite).await;
+    let s = &*t.store;
     s.create_tool(&who(), "a", spec("a"), LIVE).await.unwrap();
     let backup = t.dir.path().join("backup.db");
     s.backup(&backup).await.unwrap();
@@ -440,9 +450,9 @@ async fn a_reader_ahead_of_the_database_reloads_everything() {
     restored.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_for_change_wakes_on_this_instances_commit() {
-    let t = TestStore::new().await;
+each_backend! {
+    multi_thread async fn wait_for_change_wakes_on_this_instances_commit(kind) {
+    let t = TestStore::new(kind).await;
     let store = std::sync::Arc::new(t.second().await);
     let seen = store.current_seq().await.unwrap();
     let waiter = {
@@ -480,6 +490,7 @@ async fn wait_for_change_wakes_on_this_instances_commit() {
         .is_err()
     );
     store.close().await;
+    }
 }
 
 #[tokio::test]

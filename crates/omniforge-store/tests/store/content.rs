@@ -1,6 +1,10 @@
 //! Resources, resource templates and prompts, and pack imports: create/update/delete rules,
 //! the change counter, idempotence and all-or-nothing imports.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::collections::BTreeMap;
 
 use omniforge_store::{
@@ -9,7 +13,7 @@ use omniforge_store::{
 };
 use serde_json::json;
 
-use crate::util::{TestStore, enabled, spec, who};
+use crate::util::{Kind, TestStore, each_backend, enabled, spec, who};
 
 fn resource(uri: &str, text: &str) -> NewResource {
     NewResource {
@@ -60,10 +64,10 @@ fn prompt(name: &str, text: &str) -> NewPrompt {
     }
 }
 
-#[tokio::test]
-async fn writes_follow_their_mode_and_bump_the_counter_only_on_change() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn writes_follow_their_mode_and_bump_the_counter_only_on_change(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let v0 = s.data_version().await.unwrap();
     assert!(
         s.put_resource(&who(), resource("test://a", "one"), WriteMode::Create)
@@ -129,12 +133,13 @@ async fn writes_follow_their_mode_and_bump_the_counter_only_on_change() {
     assert!(s.get_resource("test://a").await.unwrap().is_none());
     let err = s.delete_resource(&who(), "test://a").await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    }
 }
 
-#[tokio::test]
-async fn templates_and_prompts_round_trip_and_count_their_envs() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn templates_and_prompts_round_trip_and_count_their_envs(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let tpl = template("test://t/{id}");
     s.put_template(&who(), tpl.clone(), WriteMode::Create)
         .await
@@ -167,11 +172,12 @@ async fn templates_and_prompts_round_trip_and_count_their_envs() {
     s.delete_prompt(&who(), "greet").await.unwrap();
     assert!(s.list_templates().await.unwrap().is_empty());
     assert!(s.list_prompts().await.unwrap().is_empty());
+    }
 }
 
-#[tokio::test]
-async fn another_instance_sees_writes_through_the_counter() {
-    let t = TestStore::new().await;
+each_backend! {
+    async fn another_instance_sees_writes_through_the_counter(kind) {
+    let t = TestStore::new(kind).await;
     let other = t.second().await;
     let seen = t.store.data_version().await.unwrap();
     other
@@ -180,6 +186,7 @@ async fn another_instance_sees_writes_through_the_counter() {
         .unwrap();
     assert!(t.store.data_version().await.unwrap() > seen);
     assert_eq!(t.store.list_prompts().await.unwrap()[0].spec.name, "p1");
+    }
 }
 
 fn batch(tag: &str) -> ImportBatch {
@@ -191,10 +198,10 @@ fn batch(tag: &str) -> ImportBatch {
     }
 }
 
-#[tokio::test]
-async fn imports_are_idempotent_and_version_only_what_changed() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn imports_are_idempotent_and_version_only_what_changed(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let report = s.import(&who(), batch("a")).await.unwrap();
     assert_eq!(report.changed.len(), 5, "{report:?}");
     assert_eq!(enabled(s).await.len(), 2);
@@ -226,12 +233,13 @@ async fn imports_are_idempotent_and_version_only_what_changed() {
     let report = s.import(&who(), batch("b")).await.unwrap();
     assert_eq!(report.changed, ["tool t2: enabled"]);
     assert_eq!(s.versions("t2").await.unwrap().len(), 1);
+    }
 }
 
-#[tokio::test]
-async fn a_failing_import_writes_nothing() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn a_failing_import_writes_nothing(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.import(&who(), batch("a")).await.unwrap();
     let v = s.data_version().await.unwrap();
     let mut broken = batch("b");
@@ -253,12 +261,13 @@ async fn a_failing_import_writes_nothing() {
     let r = s.get_resource("test://r").await.unwrap().unwrap();
     assert_eq!(r.spec.body, ResourceBody::Text("a".into()));
     assert_eq!(s.list_prompts().await.unwrap().len(), 1);
+    }
 }
 
-#[tokio::test]
-async fn one_template_or_prompt_reads_by_its_key() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn one_template_or_prompt_reads_by_its_key(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     assert_eq!(s.get_template("test://t/{id}").await.unwrap(), None);
     assert_eq!(s.get_prompt("greet").await.unwrap(), None);
     s.put_template(&who(), template("test://t/{id}"), WriteMode::Create)
@@ -285,4 +294,5 @@ async fn one_template_or_prompt_reads_by_its_key() {
     assert!(got.state.enabled);
     s.delete_prompt(&who(), "greet").await.unwrap();
     assert_eq!(s.get_prompt("greet").await.unwrap(), None);
+    }
 }

@@ -1,6 +1,10 @@
 //! Secret grants (issue 11 finding 1): a run gets a secret only through a grant made for that
 //! exact tool version; requests, revocation, deletion with the secret, packs, and the feed.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::collections::HashMap;
 
 use omniforge_store::{
@@ -8,7 +12,7 @@ use omniforge_store::{
     ToolStore,
 };
 
-use crate::util::{LIVE, TestStore, actor, spec_with_secrets, who};
+use crate::util::{Kind, LIVE, TestStore, actor, each_backend, spec_with_secrets, who};
 
 /// The granted values of `tool`@`version` as plain strings.
 async fn granted(s: &dyn SecretStore, tool: &str, version: u32) -> HashMap<String, String> {
@@ -27,10 +31,10 @@ fn values(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_grant_is_for_one_exact_version() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn a_grant_is_for_one_exact_version(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.set_secret(&who(), "API_KEY", "k-1").await.unwrap();
     s.set_secret(&who(), "DB_URL", "postgres://x")
         .await
@@ -109,12 +113,13 @@ async fn a_grant_is_for_one_exact_version() {
         .collect();
     assert_eq!(by_tool, [("API_KEY".into(), 1), ("DB_URL".into(), 2)]);
     assert_eq!(s.grants(None, None).await.unwrap().len(), 2);
+    }
 }
 
-#[tokio::test]
-async fn grants_need_a_declaration_a_secret_and_a_version() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn grants_need_a_declaration_a_secret_and_a_version(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.set_secret(&who(), "API_KEY", "k").await.unwrap();
     s.set_secret(&who(), "OTHER", "o").await.unwrap();
     s.create_tool(
@@ -209,12 +214,13 @@ async fn grants_need_a_declaration_a_secret_and_a_version() {
         e.to_string(),
         "secret grant \"API_KEY for t\" version 1 not found"
     );
+    }
 }
 
-#[tokio::test]
-async fn versions_that_are_not_live_get_no_secrets() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn versions_that_are_not_live_get_no_secrets(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.set_secret(&who(), "API_KEY", "k").await.unwrap();
     s.create_tool(&who(), "t", spec_with_secrets("1", &["API_KEY"]), LIVE)
         .await
@@ -240,12 +246,13 @@ async fn versions_that_are_not_live_get_no_secrets() {
     // Rejected: nothing again.
     s.reject(&who(), "t", 3, "no").await.unwrap();
     assert!(granted(s, "t", 3).await.is_empty());
+    }
 }
 
-#[tokio::test]
-async fn deleting_a_secret_deletes_its_grants_and_purging_a_tool_its_versions_grants() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn deleting_a_secret_deletes_its_grants_and_purging_a_tool_its_versions_grants(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.set_secret(&who(), "API_KEY", "k").await.unwrap();
     for tool in ["a", "b"] {
         s.create_tool(&who(), tool, spec_with_secrets(tool, &["API_KEY"]), LIVE)
@@ -291,12 +298,13 @@ async fn deleting_a_secret_deletes_its_grants_and_purging_a_tool_its_versions_gr
         .await
         .unwrap();
     assert!(granted(s, "a", 1).await.is_empty());
+    }
 }
 
-#[tokio::test]
-async fn grants_are_changes_of_their_own_kind_keyed_by_tool() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn grants_are_changes_of_their_own_kind_keyed_by_tool(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.set_secret(&who(), "API_KEY", "k").await.unwrap();
     s.create_tool(&who(), "t", spec_with_secrets("1", &["API_KEY"]), LIVE)
         .await
@@ -316,12 +324,13 @@ async fn grants_are_changes_of_their_own_kind_keyed_by_tool() {
     s.secret_requests("t", 1).await.unwrap();
     s.granted_secrets("t", 1).await.unwrap();
     assert!(s.changes_since(seen).await.unwrap().is_empty());
+    }
 }
 
-#[tokio::test]
-async fn a_pack_import_makes_no_grants() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn a_pack_import_makes_no_grants(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.set_secret(&who(), "API_KEY", "k").await.unwrap();
     let batch = ImportBatch {
         tools: vec![("packed".into(), spec_with_secrets("p", &["API_KEY"]))],
@@ -333,4 +342,5 @@ async fn a_pack_import_makes_no_grants() {
     let requests = s.secret_requests("packed", 1).await.unwrap();
     assert_eq!(requests.len(), 1);
     assert!(requests[0].exists && requests[0].grant.is_none());
+    }
 }

@@ -2,6 +2,10 @@
 //! calls beside stored ones, arguments digests and redacted texts, filters and paging, and the
 //! hourly statistics that keep 24 h charts whole however small the log is.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use omniforge_store::digest::arguments_digest;
@@ -11,7 +15,7 @@ use omniforge_store::{
 };
 use serde_json::json;
 
-use crate::util::{LIVE, TestStore, config, spec, who};
+use crate::util::{Kind, LIVE, TestStore, config, each_backend, spec, who};
 
 const HOUR: i64 = 3_600_000;
 
@@ -48,10 +52,10 @@ fn call_at(
     }
 }
 
-#[tokio::test]
-async fn calls_of_every_source_are_logged() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn calls_of_every_source_are_logged(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool(&who(), "weather", spec("w"), LIVE)
         .await
         .unwrap();
@@ -148,12 +152,13 @@ async fn calls_of_every_source_are_logged() {
     );
     // Logging calls is not a change.
     assert_eq!(s.current_seq().await.unwrap(), 1);
+    }
 }
 
-#[tokio::test]
-async fn the_version_goes_with_stored_calls_only() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn the_version_goes_with_stored_calls_only(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let at = this_hour();
     let mut versioned = call_at(CallSource::BuiltIn, "omniforge_x", at, 1, CallOutcome::Ok);
     versioned.version = Some(1);
@@ -204,12 +209,13 @@ async fn the_version_goes_with_stored_calls_only() {
         .is_empty()
     );
     assert!(s.call_activity(0).await.unwrap().is_empty());
+    }
 }
 
-#[tokio::test]
-async fn arguments_are_digested_and_texts_kept_redacted_and_cut() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn arguments_are_digested_and_texts_kept_redacted_and_cut(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let arguments = json!({"city": "Paris", "days": 3});
     let digest = arguments_digest(&arguments);
     assert_eq!(
@@ -250,16 +256,17 @@ async fn arguments_are_digested_and_texts_kept_redacted_and_cut() {
         result.text.len() <= MAX_CALL_TEXT_BYTES && result.text.len() > MAX_CALL_TEXT_BYTES - 2
     );
     assert!(long_result.starts_with(&result.text));
+    }
 }
 
-#[tokio::test]
-async fn hours_outlive_the_log_and_give_counts_errors_and_percentiles() {
-    let t = TestStore::with(StoreConfig {
+each_backend! {
+    async fn hours_outlive_the_log_and_give_counts_errors_and_percentiles(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         call_log_max_rows: 5,
         ..config()
     })
     .await;
-    let s = &t.store;
+    let s = &*t.store;
     s.create_tool(&who(), "slow", spec("s"), LIVE)
         .await
         .unwrap();
@@ -355,17 +362,18 @@ async fn hours_outlive_the_log_and_give_counts_errors_and_percentiles() {
             .is_empty()
     );
     assert_eq!(s.call_activity(0).await.unwrap().len(), 1);
+    }
 }
 
-#[tokio::test]
-async fn hours_are_kept_for_their_max_age_even_without_a_log() {
-    let t = TestStore::with(StoreConfig {
+each_backend! {
+    async fn hours_are_kept_for_their_max_age_even_without_a_log(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         call_log_max_rows: 0,
         call_stats_max_age: Duration::from_secs(2 * 3600),
         ..config()
     })
     .await;
-    let s = &t.store;
+    let s = &*t.store;
     let now = this_hour();
     let ok = |at: i64| call_at(CallSource::BuiltIn, "b", at, 1, CallOutcome::Ok);
     // Written directly in the past, as after a restart: the oldest hours are beyond the age.
@@ -390,4 +398,5 @@ async fn hours_are_kept_for_their_max_age_even_without_a_log() {
         .is_empty(),
         "no log rows with call_log_max_rows 0"
     );
+    }
 }

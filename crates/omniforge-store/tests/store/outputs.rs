@@ -2,6 +2,10 @@
 //! owner only (or a reader allowed to read all), until they expire; extended, never shortened;
 //! purged when expired.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::time::Duration;
 
 use omniforge_store::{
@@ -9,7 +13,7 @@ use omniforge_store::{
     ToolStore as _,
 };
 
-use crate::util::{TestStore, raw};
+use crate::util::{Kind, TestStore, each_backend, raw};
 
 fn output(run_id: &str, owner: &str, ttl: Duration) -> NewKeptOutput {
     NewKeptOutput {
@@ -24,10 +28,10 @@ fn output(run_id: &str, owner: &str, ttl: Duration) -> NewKeptOutput {
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-#[tokio::test]
-async fn only_the_owner_reads_an_output() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn only_the_owner_reads_an_output(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let kept = s
         .keep_output(output("run-1", "token:alice", HOUR))
         .await
@@ -85,12 +89,13 @@ async fn only_the_owner_reads_an_output() {
         !debug.contains("stdout run-1") && debug.contains("stdout_bytes"),
         "{debug}"
     );
+    }
 }
 
 #[tokio::test]
 async fn expired_outputs_are_gone_and_purged() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+    let t = TestStore::new(Kind::Sqlite).await;
+    let s = &*t.store;
     s.keep_output(output("short", "token:a", Duration::from_millis(1)))
         .await
         .unwrap();
@@ -128,10 +133,10 @@ async fn expired_outputs_are_gone_and_purged() {
     );
 }
 
-#[tokio::test]
-async fn expiry_is_extended_never_shortened() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn expiry_is_extended_never_shortened(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let kept = s.keep_output(output("r", "token:a", HOUR)).await.unwrap();
     let later = kept.expires_at_ms + 86_400_000;
     assert_eq!(s.extend_output_expiry("r", later).await.unwrap(), later);
@@ -168,12 +173,13 @@ async fn expiry_is_extended_never_shortened() {
         s.extend_output_expiry("gone", later).await,
         Err(StoreError::NotFound { .. })
     ));
+    }
 }
 
-#[tokio::test]
-async fn outputs_are_checked_before_they_are_kept() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn outputs_are_checked_before_they_are_kept(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.keep_output(output("dup", "token:a", HOUR)).await.unwrap();
     assert!(matches!(
         s.keep_output(output("dup", "token:b", HOUR)).await,
@@ -226,4 +232,5 @@ async fn outputs_are_checked_before_they_are_kept() {
         .unwrap()
         .unwrap();
     assert_eq!(read.stdout.len(), MAX_KEPT_STREAM_BYTES);
+    }
 }

@@ -1,6 +1,10 @@
 //! Several store instances and processes on one file, as the server and the CLI are: change
 //! counter, backup under writes, concurrent writers, busy timeouts, and `kill -9` durability.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -9,7 +13,7 @@ use omniforge_store::{
     CallLog as _, SecretStore as _, SqliteStore, StoreConfig, StoreError, ToolStore,
 };
 
-use crate::util::{LIVE, TestStore, config, enabled, spec, who};
+use crate::util::{Kind, LIVE, TestStore, config, each_backend, enabled, spec, who};
 
 async fn raw_pool(path: &std::path::Path) -> sqlx::SqlitePool {
     sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
@@ -36,10 +40,10 @@ async fn integrity_ok(path: &std::path::Path) {
     pool.close().await;
 }
 
-#[tokio::test]
-async fn data_version_counts_writes_of_another_instance() {
-    let t = TestStore::new().await;
-    let server = &t.store;
+each_backend! {
+    async fn data_version_counts_writes_of_another_instance(kind) {
+    let t = TestStore::new(kind).await;
+    let server = &*t.store;
     let cli = t.second().await;
     let mut last = server.data_version().await.unwrap();
     let mut changed = |now: i64, what: &str| {
@@ -69,7 +73,7 @@ async fn data_version_counts_writes_of_another_instance() {
         cli.data_version().await.unwrap(),
         server.data_version().await.unwrap()
     );
-    assert_eq!(enabled(&cli).await, ["y@1"]);
+    assert_eq!(enabled(&*cli).await, ["y@1"]);
     // No reader connection keeps a stale snapshot: after every kind of read, the next write of
     // the other instance is visible at once.
     for i in 0..20 {
@@ -93,11 +97,12 @@ async fn data_version_counts_writes_of_another_instance() {
     cli.env_ids_in_use().await.unwrap();
     assert_eq!(server.data_version().await.unwrap(), before);
     cli.close().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_creates_across_instances_all_succeed() {
-    let t = TestStore::new().await;
+    let t = TestStore::new(Kind::Sqlite).await;
     // Five instances: writes of one instance queue for its writer connection; the five writers
     // contend for SQLite's write lock through the busy timeout, as separate processes would.
     let mut stores = vec![];
@@ -170,10 +175,13 @@ async fn concurrent_first_opens_migrate_once() {
 
 #[tokio::test]
 async fn busy_timeout_bounds_the_wait_for_another_writer() {
-    let t = TestStore::with(StoreConfig {
-        busy_timeout: Duration::from_millis(300),
-        ..config()
-    })
+    let t = TestStore::with(
+        Kind::Sqlite,
+        StoreConfig {
+            busy_timeout: Duration::from_millis(300),
+            ..config()
+        },
+    )
     .await;
     t.store
         .create_tool(&who(), "before", spec("1"), LIVE)
@@ -225,7 +233,7 @@ fn bulky(name: &str, version: u32) -> omniforge_store::NewVersion {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backup_is_a_consistent_snapshot_while_another_instance_writes() {
-    let t = TestStore::new().await;
+    let t = TestStore::new(Kind::Sqlite).await;
     for i in 0..100 {
         t.store
             .create_tool(&who(), &format!("pre{i}"), bulky("pre", i), LIVE)
@@ -468,7 +476,7 @@ fn acknowledged_writes_survive_kill_9() {
 
 #[tokio::test]
 async fn database_from_a_newer_build_is_refused() {
-    let t = TestStore::new().await;
+    let t = TestStore::new(Kind::Sqlite).await;
     t.store
         .create_tool(&who(), "t", spec("1"), LIVE)
         .await

@@ -1,15 +1,19 @@
 //! Secrets: set, overwrite, delete, and that only `secret_values` reveals values.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::collections::HashMap;
 
 use omniforge_store::{NameKind, SecretStore as _, StoreError, ToolStore};
 
-use crate::util::{TestStore, who};
+use crate::util::{Kind, TestStore, each_backend, who};
 
-#[tokio::test]
-async fn set_list_read_delete() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn set_list_read_delete(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     assert!(s.secret_names().await.unwrap().is_empty());
     s.set_secret(&who(), "ZED", "z").await.unwrap();
     s.set_secret(&who(), "API_TOKEN", "first").await.unwrap();
@@ -70,21 +74,23 @@ async fn set_list_read_delete() {
             ..
         })
     ));
+    }
 }
 
-#[tokio::test]
-async fn odd_values_survive_and_stay_redacted_in_debug() {
-    let t = TestStore::new().await;
+each_backend! {
+    async fn odd_values_survive_and_stay_redacted_in_debug(kind) {
+    let t = TestStore::new(kind).await;
     let value = "line1\nline2 ' \" ; DROP TABLE secret; -- ünï \u{0}";
     t.store.set_secret(&who(), "WEIRD", value).await.unwrap();
     let got = t.store.secret_values(&["WEIRD".into()]).await.unwrap();
     assert_eq!(got["WEIRD"].expose(), value);
     assert!(!format!("{got:?}").contains("line1"));
+    }
 }
 
-#[tokio::test]
-async fn secret_names_are_validated() {
-    let t = TestStore::new().await;
+each_backend! {
+    async fn secret_names_are_validated(kind) {
+    let t = TestStore::new(kind).await;
     for bad in ["", "1ST", "has-dash", "has space", "dot.ted"] {
         assert!(
             matches!(
@@ -98,12 +104,13 @@ async fn secret_names_are_validated() {
         );
     }
     assert!(t.store.secret_names().await.unwrap().is_empty());
+    }
 }
 
-#[tokio::test]
-async fn secret_changes_bump_data_version() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn secret_changes_bump_data_version(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let v0 = s.data_version().await.unwrap();
     s.set_secret(&who(), "A", "1").await.unwrap();
     let v1 = s.data_version().await.unwrap();
@@ -113,4 +120,5 @@ async fn secret_changes_bump_data_version() {
     // A failed delete is rolled back, counter included.
     let _ = s.delete_secret(&who(), "A").await;
     assert_eq!(s.data_version().await.unwrap(), v2);
+    }
 }

@@ -2,13 +2,19 @@
 //! a pending new tool that nobody else sees, the transitions the database allows, examples as
 //! part of the immutable definition, and their last results.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use omniforge_store::{
     ChangeKind, ExampleResult, ExampleTrigger, MAX_EXAMPLE_TEXT_BYTES, NewStatus, NewVersion,
     SecretStore as _, StoreError, ToolStore, VersionStatus,
 };
 use serde_json::json;
 
-use crate::util::{LIVE, TestStore, actor, enabled, object, raw, spec, spec_with_secrets, who};
+use crate::util::{
+    Kind, LIVE, TestStore, actor, each_backend, enabled, object, raw, spec, spec_with_secrets, who,
+};
 
 fn with_examples(tag: &str, n: usize) -> NewVersion {
     NewVersion {
@@ -29,10 +35,10 @@ fn draft(reason: &str) -> NewStatus {
     }
 }
 
-#[tokio::test]
-async fn a_pending_new_tool_is_invisible_until_approved() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn a_pending_new_tool_is_invisible_until_approved(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool(&who(), "visible", spec("v"), LIVE)
         .await
         .unwrap();
@@ -109,12 +115,13 @@ async fn a_pending_new_tool_is_invisible_until_approved() {
             .unwrap()
             .is_empty()
     );
+    }
 }
 
-#[tokio::test]
-async fn a_pending_update_leaves_the_current_version_serving() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn a_pending_update_leaves_the_current_version_serving(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
     let seen = s.current_seq().await.unwrap();
     let v2 = s
@@ -191,12 +198,13 @@ async fn a_pending_update_leaves_the_current_version_serving() {
             ..
         })
     ));
+    }
 }
 
-#[tokio::test]
-async fn a_newer_pending_version_supersedes_the_same_authors_older_one() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn a_newer_pending_version_supersedes_the_same_authors_older_one(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
     let mut by_alice = spec("2");
     by_alice.author = "alice".into();
@@ -225,12 +233,13 @@ async fn a_newer_pending_version_supersedes_the_same_authors_older_one() {
         .map(|v| v.number)
         .collect();
     assert_eq!(pending, [3, 4], "bob's version stays pending");
+    }
 }
 
-#[tokio::test]
-async fn approval_grants_only_the_ticked_secrets() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn approval_grants_only_the_ticked_secrets(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.set_secret(&who(), "A", "a").await.unwrap();
     s.set_secret(&who(), "B", "b").await.unwrap();
     s.create_tool(
@@ -261,6 +270,7 @@ async fn approval_grants_only_the_ticked_secrets() {
     let set = s.changes_since(seen).await.unwrap();
     assert_eq!(set.keys(ChangeKind::Tool).collect::<Vec<_>>(), ["t"]);
     assert_eq!(set.keys(ChangeKind::Grant).collect::<Vec<_>>(), ["t"]);
+    }
 }
 
 /// The error SQLite gives for `q`, which must fail.
@@ -270,8 +280,8 @@ async fn refused(pool: &sqlx::SqlitePool, q: &'static str) -> String {
 
 #[tokio::test]
 async fn the_database_allows_only_status_transitions_and_a_live_current_version() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+    let t = TestStore::new(Kind::Sqlite).await;
+    let s = &*t.store;
     s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
     s.add_version(&who(), "t", spec("2"), NewStatus::Pending)
         .await
@@ -331,8 +341,8 @@ async fn the_database_allows_only_status_transitions_and_a_live_current_version(
 
 #[tokio::test]
 async fn examples_are_part_of_the_definition_and_their_results_are_replaced_per_run() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+    let t = TestStore::new(Kind::Sqlite).await;
+    let s = &*t.store;
     let v1 = s
         .create_tool(&who(), "t", with_examples("a", 2), LIVE)
         .await

@@ -1,16 +1,20 @@
 //! Tools and their versions: round trips, rollback, enable/disable, purge, ordering, names.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::collections::HashSet;
 
 use omniforge_store::{
     CallLog as _, NameKind, SecretStore as _, SqliteStore, StoreError, ToolStore,
 };
 
-use crate::util::{LIVE, TestStore, enabled, spec, who};
+use crate::util::{Kind, LIVE, TestStore, each_backend, enabled, spec, who};
 
 #[tokio::test]
 async fn create_and_read_back_every_field() {
-    let t = TestStore::new().await;
+    let t = TestStore::new(Kind::Sqlite).await;
     let created = t
         .store
         .create_tool(&who(), "weather", spec("a"), LIVE)
@@ -34,9 +38,9 @@ async fn create_and_read_back_every_field() {
     assert_eq!(reopened.get("weather").await.unwrap().unwrap(), got);
 }
 
-#[tokio::test]
-async fn optional_fields_stay_absent() {
-    let t = TestStore::new().await;
+each_backend! {
+    async fn optional_fields_stay_absent(kind) {
+    let t = TestStore::new(kind).await;
     let mut s = spec("a");
     s.title = None;
     s.output_schema = None;
@@ -49,12 +53,13 @@ async fn optional_fields_stay_absent() {
         .await
         .unwrap();
     assert_eq!(t.store.get("bare").await.unwrap().unwrap().current.spec, s);
+    }
 }
 
-#[tokio::test]
-async fn versions_rollback_and_numbering() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn versions_rollback_and_numbering(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let v1 = s
         .create_tool(&who(), "calc", spec("v1"), LIVE)
         .await
@@ -110,12 +115,13 @@ async fn versions_rollback_and_numbering() {
         3,
         "failed rollback changed nothing"
     );
+    }
 }
 
-#[tokio::test]
-async fn missing_tools() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn missing_tools(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let not_found = |r: Result<(), StoreError>| {
         assert!(
             matches!(r, Err(StoreError::NotFound { kind: NameKind::Tool, ref name, version: None }) if name == "nope"),
@@ -148,12 +154,13 @@ async fn missing_tools() {
     ));
     // Names that cannot exist are simply not found by reads.
     assert!(s.get("no such/tool").await.unwrap().is_none());
+    }
 }
 
-#[tokio::test]
-async fn disable_hides_from_listing_but_keeps_everything() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn disable_hides_from_listing_but_keeps_everything(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool(&who(), "a", spec("a"), LIVE).await.unwrap();
     s.create_tool(&who(), "b", spec("b"), LIVE).await.unwrap();
     s.set_enabled(&who(), "a", false).await.unwrap();
@@ -171,12 +178,13 @@ async fn disable_hides_from_listing_but_keeps_everything() {
     s.set_enabled(&who(), "a", true).await.unwrap();
     assert_eq!(enabled(s).await, ["a@1", "b@1"]);
     assert_eq!(s.versions("a").await.unwrap().len(), 2);
+    }
 }
 
-#[tokio::test]
-async fn list_enabled_is_most_recently_updated_first() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn list_enabled_is_most_recently_updated_first(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     for name in ["a", "b", "c"] {
         s.create_tool(&who(), name, spec(name), LIVE).await.unwrap();
     }
@@ -194,12 +202,13 @@ async fn list_enabled_is_most_recently_updated_first() {
     s.get("a").await.unwrap();
     s.versions("b").await.unwrap();
     assert_eq!(enabled(s).await, ["c@1", "b@1", "a@2"]);
+    }
 }
 
 #[tokio::test]
 async fn purge_removes_tool_versions_and_calls() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+    let t = TestStore::new(Kind::Sqlite).await;
+    let s = &*t.store;
     s.create_tool(&who(), "gone", spec("g1"), LIVE)
         .await
         .unwrap();
@@ -248,10 +257,10 @@ async fn purge_removes_tool_versions_and_calls() {
     assert_eq!(s.versions("gone").await.unwrap(), vec![again]);
 }
 
-#[tokio::test]
-async fn already_exists_even_when_disabled() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn already_exists_even_when_disabled(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     s.create_tool(&who(), "dup", spec("1"), LIVE).await.unwrap();
     let e = s
         .create_tool(&who(), "dup", spec("2"), LIVE)
@@ -271,11 +280,12 @@ async fn already_exists_even_when_disabled() {
     // The failed creates changed nothing.
     assert_eq!(s.versions("dup").await.unwrap().len(), 1);
     assert_eq!(s.get("dup").await.unwrap().unwrap().current.spec, spec("1"));
+    }
 }
 
-#[tokio::test]
-async fn tool_names_are_validated() {
-    let t = TestStore::new().await;
+each_backend! {
+    async fn tool_names_are_validated(kind) {
+    let t = TestStore::new(kind).await;
     let long = "n".repeat(64);
     let too_long = "n".repeat(65);
     // (name, accepted)
@@ -331,12 +341,13 @@ async fn tool_names_are_validated() {
         e.to_string(),
         "invalid tool name \"a b\": expected 1 to 64 characters from [a-zA-Z0-9_-]"
     );
+    }
 }
 
-#[tokio::test]
-async fn version_fields_are_validated() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn version_fields_are_validated(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let mut bad_secret = spec("x");
     bad_secret.secrets = vec!["OK".into(), "not-env-safe".into()];
     assert!(matches!(
@@ -370,12 +381,13 @@ async fn version_fields_are_validated() {
     // None of them was written.
     assert!(s.get("t").await.unwrap().is_none());
     assert_eq!(s.data_version().await.unwrap(), 0);
+    }
 }
 
-#[tokio::test]
-async fn env_ids_in_use_cover_all_versions_of_existing_tools() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn env_ids_in_use_cover_all_versions_of_existing_tools(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<HashSet<_>>();
     assert!(s.env_ids_in_use().await.unwrap().is_empty());
 
@@ -402,11 +414,12 @@ async fn env_ids_in_use_cover_all_versions_of_existing_tools() {
     );
     s.purge(&who(), "b").await.unwrap();
     assert_eq!(s.env_ids_in_use().await.unwrap(), ids(&["env-c1"]));
+    }
 }
 
 #[tokio::test]
 async fn stored_versions_are_immutable() {
-    let t = TestStore::new().await;
+    let t = TestStore::new(Kind::Sqlite).await;
     t.store
         .create_tool(&who(), "frozen", spec("1"), LIVE)
         .await

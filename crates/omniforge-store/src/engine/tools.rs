@@ -1,41 +1,27 @@
-//! Tools and their immutable versions on SQLite: the `tool` and `tool_version` tables (status
-//! changes are in `review.rs`).
+//! Tools and their immutable versions: the `tool` and `tool_version` tables (status changes are
+//! in `review.rs`).
 //!
 //! A tool row is inserted without a current version and then pointed at its first live version,
-//! if any (a trigger refuses pointing it at a version that is not live). A version's content
-//! columns never change (trigger); its status columns change only in `review.rs`.
+//! if any (the schema refuses pointing it at a version that is not live). A version's content
+//! columns never change (the schema refuses it); its status columns change only in `review.rs`.
 
 use std::collections::HashSet;
 
-use futures::TryStreamExt as _;
-use sqlx::sqlite::{SqliteConnection, SqliteRow};
-
-use super::rows::{col, corrupt, db, get_json, get_u32, get_u64, now_ms, to_json};
-use super::{SqliteStore, Write};
+use super::Core;
+use super::Write;
+use super::exec::{Conn, Row, q};
+use super::rows::{
+    corrupt, get_json, get_u32, get_u64, now_ms, opt_json, opt_u32, to_json, tool_not_found,
+    version_not_found,
+};
 use crate::digest::version_sha256;
-use crate::error::{NameKind, StoreError};
+use crate::error::StoreError;
 use crate::model::{
     Actor, Annotations, AuditAction, AuditEntry, AuditObject, ChangeKind, JsonObject, Limits,
     NewStatus, NewVersion, Runtime, StoredTool, Tool, ToolVersion, VersionState, VersionStatus,
     validate_tool_name,
 };
 use crate::validate::{check_version, checked_i64, status_reason};
-
-pub(super) fn tool_not_found(name: &str) -> StoreError {
-    StoreError::NotFound {
-        kind: NameKind::Tool,
-        name: name.to_owned(),
-        version: None,
-    }
-}
-
-pub(super) fn version_not_found(name: &str, number: u32) -> StoreError {
-    StoreError::NotFound {
-        kind: NameKind::Tool,
-        name: name.to_owned(),
-        version: Some(number),
-    }
-}
 
 /// A [`NewVersion`] checked and turned into column values, before any transaction begins.
 pub(super) struct EncodedSpec<'a> {
@@ -49,6 +35,7 @@ pub(super) struct EncodedSpec<'a> {
     memory_bytes: i64,
 }
 
+/// Checks `spec` and encodes its JSON and integer columns.
 pub(super) fn encode_spec(spec: &NewVersion) -> Result<EncodedSpec<'_>, StoreError> {
     check_version(spec)?;
     Ok(EncodedSpec {
@@ -69,36 +56,32 @@ pub(super) fn encode_spec(spec: &NewVersion) -> Result<EncodedSpec<'_>, StoreErr
 
 /// Inserts a tool row, enabled, without a current version.
 pub(super) async fn insert_tool(
-    conn: &mut SqliteConnection,
+    conn: &mut dyn Conn,
     name: &str,
     now: i64,
     seq: i64,
 ) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO tool (name, enabled, current_version, created_at_ms, updated_at_ms, updated_seq) \
-         VALUES (?, 1, NULL, ?, ?, ?)",
+    q(
+        "INSERT INTO tool (name, enabled, current_version, created_at_ms, updated_at_ms, \
+       updated_seq) VALUES ($1, TRUE, NULL, $2, $2, $3)",
     )
     .bind(name)
     .bind(now)
-    .bind(now)
     .bind(seq)
     .execute(conn)
-    .await
-    .map_err(db)?;
+    .await?;
     Ok(())
 }
 
 /// The number the next version of `name` gets; `None` when it has no versions (no such tool).
 pub(super) async fn next_version_number(
-    conn: &mut SqliteConnection,
+    conn: &mut dyn Conn,
     name: &str,
 ) -> Result<Option<u32>, StoreError> {
-    let highest: Option<i64> =
-        sqlx::query_scalar("SELECT max(number) FROM tool_version WHERE tool = ?")
-            .bind(name)
-            .fetch_one(conn)
-            .await
-            .map_err(db)?;
+    let highest: Option<i64> = q("SELECT max(number) FROM tool_version WHERE tool = $1")
+        .bind(name)
+        .scalar(conn)
+        .await?;
     highest
         .map(|highest| {
             u32::try_from(highest + 1).map_err(|_| StoreError::Conflict {
@@ -108,75 +91,85 @@ pub(super) async fn next_version_number(
         .transpose()
 }
 
-/// The current version number of `name`: `Ok(None)` for no such tool, `Ok(Some(None))` for a
-/// tool without a current version.
+/// The current version number of `name` and whether it is enabled: `Ok(None)` for no such
+/// tool; the number is `None` for a tool without a current version.
 pub(super) async fn current_version(
-    conn: &mut SqliteConnection,
+    conn: &mut dyn Conn,
     name: &str,
-) -> Result<Option<Option<u32>>, StoreError> {
-    let row: Option<Option<i64>> =
-        sqlx::query_scalar("SELECT current_version FROM tool WHERE name = ?")
-            .bind(name)
-            .fetch_optional(conn)
-            .await
-            .map_err(db)?;
-    row.map(|current| {
-        current
-            .map(|n| u32::try_from(n).map_err(|_| corrupt(format!("current_version {n}"))))
-            .transpose()
-    })
-    .transpose()
+) -> Result<Option<(Option<u32>, bool)>, StoreError> {
+    let row = q("SELECT current_version, enabled FROM tool WHERE name = $1")
+        .bind(name)
+        .fetch_optional(conn)
+        .await?;
+    row.map(|mut row| Ok((opt_u32(&mut row, "current_version")?, row.get("enabled")?)))
+        .transpose()
 }
 
 /// Points `name` at live version `number` (enabled state unchanged).
 pub(super) async fn set_current_version(
-    conn: &mut SqliteConnection,
+    conn: &mut dyn Conn,
     name: &str,
     number: u32,
     now: i64,
     seq: i64,
 ) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE tool SET current_version = ?, updated_at_ms = ?, updated_seq = ? WHERE name = ?",
+    q(
+        "UPDATE tool SET current_version = $1, updated_at_ms = $2, updated_seq = $3 \
+       WHERE name = $4",
     )
-    .bind(i64::from(number))
+    .bind(number)
     .bind(now)
     .bind(seq)
     .bind(name)
     .execute(conn)
-    .await
-    .map_err(db)?;
+    .await?;
     Ok(())
 }
 
 /// Marks `name` as changed by the change `seq` (a status change or a version that did not
 /// become current).
 pub(super) async fn touch_tool(
-    conn: &mut SqliteConnection,
+    conn: &mut dyn Conn,
     name: &str,
     now: i64,
     seq: i64,
 ) -> Result<(), StoreError> {
-    sqlx::query("UPDATE tool SET updated_at_ms = ?, updated_seq = ? WHERE name = ?")
+    q("UPDATE tool SET updated_at_ms = $1, updated_seq = $2 WHERE name = $3")
         .bind(now)
         .bind(seq)
         .bind(name)
         .execute(conn)
-        .await
-        .map_err(db)?;
+        .await?;
+    Ok(())
+}
+
+/// Sets a tool's enabled state, as the change `seq`.
+pub(super) async fn set_enabled_row(
+    conn: &mut dyn Conn,
+    name: &str,
+    enabled: bool,
+    now: i64,
+    seq: i64,
+) -> Result<(), StoreError> {
+    q("UPDATE tool SET enabled = $1, updated_at_ms = $2, updated_seq = $3 WHERE name = $4")
+        .bind(enabled)
+        .bind(now)
+        .bind(seq)
+        .bind(name)
+        .execute(conn)
+        .await?;
     Ok(())
 }
 
 /// Inserts version `number` of `name` in `status`; returns its state.
 pub(super) async fn insert_version(
-    conn: &mut SqliteConnection,
+    conn: &mut dyn Conn,
     name: &str,
     number: u32,
     now: i64,
     enc: &EncodedSpec<'_>,
     status: &NewStatus,
 ) -> Result<VersionState, StoreError> {
-    let s = enc.spec;
     let state = VersionState {
         status: match status {
             NewStatus::Live => VersionStatus::Live,
@@ -187,15 +180,30 @@ pub(super) async fn insert_version(
         decided_by: None,
         decided_at_ms: None,
     };
-    sqlx::query(
-        "INSERT INTO tool_version (tool, number, title, description, input_schema, output_schema, \
-         read_only_hint, destructive_hint, idempotent_hint, open_world_hint, runtime, code, \
-         dependencies, timeout_ms, memory_bytes, network, lock, env_id, secrets, author, \
-         created_at_ms, examples, status, status_reason) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    insert_version_row(conn, name, number, now, enc, &state).await?;
+    Ok(state)
+}
+
+/// Inserts a whole `tool_version` row (a new version, or a copied one with its state).
+pub(super) async fn insert_version_row(
+    conn: &mut dyn Conn,
+    name: &str,
+    number: u32,
+    created_at_ms: i64,
+    enc: &EncodedSpec<'_>,
+    state: &VersionState,
+) -> Result<(), StoreError> {
+    let s = enc.spec;
+    q(
+        "INSERT INTO tool_version (tool, number, title, description, input_schema, \
+       output_schema, read_only_hint, destructive_hint, idempotent_hint, open_world_hint, \
+       runtime, code, dependencies, timeout_ms, memory_bytes, network, lock, env_id, secrets, \
+       author, created_at_ms, examples, status, status_reason, status_by, status_at_ms) \
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
+       $19, $20, $21, $22, $23, $24, $25, $26)",
     )
     .bind(name)
-    .bind(i64::from(number))
+    .bind(number)
     .bind(s.title.as_deref())
     .bind(&s.description)
     .bind(&enc.input_schema)
@@ -214,14 +222,15 @@ pub(super) async fn insert_version(
     .bind(&s.env_id)
     .bind(&enc.secrets)
     .bind(&s.author)
-    .bind(now)
+    .bind(created_at_ms)
     .bind(&enc.examples)
     .bind(state.status.as_str())
     .bind(state.reason.as_deref())
+    .bind(state.decided_by.as_deref())
+    .bind(state.decided_at_ms)
     .execute(conn)
-    .await
-    .map_err(db)?;
-    Ok(state)
+    .await?;
+    Ok(())
 }
 
 /// The columns [`version_from_row`] reads, from a `tool_version` aliased `v`. A macro so that
@@ -241,78 +250,75 @@ macro_rules! version_columns {
          v.status_at_ms AS v_status_at_ms"
     };
 }
+pub(super) use version_columns;
 
 /// The columns [`tool_from_row`] reads, from a `tool` aliased `t`.
 macro_rules! tool_columns {
     () => {
         "t.name AS t_name, t.enabled AS t_enabled, t.current_version AS t_current_version, \
-         t.created_at_ms AS t_created_at_ms, t.updated_at_ms AS t_updated_at_ms"
+         t.created_at_ms AS t_created_at_ms, t.updated_at_ms AS t_updated_at_ms, \
+         t.updated_seq AS t_updated_seq"
     };
 }
+pub(super) use tool_columns;
 
-pub(super) fn version_from_row(row: &SqliteRow) -> Result<ToolVersion, StoreError> {
-    let output_schema: Option<String> = col(row, "v_output_schema")?;
-    let output_schema = output_schema
-        .map(|s| serde_json::from_str(&s))
-        .transpose()
-        .map_err(|e| corrupt(format!("column v_output_schema: {e}")))?;
-    let runtime: String = col(row, "v_runtime")?;
-    let status: String = col(row, "v_status")?;
+/// A version read with [`version_columns!`].
+pub(super) fn version_from_row(row: &mut Row) -> Result<ToolVersion, StoreError> {
+    let runtime: String = row.get("v_runtime")?;
+    let status: String = row.get("v_status")?;
     let spec = NewVersion {
-        title: col(row, "v_title")?,
-        description: col(row, "v_description")?,
+        title: row.get("v_title")?,
+        description: row.get("v_description")?,
         input_schema: get_json::<JsonObject>(row, "v_input_schema")?,
-        output_schema,
+        output_schema: opt_json(row, "v_output_schema")?,
         annotations: Annotations {
-            read_only_hint: col(row, "v_read_only_hint")?,
-            destructive_hint: col(row, "v_destructive_hint")?,
-            idempotent_hint: col(row, "v_idempotent_hint")?,
-            open_world_hint: col(row, "v_open_world_hint")?,
+            read_only_hint: row.get("v_read_only_hint")?,
+            destructive_hint: row.get("v_destructive_hint")?,
+            idempotent_hint: row.get("v_idempotent_hint")?,
+            open_world_hint: row.get("v_open_world_hint")?,
         },
         runtime: Runtime::parse(&runtime)
             .ok_or_else(|| corrupt(format!("unknown runtime {runtime:?}")))?,
-        code: col(row, "v_code")?,
+        code: row.get("v_code")?,
         dependencies: get_json(row, "v_dependencies")?,
         limits: Limits {
             timeout_ms: get_u64(row, "v_timeout_ms")?,
             memory_bytes: get_u64(row, "v_memory_bytes")?,
-            network: col(row, "v_network")?,
+            network: row.get("v_network")?,
         },
-        lock: col(row, "v_lock")?,
-        env_id: col(row, "v_env_id")?,
+        lock: row.get("v_lock")?,
+        env_id: row.get("v_env_id")?,
         secrets: get_json(row, "v_secrets")?,
-        author: col(row, "v_author")?,
+        author: row.get("v_author")?,
         examples: get_json(row, "v_examples")?,
     };
     Ok(ToolVersion {
-        tool: col(row, "v_tool")?,
+        tool: row.get("v_tool")?,
         number: get_u32(row, "v_number")?,
-        created_at_ms: col(row, "v_created_at_ms")?,
+        created_at_ms: row.get("v_created_at_ms")?,
         spec,
         state: VersionState {
             status: VersionStatus::parse(&status)
                 .ok_or_else(|| corrupt(format!("unknown version status {status:?}")))?,
-            reason: col(row, "v_status_reason")?,
-            decided_by: col(row, "v_status_by")?,
-            decided_at_ms: col(row, "v_status_at_ms")?,
+            reason: row.get("v_status_reason")?,
+            decided_by: row.get("v_status_by")?,
+            decided_at_ms: row.get("v_status_at_ms")?,
         },
     })
 }
 
-fn tool_from_row(row: &SqliteRow) -> Result<Tool, StoreError> {
-    let current: Option<i64> = col(row, "t_current_version")?;
+/// A tool read with [`tool_columns!`].
+pub(super) fn tool_from_row(row: &mut Row) -> Result<Tool, StoreError> {
     Ok(Tool {
-        name: col(row, "t_name")?,
-        enabled: col(row, "t_enabled")?,
-        current_version: current
-            .map(|n| u32::try_from(n).map_err(|_| corrupt(format!("current_version {n}"))))
-            .transpose()?,
-        created_at_ms: col(row, "t_created_at_ms")?,
-        updated_at_ms: col(row, "t_updated_at_ms")?,
+        name: row.get("t_name")?,
+        enabled: row.get("t_enabled")?,
+        current_version: opt_u32(row, "t_current_version")?,
+        created_at_ms: row.get("t_created_at_ms")?,
+        updated_at_ms: row.get("t_updated_at_ms")?,
     })
 }
 
-fn stored_from_row(row: &SqliteRow) -> Result<StoredTool, StoreError> {
+fn stored_from_row(row: &mut Row) -> Result<StoredTool, StoreError> {
     Ok(StoredTool {
         tool: tool_from_row(row)?,
         current: version_from_row(row)?,
@@ -322,37 +328,42 @@ fn stored_from_row(row: &SqliteRow) -> Result<StoredTool, StoreError> {
 const SELECT_VERSION: &str = concat!(
     "SELECT ",
     version_columns!(),
-    " FROM tool_version v WHERE v.tool = ? AND v.number = ?"
+    " FROM tool_version v WHERE v.tool = $1 AND v.number = $2"
 );
 
+/// Version `number` of `name`, if it exists.
 pub(super) async fn fetch_version(
-    conn: &mut SqliteConnection,
+    conn: &mut dyn Conn,
     name: &str,
     number: u32,
 ) -> Result<Option<ToolVersion>, StoreError> {
-    let row = sqlx::query(SELECT_VERSION)
+    let row = q(SELECT_VERSION)
         .bind(name)
-        .bind(i64::from(number))
+        .bind(number)
         .fetch_optional(conn)
-        .await
-        .map_err(db)?;
-    row.as_ref().map(version_from_row).transpose()
+        .await?;
+    row.map(|mut row| version_from_row(&mut row)).transpose()
 }
 
-pub(super) async fn tool_exists(
-    conn: &mut SqliteConnection,
+/// Version `number` of `name`, or [`StoreError::NotFound`].
+pub(super) async fn existing_version(
+    conn: &mut dyn Conn,
     name: &str,
-) -> Result<bool, StoreError> {
-    let row = sqlx::query("SELECT 1 FROM tool WHERE name = ?")
-        .bind(name)
-        .fetch_optional(conn)
-        .await
-        .map_err(db)?;
-    Ok(row.is_some())
+    number: u32,
+) -> Result<ToolVersion, StoreError> {
+    fetch_version(conn, name, number)
+        .await?
+        .ok_or_else(|| version_not_found(name, number))
 }
 
-pub(super) async fn create_tool(
-    store: &SqliteStore,
+/// Whether tool `name` exists.
+pub(super) async fn tool_exists(conn: &mut dyn Conn, name: &str) -> Result<bool, StoreError> {
+    Ok(current_version(conn, name).await?.is_some())
+}
+
+/// [`ToolStore::create_tool`](crate::ToolStore::create_tool).
+pub(crate) async fn create_tool(
+    core: &Core,
     actor: &Actor,
     name: &str,
     spec: NewVersion,
@@ -362,7 +373,7 @@ pub(super) async fn create_tool(
     validate_tool_name(name)?;
     let enc = encode_spec(&spec)?;
     let hash = version_sha256(&spec);
-    let mut w = store.write().await?;
+    let mut w = core.write().await?;
     if tool_exists(w.conn(), name).await? {
         return Err(StoreError::AlreadyExists {
             name: name.to_owned(),
@@ -390,8 +401,9 @@ pub(super) async fn create_tool(
     })
 }
 
-pub(super) async fn add_version(
-    store: &SqliteStore,
+/// [`ToolStore::add_version`](crate::ToolStore::add_version).
+pub(crate) async fn add_version(
+    core: &Core,
     actor: &Actor,
     name: &str,
     spec: NewVersion,
@@ -400,11 +412,11 @@ pub(super) async fn add_version(
     actor.validate()?;
     let enc = encode_spec(&spec)?;
     let hash = version_sha256(&spec);
-    let mut w = store.write().await?;
+    let mut w = core.write().await?;
     let Some(number) = next_version_number(w.conn(), name).await? else {
         return Err(tool_not_found(name));
     };
-    let previous = current_version(w.conn(), name).await?.flatten();
+    let previous = current_version(w.conn(), name).await?.and_then(|(n, _)| n);
     let seq = w.change(ChangeKind::Tool, name).await?;
     let now = now_ms();
     let state = insert_version(w.conn(), name, number, now, &enc, &status).await?;
@@ -443,20 +455,21 @@ async fn supersede(
     now: i64,
 ) -> Result<(), StoreError> {
     let reason = format!("superseded by version {newer}");
-    let older: Vec<i64> = sqlx::query_scalar(
-        "UPDATE tool_version SET status = 'rejected', status_reason = ?, status_by = ?, \
-         status_at_ms = ? WHERE tool = ? AND author = ? AND status = 'pending' AND number <> ? \
-         RETURNING number",
+    let older: Vec<i64> = q(
+        "UPDATE tool_version SET status = 'rejected', status_reason = $1, \
+         status_by = $2, status_at_ms = $3 WHERE tool = $4 AND author = $5 \
+         AND status = 'pending' AND number <> $6 RETURNING number",
     )
     .bind(&reason)
     .bind(&actor.principal)
     .bind(now)
     .bind(name)
     .bind(author)
-    .bind(i64::from(newer))
-    .fetch_all(w.conn())
-    .await
-    .map_err(db)?;
+    .bind(newer)
+    .scalars(w.conn())
+    .await?;
+    let mut older = older;
+    older.sort_unstable();
     for number in older {
         let number =
             u32::try_from(number).map_err(|_| corrupt(format!("version number {number}")))?;
@@ -472,134 +485,131 @@ async fn supersede(
     Ok(())
 }
 
-pub(super) async fn get(store: &SqliteStore, name: &str) -> Result<Option<StoredTool>, StoreError> {
+/// [`ToolStore::get`](crate::ToolStore::get).
+pub(crate) async fn get(core: &Core, name: &str) -> Result<Option<StoredTool>, StoreError> {
     const Q: &str = concat!(
         "SELECT ",
         tool_columns!(),
         ", ",
         version_columns!(),
         " FROM tool t JOIN tool_version v ON v.tool = t.name AND v.number = t.current_version \
-         WHERE t.name = ?"
+         WHERE t.name = $1"
     );
-    let row = sqlx::query(Q)
+    let row = q(Q)
         .bind(name)
-        .fetch_optional(&store.reader)
-        .await
-        .map_err(db)?;
-    row.as_ref().map(stored_from_row).transpose()
+        .fetch_optional(&mut *core.db.read().await?)
+        .await?;
+    row.map(|mut row| stored_from_row(&mut row)).transpose()
 }
 
-pub(super) async fn tool(store: &SqliteStore, name: &str) -> Result<Option<Tool>, StoreError> {
-    const Q: &str = concat!("SELECT ", tool_columns!(), " FROM tool t WHERE t.name = ?");
-    let row = sqlx::query(Q)
+/// [`ToolStore::tool`](crate::ToolStore::tool).
+pub(crate) async fn tool(core: &Core, name: &str) -> Result<Option<Tool>, StoreError> {
+    const Q: &str = concat!("SELECT ", tool_columns!(), " FROM tool t WHERE t.name = $1");
+    let row = q(Q)
         .bind(name)
-        .fetch_optional(&store.reader)
-        .await
-        .map_err(db)?;
-    row.as_ref().map(tool_from_row).transpose()
+        .fetch_optional(&mut *core.db.read().await?)
+        .await?;
+    row.map(|mut row| tool_from_row(&mut row)).transpose()
 }
 
-pub(super) async fn tools(store: &SqliteStore) -> Result<Vec<Tool>, StoreError> {
+/// [`ToolStore::tools`](crate::ToolStore::tools).
+pub(crate) async fn tools(core: &Core) -> Result<Vec<Tool>, StoreError> {
     const Q: &str = concat!("SELECT ", tool_columns!(), " FROM tool t ORDER BY t.name");
-    let mut rows = sqlx::query(Q).fetch(&store.reader);
     let mut tools = Vec::new();
-    while let Some(row) = rows.try_next().await.map_err(db)? {
-        tools.push(tool_from_row(&row)?);
-    }
+    q(Q).for_each(&mut *core.db.read().await?, &mut |mut row| {
+        tools.push(tool_from_row(&mut row)?);
+        Ok(())
+    })
+    .await?;
     Ok(tools)
 }
 
-pub(super) async fn versions(
-    store: &SqliteStore,
-    name: &str,
-) -> Result<Vec<ToolVersion>, StoreError> {
+/// [`ToolStore::versions`](crate::ToolStore::versions).
+pub(crate) async fn versions(core: &Core, name: &str) -> Result<Vec<ToolVersion>, StoreError> {
     const Q: &str = concat!(
         "SELECT ",
         version_columns!(),
-        " FROM tool_version v WHERE v.tool = ? ORDER BY v.number"
+        " FROM tool_version v WHERE v.tool = $1 ORDER BY v.number"
     );
     // One statement: a tool always has at least one version, so no rows means no tool.
-    let rows = sqlx::query(Q)
+    let rows = q(Q)
         .bind(name)
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db)?;
+        .fetch_all(&mut *core.db.read().await?)
+        .await?;
     if rows.is_empty() {
         return Err(tool_not_found(name));
     }
-    rows.iter().map(version_from_row).collect()
+    rows.into_iter()
+        .map(|mut row| version_from_row(&mut row))
+        .collect()
 }
 
-pub(super) async fn version(
-    store: &SqliteStore,
+/// [`ToolStore::version`](crate::ToolStore::version).
+pub(crate) async fn version(
+    core: &Core,
     name: &str,
     number: u32,
 ) -> Result<ToolVersion, StoreError> {
-    let mut conn = store.reader.acquire().await.map_err(db)?;
-    fetch_version(&mut conn, name, number)
-        .await?
-        .ok_or_else(|| version_not_found(name, number))
+    existing_version(&mut *core.db.read().await?, name, number).await
 }
 
-pub(super) async fn versions_with_status(
-    store: &SqliteStore,
+/// [`ToolStore::versions_with_status`](crate::ToolStore::versions_with_status).
+pub(crate) async fn versions_with_status(
+    core: &Core,
     status: VersionStatus,
     author: Option<&str>,
 ) -> Result<Vec<ToolVersion>, StoreError> {
     const Q: &str = concat!(
         "SELECT ",
         version_columns!(),
-        " FROM tool_version v WHERE v.status = ?1 AND (?2 IS NULL OR v.author = ?2) \
+        " FROM tool_version v WHERE v.status = $1 AND ($2 IS NULL OR v.author = $2) \
          ORDER BY v.tool, v.number"
     );
-    let rows = sqlx::query(Q)
+    let rows = q(Q)
         .bind(status.as_str())
         .bind(author)
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db)?;
-    rows.iter().map(version_from_row).collect()
+        .fetch_all(&mut *core.db.read().await?)
+        .await?;
+    rows.into_iter()
+        .map(|mut row| version_from_row(&mut row))
+        .collect()
 }
 
-pub(super) async fn list_enabled(store: &SqliteStore) -> Result<Vec<StoredTool>, StoreError> {
+/// [`ToolStore::list_enabled`](crate::ToolStore::list_enabled).
+pub(crate) async fn list_enabled(core: &Core) -> Result<Vec<StoredTool>, StoreError> {
     const Q: &str = concat!(
         "SELECT ",
         tool_columns!(),
         ", ",
         version_columns!(),
         " FROM tool t JOIN tool_version v ON v.tool = t.name AND v.number = t.current_version \
-         WHERE t.enabled = 1 ORDER BY t.updated_seq DESC"
+         WHERE t.enabled ORDER BY t.updated_seq DESC"
     );
-    // Row by row: with `fetch_all`, 10,000 rows held as SQLite values next to their
-    // decoded copies doubled the server's peak memory at start-up.
-    let mut rows = sqlx::query(Q).fetch(&store.reader);
+    // Row by row: with all rows held next to their decoded copies, 10,000 tools doubled the
+    // server's peak memory at start-up.
     let mut tools = Vec::new();
-    while let Some(row) = rows.try_next().await.map_err(db)? {
-        tools.push(stored_from_row(&row)?);
-    }
+    q(Q).for_each(&mut *core.db.read().await?, &mut |mut row| {
+        tools.push(stored_from_row(&mut row)?);
+        Ok(())
+    })
+    .await?;
     Ok(tools)
 }
 
-pub(super) async fn set_enabled(
-    store: &SqliteStore,
+/// [`ToolStore::set_enabled`](crate::ToolStore::set_enabled).
+pub(crate) async fn set_enabled(
+    core: &Core,
     actor: &Actor,
     name: &str,
     enabled: bool,
 ) -> Result<(), StoreError> {
     actor.validate()?;
-    let mut w = store.write().await?;
-    let Some(current) = current_version(w.conn(), name).await? else {
+    let mut w = core.write().await?;
+    let Some((current, _)) = current_version(w.conn(), name).await? else {
         return Err(tool_not_found(name));
     };
     let seq = w.change(ChangeKind::Tool, name).await?;
-    sqlx::query("UPDATE tool SET enabled = ?, updated_at_ms = ?, updated_seq = ? WHERE name = ?")
-        .bind(enabled)
-        .bind(now_ms())
-        .bind(seq)
-        .bind(name)
-        .execute(w.conn())
-        .await
-        .map_err(db)?;
+    set_enabled_row(w.conn(), name, enabled, now_ms(), seq).await?;
     let action = if enabled {
         AuditAction::Enable
     } else {
@@ -613,52 +623,41 @@ pub(super) async fn set_enabled(
     w.commit().await
 }
 
-pub(super) async fn purge(
-    store: &SqliteStore,
-    actor: &Actor,
-    name: &str,
-) -> Result<(), StoreError> {
+/// [`ToolStore::purge`](crate::ToolStore::purge).
+pub(crate) async fn purge(core: &Core, actor: &Actor, name: &str) -> Result<(), StoreError> {
     actor.validate()?;
-    let mut w = store.write().await?;
-    let versions: i64 = sqlx::query_scalar("SELECT count(*) FROM tool_version WHERE tool = ?")
+    let mut w = core.write().await?;
+    let versions: i64 = q("SELECT count(*) FROM tool_version WHERE tool = $1")
         .bind(name)
-        .fetch_one(w.conn())
-        .await
-        .map_err(db)?;
-    let grants: i64 = sqlx::query_scalar("SELECT count(*) FROM secret_grant WHERE tool = ?")
+        .scalar(w.conn())
+        .await?;
+    let grants: i64 = q("SELECT count(*) FROM secret_grant WHERE tool = $1")
         .bind(name)
-        .fetch_one(w.conn())
-        .await
-        .map_err(db)?;
+        .scalar(w.conn())
+        .await?;
     // Foreign keys cascade from `tool` to its versions, and from them to their grants and
-    // example results; the explicit deletes keep purge complete even on a connection where
-    // foreign keys were off. Stored calls and their hours have no foreign key (the log holds
-    // every source's calls).
-    for q in [
-        "DELETE FROM call_log WHERE source = 'stored' AND tool = ?",
-        "DELETE FROM call_hour WHERE source = 'stored' AND tool = ?",
-        "DELETE FROM secret_grant WHERE tool = ?",
-        "DELETE FROM example_result WHERE tool = ?",
+    // example results; the explicit deletes keep purge complete even where foreign keys were
+    // off. Stored calls and their hours have no foreign key (the log holds every source's
+    // calls).
+    for sql in [
+        "DELETE FROM call_log WHERE source = 'stored' AND tool = $1",
+        "DELETE FROM call_hour WHERE source = 'stored' AND tool = $1",
+        "DELETE FROM secret_grant WHERE tool = $1",
+        "DELETE FROM example_result WHERE tool = $1",
     ] {
-        sqlx::query(q)
-            .bind(name)
-            .execute(w.conn())
-            .await
-            .map_err(db)?;
+        q(sql).bind(name).execute(w.conn()).await?;
     }
-    let done = sqlx::query("DELETE FROM tool WHERE name = ?")
+    let done = q("DELETE FROM tool WHERE name = $1")
         .bind(name)
         .execute(w.conn())
-        .await
-        .map_err(db)?;
-    if done.rows_affected() == 0 {
+        .await?;
+    if done == 0 {
         return Err(tool_not_found(name));
     }
-    sqlx::query("DELETE FROM tool_version WHERE tool = ?")
+    q("DELETE FROM tool_version WHERE tool = $1")
         .bind(name)
         .execute(w.conn())
-        .await
-        .map_err(db)?;
+        .await?;
     w.change(ChangeKind::Tool, name).await?;
     if grants > 0 {
         w.change(ChangeKind::Grant, name).await?;
@@ -669,16 +668,27 @@ pub(super) async fn purge(
     w.commit().await
 }
 
-pub(super) async fn env_ids_in_use(store: &SqliteStore) -> Result<HashSet<String>, StoreError> {
-    // Tool versions, and the scripts of resource templates and prompts (stored as JSON).
-    let ids: Vec<String> = sqlx::query_scalar(
-        "SELECT env_id FROM tool_version \
-         UNION SELECT json_extract(script, '$.env_id') FROM resource_template WHERE script IS NOT NULL \
-         UNION SELECT json_extract(completion_script, '$.env_id') FROM resource_template WHERE completion_script IS NOT NULL \
-         UNION SELECT json_extract(completion_script, '$.env_id') FROM prompt WHERE completion_script IS NOT NULL",
-    )
-        .fetch_all(&store.reader)
-        .await
-        .map_err(db)?;
-    Ok(ids.into_iter().collect())
+/// [`ToolStore::env_ids_in_use`](crate::ToolStore::env_ids_in_use): tool versions' ids, and
+/// the scripts' of resource templates and prompts (stored as JSON, read here).
+pub(crate) async fn env_ids_in_use(core: &Core) -> Result<HashSet<String>, StoreError> {
+    let mut tx = core.db.snapshot().await?;
+    let mut ids: HashSet<String> = q("SELECT DISTINCT env_id FROM tool_version")
+        .scalars::<String>(&mut *tx)
+        .await?
+        .into_iter()
+        .collect();
+    for sql in [
+        "SELECT script FROM resource_template WHERE script IS NOT NULL",
+        "SELECT completion_script FROM resource_template WHERE completion_script IS NOT NULL",
+        "SELECT completion_script FROM prompt WHERE completion_script IS NOT NULL",
+    ] {
+        for text in q(sql).scalars::<String>(&mut *tx).await? {
+            let script: JsonObject =
+                serde_json::from_str(&text).map_err(|e| corrupt(format!("stored script: {e}")))?;
+            if let Some(id) = script.get("env_id").and_then(|v| v.as_str()) {
+                ids.insert(id.to_owned());
+            }
+        }
+    }
+    Ok(ids)
 }

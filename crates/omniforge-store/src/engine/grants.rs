@@ -1,36 +1,46 @@
-//! Secret grants on SQLite: the `secret_grant` table (migration 0007). A grant names a secret
-//! and one exact tool version; it goes with either (foreign keys with `ON DELETE CASCADE`, and
-//! explicit deletes in `delete_secret` and `purge`). Granting and revoking are changes of kind
-//! `grant` keyed by the tool name, and audit records of the tool version.
+//! Secret grants: the `secret_grant` table. A grant names a secret and one exact tool version;
+//! it goes with either (foreign keys with `ON DELETE CASCADE`, and explicit deletes in
+//! `delete_secret` and `purge`). Granting and revoking are changes of kind `grant` keyed by the
+//! tool name, and audit records of the tool version.
 
 use std::collections::HashMap;
 
-use sqlx::sqlite::SqliteRow;
-
-use super::rows::{col, db, get_u32, now_ms};
-use super::tools::{fetch_version, version_not_found};
-use super::{SqliteStore, Write};
+use super::exec::{Conn, Row, q};
+use super::rows::{get_u32, now_ms};
+use super::tools::existing_version;
+use super::{Core, Write};
 use crate::error::{NameKind, StoreError};
 use crate::model::{
     Actor, AuditAction, AuditEntry, AuditObject, ChangeKind, Grant, SecretRequest, ToolVersion,
 };
 use crate::validate::invalid;
 
-/// The columns [`grant_from_row`] reads; a macro so that queries stay `&'static str` literals.
+/// The columns [`grant_from_row`] reads.
 macro_rules! grant_columns {
     () => {
         "secret, tool, version, granted_by, granted_at_ms"
     };
 }
+pub(super) use grant_columns;
 
-fn grant_from_row(row: &SqliteRow) -> Result<Grant, StoreError> {
+/// A `secret_grant` row.
+pub(super) fn grant_from_row(row: &mut Row) -> Result<Grant, StoreError> {
     Ok(Grant {
-        secret: col(row, "secret")?,
-        tool: col(row, "tool")?,
+        secret: row.get("secret")?,
+        tool: row.get("tool")?,
         version: get_u32(row, "version")?,
-        granted_by: col(row, "granted_by")?,
-        granted_at_ms: col(row, "granted_at_ms")?,
+        granted_by: row.get("granted_by")?,
+        granted_at_ms: row.get("granted_at_ms")?,
     })
+}
+
+/// Whether secret `name` is set.
+pub(super) async fn secret_exists(conn: &mut dyn Conn, name: &str) -> Result<bool, StoreError> {
+    Ok(q("SELECT name FROM secret WHERE name = $1")
+        .bind(name)
+        .fetch_optional(conn)
+        .await?
+        .is_some())
 }
 
 /// Checks that `version` declares `secret` and that the secret is set.
@@ -48,12 +58,7 @@ pub(super) async fn check_grantable(
             ),
         ));
     }
-    let exists = sqlx::query("SELECT 1 FROM secret WHERE name = ?")
-        .bind(secret)
-        .fetch_optional(w.conn())
-        .await
-        .map_err(db)?;
-    if exists.is_none() {
+    if !secret_exists(w.conn(), secret).await? {
         return Err(StoreError::NotFound {
             kind: NameKind::Secret,
             name: secret.to_owned(),
@@ -61,6 +66,25 @@ pub(super) async fn check_grantable(
         });
     }
     Ok(())
+}
+
+/// Inserts a grant row unless it exists; returns whether it did.
+pub(super) async fn insert_grant_row(
+    conn: &mut dyn Conn,
+    grant: &Grant,
+) -> Result<bool, StoreError> {
+    let done = q(
+        "INSERT INTO secret_grant (secret, tool, version, granted_by, granted_at_ms) \
+         VALUES ($1, $2, $3, $4, $5) ON CONFLICT (secret, tool, version) DO NOTHING",
+    )
+    .bind(&grant.secret)
+    .bind(&grant.tool)
+    .bind(grant.version)
+    .bind(&grant.granted_by)
+    .bind(grant.granted_at_ms)
+    .execute(conn)
+    .await?;
+    Ok(done > 0)
 }
 
 /// Inserts a grant checked by [`check_grantable`] and its audit record; `false` (and no
@@ -73,19 +97,14 @@ pub(super) async fn insert_grant(
     version: u32,
     now: i64,
 ) -> Result<bool, StoreError> {
-    let done = sqlx::query(
-        "INSERT INTO secret_grant (secret, tool, version, granted_by, granted_at_ms) \
-         VALUES (?, ?, ?, ?, ?) ON CONFLICT (secret, tool, version) DO NOTHING",
-    )
-    .bind(secret)
-    .bind(tool)
-    .bind(i64::from(version))
-    .bind(&actor.principal)
-    .bind(now)
-    .execute(w.conn())
-    .await
-    .map_err(db)?;
-    if done.rows_affected() == 0 {
+    let grant = Grant {
+        secret: secret.to_owned(),
+        tool: tool.to_owned(),
+        version,
+        granted_by: actor.principal.clone(),
+        granted_at_ms: now,
+    };
+    if !insert_grant_row(w.conn(), &grant).await? {
         return Ok(false);
     }
     let entry = AuditEntry::new(AuditAction::Grant, AuditObject::Tool, tool)
@@ -96,18 +115,16 @@ pub(super) async fn insert_grant(
 }
 
 /// [`SecretStore::grant_secret`](crate::SecretStore::grant_secret).
-pub(super) async fn grant(
-    store: &SqliteStore,
+pub(crate) async fn grant(
+    core: &Core,
     actor: &Actor,
     secret: &str,
     tool: &str,
     version: u32,
 ) -> Result<bool, StoreError> {
     actor.validate()?;
-    let mut w = store.write().await?;
-    let target = fetch_version(w.conn(), tool, version)
-        .await?
-        .ok_or_else(|| version_not_found(tool, version))?;
+    let mut w = core.write().await?;
+    let target = existing_version(w.conn(), tool, version).await?;
     check_grantable(&mut w, &target, secret).await?;
     let granted = insert_grant(&mut w, actor, secret, tool, version, now_ms()).await?;
     if granted {
@@ -118,24 +135,22 @@ pub(super) async fn grant(
 }
 
 /// [`SecretStore::revoke_secret`](crate::SecretStore::revoke_secret).
-pub(super) async fn revoke(
-    store: &SqliteStore,
+pub(crate) async fn revoke(
+    core: &Core,
     actor: &Actor,
     secret: &str,
     tool: &str,
     version: u32,
 ) -> Result<(), StoreError> {
     actor.validate()?;
-    let mut w = store.write().await?;
-    let done =
-        sqlx::query("DELETE FROM secret_grant WHERE secret = ? AND tool = ? AND version = ?")
-            .bind(secret)
-            .bind(tool)
-            .bind(i64::from(version))
-            .execute(w.conn())
-            .await
-            .map_err(db)?;
-    if done.rows_affected() == 0 {
+    let mut w = core.write().await?;
+    let done = q("DELETE FROM secret_grant WHERE secret = $1 AND tool = $2 AND version = $3")
+        .bind(secret)
+        .bind(tool)
+        .bind(version)
+        .execute(w.conn())
+        .await?;
+    if done == 0 {
         return Err(StoreError::NotFound {
             kind: NameKind::Grant,
             name: format!("{secret} for {tool}"),
@@ -155,78 +170,65 @@ pub(super) async fn of_secret(
     w: &mut Write<'_>,
     secret: &str,
 ) -> Result<Vec<(String, u32)>, StoreError> {
-    let rows = sqlx::query(
-        "SELECT tool, version FROM secret_grant WHERE secret = ? ORDER BY tool, version",
-    )
+    let rows = q("SELECT tool, version FROM secret_grant WHERE secret = $1 \
+         ORDER BY tool, version")
     .bind(secret)
     .fetch_all(w.conn())
-    .await
-    .map_err(db)?;
-    rows.iter()
-        .map(|row| Ok((col(row, "tool")?, get_u32(row, "version")?)))
+    .await?;
+    rows.into_iter()
+        .map(|mut row| Ok((row.get("tool")?, get_u32(&mut row, "version")?)))
         .collect()
 }
 
 /// [`SecretStore::grants`](crate::SecretStore::grants).
-pub(super) async fn list(
-    store: &SqliteStore,
+pub(crate) async fn list(
+    core: &Core,
     secret: Option<&str>,
     tool: Option<&str>,
 ) -> Result<Vec<Grant>, StoreError> {
-    let rows = sqlx::query(concat!(
+    let rows = q(concat!(
         "SELECT ",
         grant_columns!(),
-        " FROM secret_grant WHERE (?1 IS NULL OR secret = ?1) AND (?2 IS NULL OR tool = ?2) \
+        " FROM secret_grant WHERE ($1 IS NULL OR secret = $1) AND ($2 IS NULL OR tool = $2) \
          ORDER BY secret, tool, version"
     ))
     .bind(secret)
     .bind(tool)
-    .fetch_all(&store.reader)
-    .await
-    .map_err(db)?;
-    rows.iter().map(grant_from_row).collect()
+    .fetch_all(&mut *core.db.read().await?)
+    .await?;
+    rows.into_iter()
+        .map(|mut row| grant_from_row(&mut row))
+        .collect()
 }
 
 /// [`SecretStore::secret_requests`](crate::SecretStore::secret_requests): one snapshot.
-pub(super) async fn requests(
-    store: &SqliteStore,
+pub(crate) async fn requests(
+    core: &Core,
     tool: &str,
     version: u32,
 ) -> Result<Vec<SecretRequest>, StoreError> {
-    let mut tx = store.read().await?;
-    let target = fetch_version(&mut tx, tool, version)
-        .await?
-        .ok_or_else(|| version_not_found(tool, version))?;
-    let declared = serde_json::Value::from(target.spec.secrets.clone()).to_string();
-    let existing: Vec<String> = sqlx::query_scalar(
-        "SELECT name FROM secret WHERE name IN (SELECT value FROM json_each(?))",
-    )
-    .bind(&declared)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(db)?;
-    let rows = sqlx::query(concat!(
+    let mut tx = core.db.snapshot().await?;
+    let target = existing_version(&mut *tx, tool, version).await?;
+    let rows = q(concat!(
         "SELECT ",
         grant_columns!(),
-        " FROM secret_grant WHERE tool = ? AND version = ?"
+        " FROM secret_grant WHERE tool = $1 AND version = $2"
     ))
     .bind(tool)
-    .bind(i64::from(version))
+    .bind(version)
     .fetch_all(&mut *tx)
-    .await
-    .map_err(db)?;
+    .await?;
     let mut grants: HashMap<String, Grant> = rows
-        .iter()
-        .map(|row| grant_from_row(row).map(|g| (g.secret.clone(), g)))
+        .into_iter()
+        .map(|mut row| grant_from_row(&mut row).map(|g| (g.secret.clone(), g)))
         .collect::<Result<_, _>>()?;
-    Ok(target
-        .spec
-        .secrets
-        .iter()
-        .map(|secret| SecretRequest {
+    let mut requests = Vec::with_capacity(target.spec.secrets.len());
+    for secret in &target.spec.secrets {
+        requests.push(SecretRequest {
             secret: secret.clone(),
-            exists: existing.contains(secret),
+            exists: secret_exists(&mut *tx, secret).await?,
             grant: grants.remove(secret),
-        })
-        .collect())
+        });
+    }
+    Ok(requests)
 }

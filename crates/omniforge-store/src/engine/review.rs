@@ -1,12 +1,12 @@
-//! Version status on SQLite (the status columns of `tool_version`, migration 0005): approving,
-//! rejecting and superseding versions, and rollback, which may only point a tool at a live
-//! version. The trigger `tool_version_status` refuses any other status change, and
-//! `tool_current_is_live` a current version that is not live; the checks here come first so
-//! that callers get a typed error rather than the trigger's.
+//! Version status (the status columns of `tool_version`): approving, rejecting and rollback,
+//! which may only point a tool at a live version. The schema refuses any other status change
+//! and a current version that is not live; the checks here come first so that callers get a
+//! typed error rather than the schema's.
 
-use super::rows::{db, now_ms};
-use super::tools::{current_version, fetch_version, set_current_version, touch_tool};
-use super::{SqliteStore, Write};
+use super::exec::q;
+use super::rows::now_ms;
+use super::tools::{current_version, existing_version, set_current_version, touch_tool};
+use super::{Core, Write};
 use crate::digest::version_sha256;
 use crate::error::StoreError;
 use crate::model::{
@@ -22,9 +22,7 @@ async fn version_for(
     number: u32,
     next: VersionStatus,
 ) -> Result<ToolVersion, StoreError> {
-    let version = fetch_version(w.conn(), name, number)
-        .await?
-        .ok_or_else(|| super::tools::version_not_found(name, number))?;
+    let version = existing_version(w.conn(), name, number).await?;
     let status = version.state.status;
     if !status.can_become(next) {
         return Err(StoreError::Conflict {
@@ -43,33 +41,31 @@ async fn set_status(
     number: u32,
     state: &VersionState,
 ) -> Result<(), StoreError> {
-    sqlx::query(
-        "UPDATE tool_version SET status = ?, status_reason = ?, status_by = ?, status_at_ms = ? \
-         WHERE tool = ? AND number = ?",
+    q(
+        "UPDATE tool_version SET status = $1, status_reason = $2, status_by = $3, \
+       status_at_ms = $4 WHERE tool = $5 AND number = $6",
     )
     .bind(state.status.as_str())
     .bind(state.reason.as_deref())
     .bind(state.decided_by.as_deref())
     .bind(state.decided_at_ms)
     .bind(name)
-    .bind(i64::from(number))
+    .bind(number)
     .execute(w.conn())
-    .await
-    .map_err(db)?;
+    .await?;
     Ok(())
 }
 
-pub(super) async fn rollback(
-    store: &SqliteStore,
+/// [`ToolStore::rollback`](crate::ToolStore::rollback).
+pub(crate) async fn rollback(
+    core: &Core,
     actor: &Actor,
     name: &str,
     number: u32,
 ) -> Result<ToolVersion, StoreError> {
     actor.validate()?;
-    let mut w = store.write().await?;
-    let version = fetch_version(w.conn(), name, number)
-        .await?
-        .ok_or_else(|| super::tools::version_not_found(name, number))?;
+    let mut w = core.write().await?;
+    let version = existing_version(w.conn(), name, number).await?;
     if version.state.status != VersionStatus::Live {
         return Err(StoreError::Conflict {
             reason: format!(
@@ -78,7 +74,7 @@ pub(super) async fn rollback(
             ),
         });
     }
-    let from = current_version(w.conn(), name).await?.flatten();
+    let from = current_version(w.conn(), name).await?.and_then(|(n, _)| n);
     let seq = w.change(ChangeKind::Tool, name).await?;
     set_current_version(w.conn(), name, number, now_ms(), seq).await?;
     let entry = AuditEntry::new(AuditAction::Rollback, AuditObject::Tool, name)
@@ -90,15 +86,16 @@ pub(super) async fn rollback(
     Ok(version)
 }
 
-pub(super) async fn approve(
-    store: &SqliteStore,
+/// [`ToolStore::approve`](crate::ToolStore::approve).
+pub(crate) async fn approve(
+    core: &Core,
     actor: &Actor,
     name: &str,
     number: u32,
     grants: &[String],
 ) -> Result<ToolVersion, StoreError> {
     actor.validate()?;
-    let mut w = store.write().await?;
+    let mut w = core.write().await?;
     let mut version = version_for(&mut w, name, number, VersionStatus::Live).await?;
     let mut secrets: Vec<&str> = grants.iter().map(String::as_str).collect();
     secrets.sort_unstable();
@@ -132,15 +129,16 @@ pub(super) async fn approve(
     Ok(version)
 }
 
-pub(super) async fn reject(
-    store: &SqliteStore,
+/// [`ToolStore::reject`](crate::ToolStore::reject).
+pub(crate) async fn reject(
+    core: &Core,
     actor: &Actor,
     name: &str,
     number: u32,
     reason: &str,
 ) -> Result<ToolVersion, StoreError> {
     actor.validate()?;
-    let mut w = store.write().await?;
+    let mut w = core.write().await?;
     let mut version = version_for(&mut w, name, number, VersionStatus::Rejected).await?;
     let now = now_ms();
     let seq = w.change(ChangeKind::Tool, name).await?;
