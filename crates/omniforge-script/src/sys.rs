@@ -8,7 +8,9 @@
 //!
 //! The order, for a run without bubblewrap:
 //!
-//! 1. join the run's cgroups, set the rlimits, keep the inherited descriptors (as root);
+//! 1. join the run's cgroups, mark every descriptor above stderr close-on-exec
+//!    (`close_range`: whatever the server inherited without the flag never reaches a
+//!    script), set the rlimits, keep only the run's own descriptors (as root);
 //! 2. with a uid switch: a private mount and IPC namespace; private `/tmp` and `/dev/shm`
 //!    owned by the run's uid; tmpfs over each directory that uid cannot enter, with only the
 //!    paths the run needs bound back; `/proc` mounted again with `hidepid=invisible`; `chdir`;
@@ -110,7 +112,7 @@ pub(crate) fn install_std(cmd: &mut std::process::Command, setup: ChildSetup) {
 }
 
 /// The closure the child runs. It only calls async-signal-safe system calls (write,
-/// setrlimit, fcntl, umask, unshare, mount, open_tree, move_mount, mkdir, open, close,
+/// close_range, setrlimit, fcntl, umask, unshare, mount, open_tree, move_mount, mkdir, open, close,
 /// chdir, prctl, setgroups, setresgid, setresuid, capset, seccomp) through rustix's raw syscall layer, reads data
 /// captured by move, and neither allocates nor takes locks (errors are
 /// `io::Error::from_raw_os_error`).
@@ -123,6 +125,10 @@ fn hook(setup: ChildSetup) -> impl FnMut() -> std::io::Result<()> + Send + Sync 
             let fd = unsafe { BorrowedFd::borrow_raw(fd) };
             rustix::io::write(fd, b"0").map_err(to_io)?;
         }
+        // Descriptors the server inherited from its own parent without close-on-exec (a
+        // shell's, a supervisor's) would otherwise pass through bubblewrap into the script.
+        // Before the rlimits: the fallback reads the server's own `RLIMIT_NOFILE`.
+        close_on_exec_from_stderr()?;
         for &(resource, limit) in &setup.limits {
             rustix::process::setrlimit(resource, limit).map_err(to_io)?;
         }
@@ -145,6 +151,40 @@ fn hook(setup: ChildSetup) -> impl FnMut() -> std::io::Result<()> + Send + Sync 
         }
         Ok(())
     }
+}
+
+/// Marks every descriptor above 2 close-on-exec: `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`
+/// (Linux 5.11), else `fcntl` on each number below the `RLIMIT_NOFILE` hard limit (capped at
+/// 2^20). The caller then clears the flag on the descriptors the child must keep.
+fn close_on_exec_from_stderr() -> std::io::Result<()> {
+    // SAFETY: close_range only changes descriptor flags of this (forked, single-threaded)
+    // process; its arguments are plain integers.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::ENOSYS) | Some(libc::EINVAL) => {}
+        _ => return Err(err),
+    }
+    let max = rustix::process::getrlimit(Resource::Nofile)
+        .maximum
+        .unwrap_or(1 << 20)
+        .min(1 << 20);
+    for fd in 3..max as i32 {
+        // SAFETY: fcntl on a number that may or may not be open: EBADF for the closed ones,
+        // which is ignored; no memory is involved.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
 }
 
 fn drop_privileges(drop: &DropPrivileges) -> std::io::Result<()> {
