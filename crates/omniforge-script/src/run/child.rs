@@ -8,7 +8,7 @@ use std::process::Stdio;
 use rustix::process::{Resource, Rlimit};
 use tokio::process::Command;
 
-use super::spec::{RunError, RunSpec, io_err};
+use super::spec::{RunError, RunSpec, SINGLE_THREAD_VARS, io_err};
 use crate::filter;
 use crate::helper::Confine;
 use crate::sandbox::{self, BwrapRun, Identity, Needed, Plan, SANDBOX_SCRIPT};
@@ -137,6 +137,7 @@ pub(crate) fn command(
         .env("LANG", "C.UTF-8")
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("OMNIFORGE_FD", io.channel_fd.to_string())
+        .envs(SINGLE_THREAD_VARS.iter().map(|v| (v, "1")))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

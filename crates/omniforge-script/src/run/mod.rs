@@ -36,7 +36,7 @@ use self::capture::capture;
 use self::child::{ChildIo, RunFiles};
 pub use self::spec::{
     DEFAULT_MAX_CAPTURE_BYTES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES,
-    DEFAULT_QUEUE, DEFAULT_TIMEOUT, Exit, RunError, RunOutput, RunSpec,
+    DEFAULT_QUEUE, DEFAULT_TIMEOUT, Exit, RunError, RunOutput, RunSpec, SINGLE_THREAD_VARS,
 };
 use self::spec::{check_spec, io_err};
 use crate::channel::{self, ChannelLimits};

@@ -22,6 +22,24 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 20;
 /// Default [`RunnerConfig::queue`]: 64 waiting runs.
 pub const DEFAULT_QUEUE: usize = 64;
 
+/// Variables every run gets set to `1`, so that numeric libraries start no thread pools of
+/// their own: OpenBLAS (numpy's default BLAS, which otherwise starts one thread per core at
+/// import), OpenMP, MKL, BLIS, numexpr, Apple's vecLib, Rayon, Polars and Numba. Threads
+/// count against [`RunSpec::max_processes`] (`pids.max`), so a script could not rely on a
+/// pool sized for the machine anyway, and a warm template must be single-threaded when it
+/// forks. A script that wants more threads sets the variable itself before the import.
+pub const SINGLE_THREAD_VARS: &[&str] = &[
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "RAYON_NUM_THREADS",
+    "POLARS_MAX_THREADS",
+    "NUMBA_NUM_THREADS",
+];
+
 /// Errors of [`Runner::new`] and [`Runner::run`]. A script that fails is not an error: it is
 /// a [`RunOutput`] with a non-zero [`Exit`].
 #[derive(Debug, thiserror::Error)]
@@ -81,7 +99,8 @@ pub struct RunSpec {
     /// private `/tmp` in the sandbox (default [`DEFAULT_MAX_FILE_BYTES`]).
     pub max_file_bytes: u64,
     /// Extra environment variables (e.g. secrets). The runner's own (`PATH`, `HOME`, `LANG`,
-    /// `PYTHONDONTWRITEBYTECODE`, `OMNIFORGE_FD`) take precedence.
+    /// `PYTHONDONTWRITEBYTECODE`, `OMNIFORGE_FD`, [`SINGLE_THREAD_VARS`], and `TMPDIR` where
+    /// it sets one) take precedence.
     pub env: Vec<(String, String)>,
     /// Where the script's side-channel messages go. `None`: requests are answered with an
     /// error; the last `result` still lands in [`RunOutput::result`].
