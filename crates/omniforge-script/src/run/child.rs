@@ -11,7 +11,7 @@ use tokio::process::Command;
 use super::spec::{RunError, RunSpec, SINGLE_THREAD_VARS, io_err};
 use crate::filter;
 use crate::helper::Confine;
-use crate::sandbox::{self, BwrapRun, Identity, Needed, Plan, SANDBOX_SCRIPT};
+use crate::sandbox::{self, BwrapRun, Identity, Needed, Plan, SANDBOX_SCRIPT, View};
 use crate::sys::{self, ChildSetup};
 
 /// Open files per process (`RLIMIT_NOFILE`).
@@ -75,6 +75,14 @@ pub(crate) fn command(
                 seccomp_fd: seccomp_fd.as_ref().map(AsRawFd::as_raw_fd),
                 helper: plan.landlock.as_deref(),
             });
+            if let Identity::BwrapAs(switch) = &plan.identity {
+                // A root server starts bubblewrap as the run's own uid: uid 65534 in the
+                // sandbox is then that uid on the host, never root.
+                let program = Some(bwrap.path.as_path());
+                drop_privileges = Some(switch_uid(
+                    switch, spec, files, &prefix, plan, &io, program,
+                )?);
+            }
             let mut c = Command::new(&bwrap.path);
             c.args(args)
                 .arg(&spec.python)
@@ -86,10 +94,11 @@ pub(crate) fn command(
             let private_tmp = matches!(plan.identity, Identity::Switch(_));
             match &plan.identity {
                 Identity::Switch(switch) => {
-                    drop_privileges = Some(switch_uid(switch, spec, files, &prefix, plan, &io)?);
+                    drop_privileges =
+                        Some(switch_uid(switch, spec, files, &prefix, plan, &io, None)?);
                 }
                 Identity::ServerUid => drop_privileges = Some(sandbox::drop_only()),
-                Identity::Bwrap | Identity::Unchanged => {}
+                Identity::Bwrap | Identity::BwrapAs(_) | Identity::Unchanged => {}
             }
             let mut c = match &plan.landlock {
                 Some(helper) => {
@@ -165,7 +174,10 @@ pub(crate) fn command(
     Ok((cmd, hold))
 }
 
-/// Hands the run's files to its leased uid and plans its private mounts.
+/// Hands the run's files to its leased uid and plans its private mounts: for the run itself
+/// (no bubblewrap: private `/tmp`, `/dev/shm` and `/proc`, the hidden directories covered),
+/// or for `bwrap`, the bubblewrap executable started as that uid (only what it binds made
+/// reachable).
 fn switch_uid(
     switch: &sandbox::UidSwitch,
     spec: &RunSpec,
@@ -173,6 +185,7 @@ fn switch_uid(
     prefix: &Option<PathBuf>,
     plan: &Plan,
     io: &ChildIo<'_>,
+    bwrap: Option<&Path>,
 ) -> Result<sys::DropPrivileges, RunError> {
     let uid = io
         .uid
@@ -186,6 +199,7 @@ fn switch_uid(
     let env_dir = canonical(&spec.env_dir)?;
     let run_dir = canonical(files.dir)?;
     let helper = plan.landlock.as_deref().map(canonical).transpose()?;
+    let bwrap = bwrap.map(canonical).transpose()?;
     let mut needed = vec![
         Needed {
             path: &env_dir,
@@ -202,19 +216,25 @@ fn switch_uid(
             writable: false,
         });
     }
-    if let Some(helper) = &helper {
+    for program in [&helper, &bwrap].into_iter().flatten() {
         needed.push(Needed {
-            path: helper,
+            path: program,
             writable: false,
         });
     }
-    let hidden: Vec<PathBuf> = io
-        .hidden_dirs
-        .iter()
-        .filter_map(|d| std::fs::canonicalize(d).ok())
-        .collect();
+    // bubblewrap shows the run only what it binds: nothing else needs hiding.
+    let (hidden, view): (Vec<PathBuf>, View) = match bwrap {
+        Some(_) => (Vec::new(), View::for_bwrap()),
+        None => (
+            io.hidden_dirs
+                .iter()
+                .filter_map(|d| std::fs::canonicalize(d).ok())
+                .collect(),
+            View::no_bwrap(spec.max_file_bytes),
+        ),
+    };
     switch
-        .plan(uid, &needed, &hidden, spec.max_file_bytes, &run_dir)
+        .plan(uid, &needed, &hidden, view, &run_dir)
         .map_err(io_err("planning the run's private mounts"))
 }
 

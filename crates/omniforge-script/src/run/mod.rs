@@ -188,7 +188,7 @@ impl Runner {
                 "creating a scratch directory in {}",
                 config.scratch_dir.display()
             )))?;
-        if matches!(plan.identity, Identity::Switch(_)) {
+        if matches!(plan.identity, Identity::Switch(_) | Identity::BwrapAs(_)) {
             // Runs under their own uid must reach their own directory in it; they may not
             // list it (0711).
             std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o711))
@@ -237,10 +237,11 @@ impl Runner {
             slot = inner.slots.acquire() => slot?,
             () = cancel.cancelled() => return Ok(RunOutput::empty(Exit::Cancelled, started.elapsed())),
         };
-        // Without bubblewrap under a root server, the run's own uid, held until it ends; with
-        // no cgroup.kill to catch an escapee, what still runs as it then is killed.
+        // Under a root server, the run's own uid (bubblewrap starts as it, or, without
+        // bubblewrap, the script), held until it ends; with no cgroup.kill to catch an
+        // escapee, what still runs as it then is killed.
         let lease = match &inner.plan.identity {
-            Identity::Switch(switch) => Some(
+            Identity::Switch(switch) | Identity::BwrapAs(switch) => Some(
                 switch
                     .lease(slot.index, inner.plan.cgroups.kill.is_none())
                     .map_err(io_err("taking a uid for the run"))?,

@@ -97,6 +97,17 @@ impl Bwrap {
         result.map(drop)
     }
 
+    /// The arguments of a self-test run of `true` with the flags real runs use (and the
+    /// seccomp program at `seccomp_fd`).
+    pub(crate) fn probe_args(&self, seccomp_fd: Option<RawFd>) -> Result<Vec<String>, Unavailable> {
+        let mut args = self.base_args(false);
+        if let Some(fd) = seccomp_fd {
+            args.extend(["--add-seccomp-fd".into(), fd.to_string()]);
+        }
+        args.extend(["--".into(), true_program()?.into()]);
+        Ok(args)
+    }
+
     /// Namespace, identity and system-file arguments shared by every run.
     fn base_args(&self, network: bool) -> Vec<String> {
         let mut a: Vec<String> = ["--unshare-all"].map(String::from).to_vec();
