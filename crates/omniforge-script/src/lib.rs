@@ -111,6 +111,7 @@ pub mod host;
 pub mod run;
 pub mod sandbox;
 mod sys;
+pub mod warm;
 
 pub use channel::{LogMessage, Progress, RpcError, ScriptMessage, ScriptRequest, ScriptResult};
 pub use env::{
@@ -126,4 +127,8 @@ pub use run::{
 pub use sandbox::{
     Layer, RUN_UID_BASE, RUN_UID_SLOTS, SANDBOX_UID, SandboxLevel, UID_LEASE_DIR,
     protect_server_process,
+};
+pub use warm::{
+    DEFAULT_MAX_TEMPLATES, DEFAULT_WARM_IDLE, Prepared, TemplateReport, TemplateState, WarmConfig,
+    WarmError, WarmKey, WarmPool, WarmReport,
 };

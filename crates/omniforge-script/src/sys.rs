@@ -1,4 +1,6 @@
-//! The one place with `unsafe`: what the child does between `fork` and `exec`.
+//! The one place with `unsafe`: what the child does between `fork` and `exec`, and the few
+//! system calls the server makes that have no safe wrapper (`sched_setscheduler`, a socket
+//! registered with tokio's reactor).
 //!
 //! Everything here runs in the forked child before it execs the sandbox (bubblewrap) or the
 //! interpreter, so it may only make async-signal-safe system calls and must not allocate or
@@ -50,6 +52,9 @@ pub(crate) struct ChildSetup {
     /// A seccomp program the child loads last, right before exec (without bubblewrap, which
     /// otherwise loads it).
     pub(crate) seccomp: Option<seccompiler::BpfProgram>,
+    /// Start under `SCHED_IDLE` (a warm template booting beside calls; the server puts it
+    /// back with [`set_normal_scheduling`] once it is ready).
+    pub(crate) idle: bool,
 }
 
 /// The most paths a run binds back ([`SwitchUid::binds`]): the environment, the run
@@ -137,6 +142,14 @@ fn hook(setup: ChildSetup) -> impl FnMut() -> std::io::Result<()> + Send + Sync 
             // copied by the fork; borrowing it does not transfer ownership.
             let fd = unsafe { BorrowedFd::borrow_raw(fd) };
             rustix::io::fcntl_setfd(fd, FdFlags::empty()).map_err(to_io)?;
+        }
+        if setup.idle {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: sched_setscheduler on this process with a parameter on our stack;
+            // lowering the policy needs no privilege.
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
         }
         if let Some(drop) = &setup.drop_privileges {
             drop_privileges(drop)?;
@@ -314,6 +327,37 @@ fn private_mounts(switch: &SwitchUid) -> std::io::Result<()> {
     }
     if let Some(dir) = &switch.chdir {
         rustix::process::chdir(dir.as_c_str()).map_err(to_io)?;
+    }
+    Ok(())
+}
+
+/// Registers a socket the crate owns with tokio's reactor (a warm template's control socket,
+/// a spare's socket), for both reading and writing.
+///
+/// # Errors
+/// The reactor refused the descriptor.
+pub(crate) fn async_fd(
+    fd: std::os::fd::OwnedFd,
+) -> std::io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    use tokio::io::Interest;
+    // SAFETY: the `OwnedFd` moves into the `AsyncFd`, which owns it until it is dropped: the
+    // descriptor stays open, and `as_raw_fd` returns the same number, all that time.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(
+            fd,
+            Interest::READABLE | Interest::WRITABLE,
+        )
+    }
+    .map_err(|e| e.into_parts().1)
+}
+
+/// Puts process `pid` (its main thread) back under `SCHED_OTHER` (root only, once it left
+/// `SCHED_IDLE`: `RLIMIT_NICE` is 0 for scripts).
+pub(crate) fn set_normal_scheduling(pid: i32) -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler with a pid and a parameter on our stack; no memory is kept.
+    if unsafe { libc::sched_setscheduler(pid, libc::SCHED_OTHER, &param) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -172,6 +172,9 @@ impl Bwrap {
             a.extend(["--ro-bind".into(), p.into(), p.into()]);
         }
         a.extend(["--ro-bind".into(), run.script.into(), SANDBOX_SCRIPT.into()]);
+        for (host, inside) in run.extra_files {
+            a.extend(["--ro-bind".into(), (*host).into(), (*inside).into()]);
+        }
         if run.helper.is_some() {
             a.extend([
                 "--ro-bind".into(),
@@ -232,6 +235,9 @@ pub(crate) struct BwrapRun<'a> {
     pub(crate) seccomp_fd: Option<RawFd>,
     /// The Landlock helper on the host (`landlock` layer).
     pub(crate) helper: Option<&'a Path>,
+    /// More files bound read-only (host path, path in the sandbox below the script's
+    /// directory): a warm template's driver and extension module.
+    pub(crate) extra_files: &'a [(&'a Path, &'static str)],
 }
 
 fn system_args() -> Vec<String> {

@@ -42,7 +42,7 @@ pub use self::bwrap::SANDBOX_UID;
 pub(crate) use self::bwrap::{Bwrap, BwrapRun, SANDBOX_SCRIPT, build_sandbox, system_paths};
 pub use self::level::{Layer, SandboxLevel};
 use self::probe::{Unavailable, probe};
-pub(crate) use self::tree::{Cgroups, kill_group};
+pub(crate) use self::tree::{Cgroups, RunCgroups, TemplateCgroups, kill_group};
 pub(crate) use self::uid::{Needed, UidLease, UidSwitch, View, drop_only};
 pub use self::uid::{RUN_UID_BASE, RUN_UID_SLOTS, UID_LEASE_DIR};
 use crate::filter::{self, Filters};

@@ -12,3 +12,4 @@ mod runs;
 mod sandbox;
 mod side_channel;
 mod util;
+mod warm;
