@@ -101,7 +101,7 @@ pub(crate) fn command(
         _ => None,
     };
     let mut drop_privileges = None;
-    let mut tmpdir = None;
+    let tmpdir;
     let mut cmd = match &plan.bwrap {
         Some(bwrap) => {
             let args = bwrap.run_args(&BwrapRun {
@@ -122,6 +122,8 @@ pub(crate) fn command(
                     switch, spec, files, &prefix, plan, &io, program,
                 )?);
             }
+            // The sandbox's own /tmp; named, as a warm call's TMPDIR is (its own directory).
+            tmpdir = template.is_none().then(|| PathBuf::from("/tmp"));
             let mut c = Command::new(&bwrap.path);
             c.args(args)
                 .arg(&spec.python)

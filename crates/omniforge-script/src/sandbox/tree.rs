@@ -155,11 +155,12 @@ impl Cgroups {
             }
             let tpl = Arc::new(CgroupParent { dir, v2: parent.v2 });
             // v2 hands `pids` down only where the parent enables it (no process lives here).
-            if limit && tpl.v2 {
-                if let Err(e) = std::fs::write(tpl.dir.join("cgroup.subtree_control"), "+pids") {
-                    tracing::warn!(dir = %tpl.dir.display(), error = %e, "cannot delegate pids to a template cgroup");
-                    return None;
-                }
+            if limit
+                && tpl.v2
+                && let Err(e) = std::fs::write(tpl.dir.join("cgroup.subtree_control"), "+pids")
+            {
+                tracing::warn!(dir = %tpl.dir.display(), error = %e, "cannot delegate pids to a template cgroup");
+                return None;
             }
             Some(tpl)
         };

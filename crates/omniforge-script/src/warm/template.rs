@@ -17,8 +17,8 @@ use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::confine::SharedRules;
+use super::types::{WarmConfig, WarmError};
 use super::wire::{self, Received};
-use super::{WarmConfig, WarmError};
 use crate::run::child::{self, ChildIo, Role, RunFiles};
 use crate::run::{RunSpec, Runner};
 use crate::sandbox::{Identity, RunCgroups, TemplateCgroups, UidLease, system_paths};
@@ -542,6 +542,11 @@ impl Template {
             // No runtime: the processes are killed; the rest is dropped.
             Err(_) => drop(finish),
         }
+    }
+
+    /// The template interpreter's pid on the host.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        u32::try_from(self.pid).ok().filter(|p| *p > 0)
     }
 
     /// Whether the template was stopped (rather than having died).

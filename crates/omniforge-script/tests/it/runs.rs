@@ -61,7 +61,15 @@ async fn environment_is_cleared() {
     assert_eq!(
         stdout(&out),
         {
-            let mut names = vec!["API_KEY", "HOME", "LANG", "OMNIFORGE_FD", "PATH", "PWD"];
+            let mut names = vec![
+                "API_KEY",
+                "HOME",
+                "LANG",
+                "OMNIFORGE_FD",
+                "PATH",
+                "PWD",
+                "TMPDIR",
+            ];
             names.extend(["PYTHONDONTWRITEBYTECODE"].iter().chain(SINGLE_THREAD_VARS));
             names.sort_unstable();
             let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
