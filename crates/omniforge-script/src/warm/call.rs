@@ -124,6 +124,7 @@ pub(crate) async fn call(
 
     let deadline = tokio::time::Instant::from_std(handed + spec.timeout);
     let mut began = false;
+    let mut reaped = false;
     let mut socket_open = true;
     let end = loop {
         tokio::select! {
@@ -138,10 +139,13 @@ pub(crate) async fn call(
                 Ok(Some(_)) => {}
                 Ok(None) | Err(_) => socket_open = false,
             },
-            status = &mut spare.exit => break match status {
-                Ok(status) => End::Exited(status),
-                Err(_) => End::Lost("the template went away"),
-            },
+            status = &mut spare.exit => {
+                reaped = true;
+                break match status {
+                    Ok(status) => End::Exited(status),
+                    Err(_) => End::Lost("the template went away"),
+                };
+            }
             () = template.dead.cancelled() => break End::Lost("the template died"),
             () = tokio::time::sleep_until(deadline) => break End::Timeout,
             () = cancel.cancelled() => break End::Cancelled,
@@ -159,7 +163,7 @@ pub(crate) async fn call(
         End::Lost(why) => {
             stop.cancel();
             in_task.abort();
-            finish_in_background(template, spare);
+            finish_in_background(template, spare, reaped);
             let why = if began {
                 format!("{why} during the call (it is run again cold)")
             } else {
@@ -185,7 +189,7 @@ pub(crate) async fn call(
     };
     timer.abort();
     in_task.abort();
-    finish_in_background(template, spare);
+    finish_in_background(template, spare, reaped);
     let (stdout, stdout_truncated_bytes) = out.unwrap_or_default();
     let (stderr, stderr_truncated_bytes) = err.unwrap_or_default();
     let output = RunOutput {
@@ -201,15 +205,17 @@ pub(crate) async fn call(
     Called::Ran(output)
 }
 
-/// After the answer: wait for the child's exit, remove its cgroups and directories, make
-/// the next spare.
-fn finish_in_background(template: &Arc<Template>, spare: Spare) {
+/// After the answer: wait for the child's exit (unless it was `reaped` already), remove its
+/// cgroups and directories, make the next spare.
+fn finish_in_background(template: &Arc<Template>, spare: Spare, reaped: bool) {
     let template = Arc::clone(template);
     tokio::spawn(async move {
         let Spare {
             exit, cgroups, tag, ..
         } = spare;
-        let _ = tokio::time::timeout(Duration::from_secs(5), exit).await;
+        if !reaped {
+            let _ = tokio::time::timeout(Duration::from_secs(5), exit).await;
+        }
         cgroups.finish(Duration::from_secs(2));
         template.cleanup(&tag).await;
         template.replenish();

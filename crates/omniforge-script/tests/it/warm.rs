@@ -783,3 +783,52 @@ async fn the_report_counts_template_and_spare_memory() {
     );
     assert!(t.boot.is_some());
 }
+
+/// Call directories in a template's /tmp, seen from the host.
+fn call_dirs(template: u32) -> Vec<String> {
+    let mut dirs: Vec<String> = std::fs::read_dir(format!("/proc/{template}/root/tmp"))
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    dirs.sort();
+    dirs
+}
+
+/// However a call ends (`done`, its own exit, a timeout), its directories are removed and a
+/// new spare is made.
+#[tokio::test]
+async fn every_call_is_cleaned_up_after() {
+    let pool = pool();
+    let key = key("cleanup");
+    let code = "import json, os, sys, time\nopen(os.environ['TMPDIR'] + '/f', 'w').write('x')\nhow = json.load(sys.stdin)['how']\nif how == 'exit':\n    os._exit(3)\nif how == 'hang':\n    time.sleep(60)\nprint('done')\n";
+    let mut s = spec(code).await;
+    s.timeout = Duration::from_secs(2);
+    ready(&pool, &key, &s).await;
+    let pid = wait_for_ready(&pool, &key).await.pid.unwrap();
+    for (how, exit) in [
+        ("done", Exit::Code(0)),
+        ("exit", Exit::Code(3)),
+        ("hang", Exit::Timeout),
+    ] {
+        s.arguments = json!({"how": how});
+        let out = warm(&pool, &key, s.clone()).await;
+        assert_eq!(out.exit, exit, "{how}: {out:?}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let t = wait_for_ready(&pool, &key).await;
+            let dirs = call_dirs(pid);
+            if t.spares == 1 && dirs.len() == 1 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{how}: spares {}, call dirs {dirs:?}",
+                t.spares
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
