@@ -6,6 +6,7 @@
 //! need a layer assert that the layer is active on this machine instead of skipping.
 
 mod envs;
+mod escape;
 mod layers;
 mod privilege;
 mod runs;
