@@ -360,7 +360,7 @@ fn identity(
         }
     };
     let leased = format!(
-        "a uid and gid {RUN_UID_BASE} + n (0 ≤ n < {RUN_UID_SLOTS}) on the host, leased per run machine-wide ({UID_LEASE_DIR}): never root, never shared by two concurrent runs, never the server's"
+        "a uid and gid {RUN_UID_BASE} + n (0 ≤ n < {RUN_UID_SLOTS}), leased per run machine-wide ({UID_LEASE_DIR}): never root, never shared by two concurrent runs, never the server's"
     );
     match bwrap.and_then(|b| probe_bwrap_as(&b, &switch, None).map(|()| b)) {
         Ok(b) => (
@@ -379,7 +379,7 @@ fn identity(
             layer(
                 true,
                 format!(
-                    "{leased}; switched in the child before exec (no bubblewrap): no supplementary groups, every capability dropped (bounding, ambient, inheritable, permitted, effective), no_new_privs; in a private mount and IPC namespace: /proc mounted with hidepid=invisible (the server's and other runs' processes do not exist there), private size-capped /tmp and /dev/shm owned by the run's uid, directories that uid cannot enter covered by an empty tmpfs with only the interpreter, the environment, the run directory and the helper bound back"
+                    "{leased} on the host; switched in the child before exec (no bubblewrap): no supplementary groups, every capability dropped (bounding, ambient, inheritable, permitted, effective), no_new_privs; in a private mount and IPC namespace: /proc mounted with hidepid=invisible (the server's and other runs' processes do not exist there), private size-capped /tmp and /dev/shm owned by the run's uid, directories that uid cannot enter covered by an empty tmpfs with only the interpreter, the environment, the run directory and the helper bound back"
                 ),
             ),
         ),
