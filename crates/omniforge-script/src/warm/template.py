@@ -162,6 +162,17 @@ def _threads():
     return -1
 
 
+def _shared_writable():
+    """A writable shared mapping the imports left (calls forked from here would all share
+    it, so nothing could keep one call's data from the next), or None."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split()
+            if len(fields) > 1 and fields[1][1] == "w" and fields[1][3] == "s":
+                return fields[5] if len(fields) > 5 else "anonymous memory"
+    return None
+
+
 def _sandbox_handles():
     """Read-only handles the per-call Landlock rules need from inside the sandbox: its /proc
     and each /dev entry but shm (whose directory holds the other calls' directories)."""
@@ -216,6 +227,9 @@ linecache.cache[_MAIN] = (len(_SOURCE), None, _SOURCE.splitlines(True), _MAIN)
 _threads_now = _threads()
 if _reason is None and _threads_now != 1:
     _reason = "its imports started %d threads (a fork copies only one)" % (_threads_now - 1)
+_shared = _shared_writable() if _reason is None else None
+if _shared is not None:
+    _reason = "its imports mapped shared writable memory (%s) every call would share" % _shared
 os.chdir("/")
 sys.stdout.flush()
 sys.stderr.flush()
