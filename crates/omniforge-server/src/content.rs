@@ -23,7 +23,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use omniforge_store::{
-    ContentStore, NewPrompt, NewResource, NewTemplate, PromptArgumentSpec, ResourceBody,
+    Actor, ContentStore, NewPrompt, NewResource, NewTemplate, PromptArgumentSpec, ResourceBody,
     ResourceInfo, ScriptSpec, StoreError, StoredPrompt, StoredTemplate, TemplateBody, WriteMode,
 };
 use rmcp::model::{
@@ -1385,7 +1385,7 @@ impl Content {
         let action = EDITS.iter().find(|(n, ..)| *n == name);
         let outcome = match action {
             Some(&(_, kind, Some(mode))) => self.write(kind, arguments, mode, caller).await,
-            Some(&(_, kind, None)) => self.delete(kind, arguments).await,
+            Some(&(_, kind, None)) => self.delete(kind, arguments, caller).await,
             None if name == names::GET_DEFINITION => self.get_definition(arguments).await,
             None => Err("Unknown or inactive tool".to_owned()),
         };
@@ -1476,19 +1476,25 @@ impl Content {
         let result = match kind {
             Kind::Resource => {
                 let resource = parse::<ResourceArgs>(arguments)?.validate()?;
-                self.store.put_resource(resource, mode).await
+                self.store
+                    .put_resource(&Actor::new(&caller.author), resource, mode)
+                    .await
             }
             Kind::Template => {
                 let template = parse::<TemplateArgs>(arguments)?
                     .validate(&self.forge, caller)
                     .await?;
-                self.store.put_template(template, mode).await
+                self.store
+                    .put_template(&Actor::new(&caller.author), template, mode)
+                    .await
             }
             Kind::Prompt => {
                 let prompt = parse::<PromptArgs>(arguments)?
                     .validate(&self.forge, caller)
                     .await?;
-                self.store.put_prompt(prompt, mode).await
+                self.store
+                    .put_prompt(&Actor::new(&caller.author), prompt, mode)
+                    .await
             }
         };
         let changed = result.map_err(|e| match e {
@@ -1519,21 +1525,27 @@ impl Content {
     ///
     /// # Errors
     /// It does not exist, or the store failed.
-    pub async fn remove(&self, kind: Kind, key: &str) -> Result<String, String> {
+    pub async fn remove(&self, kind: Kind, key: &str, caller: &Caller) -> Result<String, String> {
+        let actor = Actor::new(&caller.author);
         let result = match kind {
-            Kind::Resource => self.store.delete_resource(key).await,
-            Kind::Template => self.store.delete_template(key).await,
-            Kind::Prompt => self.store.delete_prompt(key).await,
+            Kind::Resource => self.store.delete_resource(&actor, key).await,
+            Kind::Template => self.store.delete_template(&actor, key).await,
+            Kind::Prompt => self.store.delete_prompt(&actor, key).await,
         };
         result.map_err(|e| format!("{}: {e}", kind.key_field()))?;
         self.reload().await.map_err(|e| e.to_string())?;
         Ok(format!("Deleted {} {key}.", kind.label()))
     }
 
-    async fn delete(&self, kind: Kind, arguments: Map<String, Value>) -> Result<String, String> {
+    async fn delete(
+        &self,
+        kind: Kind,
+        arguments: Map<String, Value>,
+        caller: &Caller,
+    ) -> Result<String, String> {
         let key_field = kind.key_field();
         match arguments.get(key_field).and_then(Value::as_str) {
-            Some(key) if arguments.len() == 1 => self.remove(kind, key).await,
+            Some(key) if arguments.len() == 1 => self.remove(kind, key, caller).await,
             _ => Err(format!("arguments: exactly {{\"{key_field}\": ...}}")),
         }
     }

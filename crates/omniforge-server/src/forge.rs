@@ -19,8 +19,8 @@ use omniforge_script::{
     pep723_dependencies, prototype_text,
 };
 use omniforge_store::{
-    Annotations, CallOutcome, CallRecord, Limits, NewVersion, Runtime, StoreError, StoredTool,
-    ToolStore, ToolVersion,
+    Actor, Annotations, CallOutcome, CallRecord, CallSource, Limits, NewStatus, NewVersion,
+    Runtime, Store, StoreError, StoredTool, ToolVersion,
 };
 use rmcp::model::{
     CallToolResult, ContentBlock, JsonObject, ProgressNotificationParam, Tool, ToolAnnotations,
@@ -96,7 +96,7 @@ pub struct ForgeConfig {
 
 /// The stored tool source and the authoring tools.
 pub struct Forge {
-    store: Arc<dyn ToolStore>,
+    store: Arc<dyn Store>,
     catalog: Arc<Catalog>,
     runner: Runner,
     /// Built on first use: resolving the interpreter and finding (or installing) uv takes
@@ -221,7 +221,7 @@ impl Forge {
     /// The store cannot be read, or the sandbox level cannot be provided.
     pub async fn start(
         catalog: Arc<Catalog>,
-        store: Arc<dyn ToolStore>,
+        store: Arc<dyn Store>,
         config: ForgeConfig,
     ) -> Result<Arc<Forge>, ForgeError> {
         let mut runner_config = RunnerConfig::new(config.sandbox);
@@ -308,9 +308,9 @@ impl Forge {
         let outcome = match name {
             names::CREATE => self.create_or_update(arguments, caller, true).await,
             names::UPDATE => self.create_or_update(arguments, caller, false).await,
-            names::DELETE => self.delete(arguments).await,
+            names::DELETE => self.delete(arguments, caller).await,
             names::GET => self.get(arguments).await,
-            names::ROLLBACK => self.rollback(arguments).await,
+            names::ROLLBACK => self.rollback(arguments, caller).await,
             names::TEST => self.test(arguments, caller).await,
             names::SET_SECRET => self.set_secret(arguments, caller).await,
             names::DELETE_SECRET => self.delete_secret(arguments, caller).await,
@@ -405,9 +405,15 @@ impl Forge {
         let spec = self.prepare(draft, previous, caller).await?;
         let name = spec.0;
         let version = if create {
-            self.store.create_tool(&name, spec.1).await
+            let actor = Actor::new(&caller.author);
+            self.store
+                .create_tool(&actor, &name, spec.1, NewStatus::Live)
+                .await
         } else {
-            self.store.add_version(&name, spec.1).await
+            let actor = Actor::new(&caller.author);
+            self.store
+                .add_version(&actor, &name, spec.1, NewStatus::Live)
+                .await
         }
         .map_err(|e| e.to_string())?;
         self.reload().await.map_err(|e| e.to_string())?;
@@ -504,6 +510,7 @@ impl Forge {
                 .or_else(|| previous_spec.map(|p| p.secrets.clone()))
                 .unwrap_or_default(),
             author: caller.author.clone(),
+            examples: Vec::new(),
         };
         Ok((draft.name, version))
     }
@@ -553,7 +560,11 @@ impl Forge {
         Ok((lock, env))
     }
 
-    async fn delete(&self, arguments: Map<String, Value>) -> Result<CallToolResult, String> {
+    async fn delete(
+        &self,
+        arguments: Map<String, Value>,
+        caller: &Caller,
+    ) -> Result<CallToolResult, String> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Args {
@@ -564,12 +575,12 @@ impl Forge {
         let args: Args = parse(arguments)?;
         if args.purge {
             self.store
-                .purge(&args.name)
+                .purge(&Actor::new(&caller.author), &args.name)
                 .await
                 .map_err(|e| e.to_string())?;
         } else {
             self.store
-                .set_enabled(&args.name, false)
+                .set_enabled(&Actor::new(&caller.author), &args.name, false)
                 .await
                 .map_err(|e| e.to_string())?;
         }
@@ -614,7 +625,7 @@ impl Forge {
             .map_err(|e| e.to_string())?
             .contains(name);
         self.store
-            .set_secret(name, value)
+            .set_secret(&Actor::new(&caller.author), name, value)
             .await
             .map_err(|e| e.to_string())?;
         tracing::info!(secret = %name, by = %caller.author, "secret set");
@@ -637,7 +648,7 @@ impl Forge {
         }
         let args: Args = parse(arguments)?;
         self.store
-            .delete_secret(&args.name)
+            .delete_secret(&Actor::new(&caller.author), &args.name)
             .await
             .map_err(|e| e.to_string())?;
         tracing::info!(secret = %args.name, by = %caller.author, "secret deleted");
@@ -663,7 +674,11 @@ impl Forge {
         Ok(result)
     }
 
-    async fn rollback(&self, arguments: Map<String, Value>) -> Result<CallToolResult, String> {
+    async fn rollback(
+        &self,
+        arguments: Map<String, Value>,
+        caller: &Caller,
+    ) -> Result<CallToolResult, String> {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Args {
@@ -671,12 +686,13 @@ impl Forge {
             version: u32,
         }
         let args: Args = parse(arguments)?;
+        let actor = Actor::new(&caller.author);
         self.store
-            .rollback(&args.name, args.version)
+            .rollback(&actor, &args.name, args.version)
             .await
             .map_err(|e| e.to_string())?;
         self.store
-            .set_enabled(&args.name, true)
+            .set_enabled(&actor, &args.name, true)
             .await
             .map_err(|e| e.to_string())?;
         self.reload().await.map_err(|e| e.to_string())?;
@@ -800,13 +816,17 @@ impl Forge {
             .sum();
         let record = CallRecord {
             tool: version.tool.clone(),
-            version: version.number,
+            source: CallSource::Stored,
+            version: Some(version.number),
             started_at_ms,
             duration_ms: u64::try_from(now_ms() - started_at_ms).unwrap_or(0),
             outcome,
             bytes_out: bytes_out as u64,
             principal: Some(caller.author.clone()),
             error: None,
+            arguments: None,
+            arguments_text: None,
+            result_text: None,
         };
         if let Err(error) = self.store.record_call(record).await {
             tracing::warn!(%error, "recording a call failed");

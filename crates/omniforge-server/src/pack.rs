@@ -20,7 +20,7 @@
 
 use std::collections::HashSet;
 
-use omniforge_store::{ContentStore, ImportBatch, ImportReport, StoredTool};
+use omniforge_store::{Actor, ContentStore, ImportBatch, ImportReport, StoredTool};
 use serde_json::{Map, Value, json};
 
 use crate::content::{PromptArgs, ResourceArgs, TemplateArgs};
@@ -138,7 +138,10 @@ pub async fn import(
     if !errors.is_empty() {
         return Err(errors);
     }
-    store.import(batch).await.map_err(|e| vec![e.to_string()])
+    store
+        .import(&Actor::new(&caller.author), batch)
+        .await
+        .map_err(|e| vec![e.to_string()])
 }
 
 fn parse<T: for<'de> serde::Deserialize<'de>>(arguments: Map<String, Value>) -> Result<T, String> {

@@ -18,6 +18,10 @@ pub enum NameKind {
     ResourceTemplate,
     /// A stored prompt: 1 to 64 characters from `[a-zA-Z0-9_-]`, like a tool name.
     Prompt,
+    /// A grant of a secret to one tool version, named `SECRET for TOOL` (with its version).
+    Grant,
+    /// A kept output, named by its run id.
+    Output,
 }
 
 impl NameKind {
@@ -29,6 +33,8 @@ impl NameKind {
             NameKind::Resource => "an absolute URI (scheme:...) of at most 4096 bytes",
             NameKind::ResourceTemplate => "an RFC 6570 URI template of at most 4096 bytes",
             NameKind::Prompt => "1 to 64 characters from [a-zA-Z0-9_-]",
+            NameKind::Grant => "a secret name, a tool name and a version",
+            NameKind::Output => "1 to 128 characters from [a-zA-Z0-9_.:-]",
         }
     }
 }
@@ -41,6 +47,8 @@ impl fmt::Display for NameKind {
             NameKind::Resource => "resource",
             NameKind::ResourceTemplate => "resource template",
             NameKind::Prompt => "prompt",
+            NameKind::Grant => "secret grant",
+            NameKind::Output => "kept output",
         })
     }
 }
@@ -116,6 +124,35 @@ pub enum StoreError {
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// The store was opened without a secret keyring
+    /// ([`StoreConfig::keyring`](crate::StoreConfig::keyring)), so secret values can be neither
+    /// written nor read. Names, grants and deletions still work.
+    #[error("secret values are unavailable: this store has no secret key")]
+    NoSecretKey,
+    /// A stored secret is encrypted under a key the keyring lacks (the key file of another
+    /// replica, or an old key removed too early).
+    #[error("secret {name:?} is encrypted with key {key_id:?}, which is not in the keyring")]
+    SecretKeyMissing {
+        /// The secret's name.
+        name: String,
+        /// The id stored with its value.
+        key_id: String,
+    },
+    /// A stored secret failed to decrypt: its sealed bytes were altered, or copied from another
+    /// secret's row or key id.
+    #[error(
+        "secret {name:?} cannot be decrypted: its stored value was altered or belongs elsewhere"
+    )]
+    SecretUnreadable {
+        /// The secret's name.
+        name: String,
+    },
+    /// Encrypting failed (the operating system's random source failed).
+    #[error("encrypting a secret: {reason}")]
+    Crypto {
+        /// What failed.
+        reason: String,
     },
     /// The database failed: the file cannot be opened, the write lock was not granted within
     /// the busy timeout, the disk is full, a migration failed, the store was closed.

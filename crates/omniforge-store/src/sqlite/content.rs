@@ -2,21 +2,27 @@
 //! imports that write tools and all of these in one transaction.
 //!
 //! Every write that changes something is one change of the feed, and records its `seq` as the
-//! row's `updated_seq`. A write that changes nothing (same content, already enabled) is no
-//! change: importing a pack twice changes nothing.
+//! row's `updated_seq`, and one audit record with the definition's hash. A write that changes
+//! nothing (same content, already enabled) is neither: importing a pack twice changes nothing
+//! (the second import writes only its summary record).
 
 use async_trait::async_trait;
 use sqlx::Row;
 use sqlx::sqlite::{SqliteArguments, SqliteConnection, SqliteRow};
 
 use super::rows::{col, corrupt, db, get_json, invalid, now_ms, opt_json, to_json};
-use super::tools::{encode_spec, fetch_version, insert_tool, insert_version, next_version_number};
+use super::tools::{
+    encode_spec, fetch_version, insert_tool, insert_version, next_version_number,
+    set_current_version,
+};
 use super::{SqliteStore, Write};
+use crate::digest::{prompt_sha256, resource_sha256, template_sha256, version_sha256};
 use crate::error::{NameKind, StoreError};
 use crate::model::{
-    ChangeKind, ImportBatch, ImportReport, NewPrompt, NewResource, NewTemplate, NewVersion,
-    ResourceBody, ResourceInfo, RowState, ScriptSpec, StoredPrompt, StoredResource, StoredTemplate,
-    TemplateBody, WriteMode, validate_tool_name,
+    Actor, AuditAction, AuditEntry, AuditObject, ChangeKind, ImportBatch, ImportReport, NewPrompt,
+    NewResource, NewStatus, NewTemplate, NewVersion, ResourceBody, ResourceInfo, RowState,
+    ScriptSpec, StoredPrompt, StoredResource, StoredTemplate, TemplateBody, WriteMode,
+    validate_tool_name,
 };
 use crate::store::ContentStore;
 
@@ -35,14 +41,12 @@ fn check_key(kind: NameKind, key: &str) -> Result<(), StoreError> {
     }
 }
 
-/// The feed's kind for a content key's kind.
-fn change_kind(kind: NameKind) -> ChangeKind {
+/// The feed's kind and the audit log's object for a content key's kind.
+fn kinds(kind: NameKind) -> (ChangeKind, AuditObject) {
     match kind {
-        NameKind::ResourceTemplate => ChangeKind::ResourceTemplate,
-        NameKind::Prompt => ChangeKind::Prompt,
-        NameKind::Tool => ChangeKind::Tool,
-        NameKind::Secret => ChangeKind::Secret,
-        NameKind::Resource => ChangeKind::Resource,
+        NameKind::ResourceTemplate => (ChangeKind::ResourceTemplate, AuditObject::ResourceTemplate),
+        NameKind::Prompt => (ChangeKind::Prompt, AuditObject::Prompt),
+        _ => (ChangeKind::Resource, AuditObject::Resource),
     }
 }
 
@@ -167,20 +171,35 @@ async fn fetch_row<T>(
 
 /// What every resource, template and prompt write does before its upsert: checks `mode`
 /// against the stored row, and returns `None` when that row already holds `new` and is enabled
-/// (nothing to write, no change); else records the change and returns `(seq, now)`.
+/// (nothing to write, no change, no record); else records the change and the action (`create`
+/// or `update`, with the definition's hash `sha256`), and returns `(seq, now)`.
+#[allow(clippy::too_many_arguments)]
 async fn start_write<T: PartialEq>(
     w: &mut Write<'_>,
+    actor: &Actor,
     kind: NameKind,
     key: &str,
     mode: WriteMode,
     existing: Option<(&T, RowState)>,
     new: &T,
+    sha256: impl FnOnce(&T) -> String,
 ) -> Result<Option<(i64, i64)>, StoreError> {
     check_mode(kind, key, mode, existing.is_some())?;
     if existing.is_some_and(|(spec, state)| spec == new && state.enabled) {
         return Ok(None);
     }
-    let seq = w.change(change_kind(kind), key).await?;
+    let (change, object) = kinds(kind);
+    let seq = w.change(change, key).await?;
+    let action = if existing.is_some() {
+        AuditAction::Update
+    } else {
+        AuditAction::Create
+    };
+    w.audit(
+        actor,
+        AuditEntry::new(action, object, key).hash(sha256(new)),
+    )
+    .await?;
     Ok(Some((seq, now_ms())))
 }
 
@@ -221,13 +240,16 @@ async fn upsert(
 
 async fn write_resource(
     w: &mut Write<'_>,
+    actor: &Actor,
     r: &NewResource,
     mode: WriteMode,
 ) -> Result<bool, StoreError> {
     check_key(NameKind::Resource, &r.uri)?;
     let existing = fetch_resource(w.conn(), &r.uri).await?;
     let existing = existing.as_ref().map(|e| (&e.spec, e.state));
-    let Some((seq, now)) = start_write(w, NameKind::Resource, &r.uri, mode, existing, r).await?
+    let kind = NameKind::Resource;
+    let Some((seq, now)) =
+        start_write(w, actor, kind, &r.uri, mode, existing, r, resource_sha256).await?
     else {
         return Ok(false);
     };
@@ -257,6 +279,7 @@ async fn write_resource(
 
 async fn write_template(
     w: &mut Write<'_>,
+    actor: &Actor,
     t: &NewTemplate,
     mode: WriteMode,
 ) -> Result<bool, StoreError> {
@@ -270,7 +293,18 @@ async fn write_template(
     .await?;
     let existing = existing.as_ref().map(|e| (&e.spec, e.state));
     let kind = NameKind::ResourceTemplate;
-    let Some((seq, now)) = start_write(w, kind, &t.uri_template, mode, existing, t).await? else {
+    let Some((seq, now)) = start_write(
+        w,
+        actor,
+        kind,
+        &t.uri_template,
+        mode,
+        existing,
+        t,
+        template_sha256,
+    )
+    .await?
+    else {
         return Ok(false);
     };
     let (text, script) = match &t.body {
@@ -306,6 +340,7 @@ async fn write_template(
 
 async fn write_prompt(
     w: &mut Write<'_>,
+    actor: &Actor,
     p: &NewPrompt,
     mode: WriteMode,
 ) -> Result<bool, StoreError> {
@@ -318,7 +353,9 @@ async fn write_prompt(
     )
     .await?;
     let existing = existing.as_ref().map(|e| (&e.spec, e.state));
-    let Some((seq, now)) = start_write(w, NameKind::Prompt, &p.name, mode, existing, p).await?
+    let kind = NameKind::Prompt;
+    let Some((seq, now)) =
+        start_write(w, actor, kind, &p.name, mode, existing, p, prompt_sha256).await?
     else {
         return Ok(false);
     };
@@ -344,9 +381,11 @@ async fn write_prompt(
     upsert(w.conn(), query, now, seq).await
 }
 
-/// Creates the tool, adds a version, enables it, or does nothing; returns what it did.
+/// Creates the tool, adds a live version, enables it, or does nothing; returns what it did,
+/// with its audit record.
 async fn write_tool(
     w: &mut Write<'_>,
+    actor: &Actor,
     name: &str,
     spec: &NewVersion,
 ) -> Result<Option<String>, StoreError> {
@@ -360,13 +399,25 @@ async fn write_tool(
     let now = now_ms();
     let Some(current) = current else {
         let seq = w.change(ChangeKind::Tool, name).await?;
-        insert_tool(w.conn(), name, now, seq, &enc).await?;
+        insert_tool(w.conn(), name, now, seq).await?;
+        insert_version(w.conn(), name, 1, now, &enc, &NewStatus::Live).await?;
+        set_current_version(w.conn(), name, 1, now, seq).await?;
+        let entry = AuditEntry::new(AuditAction::Create, AuditObject::Tool, name)
+            .version(1)
+            .hash(version_sha256(spec))
+            .detail("status", "live");
+        w.audit(actor, entry).await?;
         return Ok(Some(format!("tool {name}: created (version 1)")));
     };
-    let number: i64 = current.try_get("current_version").map_err(db)?;
+    let number: Option<i64> = current.try_get("current_version").map_err(db)?;
     let enabled: bool = current.try_get("enabled").map_err(db)?;
-    let number = u32::try_from(number).map_err(|_| corrupt("current_version out of range"))?;
-    let version = fetch_version(w.conn(), name, number).await?;
+    let number = number
+        .map(|n| u32::try_from(n).map_err(|_| corrupt("current_version out of range")))
+        .transpose()?;
+    let version = match number {
+        Some(number) => fetch_version(w.conn(), name, number).await?,
+        None => None,
+    };
     let same = version.is_some_and(|v| {
         let mut old = v.spec;
         old.author.clone_from(&spec.author);
@@ -386,32 +437,41 @@ async fn write_tool(
         .execute(w.conn())
         .await
         .map_err(db)?;
+        let mut entry = AuditEntry::new(AuditAction::Enable, AuditObject::Tool, name);
+        if let Some(number) = number {
+            entry = entry.version(number);
+        }
+        w.audit(actor, entry).await?;
         return Ok(Some(format!("tool {name}: enabled")));
     }
     let next = next_version_number(w.conn(), name)
         .await?
         .ok_or_else(|| corrupt("tool without versions"))?;
     let seq = w.change(ChangeKind::Tool, name).await?;
-    insert_version(w.conn(), name, next, now, &enc).await?;
-    sqlx::query(
-        "UPDATE tool SET current_version = ?, enabled = 1, updated_at_ms = ?, updated_seq = ? WHERE name = ?",
-    )
-    .bind(i64::from(next))
-    .bind(now)
-    .bind(seq)
-    .bind(name)
-    .execute(w.conn())
-    .await
-    .map_err(db)?;
+    insert_version(w.conn(), name, next, now, &enc, &NewStatus::Live).await?;
+    sqlx::query("UPDATE tool SET enabled = 1 WHERE name = ?")
+        .bind(name)
+        .execute(w.conn())
+        .await
+        .map_err(db)?;
+    set_current_version(w.conn(), name, next, now, seq).await?;
+    let entry = AuditEntry::new(AuditAction::Update, AuditObject::Tool, name)
+        .version(next)
+        .hash(version_sha256(spec))
+        .detail("status", "live")
+        .detail("previous_version", number);
+    w.audit(actor, entry).await?;
     Ok(Some(format!("tool {name}: version {next}")))
 }
 
 async fn delete_row(
     store: &SqliteStore,
+    actor: &Actor,
     kind: NameKind,
     sql: &'static str,
     key: &str,
 ) -> Result<(), StoreError> {
+    actor.validate()?;
     let mut w = store.write().await?;
     let done = sqlx::query(sql)
         .bind(key)
@@ -421,7 +481,10 @@ async fn delete_row(
     if done.rows_affected() == 0 {
         return Err(not_found(kind, key));
     }
-    w.change(change_kind(kind), key).await?;
+    let (change, object) = kinds(kind);
+    w.change(change, key).await?;
+    w.audit(actor, AuditEntry::new(AuditAction::Delete, object, key))
+        .await?;
     w.commit().await
 }
 
@@ -480,18 +543,21 @@ impl ContentStore for SqliteStore {
 
     async fn put_resource(
         &self,
+        actor: &Actor,
         resource: NewResource,
         mode: WriteMode,
     ) -> Result<bool, StoreError> {
+        actor.validate()?;
         let mut w = self.write().await?;
-        let changed = write_resource(&mut w, &resource, mode).await?;
+        let changed = write_resource(&mut w, actor, &resource, mode).await?;
         w.commit().await?;
         Ok(changed)
     }
 
-    async fn delete_resource(&self, uri: &str) -> Result<(), StoreError> {
+    async fn delete_resource(&self, actor: &Actor, uri: &str) -> Result<(), StoreError> {
         delete_row(
             self,
+            actor,
             NameKind::Resource,
             "DELETE FROM resource WHERE uri = ?",
             uri,
@@ -509,18 +575,21 @@ impl ContentStore for SqliteStore {
 
     async fn put_template(
         &self,
+        actor: &Actor,
         template: NewTemplate,
         mode: WriteMode,
     ) -> Result<bool, StoreError> {
+        actor.validate()?;
         let mut w = self.write().await?;
-        let changed = write_template(&mut w, &template, mode).await?;
+        let changed = write_template(&mut w, actor, &template, mode).await?;
         w.commit().await?;
         Ok(changed)
     }
 
-    async fn delete_template(&self, uri_template: &str) -> Result<(), StoreError> {
+    async fn delete_template(&self, actor: &Actor, uri_template: &str) -> Result<(), StoreError> {
         delete_row(
             self,
+            actor,
             NameKind::ResourceTemplate,
             "DELETE FROM resource_template WHERE uri_template = ?",
             uri_template,
@@ -544,16 +613,23 @@ impl ContentStore for SqliteStore {
             .await
     }
 
-    async fn put_prompt(&self, prompt: NewPrompt, mode: WriteMode) -> Result<bool, StoreError> {
+    async fn put_prompt(
+        &self,
+        actor: &Actor,
+        prompt: NewPrompt,
+        mode: WriteMode,
+    ) -> Result<bool, StoreError> {
+        actor.validate()?;
         let mut w = self.write().await?;
-        let changed = write_prompt(&mut w, &prompt, mode).await?;
+        let changed = write_prompt(&mut w, actor, &prompt, mode).await?;
         w.commit().await?;
         Ok(changed)
     }
 
-    async fn delete_prompt(&self, name: &str) -> Result<(), StoreError> {
+    async fn delete_prompt(&self, actor: &Actor, name: &str) -> Result<(), StoreError> {
         delete_row(
             self,
+            actor,
             NameKind::Prompt,
             "DELETE FROM prompt WHERE name = ?",
             name,
@@ -572,29 +648,37 @@ impl ContentStore for SqliteStore {
         .await
     }
 
-    async fn import(&self, batch: ImportBatch) -> Result<ImportReport, StoreError> {
+    async fn import(&self, actor: &Actor, batch: ImportBatch) -> Result<ImportReport, StoreError> {
+        actor.validate()?;
+        // Each entry's record says it came with the import.
+        let entry_actor = actor.clone().with("via", "import");
+        let a = &entry_actor;
         let mut w = self.write().await?;
         let mut report = ImportReport::default();
         for (name, spec) in &batch.tools {
-            match write_tool(&mut w, name, spec).await? {
+            match write_tool(&mut w, a, name, spec).await? {
                 Some(line) => report.changed.push(line),
                 None => report.unchanged += 1,
             }
         }
         for r in &batch.resources {
-            let changed = write_resource(&mut w, r, WriteMode::Upsert).await?;
+            let changed = write_resource(&mut w, a, r, WriteMode::Upsert).await?;
             tally(&mut report, changed, || format!("resource {}", r.uri));
         }
         for t in &batch.templates {
-            let changed = write_template(&mut w, t, WriteMode::Upsert).await?;
+            let changed = write_template(&mut w, a, t, WriteMode::Upsert).await?;
             tally(&mut report, changed, || {
                 format!("resource template {}", t.uri_template)
             });
         }
         for p in &batch.prompts {
-            let changed = write_prompt(&mut w, p, WriteMode::Upsert).await?;
+            let changed = write_prompt(&mut w, a, p, WriteMode::Upsert).await?;
             tally(&mut report, changed, || format!("prompt {}", p.name));
         }
+        let summary = AuditEntry::new(AuditAction::Import, AuditObject::Pack, "pack")
+            .detail("changed", report.changed.clone())
+            .detail("unchanged", report.unchanged);
+        w.audit(actor, summary).await?;
         w.commit().await?;
         Ok(report)
     }

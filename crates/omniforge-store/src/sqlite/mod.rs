@@ -1,10 +1,16 @@
-//! [`SqliteStore`]: the [`ToolStore`] and [`ContentStore`](crate::ContentStore) on one SQLite
-//! file (or in memory), through `sqlx`.
+//! [`SqliteStore`]: every [`Store`](crate::Store) trait on one SQLite file (or in memory),
+//! through `sqlx`.
 //!
-//! This module holds the pools, the migrations, the transactions and backups; each table family
-//! has its own file: `tools.rs` (tools and versions), `content.rs` (resources, templates,
-//! prompts, pack imports), `calls.rs` (the call log), `secrets.rs`, and `changes.rs` (the change
-//! feed every write appends to). `rows.rs` holds the column helpers they share.
+//! This module holds the pools and the transactions; `migrate.rs` applies the migrations and
+//! `backup.rs` makes backups. Each table family has its own file: `tools.rs` (tools and
+//! versions), `review.rs` (version status: approve, reject, rollback), `examples.rs` (example
+//! results), `content.rs` (resources, templates, prompts, pack imports), `calls.rs` (the call
+//! log), `hours.rs` (hourly call statistics), `secrets.rs` (sealed secrets, key rotation),
+//! `grants.rs` (secret grants), `audit.rs` (the audit log every action appends to),
+//! `outputs.rs` (kept outputs), and `changes.rs` (the change feed every change appends to).
+//! `rows.rs` holds the column helpers they share. Validation, encryption and hashing are not
+//! here: they are backend-neutral (`validate.rs`, [`keyring`](crate::keyring),
+//! [`digest`](crate::digest)).
 //!
 //! Two pools: one writer connection, so this process's writes queue in FIFO order instead of
 //! spinning in SQLite's busy handler against each other, and a few `query_only` reader
@@ -16,34 +22,41 @@
 //! checks inside it cannot race with another writer. Queries are plain runtime strings with
 //! bound parameters; there are no compile-time-checked macros, so building needs no database.
 
+mod audit;
+mod backup;
 mod calls;
 mod changes;
 mod content;
+mod examples;
+mod grants;
+mod hours;
+mod migrate;
+mod outputs;
+mod review;
 mod rows;
 mod secrets;
 mod tools;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::Connection;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
 };
 use tokio::sync::watch;
 
-use self::rows::{checked_i64, db, invalid};
+use self::rows::db;
 use crate::error::StoreError;
+use crate::keyring::Keyring;
 use crate::model::{
-    CallRecord, ChangeSet, NewVersion, SecretInfo, SecretValue, StoredTool, ToolVersion,
+    Actor, ChangeSet, ExampleResult, NewStatus, NewVersion, StoredTool, Tool, ToolVersion,
+    VersionStatus,
 };
 use crate::store::ToolStore;
-
-/// The schema migrations, embedded at compile time from `migrations/`.
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+use crate::validate::{checked_i64, invalid};
 
 /// Default for [`StoreConfig::busy_timeout`]: 5 seconds.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -57,6 +70,9 @@ pub const DEFAULT_MAX_READERS: u32 = 4;
 /// Default for [`StoreConfig::change_log_max_rows`]: 10,000 changes.
 pub const DEFAULT_CHANGE_LOG_MAX_ROWS: u64 = 10_000;
 
+/// Default for [`StoreConfig::call_stats_max_age`]: 8 days (a week of charts, whole).
+pub const DEFAULT_CALL_STATS_MAX_AGE: Duration = Duration::from_secs(8 * 24 * 3600);
+
 /// Settings of a [`SqliteStore`]. No `Default`: [`SqliteStore::open`] uses the `DEFAULT_*`
 /// constants, and callers of [`SqliteStore::open_with`] spell every field out.
 #[derive(Debug, Clone)]
@@ -68,7 +84,7 @@ pub struct StoreConfig {
     /// [`DatabaseError::is_busy`](crate::DatabaseError::is_busy) is true.
     /// Default [`DEFAULT_BUSY_TIMEOUT`].
     pub busy_timeout: Duration,
-    /// How many call log rows to keep: [`ToolStore::record_call`] deletes, in the same
+    /// How many call log rows to keep: [`CallLog::record_call`](crate::CallLog::record_call) deletes, in the same
     /// transaction as its insert, every row older than the last `call_log_max_rows` calls
     /// recorded (rows of purged tools leave gaps, so fewer may remain). `0` keeps no log at all.
     /// Lowering it takes effect at the next recorded call. Default [`DEFAULT_CALL_LOG_MAX_ROWS`].
@@ -82,6 +98,16 @@ pub struct StoreConfig {
     /// re-read about as much key by key anyway. `0` keeps none, so every reader reloads every
     /// kind that changed. Applies from the next change. Default [`DEFAULT_CHANGE_LOG_MAX_ROWS`].
     pub change_log_max_rows: u64,
+    /// How long the hourly call statistics are kept: each recorded call deletes, in its
+    /// transaction, the hours that ended longer ago than this, whatever
+    /// `call_log_max_rows` is. Default [`DEFAULT_CALL_STATS_MAX_AGE`].
+    pub call_stats_max_age: Duration,
+    /// The keyring that seals secret values ([`Keyring`]); it never enters the database.
+    /// Without one (`None`, the default of [`SqliteStore::open`]), every read or write of a
+    /// secret value fails with [`StoreError::NoSecretKey`], and values stored in plain text by
+    /// an older build stay so. With one, such values are sealed under its current key when the
+    /// store opens, in one transaction.
+    pub keyring: Option<Keyring>,
 }
 
 impl StoreConfig {
@@ -91,13 +117,16 @@ impl StoreConfig {
             call_log_max_rows: DEFAULT_CALL_LOG_MAX_ROWS,
             max_readers: DEFAULT_MAX_READERS,
             change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
+            call_stats_max_age: DEFAULT_CALL_STATS_MAX_AGE,
+            keyring: None,
         }
     }
 }
 
-/// The SQLite implementation of [`ToolStore`].
+/// The SQLite implementation of every [`Store`](crate::Store) trait.
 ///
-/// Opening applies pending migrations. Connections use WAL, `synchronous=FULL` (each commit is
+/// Opening applies pending migrations, then, with a keyring, seals the secret values an older
+/// build stored in plain text. Connections use WAL, `synchronous=FULL` (each commit is
 /// synced to disk before the write returns), foreign keys, `secure_delete` and the busy
 /// timeout. Several instances, in one process or several, may share a file.
 #[derive(Debug)]
@@ -112,13 +141,18 @@ pub struct SqliteStore {
     call_log_max_rows: i64,
     /// [`StoreConfig::change_log_max_rows`], checked to fit SQLite's integers.
     change_log_max_rows: i64,
+    /// [`StoreConfig::call_stats_max_age`] in milliseconds.
+    call_stats_max_age_ms: i64,
+    /// [`StoreConfig::keyring`].
+    keyring: Option<Keyring>,
     /// The `seq` of the newest change this instance committed: wakes
     /// [`ToolStore::wait_for_change`] at once for this process's own writes.
     committed: watch::Sender<u64>,
 }
 
 impl SqliteStore {
-    /// Opens (creating if missing) the store at `path` with the `DEFAULT_*` settings.
+    /// Opens (creating if missing) the store at `path` with the `DEFAULT_*` settings and no
+    /// keyring (secret values refused; see [`StoreConfig::keyring`]).
     ///
     /// # Errors
     /// As [`open_with`](SqliteStore::open_with).
@@ -134,7 +168,8 @@ impl SqliteStore {
     /// [`StoreError::Io`] if a new file cannot be created; [`StoreError::Invalid`] for an
     /// out-of-range setting; [`StoreError::Database`] if SQLite cannot open the file, it is not a
     /// database, or a migration fails (including a database written by a newer OmniForge, whose
-    /// migrations this build does not know).
+    /// migrations this build does not know); with a keyring, [`StoreError::Crypto`] if sealing
+    /// plain-text values fails.
     pub async fn open_with(
         path: impl AsRef<Path>,
         config: &StoreConfig,
@@ -145,7 +180,7 @@ impl SqliteStore {
             path: path.as_ref().to_owned(),
             source,
         })?;
-        let (call_log_max_rows, change_log_max_rows) = checked_limits(config)?;
+        let limits = checked_limits(config)?;
         if config.max_readers == 0 {
             return Err(invalid("max_readers", "must be at least 1"));
         }
@@ -165,22 +200,44 @@ impl SqliteStore {
             .connect_with(writer_options)
             .await
             .map_err(db)?;
-        migrate(&writer).await?;
+        migrate::migrate(&writer).await?;
         let reader = SqlitePoolOptions::new()
             .max_connections(config.max_readers)
             .acquire_timeout(config.busy_timeout)
             .connect_with(base.clone().pragma("query_only", "ON"))
             .await
             .map_err(db)?;
+        let store = SqliteStore::assemble(writer, reader, Some(base), limits, config);
+        store.seal_plain_secrets().await?;
         tracing::debug!(path = %path.display(), "tool store opened");
-        Ok(SqliteStore {
+        Ok(store)
+    }
+
+    fn assemble(
+        writer: SqlitePool,
+        reader: SqlitePool,
+        file_options: Option<SqliteConnectOptions>,
+        limits: CheckedLimits,
+        config: &StoreConfig,
+    ) -> SqliteStore {
+        SqliteStore {
             writer,
             reader,
-            file_options: Some(base),
-            call_log_max_rows,
-            change_log_max_rows,
+            file_options,
+            call_log_max_rows: limits.call_log_max_rows,
+            change_log_max_rows: limits.change_log_max_rows,
+            call_stats_max_age_ms: limits.call_stats_max_age_ms,
+            keyring: config.keyring.clone(),
             committed: watch::Sender::new(0),
-        })
+        }
+    }
+
+    /// Seals the secrets an older build stored in plain text, when this store has a keyring.
+    async fn seal_plain_secrets(&self) -> Result<(), StoreError> {
+        match &self.keyring {
+            Some(keyring) => secrets::seal_plain_values(self, keyring).await,
+            None => Ok(()),
+        }
     }
 
     /// Opens a new, empty store in memory with the `DEFAULT_*` settings. It lives as long as the
@@ -198,7 +255,7 @@ impl SqliteStore {
     /// # Errors
     /// [`StoreError::Invalid`] for an out-of-range setting; [`StoreError::Database`].
     pub async fn open_in_memory_with(config: &StoreConfig) -> Result<SqliteStore, StoreError> {
-        let (call_log_max_rows, change_log_max_rows) = checked_limits(config)?;
+        let limits = checked_limits(config)?;
         // Plain `:memory:`, a private database of the one connection. Not sqlx's
         // `sqlite::memory:`, which sets SQLITE_OPEN_MEMORY: `VACUUM INTO` inherits that flag and
         // would write the backup to memory instead of the file.
@@ -212,15 +269,14 @@ impl SqliteStore {
             .connect_with(common_options(options, config))
             .await
             .map_err(db)?;
-        migrate(&pool).await?;
-        Ok(SqliteStore {
-            writer: pool.clone(),
-            reader: pool,
-            file_options: None,
-            call_log_max_rows,
-            change_log_max_rows,
-            committed: watch::Sender::new(0),
-        })
+        migrate::migrate(&pool).await?;
+        Ok(SqliteStore::assemble(
+            pool.clone(),
+            pool,
+            None,
+            limits,
+            config,
+        ))
     }
 
     /// Begins a write transaction holding SQLite's write lock.
@@ -243,17 +299,27 @@ impl SqliteStore {
     }
 }
 
-/// [`StoreConfig`]'s row counts, checked to fit SQLite's integers.
-fn checked_limits(config: &StoreConfig) -> Result<(i64, i64), StoreError> {
-    Ok((
-        checked_i64("call_log_max_rows", config.call_log_max_rows)?,
-        checked_i64("change_log_max_rows", config.change_log_max_rows)?,
-    ))
+/// [`StoreConfig`]'s numbers, checked to fit SQLite's integers.
+struct CheckedLimits {
+    call_log_max_rows: i64,
+    change_log_max_rows: i64,
+    call_stats_max_age_ms: i64,
+}
+
+fn checked_limits(config: &StoreConfig) -> Result<CheckedLimits, StoreError> {
+    let age_ms = u64::try_from(config.call_stats_max_age.as_millis()).unwrap_or(u64::MAX);
+    Ok(CheckedLimits {
+        call_log_max_rows: checked_i64("call_log_max_rows", config.call_log_max_rows)?,
+        change_log_max_rows: checked_i64("change_log_max_rows", config.change_log_max_rows)?,
+        call_stats_max_age_ms: checked_i64("call_stats_max_age", age_ms)?,
+    })
 }
 
 /// A write transaction: it holds SQLite's write lock from `BEGIN IMMEDIATE` until it commits,
 /// or rolls back when dropped. Every change it makes goes through [`Write::change`] (in
-/// `changes.rs`), which numbers the change and appends it to the feed in this transaction.
+/// `changes.rs`), which numbers the change and appends it to the feed in this transaction, and
+/// every action it performs through [`Write::audit`] (in `audit.rs`), which appends its audit
+/// record in this transaction.
 struct Write<'s> {
     tx: sqlx::Transaction<'static, sqlx::Sqlite>,
     store: &'s SqliteStore,
@@ -297,64 +363,6 @@ fn common_options(options: SqliteConnectOptions, config: &StoreConfig) -> Sqlite
         .pragma("secure_delete", "ON")
 }
 
-/// The table where sqlx records applied migrations (its default name).
-const MIGRATIONS_TABLE: &str = "_sqlx_migrations";
-
-/// Runs pending migrations inside one `BEGIN IMMEDIATE` transaction, so that two processes
-/// opening a new file at once cannot both apply the same migration: the second waits, then
-/// finds it applied. (sqlx nests each migration's own transaction as a savepoint.)
-///
-/// This is `Migrator::run` spelled out with the public `Migrate` trait, because `run`'s
-/// `Acquire` bound makes the future not `Send` (sqlx's "not general enough" error), and the
-/// store must open inside `tokio::spawn`ed tasks.
-async fn migrate(pool: &SqlitePool) -> Result<(), StoreError> {
-    use sqlx::migrate::{Migrate, MigrateError};
-
-    let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(db)?;
-    let conn: &mut SqliteConnection = &mut tx;
-    conn.ensure_migrations_table(MIGRATIONS_TABLE)
-        .await
-        .map_err(rows::migrate)?;
-    if let Some(version) = conn
-        .dirty_version(MIGRATIONS_TABLE)
-        .await
-        .map_err(rows::migrate)?
-    {
-        return Err(rows::migrate(MigrateError::Dirty(version)));
-    }
-    let applied: HashMap<i64, Vec<u8>> = conn
-        .list_applied_migrations(MIGRATIONS_TABLE)
-        .await
-        .map_err(rows::migrate)?
-        .into_iter()
-        .map(|m| (m.version, m.checksum.into_owned()))
-        .collect();
-    // A migration this build does not know: a newer OmniForge wrote this database.
-    if let Some(&unknown) = applied.keys().find(|v| !MIGRATOR.version_exists(**v)) {
-        return Err(rows::migrate(MigrateError::VersionMissing(unknown)));
-    }
-    for migration in MIGRATOR
-        .iter()
-        .filter(|m| !m.migration_type.is_down_migration())
-    {
-        match applied.get(&migration.version) {
-            Some(checksum) if *checksum != *migration.checksum => {
-                return Err(rows::migrate(MigrateError::VersionMismatch(
-                    migration.version,
-                )));
-            }
-            Some(_) => {}
-            None => {
-                tracing::info!(version = migration.version, description = %migration.description, "applying store migration");
-                conn.apply(MIGRATIONS_TABLE, migration)
-                    .await
-                    .map_err(rows::migrate)?;
-            }
-        }
-    }
-    tx.commit().await.map_err(db)
-}
-
 /// Creates `path` empty with mode 0600 if it does not exist (SQLite would create it 0644 minus
 /// umask, and its `-wal`/`-shm` files copy the database file's mode).
 async fn create_private_file(path: &Path) -> Result<(), StoreError> {
@@ -368,6 +376,7 @@ async fn create_private_file(path: &Path) -> Result<(), StoreError> {
     }
 }
 
+/// Creates `path` empty with mode 0600, failing if it exists.
 async fn private_create_new(path: &Path) -> std::io::Result<()> {
     let mut options = tokio::fs::OpenOptions::new();
     options.write(true).create_new(true);
@@ -376,19 +385,41 @@ async fn private_create_new(path: &Path) -> std::io::Result<()> {
     options.open(path).await.map(drop)
 }
 
-/// Each method is in the file of its table family; this is the table of contents.
+/// Each method is in the file of its table family; this is the table of contents. The other
+/// traits are implemented in their families' files (`secrets.rs`, `calls.rs`, `audit.rs`,
+/// `outputs.rs`, `content.rs`).
 #[async_trait]
 impl ToolStore for SqliteStore {
-    async fn create_tool(&self, name: &str, spec: NewVersion) -> Result<ToolVersion, StoreError> {
-        tools::create_tool(self, name, spec).await
+    async fn create_tool(
+        &self,
+        actor: &Actor,
+        name: &str,
+        spec: NewVersion,
+        status: NewStatus,
+    ) -> Result<ToolVersion, StoreError> {
+        tools::create_tool(self, actor, name, spec, status).await
     }
 
-    async fn add_version(&self, name: &str, spec: NewVersion) -> Result<ToolVersion, StoreError> {
-        tools::add_version(self, name, spec).await
+    async fn add_version(
+        &self,
+        actor: &Actor,
+        name: &str,
+        spec: NewVersion,
+        status: NewStatus,
+    ) -> Result<ToolVersion, StoreError> {
+        tools::add_version(self, actor, name, spec, status).await
     }
 
     async fn get(&self, name: &str) -> Result<Option<StoredTool>, StoreError> {
         tools::get(self, name).await
+    }
+
+    async fn tool(&self, name: &str) -> Result<Option<Tool>, StoreError> {
+        tools::tool(self, name).await
+    }
+
+    async fn tools(&self) -> Result<Vec<Tool>, StoreError> {
+        tools::tools(self).await
     }
 
     async fn versions(&self, name: &str) -> Result<Vec<ToolVersion>, StoreError> {
@@ -399,28 +430,75 @@ impl ToolStore for SqliteStore {
         tools::version(self, name, number).await
     }
 
+    async fn versions_with_status(
+        &self,
+        status: VersionStatus,
+        author: Option<&str>,
+    ) -> Result<Vec<ToolVersion>, StoreError> {
+        tools::versions_with_status(self, status, author).await
+    }
+
     async fn list_enabled(&self) -> Result<Vec<StoredTool>, StoreError> {
         tools::list_enabled(self).await
     }
 
-    async fn set_enabled(&self, name: &str, enabled: bool) -> Result<(), StoreError> {
-        tools::set_enabled(self, name, enabled).await
+    async fn set_enabled(
+        &self,
+        actor: &Actor,
+        name: &str,
+        enabled: bool,
+    ) -> Result<(), StoreError> {
+        tools::set_enabled(self, actor, name, enabled).await
     }
 
-    async fn rollback(&self, name: &str, number: u32) -> Result<ToolVersion, StoreError> {
-        tools::rollback(self, name, number).await
+    async fn rollback(
+        &self,
+        actor: &Actor,
+        name: &str,
+        number: u32,
+    ) -> Result<ToolVersion, StoreError> {
+        review::rollback(self, actor, name, number).await
     }
 
-    async fn purge(&self, name: &str) -> Result<(), StoreError> {
-        tools::purge(self, name).await
+    async fn approve(
+        &self,
+        actor: &Actor,
+        name: &str,
+        number: u32,
+        grants: &[String],
+    ) -> Result<ToolVersion, StoreError> {
+        review::approve(self, actor, name, number, grants).await
     }
 
-    async fn record_call(&self, call: CallRecord) -> Result<(), StoreError> {
-        calls::record(self, call).await
+    async fn reject(
+        &self,
+        actor: &Actor,
+        name: &str,
+        number: u32,
+        reason: &str,
+    ) -> Result<ToolVersion, StoreError> {
+        review::reject(self, actor, name, number, reason).await
     }
 
-    async fn recent_calls(&self, name: &str, limit: u32) -> Result<Vec<CallRecord>, StoreError> {
-        calls::recent(self, name, limit).await
+    async fn purge(&self, actor: &Actor, name: &str) -> Result<(), StoreError> {
+        tools::purge(self, actor, name).await
+    }
+
+    async fn record_example_results(
+        &self,
+        name: &str,
+        number: u32,
+        results: Vec<ExampleResult>,
+    ) -> Result<(), StoreError> {
+        examples::record(self, name, number, results).await
+    }
+
+    async fn example_results(
+        &self,
+        name: &str,
+        number: u32,
+    ) -> Result<Vec<ExampleResult>, StoreError> {
+        examples::read(self, name, number).await
     }
 
     async fn env_ids_in_use(&self) -> Result<HashSet<String>, StoreError> {
@@ -445,31 +523,8 @@ impl ToolStore for SqliteStore {
         let _ = tokio::time::timeout(max_wait, committed.wait_for(|&newest| newest > seq)).await;
     }
 
-    async fn set_secret(&self, name: &str, value: &str) -> Result<(), StoreError> {
-        secrets::set(self, name, value).await
-    }
-
-    async fn delete_secret(&self, name: &str) -> Result<(), StoreError> {
-        secrets::delete(self, name).await
-    }
-
-    async fn secret_names(&self) -> Result<Vec<String>, StoreError> {
-        secrets::names(self).await
-    }
-
-    async fn secrets(&self) -> Result<Vec<SecretInfo>, StoreError> {
-        secrets::infos(self).await
-    }
-
-    async fn secret_values(
-        &self,
-        names: &[String],
-    ) -> Result<HashMap<String, SecretValue>, StoreError> {
-        secrets::values(self, names).await
-    }
-
     async fn backup(&self, dest: &Path) -> Result<(), StoreError> {
-        backup(self, dest).await
+        backup::backup(self, dest).await
     }
 
     async fn close(&self) {
@@ -478,77 +533,12 @@ impl ToolStore for SqliteStore {
     }
 }
 
-/// [`ToolStore::backup`]: creates `dest` (0600, failing if it exists), fills it with `VACUUM
-/// INTO`, syncs it and its directory; removes it again on failure.
-async fn backup(store: &SqliteStore, dest: &Path) -> Result<(), StoreError> {
-    let io = |source| StoreError::Io {
-        path: dest.to_owned(),
-        source,
-    };
-    // Absolute, so SQLite can never read it as a `file:` URI.
-    let dest_abs = std::path::absolute(dest).map_err(io)?;
-    let dest_str = dest_abs
-        .to_str()
-        .ok_or_else(|| invalid("backup destination", "path is not valid UTF-8"))?
-        .to_owned();
-    match private_create_new(&dest_abs).await {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            return Err(StoreError::Conflict {
-                reason: format!("backup destination {} exists", dest.display()),
-            });
-        }
-        Err(e) => return Err(io(e)),
-    }
-    let result = vacuum_into(store, &dest_str).await;
-    if let Err(e) = result {
-        // Best effort: do not leave a half-written copy behind.
-        let _ = tokio::fs::remove_file(&dest_abs).await;
-        return Err(e);
-    }
-    sync_file_and_dir(&dest_abs).await.map_err(io)
-}
-
-/// `VACUUM INTO` reads one snapshot (a read transaction, so writers go on) and writes a compact
-/// copy. It cannot run on the `query_only` readers, and should not occupy the writer, so a file
-/// store opens a dedicated connection for it.
-async fn vacuum_into(store: &SqliteStore, dest: &str) -> Result<(), StoreError> {
-    const Q: &str = "VACUUM INTO ?";
-    match &store.file_options {
-        Some(options) => {
-            let mut conn = SqliteConnection::connect_with(options).await.map_err(db)?;
-            let result = sqlx::query(Q)
-                .bind(dest)
-                .execute(&mut conn)
-                .await
-                .map_err(db);
-            let _ = conn.close().await;
-            result.map(drop)
-        }
-        None => sqlx::query(Q)
-            .bind(dest)
-            .execute(&store.writer)
-            .await
-            .map(drop)
-            .map_err(db),
-    }
-}
-
-async fn sync_file_and_dir(path: &Path) -> std::io::Result<()> {
-    tokio::fs::File::open(path).await?.sync_all().await?;
-    #[cfg(unix)]
-    if let Some(dir) = path.parent() {
-        // The new directory entry must be durable too.
-        tokio::fs::File::open(dir).await?.sync_all().await?;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use sqlx::Row;
 
     use super::*;
+    use crate::store::SecretStore as _;
 
     async fn pragma(pool: &SqlitePool, name: &'static str) -> String {
         let q = match name {
@@ -595,8 +585,15 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.db");
-        let store = SqliteStore::open(&path).await.unwrap();
-        store.set_secret("TOKEN", "x").await.unwrap();
+        let config = StoreConfig {
+            keyring: Some(Keyring::parse(&format!("k {}", "A".repeat(43) + "=")).unwrap()),
+            ..StoreConfig::defaults()
+        };
+        let store = SqliteStore::open_with(&path, &config).await.unwrap();
+        store
+            .set_secret(&Actor::new("test"), "TOKEN", "x")
+            .await
+            .unwrap();
         for p in [path.clone(), dir.path().join("s.db-wal")] {
             let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{}", p.display());

@@ -1,12 +1,12 @@
 //! Column values in and out of SQLite rows, and the errors their checks raise: shared by every
 //! table family.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
+pub(super) use crate::clock::now_ms;
 use crate::error::{DatabaseError, StoreError};
+pub(super) use crate::validate::invalid;
 
 /// Turns `sqlx` errors into [`StoreError`]s; a uniqueness violation becomes
 /// [`StoreError::Conflict`] because only a concurrent writer can cause one (existence is
@@ -27,32 +27,11 @@ pub(super) fn migrate(e: sqlx::migrate::MigrateError) -> StoreError {
     StoreError::Database(DatabaseError::migrate(e))
 }
 
-/// The current time, unix milliseconds. A clock before 1970 reads as 0.
-pub(super) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-/// A [`StoreError::Invalid`] for `field`.
-pub(super) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> StoreError {
-    StoreError::Invalid {
-        field: field.into(),
-        reason: reason.into(),
-    }
-}
-
 /// A [`StoreError::Corrupt`].
 pub(super) fn corrupt(reason: impl Into<String>) -> StoreError {
     StoreError::Corrupt {
         reason: reason.into(),
     }
-}
-
-/// `value` as an SQLite integer, or [`StoreError::Invalid`] naming `field`.
-pub(super) fn checked_i64(field: &str, value: u64) -> Result<i64, StoreError> {
-    i64::try_from(value).map_err(|_| invalid(field, format!("{value} exceeds {}", i64::MAX)))
 }
 
 /// `value` as compact JSON text for a JSON column.
@@ -89,6 +68,12 @@ pub(super) fn get_json<T: serde::de::DeserializeOwned>(
 ) -> Result<T, StoreError> {
     let text: String = col(row, column)?;
     serde_json::from_str(&text).map_err(|e| corrupt(format!("column {column}: {e}")))
+}
+
+/// A `u64` as an SQLite integer parameter, where the caller checked it fits (counts the store
+/// itself bounds); saturates rather than wrap.
+pub(super) fn sat_i64(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
 }
 
 /// A nullable JSON text column, decoded.

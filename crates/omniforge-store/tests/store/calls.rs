@@ -1,26 +1,31 @@
 //! The call log: round trips of every outcome, limits, pruning to the configured size.
 
 use omniforge_store::{
-    CallOutcome, CallRecord, MAX_CALL_ERROR_BYTES, StoreConfig, StoreError, ToolStore,
+    CallLog, CallOutcome, CallRecord, CallSource, MAX_CALL_ERROR_BYTES, StoreConfig, StoreError,
+    ToolStore,
 };
 
-use crate::util::{TestStore, config, spec};
+use crate::util::{LIVE, TestStore, config, spec, who};
 
 /// A call of `tool`@`version` whose fields all derive from `i`.
 pub(crate) fn call(tool: &str, version: u32, i: u64) -> CallRecord {
     CallRecord {
         tool: tool.into(),
-        version,
+        source: CallSource::Stored,
+        version: Some(version),
         started_at_ms: 1_700_000_000_000 + i as i64,
         duration_ms: 10 + i,
         outcome: CallOutcome::Ok,
         bytes_out: 100 * i,
         principal: Some(format!("token-{i}")),
         error: (i % 2 == 1).then(|| format!("failure {i}")),
+        arguments: None,
+        arguments_text: None,
+        result_text: None,
     }
 }
 
-async fn started(store: &dyn ToolStore, tool: &str) -> Vec<i64> {
+async fn started(store: &dyn CallLog, tool: &str) -> Vec<i64> {
     let calls = store.recent_calls(tool, 100).await.unwrap();
     calls
         .iter()
@@ -32,7 +37,7 @@ async fn started(store: &dyn ToolStore, tool: &str) -> Vec<i64> {
 async fn every_outcome_round_trips_newest_first() {
     let t = TestStore::new().await;
     let s = &t.store;
-    s.create_tool("t", spec("1")).await.unwrap();
+    s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
     let outcomes = [
         CallOutcome::Ok,
         CallOutcome::Error,
@@ -64,8 +69,8 @@ async fn calls_are_kept_to_the_configured_number() {
     })
     .await;
     let s = &t.store;
-    s.create_tool("a", spec("a")).await.unwrap();
-    s.create_tool("b", spec("b")).await.unwrap();
+    s.create_tool(&who(), "a", spec("a"), LIVE).await.unwrap();
+    s.create_tool(&who(), "b", spec("b"), LIVE).await.unwrap();
     for i in 0..12 {
         s.record_call(call("a", 1, i)).await.unwrap();
     }
@@ -102,7 +107,10 @@ async fn zero_keeps_no_log() {
         ..config()
     })
     .await;
-    t.store.create_tool("t", spec("1")).await.unwrap();
+    t.store
+        .create_tool(&who(), "t", spec("1"), LIVE)
+        .await
+        .unwrap();
     t.store.record_call(call("t", 1, 1)).await.unwrap();
     assert!(t.store.recent_calls("t", 10).await.unwrap().is_empty());
 }
@@ -111,7 +119,7 @@ async fn zero_keeps_no_log() {
 async fn calls_of_unknown_versions_are_refused() {
     let t = TestStore::new().await;
     let s = &t.store;
-    s.create_tool("t", spec("1")).await.unwrap();
+    s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
     assert!(matches!(
         s.record_call(call("t", 2, 1)).await,
         Err(StoreError::NotFound {
@@ -141,7 +149,7 @@ async fn calls_of_unknown_versions_are_refused() {
 async fn call_log_writes_leave_data_version_alone() {
     let t = TestStore::new().await;
     let s = &t.store;
-    s.create_tool("t", spec("1")).await.unwrap();
+    s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
     let before = s.data_version().await.unwrap();
     for i in 0..3 {
         s.record_call(call("t", 1, i)).await.unwrap();
@@ -153,8 +161,8 @@ async fn call_log_writes_leave_data_version_alone() {
 async fn history_names_the_caller_and_keeps_errors_short() {
     let t = TestStore::new().await;
     let s = &t.store;
-    s.create_tool("t", spec("1")).await.unwrap();
-    s.add_version("t", spec("2")).await.unwrap();
+    s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
+    s.add_version(&who(), "t", spec("2"), LIVE).await.unwrap();
     let long = format!("ü{}", "stderr line\n".repeat(1000));
     let failed = CallRecord {
         outcome: CallOutcome::Exit(2),

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use omniforge_store::{
-    Annotations, JsonObject, Limits, NewVersion, Runtime, SqliteStore, StoreConfig, ToolStore,
+    Actor, Annotations, JsonObject, Keyring, Limits, NewStatus, NewVersion, Runtime, SqliteStore,
+    StoreConfig, ToolStore,
 };
 use serde_json::json;
 
@@ -27,10 +28,33 @@ impl TestStore {
         TestStore { store, path, dir }
     }
 
-    /// Another instance on the same file, as a second process (the CLI) would open it.
+    /// Another instance on the same file, as a second process (the CLI) would open it: the
+    /// default settings, with the same keyring.
     pub(crate) async fn second(&self) -> SqliteStore {
-        SqliteStore::open(&self.path).await.unwrap()
+        open(&self.path).await
     }
+}
+
+/// Opens `path` with the default settings and the tests' keyring, as the server and CLI do.
+pub(crate) async fn open(path: &std::path::Path) -> SqliteStore {
+    SqliteStore::open_with(
+        path,
+        &StoreConfig {
+            busy_timeout: omniforge_store::DEFAULT_BUSY_TIMEOUT,
+            call_log_max_rows: omniforge_store::DEFAULT_CALL_LOG_MAX_ROWS,
+            max_readers: omniforge_store::DEFAULT_MAX_READERS,
+            change_log_max_rows: omniforge_store::DEFAULT_CHANGE_LOG_MAX_ROWS,
+            call_stats_max_age: omniforge_store::DEFAULT_CALL_STATS_MAX_AGE,
+            keyring: Some(keyring()),
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// The keyring every test store uses: one fixed key (tests of rotation make their own).
+pub(crate) fn keyring() -> Keyring {
+    Keyring::from_keys(vec![("test-key-1".into(), [7; 32])]).unwrap()
 }
 
 pub(crate) fn config() -> StoreConfig {
@@ -39,8 +63,18 @@ pub(crate) fn config() -> StoreConfig {
         call_log_max_rows: 1000,
         max_readers: 4,
         change_log_max_rows: 1000,
+        call_stats_max_age: Duration::from_secs(8 * 24 * 3600),
+        keyring: Some(keyring()),
     }
 }
+
+/// Who the tests act as.
+pub(crate) fn who() -> Actor {
+    Actor::new("tester")
+}
+
+/// The status most tests write versions with.
+pub(crate) const LIVE: NewStatus = NewStatus::Live;
 
 pub(crate) fn object(v: serde_json::Value) -> JsonObject {
     v.as_object().unwrap().clone()
@@ -80,6 +114,7 @@ pub(crate) fn spec(tag: &str) -> NewVersion {
         env_id: format!("env-{tag}"),
         secrets: vec!["API_TOKEN".into()],
         author: "alice".into(),
+        examples: vec![],
     }
 }
 
@@ -92,4 +127,24 @@ pub(crate) async fn enabled(store: &dyn ToolStore) -> Vec<String> {
         .iter()
         .map(|t| format!("{}@{}", t.tool.name, t.current.number))
         .collect()
+}
+
+/// A plain connection to the store's file, for what the API cannot do (tampering, triggers).
+pub(crate) async fn raw(path: &std::path::Path) -> sqlx::SqlitePool {
+    sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap()
+}
+
+/// `spec(tag)` declaring `secrets`.
+pub(crate) fn spec_with_secrets(tag: &str, secrets: &[&str]) -> NewVersion {
+    NewVersion {
+        secrets: secrets.iter().map(|s| s.to_string()).collect(),
+        ..spec(tag)
+    }
+}
+
+/// The actor named `principal`.
+pub(crate) fn actor(principal: &str) -> Actor {
+    Actor::new(principal)
 }

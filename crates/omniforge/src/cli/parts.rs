@@ -10,8 +10,8 @@ use omniforge_server::catalog::Catalog;
 use omniforge_server::schema_profile::SchemaProfile;
 use omniforge_server::{builtins, content, forge, manifests, peers};
 use omniforge_store::{
-    DEFAULT_BUSY_TIMEOUT, DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, SqliteStore,
-    StoreConfig,
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_STATS_MAX_AGE, DEFAULT_CHANGE_LOG_MAX_ROWS,
+    DEFAULT_MAX_READERS, Keyring, SqliteStore, StoreConfig,
 };
 
 use crate::flags::{Common, SandboxArg, SchemaProfileArg};
@@ -19,11 +19,16 @@ use crate::flags::{Common, SandboxArg, SchemaProfileArg};
 /// Opens the tool store in the data directory.
 pub(super) async fn open_store(common: &Common) -> Result<SqliteStore> {
     let db = common.data_dir.join("omniforge.db");
+    // The embedded default: the secret key lives in the data directory (made on first use).
+    let key_file = common.data_dir.join("secret.key");
+    let keyring = Keyring::load_or_generate(&key_file).context("loading the secret key")?;
     let config = StoreConfig {
         busy_timeout: DEFAULT_BUSY_TIMEOUT,
         call_log_max_rows: common.scripts.call_log_rows,
         max_readers: DEFAULT_MAX_READERS,
         change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
+        call_stats_max_age: DEFAULT_CALL_STATS_MAX_AGE,
+        keyring: Some(keyring),
     };
     SqliteStore::open_with(&db, &config)
         .await

@@ -62,7 +62,7 @@ pub(super) async fn run(command: PromptCommand, common: &Common) -> Result<()> {
         }
         PromptCommand::Rm { name } => {
             let text = content
-                .remove(content::Kind::Prompt, &name)
+                .remove(content::Kind::Prompt, &name, &forge::Caller::local("cli"))
                 .await
                 .map_err(anyhow::Error::msg)?;
             out!("{text}");

@@ -91,7 +91,7 @@ pub(super) async fn run(command: ResourceCommand, common: &Common) -> Result<()>
                 bail!("no resource or resource template {key:?}")
             };
             let text = content
-                .remove(kind, &key)
+                .remove(kind, &key, &forge::Caller::local("cli"))
                 .await
                 .map_err(anyhow::Error::msg)?;
             out!("{text}");
