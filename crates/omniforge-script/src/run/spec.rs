@@ -19,7 +19,7 @@ pub const DEFAULT_MAX_CAPTURE_BYTES: usize = 1 << 20;
 pub const DEFAULT_MAX_PROCESSES: u32 = 128;
 /// Default [`RunSpec::max_file_bytes`]: 64 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 20;
-/// Default [`RunnerConfig::queue`]: 64 waiting runs.
+/// Default [`RunnerConfig::queue`](crate::RunnerConfig::queue): 64 waiting runs.
 pub const DEFAULT_QUEUE: usize = 64;
 
 /// Variables every run gets set to `1`, so that numeric libraries start no thread pools of
@@ -40,7 +40,7 @@ pub const SINGLE_THREAD_VARS: &[&str] = &[
     "NUMBA_NUM_THREADS",
 ];
 
-/// Errors of [`Runner::new`] and [`Runner::run`]. A script that fails is not an error: it is
+/// Errors of [`Runner::new`](crate::Runner::new) and [`Runner::run`](crate::Runner::run). A script that fails is not an error: it is
 /// a [`RunOutput`] with a non-zero [`Exit`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -48,8 +48,8 @@ pub enum RunError {
     /// All run slots and queue places are taken.
     #[error("too many script runs in progress; try again later")]
     Busy,
-    /// This machine lacks a layer the [`SandboxLevel`] requires
-    /// ([`SandboxLevel::required_layers`]); the text names each missing layer and why.
+    /// This machine lacks a layer the [`SandboxLevel`](crate::SandboxLevel) requires
+    /// ([`SandboxLevel::required_layers`](crate::SandboxLevel::required_layers)); the text names each missing layer and why.
     #[error("the script sandbox cannot start: {0}")]
     SandboxUnavailable(String),
     /// The [`RunSpec`] is unusable (e.g. a relative path).

@@ -7,7 +7,7 @@ pub const DEFAULT_MAX_TEMPLATES: usize = 8;
 /// Default [`WarmConfig::idle`]: 10 minutes.
 pub const DEFAULT_WARM_IDLE: Duration = Duration::from_secs(600);
 
-/// Settings of a [`WarmPool`].
+/// Settings of a [`WarmPool`](super::WarmPool).
 #[derive(Debug, Clone)]
 pub struct WarmConfig {
     /// Templates at most (one per [`WarmKey`]); 0 turns the pool off (default
@@ -52,7 +52,7 @@ impl Default for WarmConfig {
 /// module doc for what calls of one template share).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WarmKey {
-    /// The tool version, as the server names it (e.g. `"name@3"`); [`WarmPool::retire`]
+    /// The tool version, as the server names it (e.g. `"name@3"`); [`WarmPool::retire`](super::WarmPool::retire)
     /// takes the same string.
     pub version: String,
     /// The partition (the calling principal).
@@ -100,7 +100,7 @@ impl WarmError {
     }
 }
 
-/// What [`WarmPool::prepare`] came to.
+/// What [`WarmPool::prepare`](super::WarmPool::prepare) came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Prepared {
     /// The key's template is ready: its next call runs warm.
@@ -110,7 +110,7 @@ pub enum Prepared {
     Cold(String),
 }
 
-/// The state of one key's template, as [`WarmPool::report`] shows it.
+/// The state of one key's template, as [`WarmPool::report`](super::WarmPool::report) shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TemplateState {
