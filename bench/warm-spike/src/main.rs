@@ -157,16 +157,17 @@ async fn prepare(data: &Path) -> Result<Vec<(String, Env)>, BoxError> {
     std::fs::create_dir_all(data)?;
     let python = Interpreter::resolve(Path::new("python3")).await?;
     let deps_uv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/bin/uv");
+    // The spike is a binary: it reads its own environment, as omniforge's binary does.
     let host = HostEnv::from_vars(std::env::vars_os());
     let uv = UvTool::locate_or_install(data, deps_uv.exists().then_some(deps_uv), &python, &host)
         .await?;
     let builder = EnvBuilder::new(EnvConfig {
+        host,
         data_dir: data.to_owned(),
         uv,
         python,
         allow_source_builds: false,
         command_timeout: Duration::from_secs(600),
-        host,
     });
     let mut out = Vec::new();
     let mut record = serde_json::Map::new();

@@ -16,6 +16,11 @@
 //! - [`run`]: [`Runner`] runs one [`RunSpec`] to a [`RunOutput`]: admission (slots and a
 //!   bounded queue), a new process group, rlimits, bubblewrap, cgroups, stdin arguments,
 //!   capped concurrent capture, timeout and cancellation that kill the whole tree; [`doctor`].
+//! - [`warm`]: [`WarmPool`], warm templates in front of a [`Runner`]: a call of a tool
+//!   version forks a child of an interpreter that already started in the full sandbox and
+//!   imported the version's dependencies; each child gets its own Landlock domain, cgroups
+//!   and limits, and its own environment; a call falls back to a cold run whenever the pool
+//!   cannot serve it.
 //! - [`sandbox`]: [`SandboxLevel`] and the layers each level requires
 //!   ([`SandboxLevel::required_layers`]), the layers and their detection; the build sandbox
 //!   for source distributions.
@@ -29,7 +34,10 @@
 //!   environment (`import omniforge`). Its content builders and client requests (`sample`,
 //!   `elicit`, `roots`) produce MCP shapes as plain JSON; this crate only carries them, and the
 //!   server checks and maps them.
-//! - `sys` (private): the only `unsafe` code, the child's `pre_exec` hook.
+//! - `sys` (private): the only `unsafe` code, the child's `pre_exec` hook (and two server-side
+//!   calls without a safe wrapper). `native/warm_ext.rs`, built by `build.rs` into the
+//!   `_omniforge_warm` CPython extension a warm child loads, is its counterpart inside the
+//!   sandbox: `no_new_privs` and `landlock_restrict_self`, nothing else.
 //!
 //! # Invariants
 //!
@@ -41,11 +49,15 @@
 //!   runs nothing); with `allow_source_builds`, resolving and installing run in bubblewrap. After
 //!   packages are installed the server executes nothing from the environment outside the sandbox.
 //! - **A call's processes die with the call**, whether it exits, times out, is cancelled or
-//!   its future is dropped.
+//!   its future is dropped, cold or warm.
+//! - **A script never runs privileged**: uid 65534 in bubblewrap's user namespace is a
+//!   non-root server's uid or a uid leased for the run (or the warm template), never host root.
+//! - **A warm template never holds a call's data**: arguments, environment, secrets and
+//!   output go to and from the call's child only.
 //! - **One `unsafe` module** (`sys`), the child's `pre_exec`; everything else is safe code.
 //! - **No environment variables are read here**: the binary passes a [`HostEnv`].
-//! - **Modules depend one way**: `run` → `env`, `sandbox`, `channel`, `helper`, `filter`,
-//!   `sys`; `env` → `sandbox` (the build sandbox, process-group kill), `sys`; `sandbox` →
+//! - **Modules depend one way**: `warm` → `run`, `sandbox`, `channel`, `sys`; `run` → `env`,
+//!   `sandbox`, `channel`, `helper`, `filter`, `sys`; `env` → `sandbox` (the build sandbox, process-group kill), `sys`; `sandbox` →
 //!   `filter`, `helper`, `host`; `format` → `run`. Leaves: `channel`, `filter`, `helper`,
 //!   `host`, `sys`.
 //! - **Defence in depth**: bubblewrap's namespaces, then seccomp and Landlock inside them, each
@@ -111,6 +123,7 @@ pub mod host;
 pub mod run;
 pub mod sandbox;
 mod sys;
+pub mod warm;
 
 pub use channel::{LogMessage, Progress, RpcError, ScriptMessage, ScriptRequest, ScriptResult};
 pub use env::{
@@ -120,8 +133,14 @@ pub use env::{
 pub use format::prototype_text;
 pub use helper::{HELPER_ARG, main_if_helper};
 pub use host::HostEnv;
-pub use run::{Exit, RunError, RunOutput, RunSpec, Runner, RunnerConfig, doctor};
+pub use run::{
+    Exit, RunError, RunOutput, RunSpec, Runner, RunnerConfig, SINGLE_THREAD_VARS, doctor,
+};
 pub use sandbox::{
     Layer, RUN_UID_BASE, RUN_UID_SLOTS, SANDBOX_UID, SandboxLevel, UID_LEASE_DIR,
     protect_server_process,
+};
+pub use warm::{
+    DEFAULT_MAX_TEMPLATES, DEFAULT_WARM_IDLE, Prepared, TemplateReport, TemplateState, WarmConfig,
+    WarmError, WarmKey, WarmPool, WarmReport,
 };

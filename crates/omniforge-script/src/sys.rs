@@ -1,4 +1,6 @@
-//! The one place with `unsafe`: what the child does between `fork` and `exec`.
+//! The one place with `unsafe`: what the child does between `fork` and `exec`, and the few
+//! system calls the server makes that have no safe wrapper (`sched_setscheduler`, a socket
+//! registered with tokio's reactor).
 //!
 //! Everything here runs in the forked child before it execs the sandbox (bubblewrap) or the
 //! interpreter, so it may only make async-signal-safe system calls and must not allocate or
@@ -8,7 +10,9 @@
 //!
 //! The order, for a run without bubblewrap:
 //!
-//! 1. join the run's cgroups, set the rlimits, keep the inherited descriptors (as root);
+//! 1. join the run's cgroups, mark every descriptor above stderr close-on-exec
+//!    (`close_range`: whatever the server inherited without the flag never reaches a
+//!    script), set the rlimits, keep only the run's own descriptors (as root);
 //! 2. with a uid switch: a private mount and IPC namespace; private `/tmp` and `/dev/shm`
 //!    owned by the run's uid; tmpfs over each directory that uid cannot enter, with only the
 //!    paths the run needs bound back; `/proc` mounted again with `hidepid=invisible`; `chdir`;
@@ -48,6 +52,9 @@ pub(crate) struct ChildSetup {
     /// A seccomp program the child loads last, right before exec (without bubblewrap, which
     /// otherwise loads it).
     pub(crate) seccomp: Option<seccompiler::BpfProgram>,
+    /// Start under `SCHED_IDLE` (a warm template booting beside calls; the server puts it
+    /// back with [`set_normal_scheduling`] once it is ready).
+    pub(crate) idle: bool,
 }
 
 /// The most paths a run binds back ([`SwitchUid::binds`]): the environment, the run
@@ -110,7 +117,7 @@ pub(crate) fn install_std(cmd: &mut std::process::Command, setup: ChildSetup) {
 }
 
 /// The closure the child runs. It only calls async-signal-safe system calls (write,
-/// setrlimit, fcntl, umask, unshare, mount, open_tree, move_mount, mkdir, open, close,
+/// close_range, setrlimit, fcntl, umask, unshare, mount, open_tree, move_mount, mkdir, open, close,
 /// chdir, prctl, setgroups, setresgid, setresuid, capset, seccomp) through rustix's raw syscall layer, reads data
 /// captured by move, and neither allocates nor takes locks (errors are
 /// `io::Error::from_raw_os_error`).
@@ -123,6 +130,10 @@ fn hook(setup: ChildSetup) -> impl FnMut() -> std::io::Result<()> + Send + Sync 
             let fd = unsafe { BorrowedFd::borrow_raw(fd) };
             rustix::io::write(fd, b"0").map_err(to_io)?;
         }
+        // Descriptors the server inherited from its own parent without close-on-exec (a
+        // shell's, a supervisor's) would otherwise pass through bubblewrap into the script.
+        // Before the rlimits: the fallback reads the server's own `RLIMIT_NOFILE`.
+        close_on_exec_from_stderr()?;
         for &(resource, limit) in &setup.limits {
             rustix::process::setrlimit(resource, limit).map_err(to_io)?;
         }
@@ -131,6 +142,14 @@ fn hook(setup: ChildSetup) -> impl FnMut() -> std::io::Result<()> + Send + Sync 
             // copied by the fork; borrowing it does not transfer ownership.
             let fd = unsafe { BorrowedFd::borrow_raw(fd) };
             rustix::io::fcntl_setfd(fd, FdFlags::empty()).map_err(to_io)?;
+        }
+        if setup.idle {
+            let param = libc::sched_param { sched_priority: 0 };
+            // SAFETY: sched_setscheduler on this process with a parameter on our stack;
+            // lowering the policy needs no privilege.
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
         }
         if let Some(drop) = &setup.drop_privileges {
             drop_privileges(drop)?;
@@ -145,6 +164,40 @@ fn hook(setup: ChildSetup) -> impl FnMut() -> std::io::Result<()> + Send + Sync 
         }
         Ok(())
     }
+}
+
+/// Marks every descriptor above 2 close-on-exec: `close_range(3, ~0, CLOSE_RANGE_CLOEXEC)`
+/// (Linux 5.11), else `fcntl` on each number below the `RLIMIT_NOFILE` hard limit (capped at
+/// 2^20). The caller then clears the flag on the descriptors the child must keep.
+fn close_on_exec_from_stderr() -> std::io::Result<()> {
+    // SAFETY: close_range only changes descriptor flags of this (forked, single-threaded)
+    // process; its arguments are plain integers.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::ENOSYS) | Some(libc::EINVAL) => {}
+        _ => return Err(err),
+    }
+    let max = rustix::process::getrlimit(Resource::Nofile)
+        .maximum
+        .unwrap_or(1 << 20)
+        .min(1 << 20);
+    for fd in 3..max as i32 {
+        // SAFETY: fcntl on a number that may or may not be open: EBADF for the closed ones,
+        // which is ignored; no memory is involved.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    }
+    Ok(())
 }
 
 fn drop_privileges(drop: &DropPrivileges) -> std::io::Result<()> {
@@ -274,6 +327,37 @@ fn private_mounts(switch: &SwitchUid) -> std::io::Result<()> {
     }
     if let Some(dir) = &switch.chdir {
         rustix::process::chdir(dir.as_c_str()).map_err(to_io)?;
+    }
+    Ok(())
+}
+
+/// Registers a socket the crate owns with tokio's reactor (a warm template's control socket,
+/// a spare's socket), for both reading and writing.
+///
+/// # Errors
+/// The reactor refused the descriptor.
+pub(crate) fn async_fd(
+    fd: std::os::fd::OwnedFd,
+) -> std::io::Result<tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>> {
+    use tokio::io::Interest;
+    // SAFETY: the `OwnedFd` moves into the `AsyncFd`, which owns it until it is dropped: the
+    // descriptor stays open, and `as_raw_fd` returns the same number, all that time.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(
+            fd,
+            Interest::READABLE | Interest::WRITABLE,
+        )
+    }
+    .map_err(|e| e.into_parts().1)
+}
+
+/// Puts process `pid` (its main thread) back under `SCHED_OTHER` (root only, once it left
+/// `SCHED_IDLE`: `RLIMIT_NICE` is 0 for scripts).
+pub(crate) fn set_normal_scheduling(pid: i32) -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler with a pid and a parameter on our stack; no memory is kept.
+    if unsafe { libc::sched_setscheduler(pid, libc::SCHED_OTHER, &param) } != 0 {
+        return Err(std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -3,15 +3,15 @@
 //! snapshot. Secrets are read per call, so a secret change needs no reload.
 //!
 //! The store numbers every committed change; the consumer remembers the number it has applied,
-//! asks what changed after it ([`ContentStore::changes_since`]), applies that, and waits for the
-//! next change ([`ContentStore::wait_for_change`]: at once for a write through this process,
+//! asks what changed after it ([`ToolStore::changes_since`](omniforge_store::ToolStore::changes_since)), applies that, and waits for the
+//! next change ([`ToolStore::wait_for_change`](omniforge_store::ToolStore::wait_for_change): at once for a write through this process,
 //! within [`POLL`] for another process's; a store with notifications, PostgreSQL `LISTEN`, wakes
 //! it for every writer).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use omniforge_store::{ChangeKind, ChangeSet, ContentStore, StoreError};
+use omniforge_store::{ChangeKind, ChangeSet, Store, StoreError};
 use tokio_util::sync::CancellationToken;
 
 use crate::content::snapshot::Content;
@@ -59,7 +59,7 @@ impl Sides {
 
 /// Follows `store`'s changes after `seq` until `stop` fires.
 pub(crate) async fn follow(
-    store: Arc<dyn ContentStore>,
+    store: Arc<dyn Store>,
     mut seq: u64,
     sides: Sides,
     stop: CancellationToken,
@@ -104,7 +104,9 @@ mod tests {
     use std::time::Duration;
 
     use omniforge_script::{HostEnv, SandboxLevel};
-    use omniforge_store::{Annotations, Limits, NewVersion, Runtime, SqliteStore};
+    use omniforge_store::{
+        Actor, Annotations, Limits, NewStatus, NewVersion, Runtime, SqliteStore,
+    };
     use serde_json::json;
 
     use super::*;
@@ -135,13 +137,14 @@ mod tests {
             env_id: "none".into(),
             secrets: vec![],
             author: "t".into(),
+            examples: Vec::new(),
         }
     }
 
     #[tokio::test]
     async fn a_changed_tool_is_reloaded_alone_and_content_only_when_it_changed() {
         let dir = tempfile::tempdir().unwrap();
-        let store: Arc<dyn ContentStore> = Arc::new(SqliteStore::open_in_memory().await.unwrap());
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().await.unwrap());
         let host = Arc::new(
             ScriptHost::new(ScriptSettings {
                 data_dir: dir.path().to_owned(),
@@ -167,8 +170,14 @@ mod tests {
             },
         });
         let source = Arc::new(StoredSource::new(store.clone(), tools, &catalog));
-        store.create_tool("a", version("a1")).await.unwrap();
-        store.create_tool("b", version("b1")).await.unwrap();
+        store
+            .create_tool(&Actor::new("t"), "a", version("a1"), NewStatus::Live)
+            .await
+            .unwrap();
+        store
+            .create_tool(&Actor::new("t"), "b", version("b1"), NewStatus::Live)
+            .await
+            .unwrap();
         let seq = store.current_seq().await.unwrap();
         let content = Content::load(store.clone(), host, Arc::new(Peers::default()))
             .await
@@ -181,7 +190,10 @@ mod tests {
         let before = catalog.snapshot();
         let content_before = content.snapshot();
 
-        store.add_version("a", version("a2")).await.unwrap();
+        store
+            .add_version(&Actor::new("t"), "a", version("a2"), NewStatus::Live)
+            .await
+            .unwrap();
         let changes = store.changes_since(seq).await.unwrap();
         assert_eq!(changes.keys(ChangeKind::Tool).collect::<Vec<_>>(), ["a"]);
         sides.apply(&changes).await.unwrap();

@@ -158,8 +158,17 @@ impl Server {
     ///
     /// # Errors
     /// It does not exist, or the store failed.
-    pub async fn remove_definition(&self, kind: Kind, key: &str) -> Result<String, CommandError> {
-        Ok(self.stored()?.content.remove(kind, key).await?)
+    pub async fn remove_definition(
+        &self,
+        kind: Kind,
+        key: &str,
+        caller: &Caller,
+    ) -> Result<String, CommandError> {
+        Ok(self
+            .stored()?
+            .content
+            .remove(kind, key, &caller.cx())
+            .await?)
     }
 
     /// Imports a parsed pack (format 1): every entry is validated (tool environments built)

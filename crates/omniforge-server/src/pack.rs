@@ -20,7 +20,7 @@
 
 use std::collections::HashSet;
 
-use omniforge_store::{ContentStore, ImportBatch, ImportReport, StoreError, StoredTool};
+use omniforge_store::{ImportBatch, ImportReport, Store, StoreError, StoredTool};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
@@ -65,7 +65,7 @@ fn entry_label(section: &str, index: usize, entry: &Value, key: &str) -> String 
 pub(crate) async fn import(
     tools: &ToolAuthoring,
     host: &ScriptHost,
-    store: &dyn ContentStore,
+    store: &dyn Store,
     pack: Value,
     cx: &RequestCx<'_>,
 ) -> Result<ImportReport, PackError> {
@@ -149,9 +149,12 @@ pub(crate) async fn import(
     if !errors.is_empty() {
         return Err(PackError { problems: errors });
     }
-    store.import(batch).await.map_err(|e| PackError {
-        problems: vec![e.to_string()],
-    })
+    store
+        .import(&cx.actor(), batch)
+        .await
+        .map_err(|e| PackError {
+            problems: vec![e.to_string()],
+        })
 }
 
 /// The arguments of `omniforge_create_tool` that recreate a stored tool's current version.
@@ -206,7 +209,7 @@ fn tool_arguments(stored: &StoredTool) -> JsonObject {
 ///
 /// # Errors
 /// The store failed.
-pub async fn export(store: &dyn ContentStore) -> Result<Value, StoreError> {
+pub async fn export(store: &dyn Store) -> Result<Value, StoreError> {
     let mut tools = store.list_enabled().await?;
     tools.sort_by(|a, b| a.tool.name.cmp(&b.tool.name));
     let tools: Vec<Value> = tools

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use omniforge_script::RunError;
-use omniforge_store::{ContentStore, StoreError};
+use omniforge_store::{Store, StoreError};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -51,7 +51,7 @@ pub struct Settings {
 /// The stored side of a server.
 pub struct StoreSettings {
     /// The store.
-    pub store: Arc<dyn ContentStore>,
+    pub store: Arc<dyn Store>,
     /// How scripts are built and run.
     pub scripts: ScriptSettings,
     /// Whether the authoring built-ins are offered.
@@ -83,7 +83,7 @@ pub enum StartError {
 
 /// The parts of the stored side the one-shot commands use.
 pub(crate) struct Stored {
-    pub(crate) store: Arc<dyn ContentStore>,
+    pub(crate) store: Arc<dyn Store>,
     pub(crate) host: Arc<ScriptHost>,
     pub(crate) source: Arc<StoredSource>,
     pub(crate) tools: Arc<ToolAuthoring>,

@@ -15,8 +15,8 @@ use omniforge_server::{
     HttpSettings, SchemaProfile, ScriptSettings, Server, Settings, StoreSettings, TokenSet,
 };
 use omniforge_store::{
-    Annotations, ContentStore, Limits, NewResource, NewVersion, ResourceBody, Runtime, SqliteStore,
-    ToolStore, WriteMode,
+    Actor, Annotations, ContentStore, Limits, NewResource, NewStatus, NewVersion, ResourceBody,
+    Runtime, SqliteStore, ToolStore, WriteMode,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -144,6 +144,7 @@ fn version(description: &str) -> NewVersion {
         env_id: "env-none".into(),
         secrets: vec![],
         author: "other-process".into(),
+        examples: Vec::new(),
     }
 }
 
@@ -179,16 +180,23 @@ async fn another_writers_changes_reach_the_catalog_and_content() {
     let other = SqliteStore::open(dir.path().join("omniforge.db"))
         .await
         .unwrap();
-    other.create_tool("ext", version("v1")).await.unwrap();
+    other
+        .create_tool(&Actor::new("t"), "ext", version("v1"), NewStatus::Live)
+        .await
+        .unwrap();
     next_notification(&mut events, "notifications/tools/list_changed").await;
     assert!(tool_names(&app, &session).await.contains(&"ext".to_owned()));
 
-    other.set_enabled("ext", false).await.unwrap();
+    other
+        .set_enabled(&Actor::new("t"), "ext", false)
+        .await
+        .unwrap();
     next_notification(&mut events, "notifications/tools/list_changed").await;
     assert!(!tool_names(&app, &session).await.contains(&"ext".to_owned()));
 
     other
         .put_resource(
+            &Actor::new("t"),
             NewResource {
                 uri: "docs://ext".into(),
                 name: "ext".into(),

@@ -40,7 +40,7 @@ pub enum EnvError {
         /// The end of the command's stderr, trimmed.
         stderr: String,
     },
-    /// A command did not finish within [`EnvConfig::command_timeout`].
+    /// A command did not finish within [`EnvConfig::command_timeout`](crate::EnvConfig::command_timeout).
     #[error("{step} timed out after {timeout:?}")]
     Timeout {
         /// Which step.

@@ -17,7 +17,7 @@
 //!    `cgroup.kill`) and the interpreter is reaped.
 
 mod capture;
-mod child;
+pub(crate) mod child;
 mod spec;
 
 use std::os::fd::AsRawFd;
@@ -32,21 +32,21 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
-use self::capture::capture;
+pub(crate) use self::capture::capture;
 use self::child::{ChildIo, RunFiles};
 pub use self::spec::{
     DEFAULT_MAX_CAPTURE_BYTES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES,
-    DEFAULT_QUEUE, DEFAULT_TIMEOUT, Exit, RunError, RunOutput, RunSpec,
+    DEFAULT_QUEUE, DEFAULT_TIMEOUT, Exit, RunError, RunOutput, RunSpec, SINGLE_THREAD_VARS,
 };
-use self::spec::{check_spec, io_err};
+pub(crate) use self::spec::{check_spec, io_err};
 use crate::channel::{self, ChannelLimits};
 use crate::host::HostEnv;
 use crate::sandbox::{DetectConfig, Identity, Layer, Plan, SandboxLevel, UidLease};
 
 /// Longest side-channel message line, in bytes.
-const MAX_MESSAGE_BYTES: usize = 16 << 20;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// How long to wait for output pipes and the side channel to close once the tree is dead.
-const DRAIN_GRACE: Duration = Duration::from_millis(500);
+pub(crate) const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 /// Settings of a [`Runner`].
 #[derive(Debug, Clone)]
@@ -188,7 +188,7 @@ impl Runner {
                 "creating a scratch directory in {}",
                 config.scratch_dir.display()
             )))?;
-        if matches!(plan.identity, Identity::Switch(_)) {
+        if matches!(plan.identity, Identity::Switch(_) | Identity::BwrapAs(_)) {
             // Runs under their own uid must reach their own directory in it; they may not
             // list it (0711).
             std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o711))
@@ -226,29 +226,68 @@ impl Runner {
         cancel: CancellationToken,
     ) -> Result<RunOutput, RunError> {
         let started = Instant::now();
+        let Some(admission) = self.admit(&cancel).await? else {
+            return Ok(RunOutput::empty(Exit::Cancelled, started.elapsed()));
+        };
+        self.run_admitted(&admission, spec, cancel, started).await
+    }
+
+    /// Admission: a place among the runs admitted (at most `max_concurrent + queue`, else
+    /// [`RunError::Busy`] at once), then a slot (at most `max_concurrent` execute). `None`
+    /// when `cancel` fired while waiting for the slot. Warm calls are admitted the same way.
+    pub(crate) async fn admit(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<Option<Admission<'_>>, RunError> {
         let inner = &self.inner;
         let limit = inner.config.max_concurrent.max(1) + inner.config.queue;
         if inner.admitted.fetch_add(1, Ordering::AcqRel) >= limit {
             inner.admitted.fetch_sub(1, Ordering::AcqRel);
             return Err(RunError::Busy);
         }
-        let _admitted = Admitted(&inner.admitted);
+        let admitted = Admitted(&inner.admitted);
         let slot = tokio::select! {
             slot = inner.slots.acquire() => slot?,
-            () = cancel.cancelled() => return Ok(RunOutput::empty(Exit::Cancelled, started.elapsed())),
+            () = cancel.cancelled() => return Ok(None),
         };
-        // Without bubblewrap under a root server, the run's own uid, held until it ends; with
-        // no cgroup.kill to catch an escapee, what still runs as it then is killed.
+        Ok(Some(Admission {
+            slot,
+            _admitted: admitted,
+        }))
+    }
+
+    /// Runs `spec` cold in the slot of `admission`.
+    pub(crate) async fn run_admitted(
+        &self,
+        admission: &Admission<'_>,
+        spec: RunSpec,
+        cancel: CancellationToken,
+        started: Instant,
+    ) -> Result<RunOutput, RunError> {
+        let inner = &self.inner;
+        // Under a root server, the run's own uid (bubblewrap starts as it, or, without
+        // bubblewrap, the script), held until it ends; with no cgroup.kill to catch an
+        // escapee, what still runs as it then is killed.
         let lease = match &inner.plan.identity {
-            Identity::Switch(switch) => Some(
+            Identity::Switch(switch) | Identity::BwrapAs(switch) => Some(
                 switch
-                    .lease(slot.index, inner.plan.cgroups.kill.is_none())
+                    .lease(admission.slot.index, inner.plan.cgroups.kill.is_none())
                     .map_err(io_err("taking a uid for the run"))?,
             ),
             _ => None,
         };
         self.execute(spec, cancel, started, lease.as_ref().map(UidLease::uid))
             .await
+    }
+
+    /// What the runner detected.
+    pub(crate) fn plan(&self) -> &Plan {
+        &self.inner.plan
+    }
+
+    /// The runner's private scratch directory (per-run and per-template files).
+    pub(crate) fn scratch(&self) -> &std::path::Path {
+        self.inner.scratch.path()
     }
 
     async fn execute(
@@ -286,8 +325,9 @@ impl Runner {
             hidden_dirs: &self.inner.config.hidden_dirs,
             channel_fd: child_sock.as_raw_fd(),
             cgroup_procs: cgroups.procs_fds(),
+            idle: false,
         };
-        let (mut cmd, hold) = child::command(plan, &spec, &files, io)?;
+        let (mut cmd, hold) = child::command(plan, &spec, &files, io, child::Role::Run)?;
         let mut child = cmd
             .spawn()
             .map_err(io_err(format!("starting {}", spec.python.display())))?;
@@ -372,6 +412,13 @@ impl Runner {
         tracing::debug!(exit = ?output.exit, duration = ?output.duration, "script run finished");
         Ok(output)
     }
+}
+
+/// An admitted run: its place among the admitted runs and its slot, both given back when
+/// it is dropped.
+pub(crate) struct Admission<'a> {
+    slot: Slot<'a>,
+    _admitted: Admitted<'a>,
 }
 
 /// The run slots of a runner.

@@ -19,10 +19,28 @@ pub const DEFAULT_MAX_CAPTURE_BYTES: usize = 1 << 20;
 pub const DEFAULT_MAX_PROCESSES: u32 = 128;
 /// Default [`RunSpec::max_file_bytes`]: 64 MiB.
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 20;
-/// Default [`RunnerConfig::queue`]: 64 waiting runs.
+/// Default [`RunnerConfig::queue`](crate::RunnerConfig::queue): 64 waiting runs.
 pub const DEFAULT_QUEUE: usize = 64;
 
-/// Errors of [`Runner::new`] and [`Runner::run`]. A script that fails is not an error: it is
+/// Variables every run gets set to `1`, so that numeric libraries start no thread pools of
+/// their own: OpenBLAS (numpy's default BLAS, which otherwise starts one thread per core at
+/// import), OpenMP, MKL, BLIS, numexpr, Apple's vecLib, Rayon, Polars and Numba. Threads
+/// count against [`RunSpec::max_processes`] (`pids.max`), so a script could not rely on a
+/// pool sized for the machine anyway, and a warm template must be single-threaded when it
+/// forks. A script that wants more threads sets the variable itself before the import.
+pub const SINGLE_THREAD_VARS: &[&str] = &[
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "RAYON_NUM_THREADS",
+    "POLARS_MAX_THREADS",
+    "NUMBA_NUM_THREADS",
+];
+
+/// Errors of [`Runner::new`](crate::Runner::new) and [`Runner::run`](crate::Runner::run). A script that fails is not an error: it is
 /// a [`RunOutput`] with a non-zero [`Exit`].
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -30,8 +48,8 @@ pub enum RunError {
     /// All run slots and queue places are taken.
     #[error("too many script runs in progress; try again later")]
     Busy,
-    /// This machine lacks a layer the [`SandboxLevel`] requires
-    /// ([`SandboxLevel::required_layers`]); the text names each missing layer and why.
+    /// This machine lacks a layer the [`SandboxLevel`](crate::SandboxLevel) requires
+    /// ([`SandboxLevel::required_layers`](crate::SandboxLevel::required_layers)); the text names each missing layer and why.
     #[error("the script sandbox cannot start: {0}")]
     SandboxUnavailable(String),
     /// The [`RunSpec`] is unusable (e.g. a relative path).
@@ -81,7 +99,8 @@ pub struct RunSpec {
     /// private `/tmp` in the sandbox (default [`DEFAULT_MAX_FILE_BYTES`]).
     pub max_file_bytes: u64,
     /// Extra environment variables (e.g. secrets). The runner's own (`PATH`, `HOME`, `LANG`,
-    /// `PYTHONDONTWRITEBYTECODE`, `OMNIFORGE_FD`) take precedence.
+    /// `PYTHONDONTWRITEBYTECODE`, `OMNIFORGE_FD`, [`SINGLE_THREAD_VARS`], and `TMPDIR` where
+    /// it sets one) take precedence.
     pub env: Vec<(String, String)>,
     /// Where the script's side-channel messages go. `None`: requests are answered with an
     /// error; the last `result` still lands in [`RunOutput::result`].

@@ -97,6 +97,17 @@ impl Bwrap {
         result.map(drop)
     }
 
+    /// The arguments of a self-test run of `true` with the flags real runs use (and the
+    /// seccomp program at `seccomp_fd`).
+    pub(crate) fn probe_args(&self, seccomp_fd: Option<RawFd>) -> Result<Vec<String>, Unavailable> {
+        let mut args = self.base_args(false);
+        if let Some(fd) = seccomp_fd {
+            args.extend(["--add-seccomp-fd".into(), fd.to_string()]);
+        }
+        args.extend(["--".into(), true_program()?.into()]);
+        Ok(args)
+    }
+
     /// Namespace, identity and system-file arguments shared by every run.
     fn base_args(&self, network: bool) -> Vec<String> {
         let mut a: Vec<String> = ["--unshare-all"].map(String::from).to_vec();
@@ -161,6 +172,9 @@ impl Bwrap {
             a.extend(["--ro-bind".into(), p.into(), p.into()]);
         }
         a.extend(["--ro-bind".into(), run.script.into(), SANDBOX_SCRIPT.into()]);
+        for (host, inside) in run.extra_files {
+            a.extend(["--ro-bind".into(), (*host).into(), (*inside).into()]);
+        }
         if run.helper.is_some() {
             a.extend([
                 "--ro-bind".into(),
@@ -221,6 +235,9 @@ pub(crate) struct BwrapRun<'a> {
     pub(crate) seccomp_fd: Option<RawFd>,
     /// The Landlock helper on the host (`landlock` layer).
     pub(crate) helper: Option<&'a Path>,
+    /// More files bound read-only (host path, path in the sandbox below the script's
+    /// directory): a warm template's driver and extension module.
+    pub(crate) extra_files: &'a [(&'a Path, &'static str)],
 }
 
 fn system_args() -> Vec<String> {

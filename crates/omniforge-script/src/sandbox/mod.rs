@@ -42,8 +42,8 @@ pub use self::bwrap::SANDBOX_UID;
 pub(crate) use self::bwrap::{Bwrap, BwrapRun, SANDBOX_SCRIPT, build_sandbox, system_paths};
 pub use self::level::{Layer, SandboxLevel};
 use self::probe::{Unavailable, probe};
-pub(crate) use self::tree::{Cgroups, kill_group};
-pub(crate) use self::uid::{Needed, UidLease, UidSwitch, drop_only};
+pub(crate) use self::tree::{Cgroups, RunCgroups, TemplateCgroups, kill_group};
+pub(crate) use self::uid::{Needed, UidLease, UidSwitch, View, drop_only};
 pub use self::uid::{RUN_UID_BASE, RUN_UID_SLOTS, UID_LEASE_DIR};
 use crate::filter::{self, Filters};
 use crate::helper::HELPER_ARG;
@@ -80,8 +80,15 @@ pub(crate) struct DetectConfig<'a> {
 /// Who a script runs as.
 #[derive(Debug)]
 pub(crate) enum Identity {
-    /// bubblewrap: uid 65534 in a user namespace, capabilities dropped by bubblewrap.
+    /// bubblewrap started by a server that is not root: uid 65534 in a user namespace, which
+    /// is the server's uid on the host, capabilities dropped by bubblewrap (or, with the
+    /// `unprivileged-uid` layer disabled, a root server's bubblewrap: host root without
+    /// capabilities).
     Bwrap,
+    /// bubblewrap started by a root server under a uid leased for each run (switched in the
+    /// child before exec, in a private mount namespace that lets that uid reach what the run
+    /// binds): uid 65534 in the sandbox is that uid on the host, never root.
+    BwrapAs(UidSwitch),
     /// A root server without bubblewrap: a uid leased for each run, in private namespaces.
     Switch(UidSwitch),
     /// A server that is not root, without bubblewrap: its own uid, capabilities dropped.
@@ -127,6 +134,9 @@ impl Plan {
             _ if disabled("namespaces") => Err(Unavailable::Disabled),
             _ => Bwrap::detect(config.bwrap, config.host),
         };
+        // Who scripts run as; a root server's bubblewrap must work under a leased uid, or it
+        // is not used at all (it would run scripts as host root).
+        let (bwrap, identity, uid_layer) = identity(&config, bwrap);
         let (ns_detail, ro_detail, net_detail) = match &bwrap {
             Ok(b) => (
                 format!("bubblewrap {}: user, pid, mount, net, ipc, uts, cgroup namespaces; --die-with-parent, --new-session", b.path.display()),
@@ -145,7 +155,6 @@ impl Plan {
             active: ok,
             detail: ns_detail,
         });
-        let (identity, uid_layer) = identity(&config, ok);
         layers.push(uid_layer);
         layers.push(Layer {
             name: "read-only-root",
@@ -217,9 +226,10 @@ impl Plan {
             SandboxLevel::Off => Err(Unavailable::LevelOff),
             _ if disabled("seccomp") => Err(Unavailable::Disabled),
             _ => Filters::compile().map_err(Unavailable::from).and_then(|f| {
-                match &bwrap {
-                    Ok(b) => b.probe_seccomp(&f)?,
-                    Err(_) => probe_kernel_seccomp()?,
+                match (&bwrap, &identity) {
+                    (Ok(b), Identity::BwrapAs(switch)) => probe_bwrap_as(b, switch, Some(&f))?,
+                    (Ok(b), _) => b.probe_seccomp(&f)?,
+                    (Err(_), _) => probe_kernel_seccomp()?,
                 }
                 Ok(f)
             }),
@@ -240,7 +250,7 @@ impl Plan {
             bwrap_not_installed,
             bwrap_disabled: level != SandboxLevel::Off && disabled("namespaces"),
             server_uid: rustix::process::geteuid().as_raw(),
-            uid_switch: matches!(identity, Identity::Switch(_)),
+            uid_switch: matches!(identity, Identity::Switch(_) | Identity::BwrapAs(_)),
         };
         Plan {
             bwrap: bwrap.ok(),
@@ -260,25 +270,39 @@ impl Plan {
     }
 }
 
-/// Who scripts run as, and the `unprivileged-uid` layer that says so.
-fn identity(config: &DetectConfig<'_>, bwrap: bool) -> (Identity, Layer) {
+/// Who scripts run as, and the `unprivileged-uid` layer that says so; `bwrap` comes back
+/// unusable when a root server cannot start it under an unprivileged uid.
+fn identity(
+    config: &DetectConfig<'_>,
+    bwrap: Result<Bwrap, Unavailable>,
+) -> (Result<Bwrap, Unavailable>, Identity, Layer) {
     let layer = |active, detail: String| Layer {
         name: "unprivileged-uid",
         active,
         detail,
     };
     let server = rustix::process::geteuid().as_raw();
-    if bwrap {
-        return (
-            Identity::Bwrap,
-            layer(
-                true,
-                format!(
-                    "uid/gid {SANDBOX_UID} in a user namespace, all capabilities dropped, no nested user namespaces"
-                ),
-            ),
-        );
-    }
+    let uid_disabled = config
+        .disabled_layers
+        .iter()
+        .any(|d| d == "unprivileged-uid");
+    let in_userns = format!(
+        "uid/gid {SANDBOX_UID} in a user namespace, all capabilities dropped, no nested user namespaces"
+    );
+    let bwrap = match bwrap {
+        Ok(b) if server != 0 => {
+            let detail = format!("{in_userns}; on the host that is the server's uid {server}");
+            return (Ok(b), Identity::Bwrap, layer(true, detail));
+        }
+        Ok(b) if uid_disabled => {
+            let detail = format!(
+                "{}: {in_userns}, which is host root (uid 0) without capabilities",
+                Unavailable::Disabled
+            );
+            return (Ok(b), Identity::Bwrap, layer(false, detail));
+        }
+        other => other,
+    };
     let unchanged = |why: Unavailable| {
         let as_what = if server == 0 {
             "root, with every capability".to_owned()
@@ -294,17 +318,16 @@ fn identity(config: &DetectConfig<'_>, bwrap: bool) -> (Identity, Layer) {
         )
     };
     if config.level == SandboxLevel::Off {
-        return unchanged(Unavailable::LevelOff);
+        let (identity, layer) = unchanged(Unavailable::LevelOff);
+        return (bwrap, identity, layer);
     }
-    if config
-        .disabled_layers
-        .iter()
-        .any(|d| d == "unprivileged-uid")
-    {
-        return unchanged(Unavailable::Disabled);
+    if uid_disabled {
+        let (identity, layer) = unchanged(Unavailable::Disabled);
+        return (bwrap, identity, layer);
     }
     if server != 0 {
         return (
+            bwrap,
             Identity::ServerUid,
             layer(
                 true,
@@ -314,19 +337,104 @@ fn identity(config: &DetectConfig<'_>, bwrap: bool) -> (Identity, Layer) {
             ),
         );
     }
-    match UidSwitch::detect() {
-        Ok(switch) => (
+    let switch = match UidSwitch::detect() {
+        Ok(switch) => switch,
+        Err(why) => {
+            return match bwrap {
+                // Never bubblewrap as root: its uid 65534 would be host root.
+                Ok(b) => (
+                    Ok(b),
+                    Identity::Bwrap,
+                    layer(
+                        false,
+                        format!(
+                            "{why}: bubblewrap would run scripts as uid {SANDBOX_UID} in a user namespace, which is host root (uid 0) without capabilities"
+                        ),
+                    ),
+                ),
+                Err(e) => {
+                    let (identity, layer) = unchanged(why);
+                    (Err(e), identity, layer)
+                }
+            };
+        }
+    };
+    let leased = format!(
+        "a uid and gid {RUN_UID_BASE} + n (0 ≤ n < {RUN_UID_SLOTS}), leased per run machine-wide ({UID_LEASE_DIR}): never root, never shared by two concurrent runs, never the server's"
+    );
+    match bwrap.and_then(|b| probe_bwrap_as(&b, &switch, None).map(|()| b)) {
+        Ok(b) => (
+            Ok(b),
+            Identity::BwrapAs(switch),
+            layer(
+                true,
+                format!(
+                    "{in_userns}; on the host that is {leased}: bubblewrap itself starts as that uid (switched before exec, with no supplementary groups, no capabilities and no_new_privs, in a private mount namespace where that uid reaches only what the run binds)"
+                ),
+            ),
+        ),
+        Err(why) => (
+            Err(why),
             Identity::Switch(switch),
             layer(
                 true,
                 format!(
-                    "uid and gid {RUN_UID_BASE} + n (0 ≤ n < {}), leased per run machine-wide ({UID_LEASE_DIR}): never shared by two concurrent runs, never the server's; switched in the child before exec (no bubblewrap): no supplementary groups, every capability dropped (bounding, ambient, inheritable, permitted, effective), no_new_privs; in a private mount and IPC namespace: /proc mounted with hidepid=invisible (the server's and other runs' processes do not exist there), private size-capped /tmp and /dev/shm owned by the run's uid, directories that uid cannot enter covered by an empty tmpfs with only the interpreter, the environment, the run directory and the helper bound back",
-                    RUN_UID_SLOTS
+                    "{leased} on the host; switched in the child before exec (no bubblewrap): no supplementary groups, every capability dropped (bounding, ambient, inheritable, permitted, effective), no_new_privs; in a private mount and IPC namespace: /proc mounted with hidepid=invisible (the server's and other runs' processes do not exist there), private size-capped /tmp and /dev/shm owned by the run's uid, directories that uid cannot enter covered by an empty tmpfs with only the interpreter, the environment, the run directory and the helper bound back"
                 ),
             ),
         ),
-        Err(why) => unchanged(why),
     }
+}
+
+/// Runs bubblewrap once with the flags real runs use (and the seccomp program, when given)
+/// under a uid leased from `switch`, as a root server's runs start it. An error says why
+/// bubblewrap cannot run unprivileged here (e.g. unprivileged user namespaces are off).
+fn probe_bwrap_as(
+    bwrap: &Bwrap,
+    switch: &UidSwitch,
+    filters: Option<&Filters>,
+) -> Result<(), Unavailable> {
+    let start = |what: &str, e: std::io::Error| Unavailable::Start {
+        what: what.to_owned(),
+        error: e.to_string(),
+    };
+    let lease = switch
+        .lease(0, false)
+        .map_err(|e| start("a uid lease for bubblewrap's self-test", e))?;
+    let program = std::fs::canonicalize(&bwrap.path)
+        .map_err(|e| start(&bwrap.path.display().to_string(), e))?;
+    let needed = [Needed {
+        path: &program,
+        writable: false,
+    }];
+    let setup = switch
+        .plan(lease.uid(), &needed, &[], View::for_bwrap(), Path::new("/"))
+        .map_err(|e| start("bubblewrap under a run uid", e))?;
+    let seccomp = filters
+        .map(|f| filter::memfd(f.for_run(false), false))
+        .transpose()
+        .map_err(|e| start("the seccomp filter (a memory file)", e))?;
+    let fd = seccomp.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(bwrap.probe_args(fd)?);
+    crate::sys::install_std(
+        &mut cmd,
+        crate::sys::ChildSetup {
+            drop_privileges: Some(setup),
+            inherit_fds: fd.into_iter().collect(),
+            ..crate::sys::ChildSetup::default()
+        },
+    );
+    let what = format!(
+        "{} under an unprivileged uid{}",
+        bwrap.path.display(),
+        if fd.is_some() {
+            " with --add-seccomp-fd"
+        } else {
+            ""
+        }
+    );
+    probe(cmd, &what).map(drop)
 }
 
 /// Runs the helper in probe mode (Landlock applied to itself, nothing executed); its one

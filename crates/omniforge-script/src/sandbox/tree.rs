@@ -134,42 +134,179 @@ impl Cgroups {
     /// Creates this run's cgroups, each limited to `max_processes` where it limits processes.
     pub(crate) fn create_run(&self, max_processes: u32) -> RunCgroups {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let mut dirs = Vec::new();
+        create_in(&self.pids, &self.kill, &format!("run-{n}"), max_processes)
+    }
+
+    /// Creates the cgroups of a warm template: `tpl-N` in each hierarchy, with the template's
+    /// processes in `tpl-N/main` (limited to `max_processes`) and each call in a `call-M`
+    /// beside it (see [`TemplateCgroups`]). `None` without a `cgroup.kill` hierarchy.
+    pub(crate) fn create_template(
+        &self,
+        max_processes: u32,
+    ) -> Option<(TemplateCgroups, RunCgroups)> {
+        self.kill.as_ref()?;
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let same = matches!((&self.pids, &self.kill), (Some(p), Some(k)) if Arc::ptr_eq(p, k));
-        for (parent, limit) in [(&self.pids, true), (&self.kill, false)] {
-            let Some(parent) = parent else { continue };
-            if same && !limit {
-                continue; // one v2 cgroup does both
+        let make = |parent: &Arc<CgroupParent>, limit: bool| -> Option<Arc<CgroupParent>> {
+            let dir = parent.dir.join(format!("tpl-{n}"));
+            if let Err(e) = std::fs::create_dir(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot create a template cgroup");
+                return None;
             }
-            let dir = parent.dir.join(format!("run-{n}"));
-            let created = std::fs::create_dir(&dir)
-                .and_then(|()| {
-                    if limit {
-                        std::fs::write(dir.join("pids.max"), max_processes.to_string())
-                    } else {
-                        Ok(())
+            let tpl = Arc::new(CgroupParent { dir, v2: parent.v2 });
+            // v2 hands `pids` down only where the parent enables it (no process lives here).
+            if limit
+                && tpl.v2
+                && let Err(e) = std::fs::write(tpl.dir.join("cgroup.subtree_control"), "+pids")
+            {
+                tracing::warn!(dir = %tpl.dir.display(), error = %e, "cannot delegate pids to a template cgroup");
+                return None;
+            }
+            Some(tpl)
+        };
+        let pids = match &self.pids {
+            Some(p) => Some(make(p, true)?),
+            None => None,
+        };
+        let kill = match (&self.kill, &pids) {
+            (Some(_), Some(p)) if same => Some(Arc::clone(p)),
+            (Some(k), _) => Some(make(k, false)?),
+            (None, _) => None,
+        };
+        let template = TemplateCgroups {
+            pids,
+            kill,
+            counter: AtomicU64::new(0),
+        };
+        let main = create_in(&template.pids, &template.kill, "main", max_processes);
+        Some((template, main))
+    }
+}
+
+/// The cgroups of one warm template, in each hierarchy the runner uses:
+///
+/// ```text
+/// <runner's cgroup>/tpl-N/         cgroup.kill retires the whole template (v2)
+///                   tpl-N/main/    bubblewrap, its init and the template (pids.max)
+///                   tpl-N/call-M/  one call's child, moved in while it waits as a spare
+/// ```
+///
+/// No process lives in `tpl-N` itself, so a v2 hierarchy can hand `pids` down to the calls.
+#[derive(Debug)]
+pub(crate) struct TemplateCgroups {
+    pids: Option<Arc<CgroupParent>>,
+    kill: Option<Arc<CgroupParent>>,
+    counter: AtomicU64,
+}
+
+impl TemplateCgroups {
+    /// Cgroups for one call of the template, limited to `max_processes`.
+    pub(crate) fn create_call(&self, max_processes: u32) -> RunCgroups {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        create_in(&self.pids, &self.kill, &format!("call-{n}"), max_processes)
+    }
+
+    /// Kills every process of the template and its calls (`cgroup.kill` on `tpl-N`).
+    pub(crate) fn kill(&self) {
+        if let Some(k) = &self.kill {
+            write_kill(&k.dir);
+        }
+    }
+
+    /// Kills everything and removes the cgroups, retrying in the background while the killed
+    /// processes are released (as [`RunCgroups::finish`]).
+    pub(crate) fn finish(self, grace: Duration) {
+        self.kill();
+        let dirs: Vec<PathBuf> = [&self.pids, &self.kill]
+            .into_iter()
+            .flatten()
+            .map(|p| p.dir.clone())
+            .collect();
+        let remove = move || {
+            let mut left = false;
+            for dir in &dirs {
+                write_kill(dir);
+                if let Ok(entries) = std::fs::read_dir(dir) {
+                    for e in entries.flatten().filter(|e| e.path().is_dir()) {
+                        left |= std::fs::remove_dir(e.path()).is_err();
                     }
-                })
-                .and_then(|()| {
-                    std::fs::OpenOptions::new()
-                        .write(true)
-                        .open(dir.join("cgroup.procs"))
-                });
-            match created {
-                Ok(procs) => dirs.push(RunCgroup {
-                    dir,
-                    v2: parent.v2,
-                    procs: Some(procs),
-                    _parent: Arc::clone(parent),
-                }),
-                Err(e) => {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot create a run cgroup");
-                    let _ = std::fs::remove_dir(&dir);
+                }
+                left |= std::fs::remove_dir(dir).is_err() && dir.exists();
+            }
+            left
+        };
+        if !remove() {
+            return;
+        }
+        let removal = async move {
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                if !remove() {
+                    return;
                 }
             }
+            tracing::warn!("a template cgroup did not empty in time; left behind");
+        };
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(removal);
         }
-        RunCgroups { dirs }
     }
+}
+
+/// `cgroup.kill` of a v2 cgroup and all below it.
+fn write_kill(dir: &Path) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.kill"))
+    {
+        let _ = f.write_all(b"1");
+    }
+}
+
+/// Creates `name` below the pids and kill parents (once when one v2 cgroup does both), each
+/// limited to `max_processes` where it limits processes.
+fn create_in(
+    pids: &Option<Arc<CgroupParent>>,
+    kill: &Option<Arc<CgroupParent>>,
+    name: &str,
+    max_processes: u32,
+) -> RunCgroups {
+    let mut dirs = Vec::new();
+    let same = matches!((pids, kill), (Some(p), Some(k)) if Arc::ptr_eq(p, k));
+    for (parent, limit) in [(pids, true), (kill, false)] {
+        let Some(parent) = parent else { continue };
+        if same && !limit {
+            continue; // one v2 cgroup does both
+        }
+        let dir = parent.dir.join(name);
+        let created = std::fs::create_dir(&dir)
+            .and_then(|()| {
+                if limit {
+                    std::fs::write(dir.join("pids.max"), max_processes.to_string())
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(dir.join("cgroup.procs"))
+            });
+        match created {
+            Ok(procs) => dirs.push(RunCgroup {
+                dir,
+                v2: parent.v2,
+                procs: Some(procs),
+                _parent: Arc::clone(parent),
+            }),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot create a run cgroup");
+                let _ = std::fs::remove_dir(&dir);
+            }
+        }
+    }
+    RunCgroups { dirs }
 }
 
 /// Removes `omniforge-<pid>-<n>` cgroups left by server processes that no longer exist.
@@ -188,13 +325,19 @@ fn remove_stale(base: &Path) {
         if Path::new("/proc").join(pid).exists() {
             continue;
         }
-        if let Ok(runs) = std::fs::read_dir(e.path()) {
-            for r in runs.flatten().filter(|r| r.path().is_dir()) {
-                let _ = std::fs::remove_dir(r.path());
-            }
-        }
-        let _ = std::fs::remove_dir(e.path());
+        remove_tree(&e.path());
     }
+}
+
+/// Removes an empty cgroup and every cgroup below it, deepest first (a warm template's
+/// `tpl-N/call-M` lie two levels down).
+fn remove_tree(dir: &Path) {
+    if let Ok(children) = std::fs::read_dir(dir) {
+        for c in children.flatten().filter(|c| c.path().is_dir()) {
+            remove_tree(&c.path());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// One run's cgroups.
@@ -215,12 +358,28 @@ struct RunCgroup {
 }
 
 impl RunCgroups {
+    /// No cgroups (a measurement without per-call cgroups).
+    pub(crate) fn none() -> RunCgroups {
+        RunCgroups { dirs: Vec::new() }
+    }
+
     /// Raw descriptors of the open `cgroup.procs` files, for the child's `pre_exec`.
     pub(crate) fn procs_fds(&self) -> Vec<std::os::fd::RawFd> {
         self.dirs
             .iter()
             .filter_map(|d| d.procs.as_ref().map(AsRawFd::as_raw_fd))
             .collect()
+    }
+
+    /// Moves process `pid` (as the server sees it) into each of the run's cgroups.
+    ///
+    /// # Errors
+    /// A `cgroup.procs` write failed (the process is gone, or the move is not allowed).
+    pub(crate) fn move_in(&self, pid: i32) -> std::io::Result<()> {
+        for d in &self.dirs {
+            std::fs::write(d.dir.join("cgroup.procs"), pid.to_string())?;
+        }
+        Ok(())
     }
 
     /// Closes the `cgroup.procs` files once the child is spawned.
@@ -235,12 +394,7 @@ impl RunCgroups {
     pub(crate) fn kill(&self) {
         for d in &self.dirs {
             if d.v2 {
-                if let Ok(mut f) = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(d.dir.join("cgroup.kill"))
-                {
-                    let _ = f.write_all(b"1");
-                }
+                write_kill(&d.dir);
             } else {
                 for pid in members(&d.dir) {
                     if let Some(pid) = rustix::process::Pid::from_raw(pid) {

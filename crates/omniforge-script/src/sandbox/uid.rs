@@ -79,7 +79,13 @@ impl UidSwitch {
         let lease = switch.lease(0, false).map_err(start)?;
         let mut cmd = std::process::Command::new(true_program()?);
         let setup = switch
-            .plan(lease.uid(), &[], &[], 1 << 20, Path::new("/"))
+            .plan(
+                lease.uid(),
+                &[],
+                &[],
+                View::no_bwrap(1 << 20),
+                Path::new("/"),
+            )
             .map_err(start)?;
         crate::sys::install_std(
             &mut cmd,
@@ -124,7 +130,8 @@ impl UidSwitch {
     }
 
     /// The child's setup for a run as `uid` that needs `needed` and works in `cwd`, with
-    /// `hidden` covered whatever their permissions (all paths canonical).
+    /// `hidden` covered whatever their permissions (all paths canonical), and the private
+    /// `/tmp`, `/dev/shm` and `/proc` that `view` asks for.
     ///
     /// # Errors
     /// A path cannot be examined, or more than [`MAX_BINDS`] would be bound.
@@ -133,13 +140,16 @@ impl UidSwitch {
         uid: u32,
         needed: &[Needed<'_>],
         hidden: &[PathBuf],
-        tmp_bytes: u64,
+        view: View,
         cwd: &Path,
     ) -> std::io::Result<DropPrivileges> {
-        let private = format!("mode=0700,uid={uid},gid={uid},size={tmp_bytes}");
-        let mut covers: Vec<(PathBuf, String)> = vec![(PathBuf::from("/tmp"), private.clone())];
-        if Path::new("/dev/shm").is_dir() {
-            covers.push((PathBuf::from("/dev/shm"), private));
+        let mut covers: Vec<(PathBuf, String)> = Vec::new();
+        if let Some(tmp_bytes) = view.private_tmp {
+            let private = format!("mode=0700,uid={uid},gid={uid},size={tmp_bytes}");
+            covers.push((PathBuf::from("/tmp"), private.clone()));
+            if Path::new("/dev/shm").is_dir() {
+                covers.push((PathBuf::from("/dev/shm"), private));
+            }
         }
         for dir in hidden {
             if dir.is_dir()
@@ -169,7 +179,7 @@ impl UidSwitch {
         }
         let mut switch = SwitchUid {
             uid,
-            private_proc: true,
+            private_proc: view.private_proc,
             chdir: Some(cstring(cwd)?),
             ..SwitchUid::default()
         };
@@ -218,6 +228,34 @@ impl UidSwitch {
             bounding_up_to: Some(self.cap_last),
             switch: Some(switch),
         })
+    }
+}
+
+/// What of its own a run's private mount namespace gets besides the covers.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct View {
+    /// Private size-capped `/tmp` and `/dev/shm` owned by the run's uid, of this many bytes.
+    pub(crate) private_tmp: Option<u64>,
+    /// A new `/proc` with `hidepid=invisible`.
+    pub(crate) private_proc: bool,
+}
+
+impl View {
+    /// What a run without bubblewrap sees: private `/tmp`, `/dev/shm` and `/proc`.
+    pub(crate) fn no_bwrap(tmp_bytes: u64) -> View {
+        View {
+            private_tmp: Some(tmp_bytes),
+            private_proc: true,
+        }
+    }
+
+    /// What bubblewrap started under a run's uid needs: only the covers that let it reach
+    /// the paths it binds (it makes its own `/tmp`, `/dev/shm` and `/proc`).
+    pub(crate) fn for_bwrap() -> View {
+        View {
+            private_tmp: None,
+            private_proc: false,
+        }
     }
 }
 
@@ -328,7 +366,7 @@ mod tests {
                     writable: false,
                 }],
                 std::slice::from_ref(&data),
-                1 << 20,
+                View::no_bwrap(1 << 20),
                 Path::new("/"),
             )
             .unwrap();
@@ -385,7 +423,7 @@ mod tests {
                     writable: false,
                 }],
                 &[],
-                1 << 20,
+                View::no_bwrap(1 << 20),
                 Path::new("/tmp"),
             )
             .unwrap();
@@ -409,5 +447,36 @@ mod tests {
         assert!(dirs.contains(&root.path().to_str().unwrap().to_owned()));
         assert_eq!(s.binds.len(), 1);
         assert!(s.binds[0].1, "read-only");
+    }
+
+    #[test]
+    fn bubblewrap_under_a_run_uid_gets_only_the_covers_it_needs() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let root = tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap(); // under the host's /tmp
+        let env = root.path().join("envs/e1");
+        std::fs::create_dir_all(&env).unwrap();
+        let switch = UidSwitch { cap_last: 40 };
+        let drop = switch
+            .plan(
+                RUN_UID_BASE + 3,
+                &[Needed {
+                    path: &env,
+                    writable: false,
+                }],
+                &[],
+                View::for_bwrap(),
+                Path::new("/"),
+            )
+            .unwrap();
+        let s = drop.switch.unwrap();
+        // No private /tmp, /dev/shm or /proc (bubblewrap makes its own); the closed directory
+        // under the host's /tmp is covered, with the environment bound back.
+        let covers: Vec<_> = s.tmpfs.iter().map(|(c, _)| c.to_str().unwrap()).collect();
+        assert_eq!(covers, [root.path().to_str().unwrap()]);
+        assert!(!s.private_proc);
+        assert_eq!(s.binds.len(), 1);
     }
 }

@@ -249,3 +249,80 @@ async fn the_data_directory_is_hidden_without_bubblewrap() {
     .await;
     assert!(stdout(&out).ends_with("SECRET\n"), "{out:?}");
 }
+
+/// The host uids (real, effective, saved, filesystem) of process `pid`, from its status.
+fn host_uids(pid: i32) -> Vec<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .map(|ids| {
+            ids.split_whitespace()
+                .filter_map(|v| v.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Under bubblewrap a script is uid 65534, but bubblewrap maps that onto the uid that started
+/// it: under a root server, every process of a run (bubblewrap's included) runs as a uid
+/// leased for it on the host, never root, and two concurrent runs never share one.
+#[tokio::test]
+async fn a_script_in_bubblewrap_is_not_root_on_the_host() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test shows what a root server's bubblewrap gives its scripts: run it as root"
+    );
+    let runner = sandboxed();
+    assert_layer(&runner, "unprivileged-uid");
+    let code = "import time\ntime.sleep(30)\n";
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let mut markers = Vec::new();
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let (key, marker) = marker();
+        let mut s = spec(code).await;
+        s.env = vec![(key, marker.clone())];
+        markers.push(marker);
+        let (runner, cancel) = (runner.clone(), cancel.clone());
+        tasks.push(tokio::spawn(
+            async move { runner.run(s, cancel).await.unwrap() },
+        ));
+    }
+    let mut uids_of_runs = Vec::new();
+    for marker in &markers {
+        // bubblewrap, its init and the interpreter all carry the run's environment.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let pids = loop {
+            let pids = marked_processes(marker);
+            if pids.len() >= 3 || std::time::Instant::now() > deadline {
+                break pids;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(pids.len() >= 3, "bubblewrap, its init and python: {pids:?}");
+        let mut run_uids = std::collections::BTreeSet::new();
+        for pid in pids {
+            let uids = host_uids(pid);
+            assert_eq!(uids.len(), 4, "{pid}: {uids:?}");
+            for uid in uids {
+                assert!(
+                    (RUN_UID_BASE..RUN_UID_BASE + RUN_UID_SLOTS).contains(&uid),
+                    "process {pid} of a run runs as host uid {uid}"
+                );
+                run_uids.insert(uid);
+            }
+        }
+        assert_eq!(run_uids.len(), 1, "one uid per run: {run_uids:?}");
+        uids_of_runs.extend(run_uids);
+    }
+    assert_ne!(
+        uids_of_runs[0], uids_of_runs[1],
+        "concurrent runs share a uid"
+    );
+    cancel.cancel();
+    for t in tasks {
+        let out = t.await.unwrap();
+        assert_eq!(out.exit, Exit::Cancelled, "{out:?}");
+    }
+}

@@ -60,7 +60,21 @@ async fn environment_is_cleared() {
     let out = run(&sandboxed(), s).await;
     assert_eq!(
         stdout(&out),
-        "['API_KEY', 'HOME', 'LANG', 'OMNIFORGE_FD', 'PATH', 'PWD', 'PYTHONDONTWRITEBYTECODE']\n/tmp 65534\n",
+        {
+            let mut names = vec![
+                "API_KEY",
+                "HOME",
+                "LANG",
+                "OMNIFORGE_FD",
+                "PATH",
+                "PWD",
+                "TMPDIR",
+            ];
+            names.extend(["PYTHONDONTWRITEBYTECODE"].iter().chain(SINGLE_THREAD_VARS));
+            names.sort_unstable();
+            let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+            format!("[{}]\n/tmp 65534\n", quoted.join(", "))
+        },
         "{out:?}"
     );
 }
@@ -346,4 +360,21 @@ async fn output_printed_before_a_timeout_is_kept() {
             "{out:?}"
         );
     }
+}
+
+/// numpy (OpenBLAS) starts one thread per core at import unless told otherwise; threads
+/// count against the run's `pids.max`, and the runner sets the single-thread variables.
+#[tokio::test]
+async fn numpy_starts_no_thread_pool() {
+    let code = r#"
+import os, numpy as np
+a = np.ones((200, 200))
+print(float((a @ a)[0, 0]))
+threads = [l.split()[1] for l in open("/proc/self/status") if l.startswith("Threads:")][0]
+print("threads", threads, os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS"))
+"#;
+    let mut s = RunSpec::new(&numpy_env().await, code);
+    s.timeout = Duration::from_secs(60);
+    let out = run(&sandboxed(), s).await;
+    assert_eq!(stdout(&out), "200.0\nthreads 1 1 1\n", "{out:?}");
 }

@@ -65,6 +65,13 @@ pub(crate) async fn base_env() -> Env {
     b.build(&lock, |_| {}).await.unwrap()
 }
 
+/// The shared environment with numpy (from PyPI the first time, then reused).
+pub(crate) async fn numpy_env() -> Env {
+    let b = shared_builder().await;
+    let lock = b.lock(&["numpy".to_owned()]).await.unwrap();
+    b.build(&lock, |_| {}).await.unwrap()
+}
+
 /// A fresh data directory under the target directory (removed on drop).
 pub(crate) fn fresh_data_dir() -> tempfile::TempDir {
     let root = tmp_root();

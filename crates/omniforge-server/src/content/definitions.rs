@@ -121,19 +121,19 @@ impl Content {
         let result = match kind {
             Kind::Resource => {
                 let resource = parse_arguments::<ResourceArgs>(arguments)?.validate()?;
-                self.store.put_resource(resource, mode).await
+                self.store.put_resource(&cx.actor(), resource, mode).await
             }
             Kind::Template => {
                 let template = parse_arguments::<TemplateArgs>(arguments)?
                     .validate(&self.host, cx)
                     .await?;
-                self.store.put_template(template, mode).await
+                self.store.put_template(&cx.actor(), template, mode).await
             }
             Kind::Prompt => {
                 let prompt = parse_arguments::<PromptArgs>(arguments)?
                     .validate(&self.host, cx)
                     .await?;
-                self.store.put_prompt(prompt, mode).await
+                self.store.put_prompt(&cx.actor(), prompt, mode).await
             }
         };
         let changed = result.map_err(|e| match e {
@@ -167,11 +167,17 @@ impl Content {
     ///
     /// # Errors
     /// It does not exist, or the store failed.
-    pub(crate) async fn remove(&self, kind: Kind, key: &str) -> Result<String, AuthoringError> {
+    pub(crate) async fn remove(
+        &self,
+        kind: Kind,
+        key: &str,
+        cx: &RequestCx<'_>,
+    ) -> Result<String, AuthoringError> {
+        let actor = cx.actor();
         let result = match kind {
-            Kind::Resource => self.store.delete_resource(key).await,
-            Kind::Template => self.store.delete_template(key).await,
-            Kind::Prompt => self.store.delete_prompt(key).await,
+            Kind::Resource => self.store.delete_resource(&actor, key).await,
+            Kind::Template => self.store.delete_template(&actor, key).await,
+            Kind::Prompt => self.store.delete_prompt(&actor, key).await,
         };
         result.map_err(|e| AuthoringError::invalid(kind.key_field(), e.to_string()))?;
         self.reload().await?;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use omniforge_store::{ContentStore, ResourceInfo, StoreError, StoredPrompt, StoredTemplate};
+use omniforge_store::{ResourceInfo, Store, StoreError, StoredPrompt, StoredTemplate};
 use rmcp::model::{Prompt, PromptArgument, ResourceTemplate};
 use uri_template_ex::UriTemplate;
 
@@ -46,7 +46,7 @@ impl Snapshot {
 
 /// The stored resources, templates and prompts of one server.
 pub(crate) struct Content {
-    pub(crate) store: Arc<dyn ContentStore>,
+    pub(crate) store: Arc<dyn Store>,
     /// Runs template and completion scripts.
     pub(crate) host: Arc<ScriptHost>,
     peers: Arc<Peers>,
@@ -65,7 +65,7 @@ impl Content {
     /// # Errors
     /// The store cannot be read.
     pub(crate) async fn load(
-        store: Arc<dyn ContentStore>,
+        store: Arc<dyn Store>,
         host: Arc<ScriptHost>,
         peers: Arc<Peers>,
     ) -> Result<Arc<Content>, StoreError> {

@@ -12,6 +12,7 @@
 #![allow(deprecated)]
 use std::sync::{LazyLock, Mutex};
 
+use omniforge_store::Actor;
 use rmcp::model::LoggingLevel;
 use rmcp::service::{RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
@@ -111,6 +112,11 @@ impl<'a> RequestCx<'a> {
             Origin::Mcp { ctx, .. } => ctx.meta.get(INVALID_ARGUMENTS_META).is_some(),
             Origin::Local { .. } => false,
         }
+    }
+
+    /// The caller as the store records who did a write (in the audit log).
+    pub(crate) fn actor(&self) -> Actor {
+        Actor::new(self.author())
     }
 
     /// Whether the caller holds `scope`.

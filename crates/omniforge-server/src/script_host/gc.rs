@@ -4,7 +4,7 @@
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use omniforge_store::ContentStore;
+use omniforge_store::Store;
 use tokio_util::sync::CancellationToken;
 
 use crate::script_host::host::ScriptHost;
@@ -12,7 +12,7 @@ use crate::script_host::host::ScriptHost;
 /// Runs until `stop` fires or the host is dropped.
 pub(crate) async fn collect_garbage(
     host: Weak<ScriptHost>,
-    store: Arc<dyn ContentStore>,
+    store: Arc<dyn Store>,
     stop: CancellationToken,
 ) {
     tokio::select! {

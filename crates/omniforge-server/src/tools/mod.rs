@@ -14,7 +14,7 @@ pub(crate) mod stored;
 
 use std::sync::Arc;
 
-use omniforge_store::ContentStore;
+use omniforge_store::Store;
 
 use crate::catalog::entry::Entry;
 use crate::content::snapshot::Content;
@@ -25,7 +25,7 @@ pub(crate) struct Authoring {
     /// The tool built-ins' service.
     pub(crate) tools: Arc<ToolAuthoring>,
     /// The store of secrets.
-    pub(crate) store: Arc<dyn ContentStore>,
+    pub(crate) store: Arc<dyn Store>,
     /// Stored resources, templates and prompts.
     pub(crate) content: Arc<Content>,
 }

@@ -1,6 +1,6 @@
 //! The change feed's data: which stored things changed since a sequence number.
 //!
-//! Every committed write of a tool, secret, resource, resource template or prompt gets the next
+//! Every committed write of a tool, secret, grant, resource, resource template or prompt gets the next
 //! sequence number (`seq`) of the store's one change counter and one [`Change`] row naming what
 //! it changed. A reader remembers the `seq` it has seen and asks for what came after it
 //! ([`ToolStore::changes_since`](crate::ToolStore::changes_since)); it re-reads each changed
@@ -23,19 +23,24 @@ pub enum ChangeKind {
     Prompt,
     /// A secret: set or deleted. Key: its name (never its value).
     Secret,
+    /// The secret grants of a tool's versions: granted or revoked, or removed with their secret
+    /// or an approval that granted. Key: the tool name (re-read its grants).
+    Grant,
 }
 
 impl ChangeKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [ChangeKind; 5] = [
+    pub const ALL: [ChangeKind; 6] = [
         ChangeKind::Tool,
         ChangeKind::Resource,
         ChangeKind::ResourceTemplate,
         ChangeKind::Prompt,
         ChangeKind::Secret,
+        ChangeKind::Grant,
     ];
 
-    /// The stored spelling: `tool`, `resource`, `resource_template`, `prompt`, `secret`.
+    /// The stored spelling: `tool`, `resource`, `resource_template`, `prompt`, `secret`,
+    /// `grant`.
     pub fn as_str(self) -> &'static str {
         match self {
             ChangeKind::Tool => "tool",
@@ -43,6 +48,7 @@ impl ChangeKind {
             ChangeKind::ResourceTemplate => "resource_template",
             ChangeKind::Prompt => "prompt",
             ChangeKind::Secret => "secret",
+            ChangeKind::Grant => "grant",
         }
     }
 

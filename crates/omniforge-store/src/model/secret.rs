@@ -1,4 +1,5 @@
-//! Secrets as they may be shown ([`SecretInfo`]) and their values ([`SecretValue`]).
+//! Secrets as they may be shown ([`SecretInfo`]), their values ([`SecretValue`]), and the
+//! grants that let one tool version read them ([`Grant`], [`SecretRequest`]).
 
 use std::fmt;
 
@@ -9,6 +10,9 @@ pub struct SecretInfo {
     pub name: String,
     /// When its value was last set, milliseconds since the Unix epoch.
     pub updated_at_ms: i64,
+    /// The id of the key that seals its value; `None` for a value an older build stored in
+    /// plain text, not sealed yet (no keyring has opened the store since).
+    pub key_id: Option<String>,
 }
 
 /// A secret's value. Its `Debug` output is redacted so that it cannot leak through logs by
@@ -37,6 +41,35 @@ impl fmt::Debug for SecretValue {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("SecretValue(<redacted>)")
     }
+}
+
+/// A secret granted to one exact tool version by an admin (issue 11). A run of that version gets
+/// the secret; other versions of the tool do not (a new version starts without grants, and a
+/// rollback uses the target version's own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The secret's name.
+    pub secret: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The version granted.
+    pub version: u32,
+    /// The principal that granted it.
+    pub granted_by: String,
+    /// When, unix milliseconds (UTC).
+    pub granted_at_ms: i64,
+}
+
+/// One secret a tool version declares, and whether it may have it: granted, or a pending
+/// request until an admin grants it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecretRequest {
+    /// The declared secret name.
+    pub secret: String,
+    /// Whether a secret of that name is set.
+    pub exists: bool,
+    /// The grant, if an admin made one; `None` means the request is pending.
+    pub grant: Option<Grant>,
 }
 
 #[cfg(test)]

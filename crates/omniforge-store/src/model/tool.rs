@@ -12,20 +12,23 @@ pub struct Tool {
     pub name: String,
     /// Disabled tools keep their versions but are left out of [`list_enabled`](crate::ToolStore::list_enabled).
     pub enabled: bool,
-    /// The number of the version that runs.
-    pub current_version: u32,
+    /// The number of the version that runs: always a [`Live`](VersionStatus::Live) one. `None`
+    /// while the tool has no live version yet (its first version is pending approval or a
+    /// draft): such a tool is served to nobody but its author and admins.
+    pub current_version: Option<u32>,
     /// When the tool was created, unix milliseconds (UTC).
     pub created_at_ms: i64,
     /// When the tool last changed (new version, rollback, enable/disable), unix milliseconds (UTC).
     pub updated_at_ms: i64,
 }
 
-/// A tool together with its current version, as the catalog needs it.
+/// A tool together with its current version, as the catalog needs it. Only tools that have a
+/// current version come as a `StoredTool`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredTool {
     /// The tool.
     pub tool: Tool,
-    /// Its current version (`current.number == tool.current_version`).
+    /// Its current version (`Some(current.number) == tool.current_version`).
     pub current: ToolVersion,
 }
 
@@ -40,9 +43,116 @@ pub struct ToolVersion {
     /// When the version was written, unix milliseconds (UTC).
     pub created_at_ms: i64,
     /// Everything else, exactly as given to [`create_tool`](crate::ToolStore::create_tool) or
-    /// [`add_version`](crate::ToolStore::add_version).
+    /// [`add_version`](crate::ToolStore::add_version). Immutable.
     pub spec: NewVersion,
+    /// Where the version stands: live, pending approval, draft or rejected. The only part of a
+    /// version that changes, and only along [`VersionStatus::can_become`].
+    pub state: VersionState,
 }
+
+/// Where a version stands in the approval workflow (issue 17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum VersionStatus {
+    /// Went live: written without the gate or by an admin, or approved. Only live versions
+    /// can be current, and only they may receive secrets.
+    Live,
+    /// Awaiting an admin's approval: visible to its author and admins only.
+    Pending,
+    /// Kept although its examples failed (`--keep-failed-drafts`); never becomes current.
+    Draft,
+    /// Rejected by an admin (or superseded by a newer pending version of the same author).
+    Rejected,
+}
+
+impl VersionStatus {
+    /// Every status, in a fixed order.
+    pub const ALL: [VersionStatus; 4] = [
+        VersionStatus::Live,
+        VersionStatus::Pending,
+        VersionStatus::Draft,
+        VersionStatus::Rejected,
+    ];
+
+    /// The stored spelling: `live`, `pending`, `draft`, `rejected`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VersionStatus::Live => "live",
+            VersionStatus::Pending => "pending",
+            VersionStatus::Draft => "draft",
+            VersionStatus::Rejected => "rejected",
+        }
+    }
+
+    /// The status a stored spelling names.
+    pub fn parse(s: &str) -> Option<VersionStatus> {
+        VersionStatus::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+
+    /// Whether a version may move from `self` to `next`: `pending → live` (approve),
+    /// `pending → rejected` and `draft → rejected` (reject). Nothing leaves `live` or
+    /// `rejected`. The database enforces the same rule with a trigger.
+    pub fn can_become(self, next: VersionStatus) -> bool {
+        matches!(
+            (self, next),
+            (VersionStatus::Pending, VersionStatus::Live)
+                | (VersionStatus::Pending, VersionStatus::Rejected)
+                | (VersionStatus::Draft, VersionStatus::Rejected)
+        )
+    }
+}
+
+impl fmt::Display for VersionStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A version's status with the decision that set it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VersionState {
+    /// The status.
+    pub status: VersionStatus,
+    /// Why: a draft's failure (given when it was written), a rejection's reason, or
+    /// `superseded by version N`. `None` for live and pending versions.
+    pub reason: Option<String>,
+    /// The principal that approved or rejected it; `None` until then.
+    pub decided_by: Option<String>,
+    /// When it was approved or rejected, unix milliseconds (UTC); `None` until then.
+    pub decided_at_ms: Option<i64>,
+}
+
+impl VersionState {
+    /// A live version nobody had to approve.
+    pub fn live() -> VersionState {
+        VersionState {
+            status: VersionStatus::Live,
+            reason: None,
+            decided_by: None,
+            decided_at_ms: None,
+        }
+    }
+}
+
+/// The status a new version is written with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NewStatus {
+    /// Live at once: it becomes the tool's current version.
+    Live,
+    /// Pending an admin's approval: the current version stays as it was (a new tool has none).
+    /// An older pending version of the same tool by the same author is rejected in the same
+    /// write, with the reason `superseded by version N`.
+    Pending,
+    /// A draft whose examples failed, kept with the failure as its reason; never current.
+    Draft {
+        /// What failed (cut to [`MAX_STATUS_REASON_BYTES`]).
+        reason: String,
+    },
+}
+
+/// The longest status reason kept (rejection reason, draft failure), in bytes; longer ones are
+/// cut at a character boundary.
+pub const MAX_STATUS_REASON_BYTES: usize = 4096;
 
 /// The content of a version: everything but its tool name, number and creation time.
 #[derive(Debug, Clone, PartialEq)]
@@ -74,6 +184,10 @@ pub struct NewVersion {
     pub secrets: Vec<String>,
     /// Who wrote the version: the bearer token's name, or `stdio`.
     pub author: String,
+    /// Example calls the version carries (issue 17), each an object such as
+    /// `{"arguments": {...}, "expect": {...}}`; their shape is the server's to check. Part of the
+    /// immutable definition. May be empty.
+    pub examples: Vec<JsonObject>,
 }
 
 /// MCP tool annotations. Each hint is optional; `None` means "not said".

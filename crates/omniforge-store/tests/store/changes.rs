@@ -2,16 +2,21 @@
 //! and processes, pruning into reload flags, a database behind its reader, the wake-up, and a
 //! database migrated from before the feed existed.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::time::Duration;
 
 use omniforge_store::{
-    Change, ChangeKind, ChangeSet, ContentStore, ImportBatch, NewPrompt, NewResource, ResourceBody,
-    SqliteStore, StoreConfig, ToolStore, WriteMode,
+    Backend, Change, ChangeKind, ChangeSet, ContentStore, ImportBatch, NewPrompt, NewResource,
+    ResourceBody, SqliteStore, StoreConfig, ToolStore, WriteMode,
 };
+use omniforge_store::{CallLog as _, SecretStore as _};
 use serde_json::json;
 
 use crate::calls::call;
-use crate::util::{TestStore, config, spec};
+use crate::util::{Kind, LIVE, TestStore, config, each_backend, spec, who};
 
 /// `(kind, key)` of each change, in order.
 fn keys(set: &ChangeSet) -> Vec<(ChangeKind, &str)> {
@@ -44,23 +49,23 @@ fn prompt(name: &str, text: &str) -> NewPrompt {
 }
 
 /// What one operation adds to the feed, read from the seq before it.
-async fn after(s: &SqliteStore, op: impl AsyncFnOnce(&SqliteStore)) -> (u64, ChangeSet) {
+async fn after(s: &dyn Backend, op: impl AsyncFnOnce(&dyn Backend)) -> (u64, ChangeSet) {
     let before = s.current_seq().await.unwrap();
     op(s).await;
     (before, s.changes_since(before).await.unwrap())
 }
 
-#[tokio::test]
-async fn a_write_of_one_tool_yields_exactly_that_name() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn a_write_of_one_tool_yields_exactly_that_name(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     assert_eq!(s.current_seq().await.unwrap(), 0);
     assert_eq!(s.changes_since(0).await.unwrap(), ChangeSet::default());
     for name in ["a", "b", "c"] {
-        s.create_tool(name, spec(name)).await.unwrap();
+        s.create_tool(&who(), name, spec(name), LIVE).await.unwrap();
     }
     let (before, set) = after(s, async |s| {
-        s.add_version("b", spec("b2")).await.unwrap();
+        s.add_version(&who(), "b", spec("b2"), LIVE).await.unwrap();
     })
     .await;
     assert_eq!(set.seq, before + 1);
@@ -93,52 +98,62 @@ async fn a_write_of_one_tool_yields_exactly_that_name() {
         all.changes.iter().map(|c| c.seq).collect::<Vec<_>>(),
         [1, 3, 4]
     );
+    }
 }
 
-#[tokio::test]
-async fn every_kind_of_write_reports_its_key_and_nothing_else() {
-    let t = TestStore::new().await;
-    let s = &t.store;
-    s.create_tool("t", spec("1")).await.unwrap();
-    s.add_version("t", spec("2")).await.unwrap();
+each_backend! {
+    async fn every_kind_of_write_reports_its_key_and_nothing_else(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
+    s.create_tool(&who(), "t", spec("1"), LIVE).await.unwrap();
+    s.add_version(&who(), "t", spec("2"), LIVE).await.unwrap();
     let tool = [(ChangeKind::Tool, "t")];
     let (_, set) = after(s, async |s| {
-        s.rollback("t", 1).await.unwrap();
+        s.rollback(&who(), "t", 1).await.unwrap();
     })
     .await;
     assert_eq!(keys(&set), tool, "rollback");
-    let (_, set) = after(s, async |s| s.set_enabled("t", false).await.unwrap()).await;
+    let (_, set) = after(s, async |s| {
+        s.set_enabled(&who(), "t", false).await.unwrap()
+    })
+    .await;
     assert_eq!(keys(&set), tool, "disable");
-    let (_, set) = after(s, async |s| s.set_enabled("t", true).await.unwrap()).await;
+    let (_, set) = after(s, async |s| s.set_enabled(&who(), "t", true).await.unwrap()).await;
     assert_eq!(keys(&set), tool, "enable");
 
     let secret = [(ChangeKind::Secret, "API_TOKEN")];
-    let (_, set) = after(s, async |s| s.set_secret("API_TOKEN", "v1").await.unwrap()).await;
+    let (_, set) = after(s, async |s| {
+        s.set_secret(&who(), "API_TOKEN", "v1").await.unwrap()
+    })
+    .await;
     assert_eq!(keys(&set), secret, "set secret");
     assert!(
         !format!("{set:?}").contains("v1"),
         "the feed never carries a value"
     );
-    let (_, set) = after(s, async |s| s.delete_secret("API_TOKEN").await.unwrap()).await;
+    let (_, set) = after(s, async |s| {
+        s.delete_secret(&who(), "API_TOKEN").await.unwrap()
+    })
+    .await;
     assert_eq!(keys(&set), secret, "delete secret");
 
     let (_, set) = after(s, async |s| {
-        s.put_resource(resource("test://r", "x"), WriteMode::Create)
+        s.put_resource(&who(), resource("test://r", "x"), WriteMode::Create)
             .await
             .unwrap();
     })
     .await;
     assert_eq!(keys(&set), [(ChangeKind::Resource, "test://r")]);
     let (_, set) = after(s, async |s| {
-        s.put_prompt(prompt("p", "x"), WriteMode::Create)
+        s.put_prompt(&who(), prompt("p", "x"), WriteMode::Create)
             .await
             .unwrap();
     })
     .await;
     assert_eq!(keys(&set), [(ChangeKind::Prompt, "p")]);
     let (_, set) = after(s, async |s| {
-        s.delete_resource("test://r").await.unwrap();
-        s.delete_prompt("p").await.unwrap();
+        s.delete_resource(&who(), "test://r").await.unwrap();
+        s.delete_prompt(&who(), "p").await.unwrap();
     })
     .await;
     assert_eq!(
@@ -157,7 +172,7 @@ async fn every_kind_of_write_reports_its_key_and_nothing_else() {
         prompts: vec![prompt("p2", "y")],
     };
     let (_, set) = after(s, async |s| {
-        s.import(batch.clone()).await.unwrap();
+        s.import(&who(), batch.clone()).await.unwrap();
     })
     .await;
     assert_eq!(
@@ -172,18 +187,20 @@ async fn every_kind_of_write_reports_its_key_and_nothing_else() {
 
     // Writes that change nothing, reads, call log writes and failed writes are no changes.
     let (before, set) = after(s, async |s| {
-        s.import(batch.clone()).await.unwrap();
+        s.import(&who(), batch.clone()).await.unwrap();
         assert!(
-            !s.put_prompt(prompt("p2", "y"), WriteMode::Upsert)
+            !s.put_prompt(&who(), prompt("p2", "y"), WriteMode::Upsert)
                 .await
                 .unwrap()
         );
         s.record_call(call("t", 1, 1)).await.unwrap();
         s.list_enabled().await.unwrap();
-        s.create_tool("t", spec("again")).await.unwrap_err();
-        s.set_enabled("ghost", true).await.unwrap_err();
-        s.delete_secret("GHOST").await.unwrap_err();
-        s.delete_resource("test://ghost").await.unwrap_err();
+        s.create_tool(&who(), "t", spec("again"), LIVE)
+            .await
+            .unwrap_err();
+        s.set_enabled(&who(), "ghost", true).await.unwrap_err();
+        s.delete_secret(&who(), "GHOST").await.unwrap_err();
+        s.delete_resource(&who(), "test://ghost").await.unwrap_err();
     })
     .await;
     assert_eq!(
@@ -195,19 +212,20 @@ async fn every_kind_of_write_reports_its_key_and_nothing_else() {
     );
 
     // A purge, last.
-    let (_, set) = after(s, async |s| s.purge("t").await.unwrap()).await;
+    let (_, set) = after(s, async |s| s.purge(&who(), "t").await.unwrap()).await;
     assert_eq!(keys(&set), tool, "purge");
     assert!(s.get("t").await.unwrap().is_none());
+    }
 }
 
-#[tokio::test]
-async fn rows_carry_the_seq_of_their_last_change() {
-    let t = TestStore::new().await;
-    let s = &t.store;
-    s.put_resource(resource("test://a", "1"), WriteMode::Create)
+each_backend! {
+    async fn rows_carry_the_seq_of_their_last_change(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
+    s.put_resource(&who(), resource("test://a", "1"), WriteMode::Create)
         .await
         .unwrap();
-    s.put_resource(resource("test://b", "1"), WriteMode::Create)
+    s.put_resource(&who(), resource("test://b", "1"), WriteMode::Create)
         .await
         .unwrap();
     let set = s.changes_since(0).await.unwrap();
@@ -215,17 +233,21 @@ async fn rows_carry_the_seq_of_their_last_change() {
         let change = set.changes.iter().find(|c| c.key == info.uri).unwrap();
         assert_eq!(u64::try_from(info.state.updated_seq).unwrap(), change.seq);
     }
+    }
 }
 
-#[tokio::test]
-async fn another_instance_writes_are_seen() {
-    let t = TestStore::new().await;
-    let server = &t.store;
+each_backend! {
+    async fn another_instance_writes_are_seen(kind) {
+    let t = TestStore::new(kind).await;
+    let server = &*t.store;
     let cli = t.second().await;
-    server.create_tool("x", spec("1")).await.unwrap();
+    server
+        .create_tool(&who(), "x", spec("1"), LIVE)
+        .await
+        .unwrap();
     let seen = server.current_seq().await.unwrap();
-    cli.add_version("x", spec("2")).await.unwrap();
-    cli.set_secret("S", "v").await.unwrap();
+    cli.add_version(&who(), "x", spec("2"), LIVE).await.unwrap();
+    cli.set_secret(&who(), "S", "v").await.unwrap();
     let set = server.changes_since(seen).await.unwrap();
     assert_eq!(
         keys(&set),
@@ -238,6 +260,7 @@ async fn another_instance_writes_are_seen() {
     assert_eq!(entry.current.number, 2);
     assert_eq!(server.changes_since(set.seq).await.unwrap().changes, []);
     cli.close().await;
+    }
 }
 
 /// Set in the child process of [`another_process_writes_are_seen`]: the database path.
@@ -251,11 +274,14 @@ async fn feed_writer_child() {
     let Ok(path) = std::env::var(CHILD_DB_ENV) else {
         return;
     };
-    let store = SqliteStore::open(&path).await.unwrap();
-    store.add_version("shared", spec("child")).await.unwrap();
-    store.set_secret("CHILD", "secret").await.unwrap();
+    let store = crate::util::open(std::path::Path::new(&path)).await;
     store
-        .put_prompt(prompt("from_child", "hi"), WriteMode::Create)
+        .add_version(&who(), "shared", spec("child"), LIVE)
+        .await
+        .unwrap();
+    store.set_secret(&who(), "CHILD", "secret").await.unwrap();
+    store
+        .put_prompt(&who(), prompt("from_child", "hi"), WriteMode::Create)
         .await
         .unwrap();
     store.close().await;
@@ -271,8 +297,14 @@ fn another_process_writes_are_seen() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt.block_on(SqliteStore::open(&path)).unwrap();
     rt.block_on(async {
-        server.create_tool("shared", spec("1")).await.unwrap();
-        server.create_tool("untouched", spec("1")).await.unwrap();
+        server
+            .create_tool(&who(), "shared", spec("1"), LIVE)
+            .await
+            .unwrap();
+        server
+            .create_tool(&who(), "untouched", spec("1"), LIVE)
+            .await
+            .unwrap();
     });
     let seen = rt.block_on(server.current_seq()).unwrap();
     let output = std::process::Command::new(std::env::current_exe().unwrap())
@@ -314,21 +346,21 @@ fn another_process_writes_are_seen() {
     });
 }
 
-#[tokio::test]
-async fn a_reader_behind_the_pruned_changes_reloads_exactly_the_kinds_it_missed() {
-    let t = TestStore::with(StoreConfig {
+each_backend! {
+    async fn a_reader_behind_the_pruned_changes_reloads_exactly_the_kinds_it_missed(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         change_log_max_rows: 3,
         ..config()
     })
     .await;
-    let s = &t.store;
+    let s = &*t.store;
     // seq 1: a resource; 2: a secret; 3..=7: tools a..e. Three are kept: 5, 6, 7.
-    s.put_resource(resource("test://r", "x"), WriteMode::Create)
+    s.put_resource(&who(), resource("test://r", "x"), WriteMode::Create)
         .await
         .unwrap();
-    s.set_secret("S", "v").await.unwrap();
+    s.set_secret(&who(), "S", "v").await.unwrap();
     for name in ["a", "b", "c", "d", "e"] {
-        s.create_tool(name, spec(name)).await.unwrap();
+        s.create_tool(&who(), name, spec(name), LIVE).await.unwrap();
     }
     assert_eq!(s.current_seq().await.unwrap(), 7);
 
@@ -362,7 +394,7 @@ async fn a_reader_behind_the_pruned_changes_reloads_exactly_the_kinds_it_missed(
     );
 
     // A new kind's changes stay exact even while tools are being reloaded.
-    s.put_prompt(prompt("p", "x"), WriteMode::Create)
+    s.put_prompt(&who(), prompt("p", "x"), WriteMode::Create)
         .await
         .unwrap();
     let set = s.changes_since(3).await.unwrap();
@@ -373,17 +405,18 @@ async fn a_reader_behind_the_pruned_changes_reloads_exactly_the_kinds_it_missed(
     let other = t.second().await;
     assert_eq!(other.changes_since(0).await.unwrap().reload.len(), 3);
     other.close().await;
+    }
 }
 
-#[tokio::test]
-async fn zero_kept_changes_means_every_reader_reloads_what_changed() {
-    let t = TestStore::with(StoreConfig {
+each_backend! {
+    async fn zero_kept_changes_means_every_reader_reloads_what_changed(kind) {
+    let t = TestStore::with(kind, StoreConfig {
         change_log_max_rows: 0,
         ..config()
     })
     .await;
-    let s = &t.store;
-    s.create_tool("a", spec("a")).await.unwrap();
+    let s = &*t.store;
+    s.create_tool(&who(), "a", spec("a"), LIVE).await.unwrap();
     let set = s.changes_since(0).await.unwrap();
     assert_eq!(
         set,
@@ -394,16 +427,17 @@ async fn zero_kept_changes_means_every_reader_reloads_what_changed() {
         }
     );
     assert!(s.changes_since(1).await.unwrap().is_empty());
+    }
 }
 
 #[tokio::test]
 async fn a_reader_ahead_of_the_database_reloads_everything() {
-    let t = TestStore::new().await;
-    let s = &t.store;
-    s.create_tool("a", spec("a")).await.unwrap();
+    let t = TestStore::new(Kind::Sqlite).await;
+    let s = &*t.store;
+    s.create_tool(&who(), "a", spec("a"), LIVE).await.unwrap();
     let backup = t.dir.path().join("backup.db");
     s.backup(&backup).await.unwrap();
-    s.create_tool("b", spec("b")).await.unwrap();
+    s.create_tool(&who(), "b", spec("b"), LIVE).await.unwrap();
     let seen = s.current_seq().await.unwrap();
     // The file is replaced by an older copy (a restore): the reader's seq is from the future.
     let restored = SqliteStore::open(&backup).await.unwrap();
@@ -416,9 +450,9 @@ async fn a_reader_ahead_of_the_database_reloads_everything() {
     restored.close().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wait_for_change_wakes_on_this_instances_commit() {
-    let t = TestStore::new().await;
+each_backend! {
+    multi_thread async fn wait_for_change_wakes_on_this_instances_commit(kind) {
+    let t = TestStore::new(kind).await;
     let store = std::sync::Arc::new(t.second().await);
     let seen = store.current_seq().await.unwrap();
     let waiter = {
@@ -426,7 +460,7 @@ async fn wait_for_change_wakes_on_this_instances_commit() {
         // An hour: only the commit can end this wait within the test's limit.
         tokio::spawn(async move { store.wait_for_change(seen, Duration::from_secs(3600)).await })
     };
-    store.set_secret("S", "v").await.unwrap();
+    store.set_secret(&who(), "S", "v").await.unwrap();
     tokio::time::timeout(Duration::from_secs(60), waiter)
         .await
         .expect("woken by the commit")
@@ -438,12 +472,15 @@ async fn wait_for_change_wakes_on_this_instances_commit() {
     )
     .await
     .expect("already changed");
-    store.create_tool("called", spec("c")).await.unwrap();
+    store
+        .create_tool(&who(), "called", spec("c"), LIVE)
+        .await
+        .unwrap();
     let now = store.current_seq().await.unwrap();
     store.wait_for_change(now, Duration::from_millis(20)).await;
     // Call log writes and failed writes are no changes and wake no one.
     store.record_call(call("called", 1, 1)).await.unwrap();
-    store.delete_secret("GHOST").await.unwrap_err();
+    store.delete_secret(&who(), "GHOST").await.unwrap_err();
     assert!(
         tokio::time::timeout(
             Duration::from_millis(200),
@@ -453,6 +490,7 @@ async fn wait_for_change_wakes_on_this_instances_commit() {
         .is_err()
     );
     store.close().await;
+    }
 }
 
 #[tokio::test]
@@ -479,7 +517,7 @@ async fn a_database_from_before_the_feed_starts_it_at_its_counter() {
         .unwrap();
     pool.close().await;
 
-    let store = SqliteStore::open(&path).await.unwrap();
+    let store = crate::util::open(&path).await;
     assert_eq!(store.current_seq().await.unwrap(), 41);
     assert!(store.changes_since(41).await.unwrap().is_empty());
     // Whatever happened before the feed is unknown: a reader from then reloads every kind.
@@ -487,7 +525,7 @@ async fn a_database_from_before_the_feed_starts_it_at_its_counter() {
         store.changes_since(40).await.unwrap().reload,
         ChangeKind::ALL
     );
-    store.set_secret("OLD", "y").await.unwrap();
+    store.set_secret(&who(), "OLD", "y").await.unwrap();
     let set = store.changes_since(41).await.unwrap();
     assert_eq!(
         set.changes,

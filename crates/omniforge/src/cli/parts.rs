@@ -7,8 +7,8 @@ use anyhow::{Context, Result};
 use omniforge_script::SandboxLevel;
 use omniforge_server::{SchemaProfile, ScriptSettings, Server, StoreSettings};
 use omniforge_store::{
-    ContentStore, DEFAULT_BUSY_TIMEOUT, DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS,
-    SqliteStore, StoreConfig,
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_STATS_MAX_AGE, DEFAULT_CHANGE_LOG_MAX_ROWS,
+    DEFAULT_MAX_READERS, Keyring, SqliteStore, Store, StoreConfig,
 };
 
 use crate::flags::{Common, SandboxArg, SchemaProfileArg};
@@ -16,11 +16,16 @@ use crate::flags::{Common, SandboxArg, SchemaProfileArg};
 /// Opens the tool store in the data directory.
 pub(super) async fn open_store(common: &Common) -> Result<SqliteStore> {
     let db = common.data_dir.join("omniforge.db");
+    // The embedded default: the secret key lives in the data directory (made on first use).
+    let key_file = common.data_dir.join("secret.key");
+    let keyring = Keyring::load_or_generate(&key_file).context("loading the secret key")?;
     let config = StoreConfig {
         busy_timeout: DEFAULT_BUSY_TIMEOUT,
         call_log_max_rows: common.scripts.call_log_rows,
         max_readers: DEFAULT_MAX_READERS,
         change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
+        call_stats_max_age: DEFAULT_CALL_STATS_MAX_AGE,
+        keyring: Some(keyring),
     };
     SqliteStore::open_with(&db, &config)
         .await
@@ -61,7 +66,7 @@ pub(super) async fn server(common: &Common, tools: Tools, authoring: bool) -> Re
         Tools::ManifestOnly => None,
         Tools::All => {
             let scripts = &common.scripts;
-            let store: Arc<dyn ContentStore> = Arc::new(open_store(common).await?);
+            let store: Arc<dyn Store> = Arc::new(open_store(common).await?);
             Some(StoreSettings {
                 store,
                 scripts: ScriptSettings {

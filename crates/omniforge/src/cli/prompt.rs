@@ -59,7 +59,7 @@ pub(super) async fn run(command: PromptCommand, common: &Common) -> Result<()> {
         }
         PromptCommand::Rm { name } => {
             let text = server
-                .remove_definition(DefinitionKind::Prompt, &name)
+                .remove_definition(DefinitionKind::Prompt, &name, &Caller::local("cli"))
                 .await?;
             out!("{text}");
         }

@@ -84,7 +84,9 @@ pub(super) async fn run(command: ResourceCommand, common: &Common) -> Result<()>
             } else {
                 bail!("no resource or resource template {key:?}")
             };
-            let text = server.remove_definition(kind, &key).await?;
+            let text = server
+                .remove_definition(kind, &key, &Caller::local("cli"))
+                .await?;
             out!("{text}");
         }
     }

@@ -13,6 +13,7 @@ use crate::catalog::call::{Call, CallFuture, ToolCall, running};
 use crate::catalog::entry::{Entry, object_schema};
 use crate::content::definitions::Kind;
 use crate::content::snapshot::Content;
+use crate::context::request::RequestCx;
 use crate::error::AuthoringError;
 
 /// One content built-in.
@@ -40,7 +41,7 @@ impl ToolCall for ContentBuiltin {
                         .write(kind, call.arguments, mode, call.cx)
                         .await?
                 }
-                Op::Delete(kind) => self.delete(kind, call.arguments).await?,
+                Op::Delete(kind) => self.delete(kind, call.arguments, call.cx).await?,
                 Op::Get => self.get_definition(call.arguments).await?,
             };
             Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
@@ -49,10 +50,15 @@ impl ToolCall for ContentBuiltin {
 }
 
 impl ContentBuiltin {
-    async fn delete(&self, kind: Kind, arguments: JsonObject) -> Result<String, AuthoringError> {
+    async fn delete(
+        &self,
+        kind: Kind,
+        arguments: JsonObject,
+        cx: &RequestCx<'_>,
+    ) -> Result<String, AuthoringError> {
         let key_field = kind.key_field();
         match arguments.get(key_field).and_then(Value::as_str) {
-            Some(key) if arguments.len() == 1 => self.content.remove(kind, key).await,
+            Some(key) if arguments.len() == 1 => self.content.remove(kind, key, cx).await,
             _ => Err(AuthoringError::invalid(
                 "arguments",
                 format!("exactly {{\"{key_field}\": ...}}"),

@@ -151,6 +151,7 @@ pub(crate) async fn prepare(
             .or_else(|| previous.map(|p| p.secrets.clone()))
             .unwrap_or_default(),
         author: cx.author().to_owned(),
+        examples: Vec::new(),
     };
     Ok((draft.name, version))
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use omniforge_store::ContentStore;
+use omniforge_store::Store;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ToolAnnotations};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -28,7 +28,7 @@ enum Op {
 
 struct SecretBuiltin {
     op: Op,
-    store: Arc<dyn ContentStore>,
+    store: Arc<dyn Store>,
 }
 
 impl ToolCall for SecretBuiltin {
@@ -76,7 +76,7 @@ impl SecretBuiltin {
             .map_err(AuthoringError::from)?
             .contains(name);
         self.store
-            .set_secret(name, value)
+            .set_secret(&cx.actor(), name, value)
             .await
             .map_err(AuthoringError::from)?;
         tracing::info!(secret = %name, by = %cx.author(), "secret set");
@@ -95,7 +95,7 @@ impl SecretBuiltin {
         }
         let args: Args = parse_arguments(arguments)?;
         self.store
-            .delete_secret(&args.name)
+            .delete_secret(&cx.actor(), &args.name)
             .await
             .map_err(AuthoringError::from)?;
         tracing::info!(secret = %args.name, by = %cx.author(), "secret deleted");
@@ -123,7 +123,7 @@ impl SecretBuiltin {
 }
 
 /// The secret built-ins, in catalog order.
-pub(crate) fn entries(store: &Arc<dyn ContentStore>) -> Vec<Entry> {
+pub(crate) fn entries(store: &Arc<dyn Store>) -> Vec<Entry> {
     let entry = |op: Op,
                  name: &'static str,
                  description: &'static str,

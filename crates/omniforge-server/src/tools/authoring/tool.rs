@@ -5,7 +5,7 @@
 use std::sync::{Arc, Weak};
 
 use omniforge_script::RunSpec;
-use omniforge_store::{ContentStore, StoredTool, ToolVersion};
+use omniforge_store::{NewStatus, Store, StoredTool, ToolVersion};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ToolAnnotations};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -28,7 +28,7 @@ pub(crate) const UPDATE: &str = "omniforge_update_tool";
 
 /// What the tool built-ins work with.
 pub(crate) struct ToolAuthoring {
-    store: Arc<dyn ContentStore>,
+    store: Arc<dyn Store>,
     tools: Arc<StoredTools>,
     source: Arc<StoredSource>,
     /// For the names built-in and manifest tools reserve. Weak: the catalog's entries hold
@@ -59,9 +59,9 @@ impl ToolCall for ToolBuiltin {
             match self.op {
                 Op::Create => a.create_or_update(call.arguments, call.cx, true).await,
                 Op::Update => a.create_or_update(call.arguments, call.cx, false).await,
-                Op::Delete => a.delete(call.arguments).await,
+                Op::Delete => a.delete(call.arguments, call.cx).await,
                 Op::Get => a.get(call.arguments).await,
-                Op::Rollback => a.rollback(call.arguments).await,
+                Op::Rollback => a.rollback(call.arguments, call.cx).await,
                 Op::Test => a.test(call.arguments, call.cx).await,
             }
         })
@@ -75,7 +75,7 @@ fn text(text: String) -> CallToolResult {
 impl ToolAuthoring {
     /// The tool built-ins over `store`, publishing through `source`.
     pub(crate) fn new(
-        store: Arc<dyn ContentStore>,
+        store: Arc<dyn Store>,
         tools: Arc<StoredTools>,
         source: Arc<StoredSource>,
         catalog: &Arc<Catalog>,
@@ -137,9 +137,13 @@ impl ToolAuthoring {
         let previous = existing.as_ref().map(|t| &t.current);
         let (name, spec) = draft::prepare(&self.tools.host, draft, previous, cx).await?;
         let version = if create {
-            self.store.create_tool(&name, spec).await
+            self.store
+                .create_tool(&cx.actor(), &name, spec, NewStatus::Live)
+                .await
         } else {
-            self.store.add_version(&name, spec).await
+            self.store
+                .add_version(&cx.actor(), &name, spec, NewStatus::Live)
+                .await
         }
         .map_err(AuthoringError::from)?;
         self.source
@@ -170,7 +174,7 @@ impl ToolAuthoring {
         draft::prepare(&self.tools.host, draft, None, cx).await
     }
 
-    async fn delete(&self, arguments: JsonObject) -> CallResult {
+    async fn delete(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Args {
@@ -180,9 +184,9 @@ impl ToolAuthoring {
         }
         let args: Args = parse_arguments(arguments)?;
         if args.purge {
-            self.store.purge(&args.name).await
+            self.store.purge(&cx.actor(), &args.name).await
         } else {
-            self.store.set_enabled(&args.name, false).await
+            self.store.set_enabled(&cx.actor(), &args.name, false).await
         }
         .map_err(AuthoringError::from)?;
         self.source
@@ -200,7 +204,7 @@ impl ToolAuthoring {
         }))
     }
 
-    async fn rollback(&self, arguments: JsonObject) -> CallResult {
+    async fn rollback(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Args {
@@ -209,11 +213,11 @@ impl ToolAuthoring {
         }
         let args: Args = parse_arguments(arguments)?;
         self.store
-            .rollback(&args.name, args.version)
+            .rollback(&cx.actor(), &args.name, args.version)
             .await
             .map_err(AuthoringError::from)?;
         self.store
-            .set_enabled(&args.name, true)
+            .set_enabled(&cx.actor(), &args.name, true)
             .await
             .map_err(AuthoringError::from)?;
         self.source

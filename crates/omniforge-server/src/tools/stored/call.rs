@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_script::{Exit, RunError, RunSpec};
-use omniforge_store::{CallOutcome, CallRecord, ContentStore, ToolVersion};
+use omniforge_store::{CallOutcome, CallRecord, CallSource, Store, ToolVersion};
 use rmcp::model::{JsonObject, LoggingLevel};
 use serde_json::Value;
 
@@ -24,7 +24,7 @@ use crate::tools::stored::shape::Shaper;
 /// What every stored call shares: the store (secrets, call log), the script host and the
 /// result shaping.
 pub(crate) struct StoredTools {
-    pub(crate) store: Arc<dyn ContentStore>,
+    pub(crate) store: Arc<dyn Store>,
     pub(crate) host: Arc<ScriptHost>,
     pub(crate) shaper: Shaper,
 }
@@ -106,7 +106,8 @@ impl StoredTools {
             .unwrap_or_else(|e| e.to_string().len());
         let record = CallRecord {
             tool: version.tool.clone(),
-            version: version.number,
+            source: CallSource::Stored,
+            version: Some(version.number),
             started_at_ms,
             duration_ms: u64::try_from(now_ms() - started_at_ms).unwrap_or(0),
             outcome,
@@ -114,6 +115,9 @@ impl StoredTools {
             principal: Some(cx.author().to_owned()),
             // Already redacted (see above); the store keeps the first few words.
             error: result.as_ref().err().map(ToString::to_string),
+            arguments: None,
+            arguments_text: None,
+            result_text: None,
         };
         if let Err(error) = self.store.record_call(record).await {
             tracing::warn!(%error, "recording a call failed");

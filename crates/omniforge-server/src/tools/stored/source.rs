@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Weak};
 
-use omniforge_store::{Annotations, ContentStore, StoreError, StoredTool};
+use omniforge_store::{Annotations, Store, StoreError, StoredTool};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::json;
 
@@ -20,7 +20,7 @@ use crate::tools::stored::call::{StoredCall, StoredTools};
 
 /// The stored tools of one store, published into one catalog.
 pub(crate) struct StoredSource {
-    store: Arc<dyn ContentStore>,
+    store: Arc<dyn Store>,
     tools: Arc<StoredTools>,
     /// Weak: the catalog's entries reach back to the authoring built-ins that hold this source.
     catalog: Weak<Catalog>,
@@ -33,7 +33,7 @@ pub(crate) struct StoredSource {
 impl StoredSource {
     /// The source of `store`'s tools, run by `tools`, published into `catalog`.
     pub(crate) fn new(
-        store: Arc<dyn ContentStore>,
+        store: Arc<dyn Store>,
         tools: Arc<StoredTools>,
         catalog: &Arc<Catalog>,
     ) -> StoredSource {
