@@ -1,7 +1,7 @@
 //! `omniforge tool ...`: stored tools from the command line.
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::forge;
+use omniforge_server::Caller;
 use omniforge_store::{Actor, ToolStore as _};
 
 use super::progress::Progress;
@@ -28,7 +28,7 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
                 bail!("no tool named {name:?}")
             };
             let versions = store.versions(&name).await.context("reading versions")?;
-            let view = forge::describe_tool(&t, &versions);
+            let view = omniforge_server::describe_tool(&t, &versions);
             out!(
                 "{}",
                 serde_json::to_string_pretty(&view).unwrap_or_default()
@@ -102,10 +102,10 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
                 serde_json::Value::Object(map) => map,
                 _ => bail!("arguments must be a JSON object"),
             };
-            let (forge, _) = parts::one_shot_forge(common).await?;
+            let server = parts::one_shot(common).await?;
             let progress = Progress::on_stderr();
-            let caller = forge::Caller::local_with_progress("cli", progress.sink());
-            let result = forge.run_stored(&name, args, &caller).await;
+            let caller = Caller::local_with_progress("cli", progress.sink());
+            let result = server.run_tool(&name, args, &caller).await;
             progress.finish();
             render::call_result(&result)?;
         }
@@ -120,10 +120,10 @@ async fn write(
     args: serde_json::Map<String, serde_json::Value>,
     create: bool,
 ) -> Result<()> {
-    let (forge, _) = parts::one_shot_forge(common).await?;
+    let server = parts::one_shot(common).await?;
     let progress = Progress::on_stderr();
-    let caller = forge::Caller::local_with_progress("cli", progress.sink());
-    let result = forge.create_or_update_tool(args, &caller, create).await;
+    let caller = Caller::local_with_progress("cli", progress.sink());
+    let result = server.write_tool(args, &caller, create).await;
     progress.finish();
     render::call_result(&result)
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::manifests::ManifestConfig;
+use omniforge_server::ManifestConfig;
 use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
 
 use super::file::{self, FileConfig, FileManifest};
