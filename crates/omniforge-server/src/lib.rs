@@ -44,7 +44,7 @@ mod settings;
 mod tools;
 mod transport;
 
-pub use auth::{TokenFileError, TokenSet};
+pub use auth::{PrincipalId, PrincipalIdError, PrincipalKind, TokenFileError, TokenSet};
 pub use catalog::schema_profile::SchemaProfile;
 pub use commands::{CallOutput, Caller, CommandError};
 pub use content::definitions::Kind as DefinitionKind;

@@ -33,7 +33,30 @@ use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 
+use omniforge_server::{Caller, PrincipalId};
+use omniforge_store::Actor;
+
 use crate::flags::{Settings, Task};
+
+/// Who runs a one-shot command: `cli:USER`, the OS user (`$USER`, else `$LOGNAME`, else the
+/// numeric uid), recorded as author, in the call log and in the audit log.
+pub(crate) fn principal() -> PrincipalId {
+    let user = ["USER", "LOGNAME"]
+        .iter()
+        .filter_map(|v| std::env::var(v).ok())
+        .find(|u| !u.is_empty() && !u.chars().any(char::is_control));
+    PrincipalId::cli(user.as_deref().unwrap_or("unknown"))
+}
+
+/// The command-line user as the store records who did a write.
+pub(crate) fn actor() -> Actor {
+    Actor::new(principal().as_str())
+}
+
+/// The command-line user as the server library's one-shot actions take it.
+pub(crate) fn caller() -> Caller {
+    Caller::local(principal())
+}
 
 /// Runs what `settings` ask for.
 ///
