@@ -54,6 +54,7 @@ pub use pack::{PackError, export as export_pack};
 pub use script_host::host::ScriptSettings;
 pub use server::{Server, Settings, StartError, StoreSettings};
 pub use settings::HttpSettings;
+pub use tools::authoring::secret::{change_grant, secret_requests};
 pub use tools::authoring::tool::describe_tool;
 pub use tools::manifest::source::{ManifestConfig, ManifestSourceError};
 

@@ -37,6 +37,58 @@ pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
                 out!("{name}");
             }
         }
+        SecretCommand::Grant {
+            name,
+            tool,
+            version,
+        } => {
+            let said = omniforge_server::change_grant(
+                &store,
+                &super::actor(),
+                &name,
+                &tool,
+                version,
+                true,
+            )
+            .await?;
+            out!("{said}");
+        }
+        SecretCommand::Revoke {
+            name,
+            tool,
+            version,
+        } => {
+            let said = omniforge_server::change_grant(
+                &store,
+                &super::actor(),
+                &name,
+                &tool,
+                version,
+                false,
+            )
+            .await?;
+            out!("{said}");
+        }
+        SecretCommand::Requests { tool } => {
+            let requests = omniforge_server::secret_requests(&store, tool.as_deref())
+                .await
+                .context("listing secret requests")?;
+            for r in requests {
+                let state = match (&r["granted"], r["secretSet"] == true) {
+                    (serde_json::Value::Object(g), _) => {
+                        format!("granted by {}", g["by"].as_str().unwrap_or("?"))
+                    }
+                    (_, true) => "pending".to_owned(),
+                    (_, false) => "pending (secret not set)".to_owned(),
+                };
+                out!(
+                    "{} v{} {} {state}",
+                    r["tool"].as_str().unwrap_or(""),
+                    r["version"],
+                    r["secret"].as_str().unwrap_or("")
+                );
+            }
+        }
     }
     Ok(())
 }

@@ -334,6 +334,30 @@ pub(crate) enum SecretCommand {
     },
     /// List secret names (never values).
     List,
+    /// Grant a secret to one version of a tool (default: its current version), which must
+    /// declare it. Only that version gets it: a new version asks again.
+    Grant {
+        /// Secret name.
+        name: String,
+        /// Tool name.
+        tool: String,
+        /// Version number (default: the current version).
+        version: Option<u32>,
+    },
+    /// Revoke a secret's grant from one version of a tool (default: its current version).
+    Revoke {
+        /// Secret name.
+        name: String,
+        /// Tool name.
+        tool: String,
+        /// Version number (default: the current version).
+        version: Option<u32>,
+    },
+    /// List the secrets each tool's current version declares: set or not, granted or pending.
+    Requests {
+        /// Only this tool.
+        tool: Option<String>,
+    },
 }
 
 /// The command line, with the options given before the subcommand and after it merged

@@ -400,6 +400,11 @@ impl HttpServer {
         &self.server.url
     }
 
+    /// The server's `--data-dir` (for one-shot commands against the same store).
+    pub(crate) fn data_dir(&self) -> PathBuf {
+        self._dir.path().join("data")
+    }
+
     /// Scheme, host and port, e.g. `http://127.0.0.1:PORT`.
     pub(crate) fn base(&self) -> &str {
         &self.server.base

@@ -18,6 +18,7 @@ use crate::context::request::RequestCx;
 use crate::error::{AuthoringError, parse_arguments};
 use crate::script_host::prepare::TimeoutRule;
 use crate::tools::authoring::draft::{self, Draft};
+use crate::tools::authoring::secret;
 use crate::tools::stored::call::StoredTools;
 use crate::tools::stored::source::StoredSource;
 
@@ -146,16 +147,27 @@ impl ToolAuthoring {
                 .await
         }
         .map_err(AuthoringError::from)?;
+        let pending = secret::grant_declared(&*self.store, cx, &name, version.number)
+            .await
+            .map_err(AuthoringError::from)?;
         self.source
             .reload(&name)
             .await
             .map_err(AuthoringError::from)?;
         let verb = if create { "Created" } else { "Updated" };
-        Ok(text(format!(
+        let mut sentence = format!(
             "{verb} tool {name} (version {}). It is listed in tools/list now; clients that ignore \
              notifications/tools/list_changed can call it with omniforge_call_tool.",
             version.number
-        )))
+        );
+        if !pending.is_empty() {
+            sentence.push_str(&format!(
+                " Secrets {} are requested, not granted: this version runs without them until \
+                 an admin grants them to it (omniforge_grant_secret).",
+                pending.join(", ")
+            ));
+        }
+        Ok(text(sentence))
     }
 
     /// Validates `omniforge_create_tool` arguments and builds the tool's environment, without

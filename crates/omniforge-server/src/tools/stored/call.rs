@@ -71,9 +71,10 @@ impl StoredTools {
         spec.network = spec_v.limits.network;
         let mut secrets = Vec::new();
         if !spec_v.secrets.is_empty() {
+            // Only what an admin granted to this exact version (issue 11, finding 1).
             let values = self
                 .store
-                .secret_values(&spec_v.secrets)
+                .granted_secrets(&version.tool, version.number)
                 .await
                 .map_err(CallError::Secrets)?;
             spec.env = values
