@@ -55,7 +55,7 @@ pub use script_host::host::ScriptSettings;
 pub use server::{Server, Settings, StartError, StoreSettings};
 pub use settings::HttpSettings;
 pub use tools::authoring::secret::{change_grant, secret_requests};
-pub use tools::authoring::tool::describe_tool;
+pub use tools::authoring::tool::{call_json, describe_tool};
 pub use tools::manifest::source::{ManifestConfig, ManifestSourceError};
 
 /// Re-exported so the binary can configure manifest upstreams without naming the bridge crate.

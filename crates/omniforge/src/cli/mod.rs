@@ -17,6 +17,7 @@ macro_rules! out {
     }};
 }
 
+mod audit;
 mod maintenance;
 mod pack;
 mod parts;
@@ -78,6 +79,7 @@ pub(crate) async fn run(settings: Settings) -> Result<()> {
         Task::Resource(command) => resource::run(command, &common).await,
         Task::Prompt(command) => prompt::run(command, &common).await,
         Task::Pack(command) => pack::run(command, &common).await,
+        Task::Audit(args) => audit::run(args, &common).await,
     }
 }
 

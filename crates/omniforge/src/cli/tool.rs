@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 use omniforge_server::Caller;
-use omniforge_store::ToolStore as _;
+use omniforge_store::{CallLog as _, ToolStore as _};
 
 use super::progress::Progress;
 use super::{parts, read_json_object, render};
@@ -49,6 +49,29 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
                     render::time(v.created_at_ms),
                     v.spec.author,
                     render::first_line(&v.spec.description)
+                );
+            }
+        }
+        ToolCommand::Calls { name, limit } => {
+            let store = parts::open_store(common).await?;
+            let calls = store
+                .recent_calls(&name, limit)
+                .await
+                .context("reading the call log")?;
+            for call in &calls {
+                let c = omniforge_server::call_json(call);
+                let outcome = match &c["exitCode"] {
+                    serde_json::Value::Number(n) => format!("exit {n}"),
+                    _ => c["outcome"].as_str().unwrap_or("").to_owned(),
+                };
+                out!(
+                    "{}  v{:<4} {:<24} {:>7} ms  {:<9} {}",
+                    render::time(call.started_at_ms),
+                    call.version.map_or(String::from("-"), |v| v.to_string()),
+                    call.principal.as_deref().unwrap_or("-"),
+                    call.duration_ms,
+                    outcome,
+                    call.error.as_deref().unwrap_or("")
                 );
             }
         }

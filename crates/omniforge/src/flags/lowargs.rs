@@ -114,6 +114,26 @@ pub(crate) enum Command {
     /// Import or export packs: one TOML or JSON file of tools, resources and prompts.
     #[command(subcommand)]
     Pack(PackCommand),
+    /// Read the audit log: every authoring and admin action, newest first (time, principal,
+    /// action, object, version, definition hash). Never a secret value.
+    Audit(AuditArgs),
+}
+
+/// Options of `omniforge audit`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct AuditArgs {
+    /// Only records since this long ago (`1h`, `2days`) or this time (`2026-12-01T10:00:00Z`).
+    #[arg(long, value_name = "WHEN")]
+    pub(crate) since: Option<String>,
+    /// Only records of this principal (`token:NAME`, `cli:USER`, `stdio`, `anonymous`).
+    #[arg(long, value_name = "PRINCIPAL")]
+    pub(crate) principal: Option<String>,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// At most this many records.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: u32,
 }
 
 /// Options of `omniforge serve`.
@@ -307,6 +327,15 @@ pub(crate) enum ToolCommand {
         /// Version number.
         version: u32,
     },
+    /// Show a tool's latest calls, newest first: time (UTC), principal, version, duration,
+    /// outcome, error.
+    Calls {
+        /// Tool name.
+        name: String,
+        /// At most this many calls.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
     /// Run a tool once with JSON arguments and print its result; exits 1 when it is an error.
     Run {
         /// Tool name.
@@ -433,7 +462,8 @@ impl Cli {
             | Command::Tool(_)
             | Command::Resource(_)
             | Command::Prompt(_)
-            | Command::Pack(_) => {}
+            | Command::Pack(_)
+            | Command::Audit(_) => {}
         }
         LowArgs {
             global,

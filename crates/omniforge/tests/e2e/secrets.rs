@@ -88,6 +88,27 @@ impl Client {
         msg["result"].clone()
     }
 
+    /// One request in the session that must fail; its JSON-RPC `error`.
+    pub(crate) async fn request_error(&mut self, method: &str, params: Value) -> Value {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        let reply = self
+            .post(
+                Some(()),
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+                std::slice::from_ref(&id),
+            )
+            .await;
+        let msg = reply
+            .messages
+            .iter()
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("{method}: no response: {:?}", reply.notes));
+        msg.get("error")
+            .unwrap_or_else(|| panic!("{method}: not an error: {msg}"))
+            .clone()
+    }
+
     async fn tool_names(&mut self) -> Vec<String> {
         let list = self.request("tools/list", json!({})).await;
         list["tools"]

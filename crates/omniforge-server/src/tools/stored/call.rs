@@ -12,7 +12,7 @@ use omniforge_store::{CallOutcome, CallRecord, CallSource, Store, ToolVersion};
 use rmcp::model::{JsonObject, LoggingLevel};
 use serde_json::Value;
 
-use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
+use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, failure_reason, running};
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::schema::LazySchema;
@@ -85,7 +85,14 @@ impl StoredTools {
         }
         let started_at_ms = now_ms();
         let (result, outcome) = self
-            .run(spec, stored.output.as_ref(), log_level, &secrets, cx)
+            .run(
+                spec,
+                &version.tool,
+                stored.output.as_ref(),
+                log_level,
+                &secrets,
+                cx,
+            )
             .await;
         let result = match result {
             Ok(mut result) => {
@@ -114,8 +121,9 @@ impl StoredTools {
             outcome,
             bytes_out: bytes_out as u64,
             principal: Some(cx.author().to_owned()),
-            // Already redacted (see above); the store keeps the first few words.
-            error: result.as_ref().err().map(ToString::to_string),
+            // Already redacted (see above): a short reason for a failed call, an error result
+            // (a traceback, an exit status) included.
+            error: failure_reason(&result),
             arguments: None,
             arguments_text: None,
             result_text: None,
@@ -130,6 +138,7 @@ impl StoredTools {
     pub(crate) async fn run(
         &self,
         spec: RunSpec,
+        tool: &str,
         output_schema: Option<&LazySchema>,
         log_level: Option<LoggingLevel>,
         secrets: &[String],
@@ -158,7 +167,8 @@ impl StoredTools {
         };
         let result = self
             .shaper
-            .shape(&output, output_schema, secrets, cx.resource_links())
+            .shape(&output, output_schema, secrets, tool, cx)
+            .await
             .map_err(CallError::from);
         (result, outcome)
     }
