@@ -218,18 +218,12 @@ async fn kept_output_is_readable_only_by_its_caller_and_admins() {
     let read = |uri: &str| json!({"uri": uri});
     let r = writer.request("resources/read", read(&uri)).await;
     assert!(
-        r["contents"][0]["text"]
-            .as_str()
-            .unwrap()
-            .ends_with("END"),
+        r["contents"][0]["text"].as_str().unwrap().ends_with("END"),
         "{r}"
     );
     let r = boss.request("resources/read", read(&uri)).await;
     assert!(
-        r["contents"][0]["text"]
-            .as_str()
-            .unwrap()
-            .ends_with("END"),
+        r["contents"][0]["text"].as_str().unwrap().ends_with("END"),
         "{r}"
     );
     // Another token: exactly the unknown id's error.
