@@ -40,13 +40,35 @@ use omniforge_store::Actor;
 use crate::flags::{Settings, Task};
 
 /// Who runs a one-shot command: `cli:USER`, the OS user (`$USER`, else `$LOGNAME`, else the
-/// numeric uid), recorded as author, in the call log and in the audit log.
+/// `/etc/passwd` name of the real uid, else `uid-N`), recorded as author, in the call log and
+/// in the audit log.
 pub(crate) fn principal() -> PrincipalId {
+    let usable = |u: &str| !u.is_empty() && !u.chars().any(|c| c.is_control() || c == ':');
     let user = ["USER", "LOGNAME"]
         .iter()
         .filter_map(|v| std::env::var(v).ok())
-        .find(|u| !u.is_empty() && !u.chars().any(char::is_control));
+        .find(|u| usable(u))
+        .or_else(|| user_of_uid().filter(|u| usable(u)));
     PrincipalId::cli(user.as_deref().unwrap_or("unknown"))
+}
+
+/// The name of this process's real uid, from `/proc/self/status` and `/etc/passwd`; `uid-N`
+/// when the uid has no name.
+fn user_of_uid() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let uid = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .to_owned();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    let name = passwd.lines().find_map(|l| {
+        let mut fields = l.split(':');
+        let name = fields.next()?;
+        (fields.nth(1)? == uid).then(|| name.to_owned())
+    });
+    Some(name.unwrap_or_else(|| format!("uid-{uid}")))
 }
 
 /// The command-line user as the store records who did a write.
