@@ -1,5 +1,6 @@
 //! `GET /healthz`: liveness plus what a person checking the server wants at a glance: the
-//! tools per source, the sandbox layers (as `omniforge doctor` names them) and the sessions.
+//! tools per source, the sandbox layers (as `omniforge doctor` names them), the sessions and
+//! the warm templates (`warm`: on or why off, each template's state, pid, calls and memory).
 
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -34,6 +35,7 @@ pub(super) fn report(shared: &Shared, sessions: usize) -> Response {
         "sandbox": sandbox,
         "sandbox_layers": sandbox_layers,
         "sessions": sessions,
+        "warm": shared.host.as_ref().map(|h| h.warm().report()),
     }))
     .into_response()
 }
