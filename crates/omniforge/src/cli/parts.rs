@@ -65,12 +65,7 @@ pub(super) async fn server(common: &Common, tools: Tools, authoring: bool) -> Re
     build(common, tools, authoring, false).await
 }
 
-async fn build(
-    common: &Common,
-    tools: Tools,
-    authoring: bool,
-    once: bool,
-) -> Result<Server> {
+async fn build(common: &Common, tools: Tools, authoring: bool, once: bool) -> Result<Server> {
     let store = match tools {
         Tools::ManifestOnly => None,
         Tools::All => {

@@ -966,14 +966,26 @@ impl Scene {
                 .as_array()
                 .into_iter()
                 .flatten()
-                .filter(|t| t["version"].as_str().is_some_and(|k| k.starts_with(&format!("{tool}@"))))
+                .filter(|t| {
+                    t["version"]
+                        .as_str()
+                        .is_some_and(|k| k.starts_with(&format!("{tool}@")))
+                })
                 .collect();
             let warm_calls: u64 = templates.iter().filter_map(|t| t["calls"].as_u64()).sum();
-            let cold: Vec<&str> = templates.iter().filter_map(|t| t["cold_reason"].as_str()).collect();
+            let cold: Vec<&str> = templates
+                .iter()
+                .filter_map(|t| t["cold_reason"].as_str())
+                .collect();
             if warm_calls > 0 {
-                v.saw(format!("warm: {tool} ran {warm_calls} call(s) on its template"));
+                v.saw(format!(
+                    "warm: {tool} ran {warm_calls} call(s) on its template"
+                ));
             } else if !cold.is_empty() {
-                v.saw(format!("warm: {tool} runs cold by the pool's decision: {}", cold.join("; ")));
+                v.saw(format!(
+                    "warm: {tool} runs cold by the pool's decision: {}",
+                    cold.join("; ")
+                ));
             } else {
                 v.problem(format!(
                     "warm: no template of {tool} ran a call and none is marked cold: {templates:?}"
@@ -1358,7 +1370,9 @@ probe("every /proc/*/environ", every, limit=None)
         match find(&obs, &server) {
             Some(o) if !o.ok => v.layer(match o.errno.as_str() {
                 "ENOENT" => match mode {
-                    Mode::Namespaces | Mode::Warm => "namespaces (PID ns: the server is not visible)",
+                    Mode::Namespaces | Mode::Warm => {
+                        "namespaces (PID ns: the server is not visible)"
+                    }
                     Mode::NoNamespaces => {
                         "unprivileged-uid (hidepid /proc: the server is not visible)"
                     }

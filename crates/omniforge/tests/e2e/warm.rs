@@ -75,7 +75,10 @@ async fn only_template(server: &HttpServer, tool: &str, version: u32) -> (u32, u
     assert_eq!(t["state"], "ready", "{t}");
     assert_eq!(t["principal"], "writer", "{t}");
     let pid = u32::try_from(t["pid"].as_u64().unwrap()).unwrap();
-    assert!(alive(pid), "template {pid} of {tool}@{version} is not running: {t}");
+    assert!(
+        alive(pid),
+        "template {pid} of {tool}@{version} is not running: {t}"
+    );
     (pid, t["calls"].as_u64().unwrap())
 }
 
@@ -118,7 +121,11 @@ async fn warm_templates_retire_on_update_rollback_disable_and_delete() {
     let (p1, calls) = only_template(&server, "echo", 1).await;
     assert_eq!(calls, 0);
     assert_eq!(ok(&mut writer, "echo", json!({})).await, "one");
-    assert_eq!(only_template(&server, "echo", 1).await, (p1, 1), "the call ran warm");
+    assert_eq!(
+        only_template(&server, "echo", 1).await,
+        (p1, 1),
+        "the call ran warm"
+    );
 
     let update = json!({"name": "echo", "description": "Says its version.", "code": code("two")});
     ok(&mut writer, "omniforge_update_tool", update).await;
@@ -135,7 +142,12 @@ async fn warm_templates_retire_on_update_rollback_disable_and_delete() {
     assert_eq!(ok(&mut writer, "echo", json!({})).await, "one");
     assert_eq!(only_template(&server, "echo", 1).await, (p3, 1));
 
-    ok(&mut writer, "omniforge_delete_tool", json!({"name": "echo"})).await;
+    ok(
+        &mut writer,
+        "omniforge_delete_tool",
+        json!({"name": "echo"}),
+    )
+    .await;
     gone(p3, "disable").await;
     assert_eq!(templates(&server, "echo").await, Vec::<Value>::new());
 
@@ -150,7 +162,11 @@ async fn warm_templates_retire_on_update_rollback_disable_and_delete() {
     .await;
     gone(p4, "delete").await;
     assert_eq!(templates(&server, "echo").await, Vec::<Value>::new());
-    assert!(!server.stderr_all().contains("panicked"), "{}", server.output_text());
+    assert!(
+        !server.stderr_all().contains("panicked"),
+        "{}",
+        server.output_text()
+    );
 }
 
 #[tokio::test]
@@ -170,7 +186,10 @@ async fn a_warm_template_killed_while_a_call_runs_still_answers() {
         if t.first().is_some_and(|t| t["running"] == 1) {
             break;
         }
-        assert!(Instant::now() < deadline, "the call never ran on the template: {t:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the call never ran on the template: {t:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let status = std::process::Command::new("kill")
@@ -183,7 +202,11 @@ async fn a_warm_template_killed_while_a_call_runs_still_answers() {
     assert_eq!((text.as_str(), is_error), ("done", false), "{raw}");
     // And the next call answers too (cold, or on a new template).
     assert_eq!(ok(&mut writer, "slow", json!({})).await, "done");
-    assert!(!server.stderr_all().contains("panicked"), "{}", server.output_text());
+    assert!(
+        !server.stderr_all().contains("panicked"),
+        "{}",
+        server.output_text()
+    );
 }
 
 #[tokio::test]
@@ -210,7 +233,10 @@ async fn a_secret_changed_between_two_warm_calls_reaches_only_the_second() {
     ok(&mut boss, "omniforge_set_secret", set(&second)).await;
     let text = ok(&mut writer, "use_key", json!({})).await;
     assert!(text.starts_with(&format!("{}\n", rev(&second))), "{text}");
-    assert!(!text.contains(&rev(&first)) && !text.contains(&first), "{text}");
+    assert!(
+        !text.contains(&rev(&first)) && !text.contains(&first),
+        "{text}"
+    );
     // Both calls ran on the one template.
     assert_eq!(only_template(&server, "use_key", 1).await, (pid, 2));
     // The template never held either value in its environment or command line.
@@ -218,7 +244,10 @@ async fn a_secret_changed_between_two_warm_calls_reaches_only_the_second() {
         let bytes = std::fs::read(format!("/proc/{pid}/{file}")).unwrap();
         let text = String::from_utf8_lossy(&bytes);
         for v in [&first, &second] {
-            assert!(!text.contains(v.as_str()), "the template's {file} holds a secret value");
+            assert!(
+                !text.contains(v.as_str()),
+                "the template's {file} holds a secret value"
+            );
         }
     }
     assert!(!server.stderr_all().contains(&first) && !server.stderr_all().contains(&second));
