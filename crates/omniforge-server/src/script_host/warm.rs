@@ -60,13 +60,19 @@ impl Warm {
         spec: RunSpec,
         ct: CancellationToken,
     ) -> Result<RunOutput, RunError> {
-        if self.is_current(tool, version) {
-            self.pool
-                .run(&WarmKey::new(version, principal), spec, ct)
-                .await
-        } else {
-            self.pool.runner().run(spec, ct).await
+        if !self.is_current(tool, version) {
+            return self.pool.runner().run(spec, ct).await;
         }
+        let output = self
+            .pool
+            .run(&WarmKey::new(version, principal), spec, ct)
+            .await;
+        // A cold call starts its key's template after it answered; if the version stopped
+        // being current meanwhile, that template retires now.
+        if !self.is_current(tool, version) {
+            self.retire(version);
+        }
+        output
     }
 
     /// Starts the template of (`version`, `principal`) and waits until it is ready, or the
@@ -83,6 +89,11 @@ impl Warm {
         {
             Prepared::Ready => tracing::debug!(%version, "warm template ready"),
             Prepared::Cold(why) => tracing::info!(%version, reason = %why, "calls run cold"),
+        }
+        // The version stopped being current while its template started: it retires now
+        // rather than idle until expiry.
+        if !self.is_current(tool, version) {
+            self.retire(version);
         }
     }
 
@@ -138,8 +149,9 @@ impl Warm {
     }
 
     /// The `warm` object of `/healthz`: on or why off, the limit, the templates by state,
-    /// their memory, and each template (key, state, pid, calls, idle seconds, memory).
-    pub(crate) fn report(&self) -> Value {
+    /// their memory, and with `detail` (an `admin` asks) each template: its key (tool
+    /// version and principal names), state, host pid, calls, idle seconds, memory.
+    pub(crate) fn report(&self, detail: bool) -> Value {
         let report = self.pool.report();
         let (mut starting, mut ready, mut cold) = (0, 0, 0);
         let templates: Vec<Value> = report
@@ -178,7 +190,7 @@ impl Warm {
                 })
             })
             .collect();
-        json!({
+        let mut out = json!({
             "on": report.off.is_none(),
             "off_reason": report.off,
             "max_templates": report.max_templates,
@@ -187,8 +199,11 @@ impl Warm {
             "cold": cold,
             "rss_bytes": report.rss_bytes,
             "pss_bytes": report.pss_bytes,
-            "templates": templates,
-        })
+        });
+        if detail {
+            out["templates"] = Value::Array(templates);
+        }
+        out
     }
 }
 

@@ -8,7 +8,9 @@
 //! - a template killed from the host while a call runs on it: the call still answers, and so
 //!   does the next one;
 //! - a secret changed between two warm calls of one template: the second sees only the new
-//!   value, and the template's own environment and command line hold neither.
+//!   value, and the template's own environment and command line hold neither;
+//! - a change made by another process (the command line on the same data directory), heard
+//!   through the change feed, retires the template too.
 //!
 //! The escape suite's warm mode (`escape.rs`, `NAME::warm`) attacks through the same path.
 
@@ -17,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::secrets::Client;
-use crate::util::{self, Auth, HttpServer, uv};
+use crate::util::{self, Auth, HttpServer, omniforge_cli, uv};
 
 const WRITER: &str = "writer-token-0123456789abcdef";
 const BOSS: &str = "boss-token-0123456789abcdef";
@@ -38,10 +40,11 @@ async fn start() -> HttpServer {
     .await
 }
 
-/// `/healthz`'s `warm` object.
+/// `/healthz`'s `warm` object, as an `admin` sees it (with each template's key and pid).
 async fn warm(server: &HttpServer) -> Value {
     let health: Value = util::http_client()
         .get(format!("{}/healthz", server.base()))
+        .bearer_auth(BOSS)
         .timeout(Duration::from_secs(10))
         .send()
         .await
@@ -120,6 +123,24 @@ async fn warm_templates_retire_on_update_rollback_disable_and_delete() {
     // Prepared before the create answered: the first call is warm.
     let (p1, calls) = only_template(&server, "echo", 1).await;
     assert_eq!(calls, 0);
+    // Without `admin` (a `tools:write` token, or none), `/healthz` gives the pool's totals
+    // only: no tool, principal or pid.
+    for token in [Some(WRITER), None] {
+        let mut get = util::http_client().get(format!("{}/healthz", server.base()));
+        if let Some(token) = token {
+            get = get.bearer_auth(token);
+        }
+        let health: Value = get.send().await.unwrap().json().await.unwrap();
+        let warm = &health["warm"];
+        assert_eq!(
+            (warm["on"].clone(), warm["ready"].clone()),
+            (json!(true), json!(1)),
+            "{health}"
+        );
+        assert!(warm.get("templates").is_none(), "{token:?}: {health}");
+        let text = health.to_string();
+        assert!(!text.contains("echo") && !text.contains("writer"), "{text}");
+    }
     assert_eq!(ok(&mut writer, "echo", json!({})).await, "one");
     assert_eq!(
         only_template(&server, "echo", 1).await,
@@ -251,4 +272,45 @@ async fn a_secret_changed_between_two_warm_calls_reaches_only_the_second() {
         }
     }
     assert!(!server.stderr_all().contains(&first) && !server.stderr_all().contains(&second));
+}
+
+#[tokio::test]
+async fn a_change_from_another_process_retires_the_template() {
+    let server = start().await;
+    let mut writer = Client::open(&server, WRITER).await;
+    let create = json!({"name": "echo", "description": "Says one.", "code": "print('one')\n"});
+    ok(&mut writer, "omniforge_create_tool", create).await;
+    let (pid, _) = only_template(&server, "echo", 1).await;
+    // `omniforge tool disable` is another process on the same store: the server hears of it
+    // through the change feed (within its polling interval).
+    let data = server.data_dir();
+    let (done, out, err) = omniforge_cli(&data, &["tool", "disable", "echo"], None).await;
+    assert!(done, "{out}{err}");
+    gone(pid, "disabled by another process").await;
+    assert_eq!(templates(&server, "echo").await, Vec::<Value>::new());
+    // Enabled again there: the first call runs cold and starts the template; the next is warm.
+    let (done, out, err) = omniforge_cli(&data, &["tool", "enable", "echo"], None).await;
+    assert!(done, "{out}{err}");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let (text, is_error, _) = writer.call("echo", json!({})).await;
+        if !is_error && text == "one" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "echo never came back: {text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while templates(&server, "echo")
+        .await
+        .first()
+        .is_none_or(|t| t["state"] != "ready")
+    {
+        assert!(Instant::now() < deadline, "no template after a cold call");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (p2, before) = only_template(&server, "echo", 1).await;
+    assert_ne!(p2, pid);
+    assert_eq!(ok(&mut writer, "echo", json!({})).await, "one");
+    assert_eq!(only_template(&server, "echo", 1).await, (p2, before + 1));
 }

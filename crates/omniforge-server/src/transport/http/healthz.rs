@@ -8,8 +8,10 @@ use serde_json::{Value, json};
 use crate::catalog::entry::ToolSource;
 use crate::mcp::state::Shared;
 
-/// The `/healthz` answer; `sessions` is the number of live HTTP sessions.
-pub(super) fn report(shared: &Shared, sessions: usize) -> Response {
+/// The `/healthz` answer; `sessions` is the number of live HTTP sessions; `admin`: the
+/// request carries an `admin` token (or the server has no tokens), so the warm templates are
+/// listed one by one.
+pub(super) fn report(shared: &Shared, sessions: usize, admin: bool) -> Response {
     let snapshot = shared.catalog.snapshot();
     let tools: serde_json::Map<String, Value> = [
         ToolSource::Builtin,
@@ -35,7 +37,7 @@ pub(super) fn report(shared: &Shared, sessions: usize) -> Response {
         "sandbox": sandbox,
         "sandbox_layers": sandbox_layers,
         "sessions": sessions,
-        "warm": shared.host.as_ref().map(|h| h.warm().report()),
+        "warm": shared.host.as_ref().map(|h| h.warm().report(admin)),
     }))
     .into_response()
 }
