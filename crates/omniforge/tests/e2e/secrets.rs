@@ -13,7 +13,8 @@ use crate::util::{self, Auth, HttpServer, http_send, post_headers, uv};
 const WRITER: &str = "writer-token-0123456789abcdef";
 const BOSS: &str = "boss-token-0123456789abcdef";
 
-/// One initialized HTTP session with a bearer token.
+/// One initialized HTTP session with a bearer token (the warm tests and `authoring_audit` use
+/// it too).
 pub(crate) struct Client {
     http: reqwest::Client,
     url: String,

@@ -400,14 +400,14 @@ impl HttpServer {
         &self.server.url
     }
 
-    /// The server's `--data-dir` (for one-shot commands against the same store).
-    pub(crate) fn data_dir(&self) -> PathBuf {
-        self._dir.path().join("data")
-    }
-
     /// Scheme, host and port, e.g. `http://127.0.0.1:PORT`.
     pub(crate) fn base(&self) -> &str {
         &self.server.base
+    }
+
+    /// The server's `--data-dir` (for the command line on the same store).
+    pub(crate) fn data_dir(&self) -> std::path::PathBuf {
+        self._dir.path().join("data")
     }
 
     /// Everything the server wrote to stderr so far.

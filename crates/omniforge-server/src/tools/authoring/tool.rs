@@ -150,7 +150,7 @@ impl ToolAuthoring {
             .await
             .map_err(AuthoringError::from)?;
         self.source
-            .reload(&name)
+            .reload_and_prepare(&name, cx.author())
             .await
             .map_err(AuthoringError::from)?;
         let verb = if create { "Created" } else { "Updated" };
@@ -232,7 +232,7 @@ impl ToolAuthoring {
             .await
             .map_err(AuthoringError::from)?;
         self.source
-            .reload(&args.name)
+            .reload_and_prepare(&args.name, cx.author())
             .await
             .map_err(AuthoringError::from)?;
         Ok(text(format!(
@@ -312,7 +312,7 @@ impl ToolAuthoring {
         spec.memory_bytes = host.settings().memory_bytes;
         spec.network = args.network.unwrap_or(false);
         self.tools
-            .run(spec, "omniforge_test_tool", None, None, &[], cx)
+            .run(spec, "omniforge_test_tool", None, None, None, &[], cx)
             .await
             .0
     }
