@@ -311,10 +311,7 @@ impl ToolAuthoring {
         spec.timeout = prepared.timeout;
         spec.memory_bytes = host.settings().memory_bytes;
         spec.network = args.network.unwrap_or(false);
-        self.tools
-            .run(spec, "omniforge_test_tool", None, None, None, &[], cx)
-            .await
-            .0
+        self.tools.run(spec, None, None, None, &[], cx).await.0
     }
 }
 
