@@ -445,6 +445,6 @@ async fn healthz_counts_tools_and_sessions() {
     assert_eq!(body["status"], "ok");
     assert_eq!(body["sessions"], 1);
     // instructions, 6 tool and 3 secret built-ins, call_tool, 10 content built-ins.
-    assert_eq!(body["tools"]["builtin"], 21);
+    assert_eq!(body["tools"]["builtin"], 24);
     assert_eq!(body["tools"]["stored"], 0);
 }

@@ -17,7 +17,7 @@ use rmcp::model::LoggingLevel;
 use rmcp::service::{RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{Principal, Scope};
+use crate::auth::{Principal, PrincipalId, Scope};
 use crate::context::client::ClientLink;
 use crate::context::progress::{Progress, ProgressSink};
 use crate::context::stream::StreamLink;
@@ -119,14 +119,20 @@ impl<'a> RequestCx<'a> {
         Actor::new(self.author())
     }
 
+    /// The caller's id; `None` for an HTTP request without the front's marker.
+    pub(crate) fn principal(&self) -> Option<&PrincipalId> {
+        self.principal.map(|p| &p.id)
+    }
+
     /// Whether the caller holds `scope`.
     pub(crate) fn allows(&self, scope: Scope) -> bool {
         self.principal.is_some_and(|p| p.allows(scope))
     }
 
-    /// The caller's name, recorded as an author: a token's name, `stdio`, `cli`.
+    /// The caller's principal id as text, recorded as an author and in the call and audit
+    /// logs: `token:NAME`, `stdio`, `cli:USER`, `anonymous`.
     pub(crate) fn author(&self) -> &str {
-        self.principal.map_or("anonymous", |p| &p.name)
+        self.principal.map_or("anonymous", |p| p.id.as_str())
     }
 
     /// Fires when the request is cancelled (or the server shuts down).

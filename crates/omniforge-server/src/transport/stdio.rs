@@ -438,6 +438,7 @@ mod tests {
                 instructions: SERVER_INSTRUCTIONS,
                 content: None,
                 kept: None,
+                call_log: None,
                 host: None,
             });
             let (input, server_in) = tokio::io::duplex(1 << 16);

@@ -34,7 +34,7 @@ async fn import(common: &Common, file: &Path) -> Result<()> {
     };
     let server = parts::one_shot(common).await?;
     let progress = Progress::on_stderr();
-    let caller = Caller::local_with_progress("cli", progress.sink());
+    let caller = Caller::local_with_progress(super::principal(), progress.sink());
     let imported = server.import_pack(value, &caller).await;
     progress.finish();
     match imported {

@@ -57,7 +57,7 @@ pub(super) async fn run(command: ResourceCommand, common: &Common) -> Result<()>
                 DefinitionKind::Resource
             };
             let progress = Progress::on_stderr();
-            let caller = Caller::local_with_progress("cli", progress.sink());
+            let caller = Caller::local_with_progress(super::principal(), progress.sink());
             let written = server
                 .write_definition(kind, args, omniforge_store::WriteMode::Upsert, &caller)
                 .await;
@@ -85,7 +85,7 @@ pub(super) async fn run(command: ResourceCommand, common: &Common) -> Result<()>
                 bail!("no resource or resource template {key:?}")
             };
             let text = server
-                .remove_definition(kind, &key, &Caller::local("cli"))
+                .remove_definition(kind, &key, &super::caller())
                 .await?;
             out!("{text}");
         }

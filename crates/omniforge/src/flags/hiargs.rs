@@ -13,7 +13,8 @@ use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
 
 use super::file::{self, FileConfig, FileManifest};
 use super::lowargs::{
-    Command, LowArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand, ToolCommand,
+    AuditArgs, Command, LowArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand,
+    ToolCommand,
 };
 use super::options::{HttpOptions, LogFormat, ManifestOptions, SandboxArg, SchemaProfileArg};
 
@@ -54,6 +55,8 @@ pub(crate) enum Task {
     Prompt(PromptCommand),
     /// `pack ...`.
     Pack(PackCommand),
+    /// `audit ...`.
+    Audit(AuditArgs),
 }
 
 /// Settings every command shares.
@@ -280,6 +283,7 @@ impl Settings {
             Command::Resource(command) => Task::Resource(command),
             Command::Prompt(command) => Task::Prompt(command),
             Command::Pack(command) => Task::Pack(command),
+            Command::Audit(args) => Task::Audit(args),
         };
         Ok(Settings { common, task })
     }

@@ -114,6 +114,26 @@ pub(crate) enum Command {
     /// Import or export packs: one TOML or JSON file of tools, resources and prompts.
     #[command(subcommand)]
     Pack(PackCommand),
+    /// Read the audit log: every authoring and admin action, newest first (time, principal,
+    /// action, object, version, definition hash). Never a secret value.
+    Audit(AuditArgs),
+}
+
+/// Options of `omniforge audit`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct AuditArgs {
+    /// Only records since this long ago (`1h`, `2days`) or this time (`2026-12-01T10:00:00Z`).
+    #[arg(long, value_name = "WHEN")]
+    pub(crate) since: Option<String>,
+    /// Only records of this principal (`token:NAME`, `cli:USER`, `stdio`, `anonymous`).
+    #[arg(long, value_name = "PRINCIPAL")]
+    pub(crate) principal: Option<String>,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// At most this many records.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: u32,
 }
 
 /// Options of `omniforge serve`.
@@ -307,6 +327,15 @@ pub(crate) enum ToolCommand {
         /// Version number.
         version: u32,
     },
+    /// Show a tool's latest calls, newest first: time (UTC), principal, version, duration,
+    /// outcome, error.
+    Calls {
+        /// Tool name.
+        name: String,
+        /// At most this many calls.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
     /// Run a tool once with JSON arguments and print its result; exits 1 when it is an error.
     Run {
         /// Tool name.
@@ -334,6 +363,30 @@ pub(crate) enum SecretCommand {
     },
     /// List secret names (never values).
     List,
+    /// Grant a secret to one version of a tool (default: its current version), which must
+    /// declare it. Only that version gets it: a new version asks again.
+    Grant {
+        /// Secret name.
+        name: String,
+        /// Tool name.
+        tool: String,
+        /// Version number (default: the current version).
+        version: Option<u32>,
+    },
+    /// Revoke a secret's grant from one version of a tool (default: its current version).
+    Revoke {
+        /// Secret name.
+        name: String,
+        /// Tool name.
+        tool: String,
+        /// Version number (default: the current version).
+        version: Option<u32>,
+    },
+    /// List the secrets each tool's current version declares: set or not, granted or pending.
+    Requests {
+        /// Only this tool.
+        tool: Option<String>,
+    },
 }
 
 /// The command line, with the options given before the subcommand and after it merged
@@ -409,7 +462,8 @@ impl Cli {
             | Command::Tool(_)
             | Command::Resource(_)
             | Command::Prompt(_)
-            | Command::Pack(_) => {}
+            | Command::Pack(_)
+            | Command::Audit(_) => {}
         }
         LowArgs {
             global,

@@ -19,7 +19,7 @@ use clap::{CommandFactory, FromArgMatches};
 
 pub(crate) use hiargs::{Common, Http, Settings, Task};
 pub(crate) use lowargs::{
-    LowArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand, ToolCommand,
+    AuditArgs, LowArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand, ToolCommand,
 };
 pub(crate) use options::{LogFormat, SandboxArg, SchemaProfileArg};
 

@@ -312,7 +312,7 @@ async fn tool_history_shows_readable_times() {
     let (ok, out, err) = omniforge_cli(dir.path(), &["tool", "history", "add_vat"], None).await;
     assert!(ok, "{err}");
     let line =
-        Regex::new(r"^([ *])v(\d+)\s+(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) UTC\s+by cli\s+\S")
+        Regex::new(r"^([ *])v(\d+)\s+(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) UTC\s+by cli:\S+\s+\S")
             .unwrap();
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");

@@ -12,7 +12,7 @@ use omniforge_store::{CallOutcome, CallRecord, CallSource, Store, ToolVersion};
 use rmcp::model::{JsonObject, LoggingLevel};
 use serde_json::Value;
 
-use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
+use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, failure_reason, running};
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::schema::LazySchema;
@@ -69,9 +69,10 @@ impl StoredTools {
         spec.arguments = Value::Object(arguments);
         let mut secrets = Vec::new();
         if !spec_v.secrets.is_empty() {
+            // Only what an admin granted to this exact version (issue 11, finding 1).
             let values = self
                 .store
-                .secret_values(&spec_v.secrets)
+                .granted_secrets(&version.tool, version.number)
                 .await
                 .map_err(CallError::Secrets)?;
             spec.env = values
@@ -123,8 +124,9 @@ impl StoredTools {
             outcome,
             bytes_out: bytes_out as u64,
             principal: Some(cx.author().to_owned()),
-            // Already redacted (see above); the store keeps the first few words.
-            error: result.as_ref().err().map(ToString::to_string),
+            // Already redacted (see above): a short reason for a failed call, an error result
+            // (a traceback, an exit status) included.
+            error: failure_reason(&result),
             arguments: None,
             arguments_text: None,
             result_text: None,
@@ -169,6 +171,8 @@ impl StoredTools {
         secrets: &[String],
         cx: &RequestCx<'_>,
     ) -> (CallResult, CallOutcome) {
+        // A kept output names its tool; a test run has none.
+        let tool = warm.map_or("omniforge_test_tool", |w| w.tool);
         let progress = cx.progress();
         let client = cx.client();
         let reporting = Reporting {
@@ -192,7 +196,8 @@ impl StoredTools {
         };
         let result = self
             .shaper
-            .shape(&output, output_schema, secrets, cx.resource_links())
+            .shape(&output, output_schema, secrets, tool, cx)
+            .await
             .map_err(CallError::from);
         (result, outcome)
     }

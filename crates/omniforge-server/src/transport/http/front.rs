@@ -70,7 +70,7 @@ impl Front {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         if let Some(id) = &session
-            && !self.book.may_use(id, &principal.name)
+            && !self.book.may_use(id, &principal.id)
         {
             return rpc_error(
                 StatusCode::FORBIDDEN,
@@ -261,7 +261,7 @@ impl Front {
                 .and_then(|v| v.to_str().ok())
         {
             let version = jsonrpc::negotiated_version(requested.as_deref());
-            self.book.open(new_id, version, principal.name.clone());
+            self.book.open(new_id, version, principal.id.clone());
         }
         if let Some(session) = session
             && response.status() == StatusCode::NOT_FOUND

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use rmcp::transport::streamable_http_server::SessionManager;
 
+use crate::auth::PrincipalId;
+
 use crate::transport::http::resume::ResumableSessions;
 
 /// Per-session facts the front needs and rmcp does not expose.
@@ -15,8 +17,8 @@ use crate::transport::http::resume::ResumableSessions;
 struct SessionInfo {
     /// The revision negotiated by `initialize`.
     version: &'static str,
-    /// The name of the principal that opened the session.
-    owner: Arc<str>,
+    /// The principal that opened the session.
+    owner: PrincipalId,
 }
 
 /// The session records, by session id.
@@ -32,7 +34,7 @@ impl SessionBook {
     }
 
     /// Records a session that `owner` opened with revision `version`.
-    pub(super) fn open(&self, id: &str, version: &'static str, owner: Arc<str>) {
+    pub(super) fn open(&self, id: &str, version: &'static str, owner: PrincipalId) {
         self.lock()
             .insert(id.to_owned(), SessionInfo { version, owner });
     }
@@ -54,8 +56,8 @@ impl SessionBook {
 
     /// Whether `principal` may use the session: it opened it, or the session is unknown here
     /// (rmcp then answers for it).
-    pub(super) fn may_use(&self, id: &str, principal: &str) -> bool {
-        self.lock().get(id).is_none_or(|s| &*s.owner == principal)
+    pub(super) fn may_use(&self, id: &str, principal: &PrincipalId) -> bool {
+        self.lock().get(id).is_none_or(|s| s.owner == *principal)
     }
 
     /// How many sessions are recorded.
