@@ -1,0 +1,104 @@
+//! The server library's parts, built from the settings: the store and the [`Server`]. The only
+//! module that maps settings onto the library's configuration types.
+
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use omniforge_script::SandboxLevel;
+use omniforge_server::{SchemaProfile, ScriptSettings, Server, StoreSettings};
+use omniforge_store::{
+    DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_STATS_MAX_AGE, DEFAULT_CHANGE_LOG_MAX_ROWS,
+    DEFAULT_MAX_READERS, Keyring, SqliteStore, Store, StoreConfig,
+};
+
+use crate::flags::{Common, SandboxArg, SchemaProfileArg};
+
+/// Opens the tool store in the data directory.
+pub(super) async fn open_store(common: &Common) -> Result<SqliteStore> {
+    let db = common.data_dir.join("omniforge.db");
+    // The embedded default: the secret key lives in the data directory (made on first use).
+    let key_file = common.data_dir.join("secret.key");
+    let keyring = Keyring::load_or_generate(&key_file).context("loading the secret key")?;
+    let config = StoreConfig {
+        busy_timeout: DEFAULT_BUSY_TIMEOUT,
+        call_log_max_rows: common.scripts.call_log_rows,
+        max_readers: DEFAULT_MAX_READERS,
+        change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
+        call_stats_max_age: DEFAULT_CALL_STATS_MAX_AGE,
+        keyring: Some(keyring),
+    };
+    SqliteStore::open_with(&db, &config)
+        .await
+        .with_context(|| format!("opening the tool store {}", db.display()))
+}
+
+/// The script sandbox level of the settings.
+pub(super) fn sandbox_level(sandbox: SandboxArg) -> SandboxLevel {
+    match sandbox {
+        SandboxArg::Strict => SandboxLevel::Strict,
+        SandboxArg::Standard => SandboxLevel::Standard,
+        SandboxArg::Off => SandboxLevel::Off,
+    }
+}
+
+/// How the catalog serves tool schemas.
+pub(super) fn schema_profile(common: &Common) -> SchemaProfile {
+    match common.schema_profile {
+        SchemaProfileArg::AsAuthored => SchemaProfile::AsAuthored,
+        SchemaProfileArg::Conservative => SchemaProfile::Conservative,
+    }
+}
+
+/// Which tools a server offers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Tools {
+    /// Built-ins, manifest tools, stored tools, resources and prompts.
+    All,
+    /// The manifest's tools only (`bridge`).
+    ManifestOnly,
+}
+
+/// Builds the server library's [`Server`] from the settings: the manifests always; the store,
+/// the script tools, stored content and the built-ins with [`Tools::All`] (the authoring
+/// built-ins when `authoring`).
+pub(super) async fn server(common: &Common, tools: Tools, authoring: bool) -> Result<Server> {
+    let store = match tools {
+        Tools::ManifestOnly => None,
+        Tools::All => {
+            let scripts = &common.scripts;
+            let store: Arc<dyn Store> = Arc::new(open_store(common).await?);
+            Some(StoreSettings {
+                store,
+                scripts: ScriptSettings {
+                    data_dir: common.data_dir.clone(),
+                    python: scripts.python.clone(),
+                    uv: scripts.uv.clone(),
+                    allow_source_builds: scripts.allow_source_builds,
+                    sandbox: sandbox_level(scripts.sandbox),
+                    default_timeout: scripts.tool_timeout,
+                    max_timeout: scripts.max_tool_timeout,
+                    memory_bytes: scripts.memory_limit_bytes,
+                    host: omniforge_script::HostEnv::from_vars(std::env::vars_os()),
+                    disabled_layers: scripts.disabled_layers.clone(),
+                },
+                authoring,
+                max_result_bytes: scripts.max_result_bytes,
+                output_ttl: scripts.output_ttl,
+            })
+        }
+    };
+    let settings = omniforge_server::Settings {
+        page_size: common.page_size,
+        schema_profile: schema_profile(common),
+        manifests: common.manifests.clone(),
+        inline_schema_refs: common.inline_schema_refs,
+        store,
+    };
+    Ok(Server::start(settings).await?)
+}
+
+/// A server for a one-shot command: built-in and manifest tool names are reserved as in the
+/// server, and every write goes through the same validation.
+pub(super) async fn one_shot(common: &Common) -> Result<Server> {
+    server(common, Tools::All, true).await
+}

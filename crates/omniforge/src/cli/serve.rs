@@ -1,0 +1,113 @@
+//! `serve` (Streamable HTTP), `stdio` and `bridge`: the commands that serve MCP until a
+//! signal (or, on stdio, the end of stdin).
+
+use anyhow::{Context, Result, bail};
+use omniforge_server::{HttpSettings, TokenSet};
+use tokio_util::sync::CancellationToken;
+
+use super::parts::{self, Tools};
+use super::ready::ReadyFile;
+use crate::flags::{Common, Http};
+
+/// A server and the token that shuts it down.
+struct Server {
+    server: omniforge_server::Server,
+    shutdown: CancellationToken,
+}
+
+/// Builds the server and every tool source, and starts the signal handler.
+async fn start(common: &Common, tools: Tools) -> Result<Server> {
+    let server = parts::server(common, tools, common.scripts.authoring).await?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(wait_for_signal(shutdown.clone()));
+    Ok(Server { server, shutdown })
+}
+
+/// `stdio` and `bridge`.
+pub(super) async fn stdio(common: &Common, tools: Tools) -> Result<()> {
+    let server = start(common, tools).await?;
+    tracing::info!(version = env!("CARGO_PKG_VERSION"), "serving MCP on stdio");
+    let grace = common.shutdown_grace;
+    let shutdown = server.shutdown.clone();
+    let serving =
+        server
+            .server
+            .serve_stdio(tokio::io::stdin(), tokio::io::stdout(), shutdown.clone());
+    tokio::select! {
+        result = serving => result.context("stdio transport"),
+        () = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
+            tracing::warn!(?grace, "in-flight tool calls outlived the grace period");
+            Ok(())
+        }
+    }
+}
+
+/// `serve`.
+pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
+    let tokens = match &settings.token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading token file {}", path.display()))?;
+            TokenSet::parse(&text).with_context(|| format!("token file {}", path.display()))?
+        }
+        None => TokenSet::default(),
+    };
+    let loopback = settings.listen.ip().is_loopback();
+    if tokens.is_empty() && !loopback && !settings.insecure_no_auth {
+        bail!(
+            "refusing to listen on {} without authentication: give --token-file, bind a loopback \
+             address (127.0.0.1 or [::1]), or pass --insecure-no-auth",
+            settings.listen
+        );
+    }
+    // A ready file left by an earlier run must not announce this one before it listens.
+    let ready = settings.ready_file.map(ReadyFile::clear).transpose()?;
+    let server = start(common, Tools::All).await?;
+    let listener = tokio::net::TcpListener::bind(settings.listen)
+        .await
+        .with_context(|| format!("binding {}", settings.listen))?;
+    let addr = listener.local_addr().context("reading the bound address")?;
+    let url = format!("http://{addr}{}", settings.path);
+    let config = HttpSettings {
+        path: settings.path,
+        stateless: settings.stateless,
+        check_host: loopback || !settings.allow_host.is_empty(),
+        allowed_origins: settings.allow_origin,
+        allowed_hosts: settings.allow_host,
+        tokens,
+        max_body_bytes: settings.max_body_bytes,
+        session_idle_timeout: settings.session_idle_timeout,
+    };
+    tracing::info!(
+        %url,
+        version = env!("CARGO_PKG_VERSION"),
+        stateless = config.stateless,
+        tokens = config.tokens.len(),
+        "listening"
+    );
+    // The socket is listening (connections queue from here on), so clients may connect now.
+    let _ready = ready.map(|file| file.announce(&url)).transpose()?;
+    server
+        .server
+        .serve_http(listener, config, server.shutdown, common.shutdown_grace)
+        .await
+        .context("HTTP server")
+}
+
+async fn wait_for_signal(shutdown: CancellationToken) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!(
+            "cannot install signal handlers; SIGINT/SIGTERM will end the process abruptly"
+        );
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    shutdown.cancel();
+}
