@@ -1,19 +1,16 @@
 //! A call of a stored tool's current version: its secrets, the run, the result shaped and
 //! redacted, and the call log row.
 
-// `LoggingLevel` is deprecated by SEP-2577 (2026-07-28) but `logging/setLevel` is part of every
-// earlier revision we serve.
-#![allow(deprecated)]
 use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_script::{Exit, RunError, RunSpec};
 use omniforge_store::{CallOutcome, CallRecord, CallSource, Store, ToolVersion};
-use rmcp::model::{JsonObject, LoggingLevel};
+use rmcp::model::JsonObject;
 use serde_json::Value;
 
 use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
-use crate::context::request::RequestCx;
+use crate::context::request::{LogFilter, RequestCx};
 use crate::error::CallError;
 use crate::schema::LazySchema;
 use crate::script_host::host::ScriptHost;
@@ -42,7 +39,7 @@ pub(crate) struct StoredCall {
 impl ToolCall for StoredCall {
     fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a> {
         running(async move {
-            let level = call.cx.log_level();
+            let level = call.cx.log_filter();
             self.tools.call(self, call.arguments, level, call.cx).await
         })
     }
@@ -59,7 +56,7 @@ impl StoredTools {
         &self,
         stored: &StoredCall,
         arguments: JsonObject,
-        log_level: Option<LoggingLevel>,
+        log_level: LogFilter,
         cx: &RequestCx<'_>,
     ) -> CallResult {
         let version = &stored.version;
@@ -130,24 +127,30 @@ impl StoredTools {
         &self,
         spec: RunSpec,
         output_schema: Option<&LazySchema>,
-        log_level: Option<LoggingLevel>,
+        log_level: LogFilter,
         secrets: &[String],
         cx: &RequestCx<'_>,
     ) -> (CallResult, CallOutcome) {
         let progress = cx.progress();
         let client = cx.client();
+        let ended_with = std::sync::Mutex::new(None);
         let reporting = Reporting {
             progress: &progress,
             client: &client,
             log_level,
             secrets,
             ct: cx.ct(),
+            ended_with: &ended_with,
         };
         let output = match run(&self.host, spec, reporting).await {
             Ok(output) => output,
             Err(RunError::Busy) => return (Err(CallError::Busy), CallOutcome::Error),
             Err(e) => return (Err(CallError::NotStarted(e)), CallOutcome::Error),
         };
+        // The script ended its call with a JSON-RPC error (`omniforge.protocol_error`).
+        if let Some(error) = ended_with.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return (Err(error), CallOutcome::Error);
+        }
         let outcome = match output.exit {
             Exit::Code(0) => CallOutcome::Ok,
             Exit::Code(n) => CallOutcome::Exit(n),

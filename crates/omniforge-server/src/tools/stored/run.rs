@@ -17,8 +17,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::client::ClientLink;
 use crate::context::progress::Progress;
+use crate::context::request::LogFilter;
+use crate::error::CallError;
 use crate::script_host::host::ScriptHost;
 use crate::tools::stored::client_requests::{self, code};
+use crate::tools::stored::protocol_error;
 use crate::tools::stored::redact::{scrub, scrub_value};
 
 /// Most requests one run may have waiting for the client at once: a script cannot flood the
@@ -35,12 +38,14 @@ pub(crate) struct Reporting<'a> {
     pub(crate) progress: &'a Progress,
     /// The client, for log messages and the script's requests.
     pub(crate) client: &'a ClientLink,
-    /// Script log messages at or above this level are sent (default: info).
-    pub(crate) log_level: Option<LoggingLevel>,
+    /// Which script log messages are sent.
+    pub(crate) log_level: LogFilter,
     /// Exact values scrubbed from everything sent.
     pub(crate) secrets: &'a [String],
     /// Fires when the request is cancelled.
     pub(crate) ct: &'a CancellationToken,
+    /// Set when the script ended its call with `protocol_error`: the call's answer.
+    pub(crate) ended_with: &'a std::sync::Mutex<Option<CallError>>,
 }
 
 /// Runs `spec` to its end, forwarding what the script sends.
@@ -54,7 +59,11 @@ pub(crate) async fn run(
 ) -> Result<RunOutput, RunError> {
     let (tx, mut rx) = mpsc::channel::<ScriptMessage>(64);
     spec.messages = Some(tx);
-    let threshold = to.log_level.map_or(1, level_rank);
+    // `None`: no log message is sent.
+    let threshold = match to.log_level {
+        LogFilter::AtLeast(level) => Some(level.map_or(1, level_rank)),
+        LogFilter::Off => None,
+    };
     let run = host.run(spec, to.ct.clone());
     tokio::pin!(run);
     let mut heartbeat =
@@ -73,6 +82,11 @@ pub(crate) async fn run(
                     send_progress(p, &to).await;
                 }
                 ScriptMessage::Log(log) => forward_log(log, threshold, &to).await,
+                ScriptMessage::Request(request) if request.method() == "protocol_error" => {
+                    let error = protocol_error::from_script(request.params(), to.secrets);
+                    *to.ended_with.lock().unwrap_or_else(|e| e.into_inner()) = Some(error);
+                    request.respond(Ok(Value::Object(serde_json::Map::new())));
+                }
                 ScriptMessage::Request(request) if asks.len() >= MAX_PENDING_ASKS => {
                     request.respond(Err(omniforge_script::RpcError {
                         code: code::INVALID_REQUEST,
@@ -120,7 +134,8 @@ async fn send_progress(p: omniforge_script::Progress, to: &Reporting<'_>) {
 
 /// Sends a script's log message as `notifications/message` when it is at or above the
 /// threshold.
-async fn forward_log(log: omniforge_script::LogMessage, threshold: u8, to: &Reporting<'_>) {
+async fn forward_log(log: omniforge_script::LogMessage, threshold: Option<u8>, to: &Reporting<'_>) {
+    let Some(threshold) = threshold else { return };
     let rank = level_name_rank(&log.level);
     if rank.is_none_or(|r| r < threshold) {
         return;
