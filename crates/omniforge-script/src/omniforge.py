@@ -387,3 +387,21 @@ def close_sse_stream(retry_ms=None):
         params["retry_ms"] = int(retry_ms)
     answer = request("close_sse_stream", params, timeout=30.0) or {}
     return bool(answer.get("closed"))
+
+
+def call_builtin(name, arguments=None, timeout=600.0):
+    """Runs one OmniForge authoring built-in (e.g. ``omniforge_update_tool``) for this call's
+    caller, with the caller's own permissions, and returns its result as a dict
+    (``content``, ``isError``, ``structuredContent``).
+
+    The tool's code must declare every built-in it calls in its PEP 723 block::
+
+        # /// script
+        # [tool.omniforge]
+        # builtins = ["omniforge_update_tool"]
+        # ///
+
+    Secret built-ins, ``omniforge_call_tool`` and ``omniforge_test_tool`` cannot be called.
+    Raises ``RequestError`` when the built-in may not be called.
+    """
+    return request("call_builtin", {"name": str(name), "arguments": arguments or {}}, timeout=timeout)

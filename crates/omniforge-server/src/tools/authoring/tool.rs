@@ -295,7 +295,7 @@ impl ToolAuthoring {
         spec.memory_bytes = host.settings().memory_bytes;
         spec.network = args.network.unwrap_or(false);
         self.tools
-            .run(spec, None, LogFilter::AtLeast(None), &[], cx)
+            .run(spec, None, LogFilter::AtLeast(None), &[], cx, None)
             .await
             .0
     }

@@ -14,6 +14,7 @@ use crate::context::request::{LogFilter, RequestCx};
 use crate::error::CallError;
 use crate::schema::LazySchema;
 use crate::script_host::host::ScriptHost;
+use crate::tools::stored::builtins::{self, BuiltinAccess};
 use crate::tools::stored::redact::{redact, redact_error};
 use crate::tools::stored::run::{Reporting, run};
 use crate::tools::stored::shape::Shaper;
@@ -40,7 +41,14 @@ impl ToolCall for StoredCall {
     fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a> {
         running(async move {
             let level = call.cx.log_filter();
-            self.tools.call(self, call.arguments, level, call.cx).await
+            let builtins = BuiltinAccess {
+                router: call.catalog,
+                cx: call.cx,
+                declared: builtins::declared(&self.version.spec.code),
+            };
+            self.tools
+                .call(self, call.arguments, level, call.cx, Some(&builtins))
+                .await
         })
     }
 }
@@ -58,6 +66,7 @@ impl StoredTools {
         arguments: JsonObject,
         log_level: LogFilter,
         cx: &RequestCx<'_>,
+        builtins: Option<&BuiltinAccess<'_>>,
     ) -> CallResult {
         let version = &stored.version;
         let spec_v = &version.spec;
@@ -81,7 +90,14 @@ impl StoredTools {
         }
         let started_at_ms = now_ms();
         let (result, outcome) = self
-            .run(spec, stored.output.as_ref(), log_level, &secrets, cx)
+            .run(
+                spec,
+                stored.output.as_ref(),
+                log_level,
+                &secrets,
+                cx,
+                builtins,
+            )
             .await;
         let result = match result {
             Ok(mut result) => {
@@ -130,6 +146,7 @@ impl StoredTools {
         log_level: LogFilter,
         secrets: &[String],
         cx: &RequestCx<'_>,
+        builtins: Option<&BuiltinAccess<'_>>,
     ) -> (CallResult, CallOutcome) {
         let progress = cx.progress();
         let client = cx.client();
@@ -141,6 +158,7 @@ impl StoredTools {
             secrets,
             ct: cx.ct(),
             ended_with: &ended_with,
+            builtins,
         };
         let output = match run(&self.host, spec, reporting).await {
             Ok(output) => output,

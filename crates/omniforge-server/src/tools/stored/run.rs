@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use futures::future::BoxFuture;
 use omniforge_script::{RunError, RunOutput, RunSpec, ScriptMessage};
 use rmcp::model::LoggingLevel;
 use serde_json::Value;
@@ -20,6 +21,7 @@ use crate::context::progress::Progress;
 use crate::context::request::LogFilter;
 use crate::error::CallError;
 use crate::script_host::host::ScriptHost;
+use crate::tools::stored::builtins::{self, BuiltinAccess};
 use crate::tools::stored::client_requests::{self, code};
 use crate::tools::stored::protocol_error;
 use crate::tools::stored::redact::{scrub, scrub_value};
@@ -46,6 +48,8 @@ pub(crate) struct Reporting<'a> {
     pub(crate) ct: &'a CancellationToken,
     /// Set when the script ended its call with `protocol_error`: the call's answer.
     pub(crate) ended_with: &'a std::sync::Mutex<Option<CallError>>,
+    /// The built-ins the script may call (`None`: none, e.g. `omniforge_test_tool`).
+    pub(crate) builtins: Option<&'a BuiltinAccess<'a>>,
 }
 
 /// Runs `spec` to its end, forwarding what the script sends.
@@ -70,7 +74,7 @@ pub(crate) async fn run(
         tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
     // `ended` cancels the client requests still waiting when the run ends.
     let ended = CancellationToken::new();
-    let mut asks = futures::stream::FuturesUnordered::new();
+    let mut asks = futures::stream::FuturesUnordered::<BoxFuture<'_, ()>>::new();
     let output = loop {
         tokio::select! {
             // What the script sent comes first: nothing it said before it ended is lost to
@@ -97,8 +101,16 @@ pub(crate) async fn run(
                         data: None,
                     }));
                 }
+                ScriptMessage::Request(request) if request.method() == "call_builtin" => {
+                    asks.push(Box::pin(builtins::answer(request, to.builtins, to.secrets)));
+                }
                 ScriptMessage::Request(request) => {
-                    asks.push(client_requests::answer(request, to.client, &ended, to.secrets));
+                    asks.push(Box::pin(client_requests::answer(
+                        request,
+                        to.client,
+                        &ended,
+                        to.secrets,
+                    )));
                 }
                 _ => {}
             },
