@@ -611,3 +611,41 @@ async fn legacy_requests_keep_their_answers() {
         (json!(3), json!(-32600))
     );
 }
+
+#[tokio::test]
+async fn authoring_refuses_invalid_x_mcp_header_declarations() {
+    let f = fixture().await;
+    let app = app(&f, "");
+    let session = open_session(&app, "2025-06-18", &[]).await;
+    let create = |properties: Value| {
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "omniforge_create_tool", "arguments": {
+                "name": "headed", "description": "d", "code": "print(1)",
+                "inputSchema": {"type": "object", "properties": properties}}}})
+        .to_string()
+    };
+    let cases = [
+        (
+            json!({"a": {"type": "number", "x-mcp-header": "A"}}),
+            "properties.a",
+        ),
+        (
+            json!({"a": {"type": "string", "x-mcp-header": "Two Words"}}),
+            "HTTP token",
+        ),
+        (
+            json!({"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "A"}}}),
+            "properties.a.items",
+        ),
+    ];
+    for (properties, needle) in cases {
+        let request = create(properties.clone());
+        let (_, _, body) = send(&app, post(&request, &[("mcp-session-id", &session)])).await;
+        assert_eq!(body["result"]["isError"], true, "{properties}: {body}");
+        let text = body["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("inputSchema") && text.contains("x-mcp-header") && text.contains(needle),
+            "{properties}: {text}"
+        );
+    }
+}
