@@ -83,8 +83,7 @@ pub(crate) async fn prepare(
         },
     };
     check_tool_schema("inputSchema", &input_schema)?;
-    param_headers::check(&input_schema)
-        .map_err(|reason| AuthoringError::invalid("inputSchema", reason))?;
+    param_headers::check(&input_schema)?;
     let output_schema = match draft.output_schema {
         Some(schema) => Some(schema),
         None => previous.and_then(|p| p.output_schema.clone()),

@@ -15,18 +15,20 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
+use crate::error::AuthoringError;
+
 /// The keyword.
 pub(crate) const KEYWORD: &str = "x-mcp-header";
 
-/// Checks every `x-mcp-header` of `schema`.
+/// Checks every `x-mcp-header` of the inputSchema `schema`.
 ///
 /// # Errors
 /// The first violation, naming the property (`properties.a.properties.b`).
-pub(crate) fn check(schema: &Map<String, Value>) -> Result<(), String> {
+pub(crate) fn check(schema: &Map<String, Value>) -> Result<(), AuthoringError> {
     if schema.contains_key(KEYWORD) {
-        return Err(format!(
+        return Err(invalid(format!(
             "{KEYWORD} must mark a property, not the schema's root"
-        ));
+        )));
     }
     let mut seen = HashSet::new();
     check_properties(schema, "", &mut seen)?;
@@ -34,12 +36,16 @@ pub(crate) fn check(schema: &Map<String, Value>) -> Result<(), String> {
     off_chain(&Value::Object(schema.clone()), "", true)
 }
 
+fn invalid(reason: String) -> AuthoringError {
+    AuthoringError::invalid("inputSchema", reason)
+}
+
 /// Walks the `properties` chain from `schema`.
 fn check_properties(
     schema: &Map<String, Value>,
     at: &str,
     seen: &mut HashSet<String>,
-) -> Result<(), String> {
+) -> Result<(), AuthoringError> {
     let Some(Value::Object(properties)) = schema.get("properties") else {
         return Ok(());
     };
@@ -61,47 +67,47 @@ fn check_header(
     header: &Value,
     property: &Map<String, Value>,
     seen: &mut HashSet<String>,
-) -> Result<(), String> {
+) -> Result<(), AuthoringError> {
     let Value::String(header) = header else {
-        return Err(format!(
+        return Err(invalid(format!(
             "{path}.{KEYWORD} must be a string (the header name)"
-        ));
+        )));
     };
     if header.is_empty() {
-        return Err(format!("{path}.{KEYWORD} must not be empty"));
+        return Err(invalid(format!("{path}.{KEYWORD} must not be empty")));
     }
     if let Some(bad) = header.chars().find(|c| !is_tchar(*c)) {
-        return Err(format!(
+        return Err(invalid(format!(
             "{path}.{KEYWORD} {header:?} is not an HTTP token (RFC 9110): {bad:?} is not allowed"
-        ));
+        )));
     }
     if !seen.insert(header.to_ascii_lowercase()) {
-        return Err(format!(
+        return Err(invalid(format!(
             "{path}.{KEYWORD} {header:?} is declared twice (header names ignore case)"
-        ));
+        )));
     }
     match property.get("type").and_then(Value::as_str) {
         Some("string" | "integer" | "boolean") => Ok(()),
-        other => Err(format!(
+        other => Err(invalid(format!(
             "{path}.{KEYWORD} marks a property of type {}: only string, integer and boolean \
              properties can be headers",
             other.map_or_else(|| "(none)".to_owned(), |t| format!("{t:?}"))
-        )),
+        ))),
     }
 }
 
 /// The first `x-mcp-header` that is not on a `properties`-only path. `on_chain`: `value` is
 /// the root or a property reached through `properties` alone.
-fn off_chain(value: &Value, at: &str, on_chain: bool) -> Result<(), String> {
+fn off_chain(value: &Value, at: &str, on_chain: bool) -> Result<(), AuthoringError> {
     match value {
         Value::Object(map) => {
             if !on_chain && map.contains_key(KEYWORD) {
                 let at = if at.is_empty() { "(root)" } else { at };
-                return Err(format!(
+                return Err(invalid(format!(
                     "{at}.{KEYWORD}: a header must be a property reached from the root through \
                      `properties` only (not under items, allOf, anyOf, oneOf, not, if/then/else, \
                      $defs or $ref)"
-                ));
+                )));
             }
             for (key, child) in map {
                 let path = if at.is_empty() {
@@ -140,7 +146,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn checked(schema: Value) -> Result<(), String> {
+    fn checked(schema: Value) -> Result<(), AuthoringError> {
         check(schema.as_object().unwrap())
     }
 
@@ -212,7 +218,9 @@ mod tests {
         ];
         for (mut schema, needle) in cases {
             schema["type"] = json!("object");
-            let error = checked(schema.clone()).expect_err(&schema.to_string());
+            let error = checked(schema.clone())
+                .expect_err(&schema.to_string())
+                .to_string();
             assert!(error.contains(needle), "{schema}: {error}");
         }
     }

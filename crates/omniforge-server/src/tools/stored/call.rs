@@ -14,7 +14,7 @@ use crate::context::request::{LogFilter, RequestCx};
 use crate::error::CallError;
 use crate::schema::LazySchema;
 use crate::script_host::host::ScriptHost;
-use crate::tools::stored::builtins::{self, BuiltinAccess};
+use crate::tools::builtin::from_scripts::{self, BuiltinAccess};
 use crate::tools::stored::redact::{redact, redact_error};
 use crate::tools::stored::run::{Reporting, run};
 use crate::tools::stored::shape::Shaper;
@@ -44,7 +44,7 @@ impl ToolCall for StoredCall {
             let builtins = BuiltinAccess {
                 router: call.catalog,
                 cx: call.cx,
-                declared: builtins::declared(&self.version.spec.code),
+                declared: from_scripts::declared(&self.version.spec.code),
             };
             self.tools
                 .call(self, call.arguments, level, call.cx, Some(&builtins))

@@ -6,12 +6,10 @@
 //! - [`client_requests`]: a script's `sample`, `elicit`, `roots`, `close_sse_stream` and
 //!   `client_capabilities`.
 //! - [`protocol_error`]: a script ending its call with a JSON-RPC error.
-//! - [`builtins`]: a script calling an authoring built-in its code declares.
 //! - [`shape`]: a run's output to a result (helper result, outputSchema, size cap).
 //! - [`kept`]: the whole output behind a cut result's resource link.
 //! - [`redact`]: secret values out of everything a call sends.
 
-pub(crate) mod builtins;
 pub(crate) mod call;
 pub(crate) mod client_requests;
 pub(crate) mod kept;

@@ -21,7 +21,7 @@ use crate::context::progress::Progress;
 use crate::context::request::LogFilter;
 use crate::error::CallError;
 use crate::script_host::host::ScriptHost;
-use crate::tools::stored::builtins::{self, BuiltinAccess};
+use crate::tools::builtin::from_scripts::{self, BuiltinAccess};
 use crate::tools::stored::client_requests::{self, code};
 use crate::tools::stored::protocol_error;
 use crate::tools::stored::redact::{scrub, scrub_value};
@@ -102,7 +102,7 @@ pub(crate) async fn run(
                     }));
                 }
                 ScriptMessage::Request(request) if request.method() == "call_builtin" => {
-                    asks.push(Box::pin(builtins::answer(request, to.builtins, to.secrets)));
+                    asks.push(Box::pin(from_scripts::answer(request, to.builtins, to.secrets)));
                 }
                 ScriptMessage::Request(request) => {
                     asks.push(Box::pin(client_requests::answer(
