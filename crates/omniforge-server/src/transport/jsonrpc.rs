@@ -204,7 +204,7 @@ pub(crate) fn check_message(mut value: Value, version_header: Option<&str>) -> C
     if let (Some(id), Some(method)) = (&id, &method)
         && stateless::applies(version_header, &value)
     {
-        if let Some(error) = stateless::check(version_header, method, &value) {
+        if let Some(error) = stateless::check(version_header, method, &value, &SUPPORTED_VERSIONS) {
             return Checked::Reject {
                 response: error_data_response(Some(id), &error),
                 stateless: true,

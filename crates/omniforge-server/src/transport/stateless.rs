@@ -23,8 +23,6 @@ use http::StatusCode;
 use rmcp::model::{ErrorCode, ErrorData, ProtocolVersion};
 use serde_json::{Value, json};
 
-use crate::transport::jsonrpc::SUPPORTED_VERSIONS;
-
 /// The stateless revision.
 pub(crate) const STATELESS_REVISION: &str = "2026-07-28";
 
@@ -82,12 +80,13 @@ pub(crate) fn applies(version_header: Option<&str>, message: &Value) -> bool {
             .is_some_and(|meta| PER_REQUEST_KEYS.iter().any(|k| meta.contains_key(*k)))
 }
 
-/// Checks a 2026-07-28 request (one with an id and a method); `Some` is the error to answer
-/// with, `None` lets it through to rmcp.
+/// Checks a 2026-07-28 request (one with an id and a method) for a server serving the
+/// revisions `supported`; `Some` is the error to answer with, `None` lets it through to rmcp.
 pub(crate) fn check(
     version_header: Option<&str>,
     method: &str,
     message: &Value,
+    supported: &[&str],
 ) -> Option<ErrorData> {
     if REMOVED_METHODS.contains(&method) {
         return Some(ErrorData::new(
@@ -134,17 +133,17 @@ pub(crate) fn check(
             None,
         ));
     }
-    if !SUPPORTED_VERSIONS.contains(&requested) {
-        return Some(unsupported_version(requested));
+    if !supported.contains(&requested) {
+        return Some(unsupported_version(requested, supported));
     }
     None
 }
 
-/// -32022 for `requested`, listing the revisions `server/discover` reports.
-pub(crate) fn unsupported_version(requested: &str) -> ErrorData {
+/// -32022 for `requested`, listing `supported` (what `server/discover` reports).
+pub(crate) fn unsupported_version(requested: &str, supported: &[&str]) -> ErrorData {
     let supported: Vec<ProtocolVersion> = ProtocolVersion::KNOWN_VERSIONS
         .iter()
-        .filter(|v| SUPPORTED_VERSIONS.contains(&v.as_str()))
+        .filter(|v| supported.contains(&v.as_str()))
         .cloned()
         .collect();
     let mut error = ErrorData::unsupported_protocol_version(
@@ -184,6 +183,8 @@ pub(crate) fn http_status(code: i64) -> StatusCode {
 mod tests {
     use super::*;
 
+    const SUPPORTED: [&str; 2] = ["2025-11-25", "2026-07-28"];
+
     fn request(method: &str, meta: Value) -> Value {
         json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": {"_meta": meta}})
     }
@@ -211,8 +212,9 @@ mod tests {
 
     #[test]
     fn each_rule_has_its_code() {
-        let code =
-            |header, method, meta| check(header, method, &request(method, meta)).map(|e| e.code);
+        let code = |header, method, meta| {
+            check(header, method, &request(method, meta), &SUPPORTED).map(|e| e.code)
+        };
         assert_eq!(code(None, "tools/list", meta("2026-07-28")), None);
         for removed in REMOVED_METHODS {
             assert_eq!(
@@ -244,9 +246,9 @@ mod tests {
 
     #[test]
     fn unsupported_version_lists_the_supported_ones() {
-        let error = unsupported_version("v999.0.0");
+        let error = unsupported_version("v999.0.0", &SUPPORTED);
         let data = error.data.unwrap();
         assert_eq!(data["requested"], "v999.0.0");
-        assert_eq!(data["supported"], json!(SUPPORTED_VERSIONS));
+        assert_eq!(data["supported"], json!(SUPPORTED));
     }
 }
