@@ -203,13 +203,12 @@ pub(crate) fn check_message(mut value: Value, version_header: Option<&str>) -> C
     };
     if let (Some(id), Some(method)) = (&id, &method)
         && stateless::applies(version_header, &value)
+        && let Some(error) = stateless::check(version_header, method, &value, &SUPPORTED_VERSIONS)
     {
-        if let Some(error) = stateless::check(version_header, method, &value, &SUPPORTED_VERSIONS) {
-            return Checked::Reject {
-                response: error_data_response(Some(id), &error),
-                stateless: true,
-            };
-        }
+        return Checked::Reject {
+            response: error_data_response(Some(id), &error),
+            stateless: true,
+        };
     }
     let Some(obj) = value.as_object_mut() else {
         return reject(None, code::INVALID_REQUEST, "Invalid Request");
