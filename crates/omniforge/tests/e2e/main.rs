@@ -20,4 +20,5 @@ mod secrets;
 mod server;
 mod stateless;
 mod util;
+mod warm;
 mod wire;

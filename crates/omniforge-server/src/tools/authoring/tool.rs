@@ -147,7 +147,7 @@ impl ToolAuthoring {
         }
         .map_err(AuthoringError::from)?;
         self.source
-            .reload(&name)
+            .reload_and_prepare(&name, cx.author())
             .await
             .map_err(AuthoringError::from)?;
         let verb = if create { "Created" } else { "Updated" };
@@ -221,7 +221,7 @@ impl ToolAuthoring {
             .await
             .map_err(AuthoringError::from)?;
         self.source
-            .reload(&args.name)
+            .reload_and_prepare(&args.name, cx.author())
             .await
             .map_err(AuthoringError::from)?;
         Ok(text(format!(
@@ -295,7 +295,7 @@ impl ToolAuthoring {
         spec.memory_bytes = host.settings().memory_bytes;
         spec.network = args.network.unwrap_or(false);
         self.tools
-            .run(spec, None, LogFilter::AtLeast(None), &[], cx, None)
+            .run(spec, None, None, LogFilter::AtLeast(None), &[], cx, None)
             .await
             .0
     }

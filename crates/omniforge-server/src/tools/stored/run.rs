@@ -20,7 +20,7 @@ use crate::context::client::ClientLink;
 use crate::context::progress::Progress;
 use crate::context::request::LogFilter;
 use crate::error::CallError;
-use crate::script_host::host::ScriptHost;
+use crate::script_host::host::{ScriptHost, WarmCall};
 use crate::tools::builtin::from_scripts::{self, BuiltinAccess};
 use crate::tools::stored::client_requests::{self, code};
 use crate::tools::stored::protocol_error;
@@ -52,13 +52,15 @@ pub(crate) struct Reporting<'a> {
     pub(crate) builtins: Option<&'a BuiltinAccess<'a>>,
 }
 
-/// Runs `spec` to its end, forwarding what the script sends.
+/// Runs `spec` to its end (warm when `warm` names a stored call whose template is ready),
+/// forwarding what the script sends.
 ///
 /// # Errors
 /// [`RunError::Busy`] when every slot and queue place is taken, or the sandbox failed.
 pub(crate) async fn run(
     host: &ScriptHost,
     mut spec: RunSpec,
+    warm: Option<&WarmCall<'_>>,
     to: Reporting<'_>,
 ) -> Result<RunOutput, RunError> {
     let (tx, mut rx) = mpsc::channel::<ScriptMessage>(64);
@@ -68,7 +70,7 @@ pub(crate) async fn run(
         LogFilter::AtLeast(level) => Some(level.map_or(1, level_rank)),
         LogFilter::Off => None,
     };
-    let run = host.run(spec, to.ct.clone());
+    let run = host.run(spec, warm, to.ct.clone());
     tokio::pin!(run);
     let mut heartbeat =
         tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
