@@ -66,6 +66,20 @@ pub(crate) enum CallError {
     /// An authoring built-in refused.
     #[error(transparent)]
     Authoring(#[from] AuthoringError),
+    /// The script ended the call with a JSON-RPC error (`omniforge.protocol_error`); its
+    /// message and data are already redacted.
+    #[error("JSON-RPC error {code}: {message}")]
+    Protocol {
+        /// One of the codes a script may use.
+        code: i32,
+        /// The script's message.
+        message: String,
+        /// The script's `data`.
+        data: Option<serde_json::Value>,
+    },
+    /// The script asked for a JSON-RPC error it may not send.
+    #[error("protocol_error: {0}")]
+    ProtocolRefused(String),
 }
 
 /// A tool's result that breaks its own contract.

@@ -40,8 +40,8 @@ use sha2::{Digest, Sha256};
 use tokio::process::Command;
 
 use self::command::run_captured;
-pub use self::deps::pep723_dependencies;
 use self::deps::validate_dependency;
+pub use self::deps::{pep723_dependencies, pep723_tool_table};
 use self::error::io_err;
 pub use self::error::{EnvError, SyntaxError};
 pub use self::layout::{Env, Layout, gc};

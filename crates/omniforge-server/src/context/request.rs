@@ -37,6 +37,18 @@ pub(crate) struct FrontInfo {
     pub(crate) json_reply: bool,
 }
 
+/// Which of a script's log messages a request receives as `notifications/message`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum LogFilter {
+    /// Those at or above this level: the peer's `logging/setLevel`, or a 2026-07-28
+    /// request's `_meta` `io.modelcontextprotocol/logLevel`; `None`: info (the default of
+    /// earlier revisions).
+    AtLeast(Option<LoggingLevel>),
+    /// None: a 2026-07-28 request without `_meta` logLevel (SEP-2575: the server emits log
+    /// messages for a request only at the level it asks for).
+    Off,
+}
+
 /// The parent process of a stdio server.
 static LOCAL: LazyLock<Principal> = LazyLock::new(Principal::local);
 
@@ -143,15 +155,19 @@ impl<'a> RequestCx<'a> {
         }
     }
 
-    /// The level the peer asked for with `logging/setLevel`.
-    pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
+    /// Which log messages the request receives: under 2026-07-28 what its `_meta` asks for
+    /// (none without `logLevel`), before it the level the peer set with `logging/setLevel`.
+    pub(crate) fn log_filter(&self) -> LogFilter {
         match &self.origin {
+            Origin::Mcp { ctx, .. } if ctx.meta.protocol_version().is_some() => ctx
+                .meta
+                .log_level()
+                .map_or(LogFilter::Off, |level| LogFilter::AtLeast(Some(level))),
             Origin::Mcp {
                 log_level: Some(level),
                 ..
-            } => *level.lock().unwrap_or_else(|e| e.into_inner()),
-            Origin::Mcp { .. } => None,
-            Origin::Local { .. } => None,
+            } => LogFilter::AtLeast(*level.lock().unwrap_or_else(|e| e.into_inner())),
+            Origin::Mcp { .. } | Origin::Local { .. } => LogFilter::AtLeast(None),
         }
     }
 

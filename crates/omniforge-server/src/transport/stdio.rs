@@ -194,7 +194,7 @@ fn filter_one(
     state: &Mutex<FilterState>,
 ) -> Option<Value> {
     let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
-    match jsonrpc::check_message(value) {
+    match jsonrpc::check_message(value, None) {
         Checked::Request {
             id,
             method,
@@ -230,7 +230,7 @@ fn filter_one(
             tracing::debug!(%reason, "dropped a message that cannot be answered");
             None
         }
-        Checked::Reject { response } => {
+        Checked::Reject { response, .. } => {
             send(out, &response);
             None
         }
@@ -275,7 +275,7 @@ fn filter_batch(
     };
     let mut forward = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
-        match jsonrpc::check_message(item) {
+        match jsonrpc::check_message(item, None) {
             Checked::Request {
                 id,
                 method,
@@ -298,7 +298,7 @@ fn filter_batch(
             }
             Checked::Notification { message } => forward.push(message),
             Checked::Drop { reason } => tracing::debug!(%reason, "dropped a batch member"),
-            Checked::Reject { response } => batch.responses.push(response),
+            Checked::Reject { response, .. } => batch.responses.push(response),
         }
     }
     if batch.outstanding == 0 {

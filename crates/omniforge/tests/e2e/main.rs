@@ -19,6 +19,7 @@ mod schema_profile;
 mod script_tools;
 mod secrets;
 mod server;
+mod stateless;
 mod util;
 mod warm;
 mod wire;

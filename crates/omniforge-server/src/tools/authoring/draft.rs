@@ -14,6 +14,7 @@ use crate::context::request::RequestCx;
 use crate::error::AuthoringError;
 use crate::script_host::host::ScriptHost;
 use crate::script_host::prepare::TimeoutRule;
+use crate::tools::authoring::param_headers;
 use crate::tools::stored::shape::cut;
 
 /// The arguments of create and update.
@@ -105,6 +106,7 @@ pub(crate) async fn prepare(
         },
     };
     check_tool_schema("inputSchema", &input_schema)?;
+    param_headers::check(&input_schema)?;
     let output_schema = match draft.output_schema {
         Some(schema) => Some(schema),
         None => previous.and_then(|p| p.output_schema.clone()),

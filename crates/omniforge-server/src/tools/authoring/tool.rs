@@ -14,7 +14,7 @@ use crate::auth::Scope;
 use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
 use crate::catalog::entry::{Entry, object_schema};
 use crate::catalog::publish::Catalog;
-use crate::context::request::RequestCx;
+use crate::context::request::{LogFilter, RequestCx};
 use crate::error::{AuthoringError, parse_arguments};
 use crate::script_host::prepare::TimeoutRule;
 use crate::tools::authoring::draft::{self, Draft};
@@ -311,7 +311,10 @@ impl ToolAuthoring {
         spec.timeout = prepared.timeout;
         spec.memory_bytes = host.settings().memory_bytes;
         spec.network = args.network.unwrap_or(false);
-        self.tools.run(spec, None, None, None, &[], cx).await.0
+        self.tools
+            .run(spec, None, None, LogFilter::AtLeast(None), &[], cx, None)
+            .await
+            .0
     }
 }
 

@@ -28,6 +28,7 @@ use crate::transport::http::wire::{
     JSON, PROTOCOL_VERSION, SERVER_ERROR, SESSION_ID, json_errors, json_response, rpc_error,
 };
 use crate::transport::jsonrpc::{self, Checked, code};
+use crate::transport::stateless;
 
 /// The endpoint's state.
 pub(super) struct Front {
@@ -85,7 +86,7 @@ impl Front {
             Method::GET | Method::DELETE => {
                 let negotiated = session.as_deref().and_then(|id| self.book.version(id));
                 if let Err(response) =
-                    negotiation::fill_protocol_version(&mut parts.headers, negotiated)
+                    negotiation::fill_protocol_version(&mut parts.headers, negotiated, None)
                 {
                     return response;
                 }
@@ -151,9 +152,13 @@ impl Front {
                 );
             }
         };
+        let version_header = parts
+            .headers
+            .get(PROTOCOL_VERSION)
+            .map(|v| v.to_str().unwrap_or("").to_owned());
         match value {
             Value::Array(items) => self.batch(parts, items, principal, session).await,
-            single => match jsonrpc::check_message(single) {
+            single => match jsonrpc::check_message(single, version_header.as_deref()) {
                 Checked::Request {
                     id,
                     method,
@@ -202,8 +207,13 @@ impl Front {
                     code::INVALID_REQUEST,
                     format!("Bad Request: message not accepted ({reason})"),
                 ),
-                Checked::Reject { response } => {
-                    let status = match response.pointer("/error/code").and_then(Value::as_i64) {
+                Checked::Reject {
+                    response,
+                    stateless,
+                } => {
+                    let code = response.pointer("/error/code").and_then(Value::as_i64);
+                    let status = match code {
+                        Some(code) if stateless => stateless::http_status(code),
                         Some(code::INVALID_REQUEST | code::PARSE_ERROR) => StatusCode::BAD_REQUEST,
                         _ => StatusCode::OK,
                     };
@@ -244,7 +254,9 @@ impl Front {
             headers.remove(PROTOCOL_VERSION);
         } else {
             let negotiated = session.and_then(|id| self.book.version(id));
-            if let Err(response) = negotiation::fill_protocol_version(headers, negotiated) {
+            if let Err(response) =
+                negotiation::fill_protocol_version(headers, negotiated, id.as_ref())
+            {
                 return response;
             }
         }
@@ -283,12 +295,17 @@ impl Front {
         if let Err(response) = negotiation::check_batch(items.len(), negotiated, &parts.headers) {
             return response;
         }
+        let version_header = parts
+            .headers
+            .get(PROTOCOL_VERSION)
+            .map(|v| v.to_str().unwrap_or("").to_owned());
         let work = items.into_iter().map(|item| {
+            let version_header = version_header.as_deref();
             let parts = &parts;
             let principal = &principal;
             let session = session.as_deref();
             async move {
-                match jsonrpc::check_message(item) {
+                match jsonrpc::check_message(item, version_header) {
                     Checked::Request { id, method, .. } if method == "initialize" => {
                         Some(jsonrpc::error_response(
                             Some(&id),
@@ -309,7 +326,7 @@ impl Front {
                         None
                     }
                     Checked::Drop { .. } => None,
-                    Checked::Reject { response } => Some(response),
+                    Checked::Reject { response, .. } => Some(response),
                 }
             }
         });
