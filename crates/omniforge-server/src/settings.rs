@@ -24,4 +24,12 @@ pub struct HttpSettings {
     pub max_body_bytes: usize,
     /// How long an idle session is kept before it expires (then its id gets 404).
     pub session_idle_timeout: Duration,
+    /// The most live sessions; past it a new session gets 503 (default
+    /// [`HttpSettings::DEFAULT_MAX_SESSIONS`]).
+    pub max_sessions: usize,
+}
+
+impl HttpSettings {
+    /// The default for [`HttpSettings::max_sessions`].
+    pub const DEFAULT_MAX_SESSIONS: usize = 1000;
 }

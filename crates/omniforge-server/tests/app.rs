@@ -72,6 +72,7 @@ fn http_settings(tokens: &str) -> HttpSettings {
         tokens: TokenSet::parse(tokens).unwrap(),
         max_body_bytes: LIMIT,
         session_idle_timeout: Duration::from_secs(300),
+        max_sessions: 1000,
     }
 }
 

@@ -63,6 +63,7 @@ fn app(server: &Server) -> Router {
             tokens: TokenSet::default(),
             max_body_bytes: 1 << 20,
             session_idle_timeout: Duration::from_secs(300),
+            max_sessions: 1000,
         },
         CancellationToken::new(),
     )

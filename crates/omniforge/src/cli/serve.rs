@@ -77,6 +77,7 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
         tokens,
         max_body_bytes: settings.max_body_bytes,
         session_idle_timeout: settings.session_idle_timeout,
+        max_sessions: settings.max_sessions,
     };
     tracing::info!(
         %url,

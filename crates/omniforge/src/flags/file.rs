@@ -52,6 +52,7 @@ pub(crate) struct FileConfig {
     pub(crate) max_body_bytes: Option<usize>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) session_idle_timeout: Option<Duration>,
+    pub(crate) max_sessions: Option<u32>,
     pub(crate) ready_file: Option<PathBuf>,
 }
 

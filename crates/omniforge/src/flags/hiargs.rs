@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::ManifestConfig;
 use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
+use omniforge_server::{HttpSettings, ManifestConfig};
 
 use super::file::{self, FileConfig, FileManifest};
 use super::lowargs::{
@@ -129,6 +129,8 @@ pub(crate) struct Http {
     pub(crate) max_body_bytes: usize,
     /// Idle session lifetime.
     pub(crate) session_idle_timeout: Duration,
+    /// Most live sessions.
+    pub(crate) max_sessions: usize,
     /// Where to write the endpoint URL once the server accepts connections.
     pub(crate) ready_file: Option<PathBuf>,
 }
@@ -312,6 +314,10 @@ fn http(args: HttpOptions, file: &FileConfig) -> Result<Http> {
             .session_idle_timeout
             .or(file.session_idle_timeout)
             .unwrap_or(Duration::from_secs(300)),
+        max_sessions: args
+            .max_sessions
+            .or(file.max_sessions)
+            .map_or(HttpSettings::DEFAULT_MAX_SESSIONS, |n| n as usize),
         ready_file: args
             .ready_file
             .or_else(|| file.ready_file.clone())

@@ -195,6 +195,10 @@ pub(crate) struct HttpOptions {
     /// How long an idle HTTP session lives, e.g. 5m [default: 5m]; then its id gets 404.
     #[arg(long, env = "OMNIFORGE_SESSION_IDLE_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) session_idle_timeout: Option<Duration>,
+    /// Most live HTTP sessions [default: 1000]; past it a new session gets 503 and existing
+    /// sessions go on.
+    #[arg(long, env = "OMNIFORGE_MAX_SESSIONS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_sessions: Option<u32>,
     /// Once the server accepts connections, write the MCP endpoint's URL and a newline
     /// (e.g. "http://127.0.0.1:43125/mcp") to FILE, atomically (a temporary file renamed into
     /// place): the readiness signal for supervisors and tests that listen on port 0. Removed at

@@ -18,5 +18,6 @@ mod schema_profile;
 mod script_tools;
 mod secrets;
 mod server;
+mod sessions;
 mod util;
 mod wire;

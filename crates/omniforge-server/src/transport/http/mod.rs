@@ -12,7 +12,9 @@
 //!   the session's negotiated revision is used, where rmcp assumes 2025-03-26) and whether a
 //!   **batch** is allowed (answered as an array under 2025-03-26 and earlier; 400 / -32600
 //!   under later revisions, where rmcp answers 415).
-//! - [`sessions`]: the front's record of each session (negotiated revision, owning token).
+//! - [`sessions`]: the front's record of each session (negotiated revision, owning token,
+//!   what keeps it alive, the `--max-sessions` cap); [`expiry`] closes idle ones and
+//!   [`memory`] hands the freed heap back; [`request_ids`]: requests that reuse an id in flight.
 //! - [`resume`]: rmcp's session manager, wrapped so a tool can close its POST stream for a
 //!   `Last-Event-ID` resume (SEP-1699).
 //! - [`sse_json`]: an SSE answer collapsed into one JSON response.
@@ -25,9 +27,12 @@
 //! ([`crate::transport::jsonrpc`]).
 
 pub(crate) mod access;
+pub(crate) mod expiry;
 pub(crate) mod front;
 pub(crate) mod healthz;
+pub(crate) mod memory;
 pub(crate) mod negotiation;
+pub(crate) mod request_ids;
 pub(crate) mod resume;
 pub(crate) mod sessions;
 pub(crate) mod sse_json;
@@ -63,9 +68,12 @@ pub(crate) fn app(
     settings: HttpSettings,
     rmcp_ct: CancellationToken,
 ) -> Router {
+    let book = Arc::new(SessionBook::new(settings.max_sessions));
     let mut session_manager = LocalSessionManager::default();
-    session_manager.session_config.keep_alive = Some(settings.session_idle_timeout);
-    let session_manager = Arc::new(ResumableSessions::new(session_manager));
+    // rmcp's idle timer restarts only when a message passes, so it ended silent calls:
+    // `expiry` closes sessions by what they are doing instead.
+    session_manager.session_config.keep_alive = None;
+    let session_manager = Arc::new(ResumableSessions::new(session_manager, book.clone()));
     let rmcp_config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(!settings.stateless)
         // The front checks Host and Origin; rmcp's checks would answer in plain text.
@@ -79,8 +87,11 @@ pub(crate) fn app(
         session_manager.clone(),
         rmcp_config,
     );
-    let book = Arc::new(SessionBook::default());
-    tokio::spawn(sessions::prune(Arc::downgrade(&book), session_manager));
+    tokio::spawn(expiry::expire(
+        Arc::downgrade(&book),
+        session_manager,
+        settings.session_idle_timeout,
+    ));
     let front = Arc::new(Front {
         shared,
         access: Access::new(&settings),
