@@ -4,7 +4,10 @@
 //!   protocol revision facts.
 //! - [`stdio`]: MCP over stdin/stdout, behind a line filter.
 //! - [`http`]: Streamable HTTP behind an axum front.
+//! - [`unparsable`]: what rmcp would drop unanswered, and ids recovered from lines that do not
+//!   parse.
 
 pub(crate) mod http;
 pub(crate) mod jsonrpc;
 pub(crate) mod stdio;
+pub(crate) mod unparsable;
