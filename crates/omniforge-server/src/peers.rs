@@ -45,6 +45,14 @@ impl Peers {
         self.lock().subscriptions.push((sink, ended));
     }
 
+    /// Forgets the peers whose connection or session has ended (their channels and client
+    /// info are freed with them).
+    pub(crate) fn prune_closed(&self) {
+        let mut inner = self.lock();
+        inner.prune();
+        inner.prune_at = (inner.sessions.len() * 2).max(64);
+    }
+
     /// Sends `notifications/tools/list_changed` to every open peer.
     pub(crate) async fn notify_tool_list_changed(&self) {
         let (sessions, subscriptions) = {

@@ -1363,8 +1363,9 @@ async fn stdio_answers_every_request_however_deep_or_broken() {
         (json!("cut"), json!(-32700)),
         "{m}"
     );
-    // A deep notification is not answered.
-    let note = nested_request(0, 200).replace(r#""id":0,"#, "");
+    // A deep notification that parses is not answered; one that does not parse is a parse
+    // error, answered with id null as JSON-RPC 2.0 says.
+    let note = nested_request(0, 127).replace(r#""id":0,"#, "");
     server.send_line(&note).await.unwrap();
     server.expect_silence(300).await.unwrap_or_else(|line| {
         panic!(
@@ -1372,6 +1373,14 @@ async fn stdio_answers_every_request_however_deep_or_broken() {
             String::from_utf8_lossy(&line)
         )
     });
+    let note = nested_request(0, 200).replace(r#""id":0,"#, "");
+    server.send_line(&note).await.unwrap();
+    let m = server.read_message(wait).await.unwrap();
+    assert_eq!(
+        (m["id"].clone(), m["error"]["code"].clone()),
+        (Value::Null, json!(-32700)),
+        "{m}"
+    );
     server
         .send_line(r#"{"jsonrpc":"2.0","id":"last","method":"ping"}"#)
         .await

@@ -1,6 +1,7 @@
 //! Closing idle sessions (issue 11, findings 3 and 4): every tick, the sessions the
 //! [`SessionBook`] names as idle for the timeout are closed through the session manager, which
-//! ends rmcp's worker and drops the session's handler, channels and caches. Then the freed heap
+//! ends rmcp's worker and drops the session's handler, channels and caches; the session's peer
+//! leaves the list-changed registry ([`Peers::prune_closed`]). Then the freed heap
 //! goes back to the system (`memory.rs`), or the process would keep its high-water mark after a
 //! burst of sessions.
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use rmcp::transport::streamable_http_server::SessionManager;
 
+use crate::peers::Peers;
 use crate::transport::http::memory;
 use crate::transport::http::resume::ResumableSessions;
 use crate::transport::http::sessions::SessionBook;
@@ -22,16 +24,24 @@ fn tick_of(idle_timeout: Duration) -> Duration {
 pub(super) async fn expire(
     book: Weak<SessionBook>,
     manager: Arc<ResumableSessions>,
+    peers: Arc<Peers>,
     idle_timeout: Duration,
 ) {
     let mut tick = tokio::time::interval(tick_of(idle_timeout));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Workers end on their own tasks after the close: what they free after this tick's trim
+    // is trimmed on the next one.
+    let mut trim_again = false;
     loop {
         tick.tick().await;
         let Some(book) = book.upgrade() else { return };
         let expired = book.expired(idle_timeout);
         drop(book);
         if expired.is_empty() {
+            if std::mem::take(&mut trim_again) {
+                peers.prune_closed();
+                memory::release_free_heap();
+            }
             continue;
         }
         tracing::debug!(sessions = expired.len(), "closing idle sessions");
@@ -40,9 +50,9 @@ pub(super) async fn expire(
                 tracing::debug!(%error, "closing an idle session failed");
             }
         }
-        // The workers end on their own tasks; give them a moment before trimming.
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        peers.prune_closed();
         memory::release_free_heap();
+        trim_again = true;
     }
 }
 

@@ -90,6 +90,7 @@ pub(crate) fn app(
     tokio::spawn(expiry::expire(
         Arc::downgrade(&book),
         session_manager,
+        shared.peers.clone(),
         settings.session_idle_timeout,
     ));
     let front = Arc::new(Front {
