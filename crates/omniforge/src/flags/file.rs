@@ -24,6 +24,7 @@ pub(crate) struct FileConfig {
     pub(crate) manifest: Vec<FileManifest>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) upstream_timeout: Option<Duration>,
+    pub(crate) upstream_max_response_bytes: Option<u64>,
     pub(crate) inline_schema_refs: Option<bool>,
     pub(crate) python: Option<PathBuf>,
     pub(crate) uv: Option<PathBuf>,
@@ -72,6 +73,8 @@ pub(crate) struct FileManifest {
     pub(crate) timeout: Option<Duration>,
     #[serde(default)]
     pub(crate) headers: std::collections::BTreeMap<String, String>,
+    /// The largest response body accepted from this upstream, in bytes.
+    pub(crate) max_response_bytes: Option<u64>,
 }
 
 /// Reads and parses the config file at `path`.

@@ -245,6 +245,7 @@ impl Settings {
                 options.manifests,
                 std::mem::take(&mut file.manifest),
                 file.upstream_timeout,
+                file.upstream_max_response_bytes,
                 serves_mcp,
             )?,
             shutdown_grace: server
@@ -334,6 +335,7 @@ fn manifests(
     flags: ManifestOptions,
     file: Vec<FileManifest>,
     file_timeout: Option<Duration>,
+    file_max_response_bytes: Option<u64>,
     read_credentials: bool,
 ) -> Result<Vec<ManifestConfig>> {
     let ManifestOptions {
@@ -342,9 +344,13 @@ fn manifests(
         upstream_auth: auths,
         upstream_auth_file: auth_files,
         upstream_timeout: timeout,
+        upstream_max_response_bytes: max_bytes,
         ..
     } = flags;
     let default_timeout = timeout.or(file_timeout).unwrap_or(Duration::from_secs(30));
+    let default_max_bytes = max_bytes
+        .or(file_max_response_bytes)
+        .unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
     if paths.is_empty() {
         if !upstreams.is_empty() && file.is_empty() {
             bail!(
@@ -370,7 +376,9 @@ fn manifests(
                         auth_header,
                         timeout: timeout.or(m.timeout).unwrap_or(default_timeout),
                         headers: m.headers.into_iter().collect(),
-                        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+                        max_response_bytes: max_bytes
+                            .or(m.max_response_bytes)
+                            .unwrap_or(default_max_bytes),
                     },
                 })
             })
@@ -404,7 +412,7 @@ fn manifests(
                     auth_header,
                     timeout: default_timeout,
                     headers: Vec::new(),
-                    max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+                    max_response_bytes: default_max_bytes,
                 },
             })
         })

@@ -77,6 +77,11 @@ pub(crate) struct ManifestOptions {
     /// Per-call timeout for manifest tools, also sent as Connect-Timeout-Ms [default: 30s].
     #[arg(long, env = "OMNIFORGE_UPSTREAM_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) upstream_timeout: Option<Duration>,
+    /// The largest upstream response body accepted for a manifest tool call, in bytes
+    /// [default: 16777216]; past it the call is an error result naming the cap, and the body is
+    /// not read further.
+    #[arg(long, env = "OMNIFORGE_UPSTREAM_MAX_RESPONSE_BYTES", value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) upstream_max_response_bytes: Option<u64>,
     /// Inline local $ref/$defs in manifest tool schemas, for strict clients that cannot resolve
     /// references (bounded depth; a cycle is an error naming the tool).
     #[arg(long, env = "OMNIFORGE_INLINE_SCHEMA_REFS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
@@ -256,7 +261,7 @@ macro_rules! overlay_fields {
 
 overlay_fields! {
     ServerOptions { log_format, page_size, shutdown_grace, schema_profile }
-    ManifestOptions { manifest, upstream, upstream_auth, upstream_auth_file, upstream_timeout, inline_schema_refs }
+    ManifestOptions { manifest, upstream, upstream_auth, upstream_auth_file, upstream_timeout, upstream_max_response_bytes, inline_schema_refs }
     InterpreterOptions { python, uv }
     SandboxOptions { sandbox, sandbox_disable_layer }
     AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes }

@@ -2009,3 +2009,91 @@ async fn concurrent_posts_with_one_id_each_get_their_own_answer() {
         &omni,
     );
 }
+
+/// The server's resident set, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Issue 11, finding 7: `--upstream-max-response-bytes` caps what a manifest call reads. A
+/// 64 MiB body (no Content-Length) against a 1 MiB cap is an `isError` result that names the
+/// cap, and the server's RSS stays small; a 302 is an `isError` result naming the status and
+/// the Location, not followed.
+#[tokio::test]
+async fn upstream_cap_and_redirect_are_error_results() {
+    let started = Instant::now();
+    let big = format!("{{\"text\":\"{}\"}}", "a".repeat(64 << 20));
+    let mut response =
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n".to_vec();
+    response.extend_from_slice(big.as_bytes());
+    drop(big);
+    let stub = StubHttp::start(response);
+    let manifest = fixture_manifest();
+    let omni = Omni::serve(&[
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--upstream",
+        &stub.url,
+        "--upstream-max-response-bytes",
+        "1048576",
+    ])
+    .await;
+    let raw = RawHttp::open(&omni.url, None).await;
+    let before = rss_kib(omni._server.pid());
+    let m = raw
+        .request(json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
+                        "params":{"name":"fixture_echo","arguments":{"text":"hi"}}}))
+        .await;
+    let after = rss_kib(omni._server.pid());
+    let result = &m["result"];
+    let text = text_of(result);
+    assert!(
+        is_error(result) && text.contains("max_response_bytes") && text.contains("1 MiB"),
+        "a 64 MiB body over a 1 MiB cap: want isError naming the cap, got {result}"
+    );
+    assert!(
+        after < before + 16 * 1024,
+        "RSS grew from {before} KiB to {after} KiB reading a capped 64 MiB response"
+    );
+    eprintln!("  capped 64 MiB body: RSS {before} KiB -> {after} KiB; {text}");
+    drop(raw);
+    drop(omni);
+
+    let stub = StubHttp::start(
+        b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:9/elsewhere\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            .to_vec(),
+    );
+    let omni = Omni::serve(&[
+        "--manifest",
+        manifest.to_str().unwrap(),
+        "--upstream",
+        &stub.url,
+    ])
+    .await;
+    let raw = RawHttp::open(&omni.url, None).await;
+    let m = raw
+        .request(json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
+                        "params":{"name":"fixture_echo","arguments":{"text":"hi"}}}))
+        .await;
+    let result = &m["result"];
+    let text = text_of(result);
+    assert!(
+        is_error(result) && text.contains("302") && text.contains("http://127.0.0.1:9/elsewhere"),
+        "a 302: want isError naming the status and the Location, got {result}"
+    );
+    assert_eq!(
+        stub.requests().len(),
+        1,
+        "the redirect must not be followed"
+    );
+    finish(
+        "upstream_cap_and_redirect_are_error_results",
+        started,
+        &omni,
+    );
+}
