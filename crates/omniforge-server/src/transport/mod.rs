@@ -11,3 +11,6 @@ pub(crate) mod http;
 pub(crate) mod jsonrpc;
 pub(crate) mod stdio;
 pub(crate) mod unparsable;
+
+#[cfg(test)]
+mod proptests;
