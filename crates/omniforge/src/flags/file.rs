@@ -54,6 +54,11 @@ pub(crate) struct FileConfig {
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) session_idle_timeout: Option<Duration>,
     pub(crate) max_sessions: Option<u32>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) header_read_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) keep_alive_timeout: Option<Duration>,
+    pub(crate) max_connections: Option<u32>,
     pub(crate) ready_file: Option<PathBuf>,
 }
 

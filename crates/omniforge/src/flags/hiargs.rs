@@ -131,6 +131,12 @@ pub(crate) struct Http {
     pub(crate) session_idle_timeout: Duration,
     /// Most live sessions.
     pub(crate) max_sessions: usize,
+    /// Header read timeout.
+    pub(crate) header_read_timeout: Duration,
+    /// Keep-alive idle timeout.
+    pub(crate) keep_alive_timeout: Duration,
+    /// Most open connections.
+    pub(crate) max_connections: usize,
     /// Where to write the endpoint URL once the server accepts connections.
     pub(crate) ready_file: Option<PathBuf>,
 }
@@ -319,6 +325,18 @@ fn http(args: HttpOptions, file: &FileConfig) -> Result<Http> {
             .max_sessions
             .or(file.max_sessions)
             .map_or(HttpSettings::DEFAULT_MAX_SESSIONS, |n| n as usize),
+        header_read_timeout: args
+            .header_read_timeout
+            .or(file.header_read_timeout)
+            .unwrap_or(HttpSettings::DEFAULT_HEADER_READ_TIMEOUT),
+        keep_alive_timeout: args
+            .keep_alive_timeout
+            .or(file.keep_alive_timeout)
+            .unwrap_or(HttpSettings::DEFAULT_KEEP_ALIVE_TIMEOUT),
+        max_connections: args
+            .max_connections
+            .or(file.max_connections)
+            .map_or(HttpSettings::DEFAULT_MAX_CONNECTIONS, |n| n as usize),
         ready_file: args
             .ready_file
             .or_else(|| file.ready_file.clone())

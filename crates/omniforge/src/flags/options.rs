@@ -204,6 +204,18 @@ pub(crate) struct HttpOptions {
     /// sessions go on.
     #[arg(long, env = "OMNIFORGE_MAX_SESSIONS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) max_sessions: Option<u32>,
+    /// How long a connection may take to send a request's whole head, from when it opens or
+    /// from the first byte of a later request, e.g. 30s [default: 30s]; then it is closed.
+    #[arg(long, env = "OMNIFORGE_HEADER_READ_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) header_read_timeout: Option<Duration>,
+    /// How long a connection with no request in flight and nothing received stays open
+    /// [default: 75s].
+    #[arg(long, env = "OMNIFORGE_KEEP_ALIVE_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) keep_alive_timeout: Option<Duration>,
+    /// Most open HTTP connections [default: 1024]; past it new connections wait until one
+    /// closes.
+    #[arg(long, env = "OMNIFORGE_MAX_CONNECTIONS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_connections: Option<u32>,
     /// Once the server accepts connections, write the MCP endpoint's URL and a newline
     /// (e.g. "http://127.0.0.1:43125/mcp") to FILE, atomically (a temporary file renamed into
     /// place): the readiness signal for supervisors and tests that listen on port 0. Removed at

@@ -9,6 +9,7 @@
 mod cli;
 mod client_features;
 mod clients;
+mod connections;
 mod content;
 mod escape;
 mod manifest_tools;

@@ -22,11 +22,14 @@
 //!   gets one).
 //! - [`front`]: the endpoint that runs these in order and forwards each message to rmcp.
 //! - [`healthz`]: `GET /healthz`.
+//! - [`connections`]: the accept loop: header read timeout, keep-alive idle timeout, connection
+//!   cap.
 //!
 //! `tools/call` arguments that are `null` or not an object reach the handler
 //! ([`crate::transport::jsonrpc`]).
 
 pub(crate) mod access;
+pub(crate) mod connections;
 pub(crate) mod expiry;
 pub(crate) mod front;
 pub(crate) mod healthz;
@@ -38,7 +41,6 @@ pub(crate) mod sessions;
 pub(crate) mod sse_json;
 pub(crate) mod wire;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,7 +48,6 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::{any, get};
-use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
@@ -123,6 +124,11 @@ pub(crate) async fn serve(
     grace: Duration,
 ) -> std::io::Result<()> {
     let rmcp_ct = CancellationToken::new();
+    let limits = connections::Limits {
+        header_read_timeout: settings.header_read_timeout,
+        keep_alive_timeout: settings.keep_alive_timeout,
+        max_connections: settings.max_connections,
+    };
     let router = app(shared.clone(), settings, rmcp_ct.clone());
     let drain = {
         let shutdown = shutdown.clone();
@@ -140,18 +146,7 @@ pub(crate) async fn serve(
         }
     };
     tokio::spawn(drain);
-    // SSE answers are written in pieces (headers, priming event, message); without
-    // TCP_NODELAY each later piece waits for the client's delayed ACK (about 40 ms on Linux).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "setting TCP_NODELAY failed");
-        }
-    });
-    let server = axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let server = connections::serve(listener, router, limits, shutdown.clone());
     tokio::select! {
         result = server => result,
         // Connections that outlive the cancelled sessions (idle keep-alives) do not hold us.
