@@ -80,7 +80,7 @@ pub(crate) struct GlobalOptions {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Serve MCP over Streamable HTTP (also GET /healthz).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Serve MCP over stdin/stdout; the parent process is trusted.
     Stdio(StdioArgs),
     /// Serve one manifest's RPCs, and nothing else, over stdio: the drop-in equivalent of
@@ -384,9 +384,8 @@ impl Cli {
             hosting,
         };
         match &mut command {
-            Command::Serve(ServeArgs { stdio, .. }) | Command::Stdio(stdio) => {
-                stdio.move_into(&mut options)
-            }
+            Command::Serve(serve) => serve.stdio.move_into(&mut options),
+            Command::Stdio(stdio) => stdio.move_into(&mut options),
             Command::Bridge(bridge) => bridge.move_into(&mut options),
             Command::Doctor(doctor) => options.sandbox.overlay(take(&mut doctor.sandbox)),
             Command::Tool(ToolCommand::Add { options: build, .. })
