@@ -21,4 +21,5 @@ mod secrets;
 mod server;
 mod sessions;
 mod util;
+mod warm;
 mod wire;
