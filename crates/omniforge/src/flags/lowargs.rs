@@ -82,7 +82,7 @@ pub(crate) enum Command {
     /// Serve MCP over Streamable HTTP (also GET /healthz).
     Serve(Box<ServeArgs>),
     /// Serve MCP over stdin/stdout; the parent process is trusted.
-    Stdio(StdioArgs),
+    Stdio(Box<StdioArgs>),
     /// Serve one manifest's RPCs, and nothing else, over stdio: the drop-in equivalent of
     /// `forge mcp serve` (`omniforge bridge --manifest gen/mcp/manifest.json --addr http://localhost:8080`).
     Bridge(BridgeArgs),
