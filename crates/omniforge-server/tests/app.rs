@@ -74,6 +74,10 @@ fn http_settings(tokens: &str) -> HttpSettings {
         tokens: TokenSet::parse(tokens).unwrap(),
         max_body_bytes: LIMIT,
         session_idle_timeout: Duration::from_secs(300),
+        max_sessions: 1000,
+        header_read_timeout: Duration::from_secs(30),
+        keep_alive_timeout: Duration::from_secs(75),
+        max_connections: 1024,
     }
 }
 

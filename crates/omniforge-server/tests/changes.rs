@@ -65,6 +65,10 @@ fn app(server: &Server) -> Router {
             tokens: TokenSet::default(),
             max_body_bytes: 1 << 20,
             session_idle_timeout: Duration::from_secs(300),
+            max_sessions: 1000,
+            header_read_timeout: Duration::from_secs(30),
+            keep_alive_timeout: Duration::from_secs(75),
+            max_connections: 1024,
         },
         CancellationToken::new(),
     )

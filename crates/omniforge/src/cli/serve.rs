@@ -77,6 +77,10 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
         tokens,
         max_body_bytes: settings.max_body_bytes,
         session_idle_timeout: settings.session_idle_timeout,
+        max_sessions: settings.max_sessions,
+        header_read_timeout: settings.header_read_timeout,
+        keep_alive_timeout: settings.keep_alive_timeout,
+        max_connections: settings.max_connections,
     };
     tracing::info!(
         %url,

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::ManifestConfig;
 use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
+use omniforge_server::{HttpSettings, ManifestConfig};
 
 use super::file::{self, FileConfig, FileManifest};
 use super::lowargs::{
@@ -136,6 +136,14 @@ pub(crate) struct Http {
     pub(crate) max_body_bytes: usize,
     /// Idle session lifetime.
     pub(crate) session_idle_timeout: Duration,
+    /// Most live sessions.
+    pub(crate) max_sessions: usize,
+    /// Header read timeout.
+    pub(crate) header_read_timeout: Duration,
+    /// Keep-alive idle timeout.
+    pub(crate) keep_alive_timeout: Duration,
+    /// Most open connections.
+    pub(crate) max_connections: usize,
     /// Where to write the endpoint URL once the server accepts connections.
     pub(crate) ready_file: Option<PathBuf>,
 }
@@ -258,6 +266,7 @@ impl Settings {
                 options.manifests,
                 std::mem::take(&mut file.manifest),
                 file.upstream_timeout,
+                file.upstream_max_response_bytes,
                 serves_mcp,
             )?,
             shutdown_grace: server
@@ -328,6 +337,22 @@ fn http(args: HttpOptions, file: &FileConfig) -> Result<Http> {
             .session_idle_timeout
             .or(file.session_idle_timeout)
             .unwrap_or(Duration::from_secs(300)),
+        max_sessions: args
+            .max_sessions
+            .or(file.max_sessions)
+            .map_or(HttpSettings::DEFAULT_MAX_SESSIONS, |n| n as usize),
+        header_read_timeout: args
+            .header_read_timeout
+            .or(file.header_read_timeout)
+            .unwrap_or(HttpSettings::DEFAULT_HEADER_READ_TIMEOUT),
+        keep_alive_timeout: args
+            .keep_alive_timeout
+            .or(file.keep_alive_timeout)
+            .unwrap_or(HttpSettings::DEFAULT_KEEP_ALIVE_TIMEOUT),
+        max_connections: args
+            .max_connections
+            .or(file.max_connections)
+            .map_or(HttpSettings::DEFAULT_MAX_CONNECTIONS, |n| n as usize),
         ready_file: args
             .ready_file
             .or_else(|| file.ready_file.clone())
@@ -344,6 +369,7 @@ fn manifests(
     flags: ManifestOptions,
     file: Vec<FileManifest>,
     file_timeout: Option<Duration>,
+    file_max_response_bytes: Option<u64>,
     read_credentials: bool,
 ) -> Result<Vec<ManifestConfig>> {
     let ManifestOptions {
@@ -352,9 +378,13 @@ fn manifests(
         upstream_auth: auths,
         upstream_auth_file: auth_files,
         upstream_timeout: timeout,
+        upstream_max_response_bytes: max_bytes,
         ..
     } = flags;
     let default_timeout = timeout.or(file_timeout).unwrap_or(Duration::from_secs(30));
+    let default_max_bytes = max_bytes
+        .or(file_max_response_bytes)
+        .unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
     if paths.is_empty() {
         if !upstreams.is_empty() && file.is_empty() {
             bail!(
@@ -380,7 +410,9 @@ fn manifests(
                         auth_header,
                         timeout: timeout.or(m.timeout).unwrap_or(default_timeout),
                         headers: m.headers.into_iter().collect(),
-                        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+                        max_response_bytes: max_bytes
+                            .or(m.max_response_bytes)
+                            .unwrap_or(default_max_bytes),
                     },
                 })
             })
@@ -414,7 +446,7 @@ fn manifests(
                     auth_header,
                     timeout: default_timeout,
                     headers: Vec::new(),
-                    max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+                    max_response_bytes: default_max_bytes,
                 },
             })
         })

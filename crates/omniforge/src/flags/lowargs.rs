@@ -80,9 +80,9 @@ pub(crate) struct GlobalOptions {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Serve MCP over Streamable HTTP (also GET /healthz).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Serve MCP over stdin/stdout; the parent process is trusted.
-    Stdio(StdioArgs),
+    Stdio(Box<StdioArgs>),
     /// Serve one manifest's RPCs, and nothing else, over stdio: the drop-in equivalent of
     /// `forge mcp serve` (`omniforge bridge --manifest gen/mcp/manifest.json --addr http://localhost:8080`).
     Bridge(BridgeArgs),
@@ -437,9 +437,8 @@ impl Cli {
             hosting,
         };
         match &mut command {
-            Command::Serve(ServeArgs { stdio, .. }) | Command::Stdio(stdio) => {
-                stdio.move_into(&mut options)
-            }
+            Command::Serve(serve) => serve.stdio.move_into(&mut options),
+            Command::Stdio(stdio) => stdio.move_into(&mut options),
             Command::Bridge(bridge) => bridge.move_into(&mut options),
             Command::Doctor(doctor) => options.sandbox.overlay(take(&mut doctor.sandbox)),
             Command::Tool(ToolCommand::Add { options: build, .. })

@@ -402,3 +402,88 @@ async fn writer_gets_no_secret_without_an_admin_grant_for_that_exact_version() {
         "the server logged the secret's value"
     );
 }
+
+/// Issue 11, finding 6: at `--log-level trace`, over HTTP and over stdio, a secret is set
+/// and a tool declaring it is created and called; the server's whole stderr never holds the
+/// secret's value nor the bearer token (rmcp's own "received request" lines included).
+#[tokio::test]
+async fn trace_logs_never_hold_secret_values_or_tokens() {
+    let uv = uv();
+    let value = format!("tr4ce-s3cr3t-{}-{}", std::process::id(), line!());
+    let code = "import os\nprint(len(os.environ.get('E2E_TRACE_KEY', '')))\n";
+    let create = json!({"name": "trace_key", "description": "Uses E2E_TRACE_KEY.",
+                        "code": code, "secrets": ["E2E_TRACE_KEY"]});
+
+    let server = HttpServer::start(
+        &["--uv", uv.to_str().unwrap(), "--log-level", "trace"],
+        &Auth::TokenFile(format!("boss {BOSS} admin\n")),
+    )
+    .await;
+    let mut boss = Client::open(&server, BOSS).await;
+    let (_, is_error, raw) = boss
+        .call(
+            "omniforge_set_secret",
+            json!({"name": "E2E_TRACE_KEY", "value": value}),
+        )
+        .await;
+    assert!(!is_error, "{raw}");
+    let (_, is_error, raw) = boss.call("omniforge_create_tool", create.clone()).await;
+    assert!(!is_error, "{raw}");
+    let (_, is_error, raw) = boss.call("trace_key", json!({})).await;
+    assert!(!is_error, "{raw}");
+    let log = server.stderr_all();
+    assert!(
+        log.contains("TRACE") || log.contains("DEBUG"),
+        "--log-level trace wrote no debug or trace lines: {}",
+        server.output_text()
+    );
+    assert!(
+        !log.contains(&value),
+        "HTTP at trace level: the server's stderr holds the secret's value"
+    );
+    assert!(
+        !log.contains(BOSS),
+        "HTTP at trace level: the server's stderr holds the bearer token"
+    );
+
+    let mut stdio =
+        util::StdioServer::start(&["--uv", uv.to_str().unwrap(), "--log-level", "trace"]);
+    util::init_stdio(&mut stdio, "2025-06-18").await.unwrap();
+    let m = stdio_call(
+        &mut stdio,
+        11,
+        "omniforge_set_secret",
+        json!({"name": "E2E_TRACE_KEY", "value": value}),
+    )
+    .await;
+    assert_eq!(m["result"]["isError"], false, "{m}");
+    let m = stdio_call(&mut stdio, 12, "omniforge_create_tool", create).await;
+    assert_eq!(m["result"]["isError"], false, "{m}");
+    let m = stdio_call(&mut stdio, 13, "trace_key", json!({})).await;
+    assert_eq!(m["result"]["isError"], false, "{m}");
+    let log = stdio.stderr_all();
+    assert!(
+        log.contains("TRACE") || log.contains("DEBUG"),
+        "--log-level trace wrote no debug or trace lines over stdio"
+    );
+    assert!(
+        !log.contains(&value),
+        "stdio at trace level: the server's stderr holds the secret's value"
+    );
+}
+
+/// One `tools/call` over stdio; its response (notifications before it are skipped).
+async fn stdio_call(stdio: &mut util::StdioServer, id: u64, name: &str, arguments: Value) -> Value {
+    let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                         "params": {"name": name, "arguments": arguments}});
+    stdio.send_line(&request.to_string()).await.unwrap();
+    loop {
+        let m = stdio
+            .read_message(std::time::Duration::from_secs(120))
+            .await
+            .unwrap();
+        if m["id"] == id {
+            return m;
+        }
+    }
+}

@@ -100,13 +100,14 @@ impl Front {
                 if deleting && response.status() == StatusCode::ACCEPTED {
                     *response.status_mut() = StatusCode::NO_CONTENT;
                 }
+                let response = json_errors(response.map(Body::new), None).await;
                 if let Some(id) = &session
                     && (response.status() == StatusCode::NOT_FOUND
                         || (deleting && response.status().is_success()))
                 {
                     self.book.close(id);
                 }
-                json_errors(response.map(Body::new), None).await
+                response
             }
             _ => {
                 let mut response = rpc_error(
@@ -182,6 +183,23 @@ impl Front {
                             .and_then(Value::as_str)
                             .map(str::to_owned)
                     });
+                    // A new session holds a place under `--max-sessions` while it opens.
+                    let _admission = match init.is_some() && session.is_none() {
+                        false => None,
+                        true => match self.book.admit() {
+                            Some(admission) => Some(admission),
+                            None => {
+                                tracing::warn!("--max-sessions reached; a new session was refused");
+                                return rpc_error(
+                                    StatusCode::SERVICE_UNAVAILABLE,
+                                    Some(&id),
+                                    SERVER_ERROR,
+                                    "Service Unavailable: the server has reached its \
+                                     --max-sessions limit; retry later",
+                                );
+                            }
+                        },
+                    };
                     let response = self
                         .forward(
                             &parts,
@@ -275,12 +293,13 @@ impl Front {
             let version = jsonrpc::negotiated_version(requested.as_deref());
             self.book.open(new_id, version, principal.id.clone());
         }
+        let response = json_errors(response, id.as_ref()).await;
         if let Some(session) = session
             && response.status() == StatusCode::NOT_FOUND
         {
             self.book.close(session);
         }
-        json_errors(response, id.as_ref()).await
+        response
     }
 
     /// A JSON array body: processed under revisions that allow batches, refused otherwise.
