@@ -29,6 +29,13 @@ impl Env {
     pub fn python(&self) -> PathBuf {
         self.path.join("bin").join("python")
     }
+
+    /// Whether the environment is complete ([`EnvBuilder::build`](crate::EnvBuilder::build)
+    /// finished it): its marker file exists. A replica that has not built it yet builds it
+    /// from the stored lock before a run uses it.
+    pub fn is_built(&self) -> bool {
+        self.path.join(super::COMPLETE_MARKER).is_file()
+    }
 }
 
 /// The layout of a data directory. Cheap to build; creates nothing.

@@ -1,6 +1,7 @@
 //! [`ScriptHost`]: the sandbox [`Runner`] and the [`EnvBuilder`], shared by every script run.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_script::{
@@ -12,7 +13,9 @@ use serde_json::Value;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
+use crate::context::progress::Progress;
 use crate::error::ScriptError;
+use crate::script_host::install::Installs;
 
 /// How scripts are built and run.
 #[derive(Debug, Clone)]
@@ -47,6 +50,8 @@ pub(crate) struct ScriptHost {
     /// Built on first use: resolving the interpreter and finding (or installing) uv takes
     /// time and may need PyPI, which a server that never forges a tool should not pay for.
     envs: OnceCell<EnvBuilder>,
+    /// Environments being installed from stored locks (`install.rs`).
+    installs: Installs,
 }
 
 impl ScriptHost {
@@ -66,6 +71,7 @@ impl ScriptHost {
             runner: Runner::new(runner_config)?,
             settings,
             envs: OnceCell::new(),
+            installs: Installs::default(),
         })
     }
 
@@ -82,6 +88,11 @@ impl ScriptHost {
     /// Where environments, uv and run directories live (the script crate's layout).
     pub(crate) fn layout(&self) -> Layout {
         Layout::new(&self.settings.data_dir)
+    }
+
+    /// The installs in progress.
+    pub(super) fn installs(&self) -> &Installs {
+        &self.installs
     }
 
     /// The built environment with id `env_id`.
@@ -135,11 +146,19 @@ impl ScriptHost {
     /// # Errors
     /// The script could not start, failed (its output, `[stderr]`, `[exit N]`), or timed out.
     pub(crate) async fn run_script(
-        &self,
+        self: &Arc<Self>,
         script: &ScriptSpec,
         input: Value,
         ct: CancellationToken,
     ) -> Result<String, ScriptError> {
+        // Made through another replica: install it here first (no one to report progress to).
+        self.ready(
+            &script.env_id,
+            async || Ok(script.lock.clone()),
+            &Progress::new(None, None),
+        )
+        .await
+        .map_err(ScriptError::Environment)?;
         let mut spec = RunSpec::new(&self.env(&script.env_id), script.code.clone());
         spec.arguments = input;
         spec.timeout = Duration::from_millis(script.timeout_ms);

@@ -6,8 +6,11 @@
 //! - [`prepare`]: turning code and dependencies into something runnable: the syntax check (the
 //!   script crate's), PEP 723 dependencies, the timeout rule, the lock and the environment build
 //!   with progress.
+//! - [`install`]: environments of versions made through another replica, installed from
+//!   their stored locks as soon as this server hears of them; a run waits for its own.
 //! - [`gc`]: the hourly removal of environments no version uses.
 
 pub(crate) mod gc;
 pub(crate) mod host;
+pub(crate) mod install;
 pub(crate) mod prepare;

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 use omniforge_server::Caller;
-use omniforge_store::{Actor, ToolStore as _};
+use omniforge_store::Actor;
 
 use super::progress::Progress;
 use super::{parts, read_json_object, render};

@@ -13,7 +13,8 @@ use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
 
 use super::file::{self, FileConfig, FileManifest};
 use super::lowargs::{
-    Command, LowArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand, ToolCommand,
+    Command, LowArgs, MigrateArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand,
+    ToolCommand,
 };
 use super::options::{HttpOptions, LogFormat, ManifestOptions, SandboxArg, SchemaProfileArg};
 
@@ -44,6 +45,8 @@ pub(crate) enum Task {
     Gc,
     /// `backup FILE`.
     Backup(PathBuf),
+    /// `migrate --from URL --to URL`.
+    Migrate(Migrate),
     /// `secret ...`.
     Secret(SecretCommand),
     /// `tool ...` (its option groups are already merged into [`Common`]).
@@ -61,6 +64,12 @@ pub(crate) enum Task {
 pub(crate) struct Common {
     /// Data directory (created if missing), absolute.
     pub(crate) data_dir: PathBuf,
+    /// The store's URL (`sqlite:PATH` or `postgres://...`); may hold a password, so it is
+    /// never logged whole.
+    pub(crate) database: String,
+    /// The keyring file given (absolute); `None`: the SQLite default
+    /// (`<data-dir>/secret.key`) or no keyring for PostgreSQL.
+    pub(crate) secret_key_file: Option<PathBuf>,
     /// Log filter.
     pub(crate) log_level: String,
     /// Log format.
@@ -106,6 +115,17 @@ pub(crate) struct Scripts {
     pub(crate) call_log_rows: u64,
     /// How long a cut result's whole output stays readable.
     pub(crate) output_ttl: Duration,
+}
+
+/// Settings of `migrate`.
+#[derive(Debug)]
+pub(crate) struct Migrate {
+    /// The source store's URL.
+    pub(crate) from: String,
+    /// The target store's URL.
+    pub(crate) to: String,
+    /// The target's keyring file (absolute); `None`: the source's.
+    pub(crate) to_secret_key_file: Option<PathBuf>,
 }
 
 /// Settings of `serve`.
@@ -158,6 +178,15 @@ impl Settings {
         // Paths handed to subprocesses (uv runs in other directories, the sandbox binds paths)
         // must not depend on the working directory.
         let data_dir = absolute(data_dir)?;
+        let database = global
+            .database
+            .or(file.database.take())
+            .unwrap_or_else(|| format!("sqlite:{}", data_dir.join("omniforge.db").display()));
+        let secret_key_file = global
+            .secret_key_file
+            .or(file.secret_key_file.take())
+            .map(absolute)
+            .transpose()?;
         let serves_mcp = matches!(
             command,
             Command::Serve(_) | Command::Stdio(_) | Command::Bridge(_)
@@ -172,6 +201,8 @@ impl Settings {
         );
         let common = Common {
             data_dir,
+            database,
+            secret_key_file,
             // One-shot commands print their own output; only problems are logged.
             log_level: global
                 .log_level
@@ -263,6 +294,15 @@ impl Settings {
             Command::Doctor(args) => Task::Doctor { json: args.json },
             Command::Gc => Task::Gc,
             Command::Backup { file } => Task::Backup(file),
+            Command::Migrate(MigrateArgs {
+                from,
+                to,
+                to_secret_key_file,
+            }) => Task::Migrate(Migrate {
+                from: from.unwrap_or_else(|| common.database.clone()),
+                to,
+                to_secret_key_file: to_secret_key_file.map(absolute).transpose()?,
+            }),
             Command::Secret(command) => Task::Secret(command),
             Command::Tool(command) => Task::Tool(command),
             Command::Resource(command) => Task::Resource(command),
