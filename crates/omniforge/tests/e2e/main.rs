@@ -14,6 +14,7 @@ mod escape;
 mod manifest_tools;
 mod postgres;
 mod procs;
+mod replicas;
 mod robustness;
 mod schema_profile;
 mod script_tools;

@@ -65,6 +65,16 @@ impl Mcp {
         Ok(mcp)
     }
 
+    /// The same session, sent to `url` (another replica, the balancer).
+    pub(crate) fn same_session_at(&self, url: &str) -> Mcp {
+        Mcp {
+            http: self.http.clone(),
+            url: url.to_owned(),
+            session: self.session.clone(),
+            next_id: self.next_id + 1000,
+        }
+    }
+
     async fn post(&self, body: Value, wait: &[Value]) -> Result<util::HttpReply, String> {
         let headers = post_headers(
             self.session.as_deref(),
