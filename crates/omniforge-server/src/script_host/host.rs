@@ -8,13 +8,13 @@ use omniforge_script::{
     Env, EnvBuilder, EnvConfig, EnvError, HostEnv, Interpreter, Layout, RunError, RunOutput,
     RunSpec, Runner, RunnerConfig, SandboxLevel, UvTool, prototype_text,
 };
-use omniforge_store::ScriptSpec;
+use omniforge_store::{ScriptSpec, StoreError};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::progress::Progress;
-use crate::error::ScriptError;
+use crate::error::{InstallError, ScriptError};
 use crate::script_host::install::Installs;
 
 /// How scripts are built and run.
@@ -51,7 +51,7 @@ pub(crate) struct ScriptHost {
     /// time and may need PyPI, which a server that never forges a tool should not pay for.
     envs: OnceCell<EnvBuilder>,
     /// Environments being installed from stored locks (`install.rs`).
-    installs: Installs,
+    installs: Arc<Installs>,
 }
 
 impl ScriptHost {
@@ -71,7 +71,7 @@ impl ScriptHost {
             runner: Runner::new(runner_config)?,
             settings,
             envs: OnceCell::new(),
-            installs: Installs::default(),
+            installs: Arc::new(Installs::default()),
         })
     }
 
@@ -90,9 +90,46 @@ impl ScriptHost {
         Layout::new(&self.settings.data_dir)
     }
 
-    /// The installs in progress.
-    pub(super) fn installs(&self) -> &Installs {
-        &self.installs
+    /// Starts installing environment `env_id` from the stored `lock` (requirements text) unless
+    /// it is built or being installed; returns at once. For versions made through another
+    /// replica (`install.rs`).
+    pub(crate) fn install_in_background(self: &Arc<Self>, env_id: &str, lock: &str) {
+        if env_id.is_empty() || self.env(env_id).is_built() {
+            return;
+        }
+        let host = self.clone();
+        let _ =
+            self.installs
+                .join_or_start(env_id, lock, async move { host.envs().await.cloned() });
+    }
+
+    /// Waits until environment `env_id` is built, installing it from `lock` if nobody is
+    /// (`lock` is asked for only then: the catalog keeps no locks); sends the install's lines
+    /// to `progress`.
+    ///
+    /// # Errors
+    /// The lock cannot be read, or the install failed.
+    pub(crate) async fn ready<F>(
+        self: &Arc<Self>,
+        env_id: &str,
+        lock: F,
+        progress: &Progress,
+    ) -> Result<(), InstallError>
+    where
+        F: AsyncFnOnce() -> Result<String, StoreError>,
+    {
+        if self.env(env_id).is_built() {
+            return Ok(());
+        }
+        let host = self.clone();
+        self.installs
+            .wait(
+                env_id,
+                lock,
+                async move { host.envs().await.cloned() },
+                progress,
+            )
+            .await
     }
 
     /// The built environment with id `env_id`.

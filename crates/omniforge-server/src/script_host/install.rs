@@ -1,9 +1,10 @@
 //! Environments on every replica: a tool created through another replica (or another process
 //! on another machine) arrives here as a stored version with a hash-pinned lock and an
 //! environment id, but without the environment. This replica installs it from that lock as soon
-//! as it hears of the version ([`ScriptHost::install_in_background`], called when a catalog entry
+//! as it hears of the version (`ScriptHost::install_in_background`, called when a catalog entry
 //! is made), and a run that arrives before the install ends waits for it, reporting the
-//! install's progress ([`ScriptHost::ready`]).
+//! install's progress (`ScriptHost::ready`). [`Installs`] keeps the installs in progress; the
+//! script host hands it the environment builder.
 //!
 //! Installing an already-made lock is the only network use outside the tool's own creation: uv
 //! fetches exactly the pinned files (`--require-hashes`) from the package index; a script
@@ -15,6 +16,7 @@
 //! twice.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use omniforge_script::{EnvBuilder, EnvError, Lock};
@@ -23,11 +25,10 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::context::progress::Progress;
 use crate::error::InstallError;
-use crate::script_host::host::ScriptHost;
 
 /// What one install has said so far, and how it ended.
 #[derive(Debug, Clone, Default)]
-struct InstallState {
+pub(crate) struct InstallState {
     /// Progress lines (uv's own lines among them), oldest first.
     said: Vec<String>,
     /// `Some` once it ended.
@@ -53,40 +54,29 @@ impl Default for Installs {
     }
 }
 
-impl ScriptHost {
-    /// Starts installing environment `env_id` from the stored `lock` (requirements text) unless
-    /// it is built or being installed; returns at once.
-    pub(crate) fn install_in_background(self: &Arc<Self>, env_id: &str, lock: &str) {
-        if env_id.is_empty() || self.env(env_id).is_built() {
-            return;
-        }
-        let _ = self.join_or_start(env_id, lock);
-    }
-
-    /// Waits until environment `env_id` is built, installing it from `lock` if nobody is; sends
-    /// the install's lines to `progress`. `lock` is asked for only when an install must start
-    /// (the catalog does not keep locks: the store has them).
+impl Installs {
+    /// Waits until the install of `env_id` ends, starting one from `lock` (asked for only
+    /// then) if nobody is installing it; sends the install's lines to `progress`.
     ///
     /// # Errors
     /// The lock cannot be read, or the install failed.
-    pub(crate) async fn ready<F>(
+    pub(crate) async fn wait<F, B>(
         self: &Arc<Self>,
         env_id: &str,
         lock: F,
+        builder: B,
         progress: &Progress,
     ) -> Result<(), InstallError>
     where
         F: AsyncFnOnce() -> Result<String, StoreError>,
+        B: Future<Output = Result<EnvBuilder, EnvError>> + Send + 'static,
     {
-        if self.env(env_id).is_built() {
-            return Ok(());
-        }
         let running = self.joined(env_id);
         let mut rx = match running {
             Some(rx) => rx,
             None => {
                 let lock = lock().await.map_err(|e| InstallError::Lock(Arc::new(e)))?;
-                self.join_or_start(env_id, &lock)
+                self.join_or_start(env_id, &lock, builder)
             }
         };
         progress
@@ -114,37 +104,37 @@ impl ScriptHost {
 
     /// The install of `env_id` in progress, if any.
     fn joined(&self, env_id: &str) -> Option<watch::Receiver<InstallState>> {
-        let running = self
-            .installs()
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         running.get(env_id).cloned()
     }
 
-    /// The install of `env_id` in progress, or a new one.
-    fn join_or_start(self: &Arc<Self>, env_id: &str, lock: &str) -> watch::Receiver<InstallState> {
-        let mut running = self
-            .installs()
-            .running
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+    /// The install of `env_id` in progress, or a new one from `lock` with the builder that
+    /// `builder` gives.
+    pub(crate) fn join_or_start<B>(
+        self: &Arc<Self>,
+        env_id: &str,
+        lock: &str,
+        builder: B,
+    ) -> watch::Receiver<InstallState>
+    where
+        B: Future<Output = Result<EnvBuilder, EnvError>> + Send + 'static,
+    {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(rx) = running.get(env_id) {
             return rx.clone();
         }
         let (tx, rx) = watch::channel(InstallState::default());
         running.insert(env_id.to_owned(), rx.clone());
         drop(running);
-        let host = self.clone();
+        let installs = self.clone();
         let lock = Lock {
             requirements: lock.to_owned(),
             env_id: env_id.to_owned(),
         };
         tokio::spawn(async move {
-            let slots = host.installs().slots.clone();
-            let result = match slots.acquire_owned().await {
-                Ok(_slot) => match host.envs().await {
-                    Ok(envs) => install(envs, &lock, &tx).await,
+            let result = match installs.slots.clone().acquire_owned().await {
+                Ok(_slot) => match builder.await {
+                    Ok(envs) => install(&envs, &lock, &tx).await,
                     Err(e) => Err(e),
                 }
                 .map_err(|e| InstallError::Build(Arc::new(e))),
@@ -159,7 +149,7 @@ impl ScriptHost {
                 }
             }
             tx.send_modify(|s| s.done = Some(result));
-            host.installs()
+            installs
                 .running
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
