@@ -525,6 +525,45 @@ mod tests {
         assert!(serve.ready_file.unwrap().is_absolute());
     }
 
+    /// `--database` defaults to the SQLite file in the data directory; the config file sets it,
+    /// a flag anywhere on the line beats the file; `migrate --from` defaults to it.
+    #[test]
+    fn the_database_and_the_keyring() {
+        let s = resolve(&["omniforge", "--data-dir", "/tmp/x", "secret", "list"]).unwrap();
+        assert_eq!(s.common.database, "sqlite:/tmp/x/omniforge.db");
+        assert_eq!(s.common.secret_key_file, None);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "database = \"postgres://db/forge\"\nsecret_key_file = \"keys/ring\"\n",
+        )
+        .unwrap();
+        let c = file.to_str().unwrap();
+        let s = resolve(&["omniforge", "--config", c, "--data-dir", "/tmp/x", "gc"]).unwrap();
+        assert_eq!(s.common.database, "postgres://db/forge");
+        assert!(s.common.secret_key_file.unwrap().is_absolute());
+        let s = resolve(&[
+            "omniforge",
+            "--config",
+            c,
+            "migrate",
+            "--to",
+            "sqlite:/tmp/y.db",
+            "--database",
+            "sqlite:/tmp/z.db",
+        ])
+        .unwrap();
+        match s.task {
+            Task::Migrate(m) => {
+                assert_eq!(m.from, "sqlite:/tmp/z.db");
+                assert_eq!(m.to, "sqlite:/tmp/y.db");
+                assert_eq!(m.to_secret_key_file, None);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// An option given before the subcommand and one given after it: the later one wins, and
     /// either beats the config file.
     #[test]
