@@ -51,8 +51,7 @@ use crate::host::HostEnv;
 /// The helper module installed into every environment as `omniforge.py`.
 pub const HELPER_MODULE: &str = include_str!("../omniforge.py");
 
-/// Name of the file whose presence marks a complete environment.
-const COMPLETE_MARKER: &str = ".omniforge-env";
+use layout::COMPLETE_MARKER;
 
 /// Settings of an [`EnvBuilder`].
 #[derive(Debug, Clone)]

@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use omniforge_store::{AuditFilter, AuditLog as _};
+use omniforge_store::AuditFilter;
 use serde_json::json;
 
 use super::{parts, render};

@@ -1,5 +1,5 @@
 //! The commands, one file per family: [`serve`] (`serve`, `stdio`, `bridge`), [`tool`],
-//! [`resource`], [`prompt`], [`pack`], [`secret`], [`maintenance`] (`doctor`, `gc`, `backup`).
+//! [`resource`], [`prompt`], [`pack`], [`secret`] (and `secret rotate-key`), [`maintenance`] (`doctor`, `gc`, `backup`), [`migrate`].
 //!
 //! [`parts`] builds the server library's parts from the settings (the one place that knows
 //! how), [`render`] turns results into text for people, [`progress`] shows long work on stderr,
@@ -19,6 +19,7 @@ macro_rules! out {
 
 mod audit;
 mod maintenance;
+mod migrate;
 mod pack;
 mod parts;
 mod progress;
@@ -96,6 +97,7 @@ pub(crate) async fn run(settings: Settings) -> Result<()> {
         Task::Doctor { json } => maintenance::doctor(&common, json),
         Task::Gc => maintenance::gc(&common).await,
         Task::Backup(file) => maintenance::backup(&common, &file).await,
+        Task::Migrate(migrate) => migrate::run(&common, &migrate).await,
         Task::Secret(command) => secret::run(command, &common).await,
         Task::Tool(command) => tool::run(command, &common).await,
         Task::Resource(command) => resource::run(command, &common).await,

@@ -68,7 +68,7 @@ async fn import(common: &Common, file: &Path) -> Result<()> {
 
 async fn export(common: &Common, output: Option<&Path>) -> Result<()> {
     let store = parts::open_store(common).await?;
-    let pack = omniforge_server::export_pack(&store)
+    let pack = omniforge_server::export_pack(store.as_ref())
         .await
         .context("reading the store")?;
     match output {

@@ -2,7 +2,6 @@
 
 use anyhow::{Context, Result, bail};
 use omniforge_server::{Caller, DefinitionKind};
-use omniforge_store::ContentStore as _;
 
 use super::progress::Progress;
 use super::{parts, read_json_object};

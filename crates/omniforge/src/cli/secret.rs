@@ -1,15 +1,20 @@
 //! `omniforge secret ...`: secrets that tool versions receive as environment variables.
 
 use anyhow::{Context, Result, bail};
-use omniforge_store::SecretStore as _;
+use omniforge_store::{Actor, Keyring, KeyringError, StoreUrl};
 
 use super::parts;
 use crate::flags::{Common, SecretCommand};
 
 /// Runs one `secret` subcommand.
 pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
+    if let SecretCommand::RotateKey = command {
+        return rotate_key(common).await;
+    }
     let store = parts::open_store(common).await?;
     match command {
+        // Opens the store with the new keyring: above.
+        SecretCommand::RotateKey => {}
         SecretCommand::Set { name } => {
             let mut value = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
@@ -43,7 +48,7 @@ pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
             version,
         } => {
             let said = omniforge_server::change_grant(
-                &store,
+                &*store,
                 &super::actor(),
                 &name,
                 &tool,
@@ -59,7 +64,7 @@ pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
             version,
         } => {
             let said = omniforge_server::change_grant(
-                &store,
+                &*store,
                 &super::actor(),
                 &name,
                 &tool,
@@ -70,7 +75,7 @@ pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
             out!("{said}");
         }
         SecretCommand::Requests { tool } => {
-            let requests = omniforge_server::secret_requests(&store, tool.as_deref())
+            let requests = omniforge_server::secret_requests(&*store, tool.as_deref())
                 .await
                 .context("listing secret requests")?;
             for r in requests {
@@ -90,5 +95,40 @@ pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// `secret rotate-key`: a new first key in the keyring file (the file is made when it does not
+/// exist yet), then every secret sealed again under it. Replicas that still run with the old
+/// file keep reading (the old keys stay in the file) until they get the new one.
+async fn rotate_key(common: &Common) -> Result<()> {
+    let file = match &common.secret_key_file {
+        Some(file) => file.clone(),
+        None => match StoreUrl::parse(&common.database).context("reading the database URL")? {
+            StoreUrl::Sqlite(_) => common.data_dir.join("secret.key"),
+            _ => bail!("give the keyring with --secret-key-file (or OMNIFORGE_SECRET_KEY_FILE)"),
+        },
+    };
+    let id = match Keyring::generate_file(&file) {
+        Ok(keyring) => keyring.current_key_id().to_owned(),
+        Err(KeyringError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::AlreadyExists =>
+        {
+            Keyring::add_key_to_file(&file)
+                .with_context(|| format!("adding a key to {}", file.display()))?
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("making the keyring {}", file.display()));
+        }
+    };
+    out!("new key {id} first in {}", file.display());
+    let keyring = Keyring::load(&file)
+        .with_context(|| format!("loading the secret keyring {}", file.display()))?;
+    let store = parts::open_url(common, &common.database, Some(keyring)).await?;
+    let resealed = store
+        .rotate_key(&Actor::new("cli"))
+        .await
+        .context("sealing the secrets under the new key")?;
+    out!("sealed {resealed} secret(s) under key {id}");
     Ok(())
 }

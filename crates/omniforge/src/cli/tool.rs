@@ -2,7 +2,6 @@
 
 use anyhow::{Context, Result, bail};
 use omniforge_server::Caller;
-use omniforge_store::{CallLog as _, ToolStore as _};
 
 use super::progress::Progress;
 use super::{parts, read_json_object, render};

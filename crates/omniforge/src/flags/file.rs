@@ -15,6 +15,8 @@ use super::options::{LogFormat, SandboxArg, SchemaProfileArg};
 #[serde(deny_unknown_fields)]
 pub(crate) struct FileConfig {
     pub(crate) data_dir: Option<PathBuf>,
+    pub(crate) database: Option<String>,
+    pub(crate) secret_key_file: Option<PathBuf>,
     pub(crate) log_level: Option<String>,
     pub(crate) log_format: Option<LogFormat>,
     pub(crate) page_size: Option<usize>,

@@ -13,8 +13,8 @@ use omniforge_server::{HttpSettings, ManifestConfig};
 
 use super::file::{self, FileConfig, FileManifest};
 use super::lowargs::{
-    AuditArgs, Command, LowArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand,
-    ToolCommand,
+    AuditArgs, Command, LowArgs, MigrateArgs, PackCommand, PromptCommand, ResourceCommand,
+    SecretCommand, ToolCommand,
 };
 use super::options::{HttpOptions, LogFormat, ManifestOptions, SandboxArg, SchemaProfileArg};
 
@@ -45,6 +45,8 @@ pub(crate) enum Task {
     Gc,
     /// `backup FILE`.
     Backup(PathBuf),
+    /// `migrate --from URL --to URL`.
+    Migrate(Migrate),
     /// `secret ...`.
     Secret(SecretCommand),
     /// `tool ...` (its option groups are already merged into [`Common`]).
@@ -64,6 +66,12 @@ pub(crate) enum Task {
 pub(crate) struct Common {
     /// Data directory (created if missing), absolute.
     pub(crate) data_dir: PathBuf,
+    /// The store's URL (`sqlite:PATH` or `postgres://...`); may hold a password, so it is
+    /// never logged whole.
+    pub(crate) database: String,
+    /// The keyring file given (absolute); `None`: the SQLite default
+    /// (`<data-dir>/secret.key`) or no keyring for PostgreSQL.
+    pub(crate) secret_key_file: Option<PathBuf>,
     /// Log filter.
     pub(crate) log_level: String,
     /// Log format.
@@ -113,6 +121,17 @@ pub(crate) struct Scripts {
     pub(crate) warm_pool: usize,
     /// Idle expiry of a warm template.
     pub(crate) warm_idle: Duration,
+}
+
+/// Settings of `migrate`.
+#[derive(Debug)]
+pub(crate) struct Migrate {
+    /// The source store's URL.
+    pub(crate) from: String,
+    /// The target store's URL.
+    pub(crate) to: String,
+    /// The target's keyring file (absolute); `None`: the source's.
+    pub(crate) to_secret_key_file: Option<PathBuf>,
 }
 
 /// Settings of `serve`.
@@ -173,6 +192,15 @@ impl Settings {
         // Paths handed to subprocesses (uv runs in other directories, the sandbox binds paths)
         // must not depend on the working directory.
         let data_dir = absolute(data_dir)?;
+        let database = global
+            .database
+            .or(file.database.take())
+            .unwrap_or_else(|| format!("sqlite:{}", data_dir.join("omniforge.db").display()));
+        let secret_key_file = global
+            .secret_key_file
+            .or(file.secret_key_file.take())
+            .map(absolute)
+            .transpose()?;
         let serves_mcp = matches!(
             command,
             Command::Serve(_) | Command::Stdio(_) | Command::Bridge(_)
@@ -187,6 +215,8 @@ impl Settings {
         );
         let common = Common {
             data_dir,
+            database,
+            secret_key_file,
             // One-shot commands print their own output; only problems are logged.
             log_level: global
                 .log_level
@@ -287,6 +317,15 @@ impl Settings {
             Command::Doctor(args) => Task::Doctor { json: args.json },
             Command::Gc => Task::Gc,
             Command::Backup { file } => Task::Backup(file),
+            Command::Migrate(MigrateArgs {
+                from,
+                to,
+                to_secret_key_file,
+            }) => Task::Migrate(Migrate {
+                from: from.unwrap_or_else(|| common.database.clone()),
+                to,
+                to_secret_key_file: to_secret_key_file.map(absolute).transpose()?,
+            }),
             Command::Secret(command) => Task::Secret(command),
             Command::Tool(command) => Task::Tool(command),
             Command::Resource(command) => Task::Resource(command),
@@ -531,6 +570,45 @@ mod tests {
         assert_eq!(serve.path, "/y");
         assert_eq!(serve.allow_origin, ["https://a.example"]);
         assert!(serve.ready_file.unwrap().is_absolute());
+    }
+
+    /// `--database` defaults to the SQLite file in the data directory; the config file sets it,
+    /// a flag anywhere on the line beats the file; `migrate --from` defaults to it.
+    #[test]
+    fn the_database_and_the_keyring() {
+        let s = resolve(&["omniforge", "--data-dir", "/tmp/x", "secret", "list"]).unwrap();
+        assert_eq!(s.common.database, "sqlite:/tmp/x/omniforge.db");
+        assert_eq!(s.common.secret_key_file, None);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "database = \"postgres://db/forge\"\nsecret_key_file = \"keys/ring\"\n",
+        )
+        .unwrap();
+        let c = file.to_str().unwrap();
+        let s = resolve(&["omniforge", "--config", c, "--data-dir", "/tmp/x", "gc"]).unwrap();
+        assert_eq!(s.common.database, "postgres://db/forge");
+        assert!(s.common.secret_key_file.unwrap().is_absolute());
+        let s = resolve(&[
+            "omniforge",
+            "--config",
+            c,
+            "migrate",
+            "--to",
+            "sqlite:/tmp/y.db",
+            "--database",
+            "sqlite:/tmp/z.db",
+        ])
+        .unwrap();
+        match s.task {
+            Task::Migrate(m) => {
+                assert_eq!(m.from, "sqlite:/tmp/z.db");
+                assert_eq!(m.to, "sqlite:/tmp/y.db");
+                assert_eq!(m.to_secret_key_file, None);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// An option given before the subcommand and one given after it: the later one wins, and

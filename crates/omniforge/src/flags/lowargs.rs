@@ -1,6 +1,7 @@
 //! The raw command line: what clap parses, before the config file and the defaults apply.
 //!
-//! Three options are global (`--config`, `--data-dir`, `--log-level`): every command takes them,
+//! Five options are global (`--config`, `--data-dir`, `--log-level`, `--database`,
+//! `--secret-key-file`): every command takes them,
 //! anywhere on the line. Every other option belongs to the commands that use it, so
 //! `omniforge tool add --help` lists only what `tool add` reads. The top level also takes every
 //! option (so `omniforge --manifest m.json serve` and `omniforge --no-authoring tool list` keep
@@ -54,7 +55,8 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// `--config`, `--data-dir`, `--log-level`: taken by every command.
+/// `--config`, `--data-dir`, `--log-level`, `--database`, `--secret-key-file`: taken by every
+/// command.
 #[derive(Debug, Args)]
 pub(crate) struct GlobalOptions {
     /// TOML config file; its values sit below flags and environment variables.
@@ -74,6 +76,28 @@ pub(crate) struct GlobalOptions {
         value_name = "FILTER"
     )]
     pub(crate) log_level: Option<String>,
+    /// The store: `sqlite:PATH` or `postgres://USER@HOST:PORT/DB` (completed from the standard
+    /// `PG*` variables, e.g. PGPASSWORD) [default: sqlite:<data-dir>/omniforge.db]. Replicas
+    /// share one PostgreSQL database.
+    #[arg(
+        long,
+        global = true,
+        env = "OMNIFORGE_DATABASE",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub(crate) database: Option<String>,
+    /// The keyring that seals secrets at rest (one `ID BASE64KEY` line per key; new values use
+    /// the first). Every replica needs the same file; keep it out of backups [default: with
+    /// SQLite, <data-dir>/secret.key, made on first use; with PostgreSQL, none: secrets are
+    /// refused].
+    #[arg(
+        long,
+        global = true,
+        env = "OMNIFORGE_SECRET_KEY_FILE",
+        value_name = "FILE"
+    )]
+    pub(crate) secret_key_file: Option<PathBuf>,
 }
 
 /// The subcommands.
@@ -97,6 +121,10 @@ pub(crate) enum Command {
         /// Where to write the copy.
         file: PathBuf,
     },
+    /// Copy a whole store into an empty one, e.g. from the embedded SQLite file to the
+    /// PostgreSQL database replicas share: every table, secrets sealed again under the target
+    /// keyring. Stop the servers of the source first.
+    Migrate(MigrateArgs),
     /// Manage secrets that tool versions declare and receive as environment variables.
     #[command(subcommand)]
     Secret(SecretCommand),
@@ -387,13 +415,30 @@ pub(crate) enum SecretCommand {
         /// Only this tool.
         tool: Option<String>,
     },
+    /// Put a new key first in the keyring file (made if missing) and seal every secret under
+    /// it; the older keys stay in the file. Copy the file to every replica afterwards.
+    RotateKey,
+}
+
+/// Options of `omniforge migrate`.
+#[derive(Debug, Args)]
+pub(crate) struct MigrateArgs {
+    /// The store to copy: `sqlite:PATH` or `postgres://...` [default: --database].
+    #[arg(long, value_name = "URL")]
+    pub(crate) from: Option<String>,
+    /// The empty store to fill: `sqlite:PATH` or `postgres://...` (its schema is made).
+    #[arg(long, value_name = "URL")]
+    pub(crate) to: String,
+    /// The keyring that seals secrets in the target [default: the source's keyring].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) to_secret_key_file: Option<PathBuf>,
 }
 
 /// The command line, with the options given before the subcommand and after it merged
 /// (after wins).
 #[derive(Debug)]
 pub(crate) struct LowArgs {
-    /// `--config`, `--data-dir`, `--log-level`.
+    /// `--config`, `--data-dir`, `--log-level`, `--database`, `--secret-key-file`.
     pub(crate) global: GlobalOptions,
     /// Every other option except the HTTP ones.
     pub(crate) options: Options,
@@ -457,6 +502,7 @@ impl Cli {
             }
             Command::Gc
             | Command::Backup { .. }
+            | Command::Migrate(_)
             | Command::Secret(_)
             | Command::Tool(_)
             | Command::Resource(_)

@@ -17,7 +17,7 @@ use std::ffi::OsString;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 
-pub(crate) use hiargs::{Common, Http, Settings, Task};
+pub(crate) use hiargs::{Common, Http, Migrate, Settings, Task};
 pub(crate) use lowargs::{
     AuditArgs, LowArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand, ToolCommand,
 };

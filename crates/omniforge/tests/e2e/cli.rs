@@ -213,7 +213,14 @@ fn options_of(help: &str) -> Vec<String> {
 /// server options every command used to repeat.
 #[tokio::test]
 async fn subcommand_help_lists_only_its_options() {
-    const GLOBAL: [&str; 4] = ["--config", "--data-dir", "--log-level", "--help"];
+    const GLOBAL: [&str; 6] = [
+        "--config",
+        "--data-dir",
+        "--log-level",
+        "--database",
+        "--secret-key-file",
+        "--help",
+    ];
     let cases: [(&[&str], &[&str]); 6] = [
         (
             &["tool", "add"],

@@ -71,6 +71,23 @@ impl StoredTools {
     ) -> CallResult {
         let version = &stored.version;
         let spec_v = &version.spec;
+        // Made through another replica: wait for this server's install of its environment
+        // (started when the version arrived), with progress. The catalog keeps no lock; the
+        // store has it.
+        let store = &self.store;
+        self.host
+            .ready(
+                &spec_v.env_id,
+                async || {
+                    store
+                        .version(&version.tool, version.number)
+                        .await
+                        .map(|v| v.spec.lock)
+                },
+                &cx.progress(),
+            )
+            .await
+            .map_err(CallError::Environment)?;
         let mut spec = self.spec(version);
         spec.arguments = Value::Object(arguments);
         let mut secrets = Vec::new();
