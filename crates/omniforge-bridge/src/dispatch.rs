@@ -134,7 +134,7 @@ impl Upstream {
         if !self.is_configured() {
             return Outcome::Failure(format!(
                 "no upstream address is configured for tool {}: start OmniForge with --upstream URL \
-                 (or `upstream` in the manifest's config entry)",
+                 (`omniforge bridge --addr URL`), or set `upstream` in the manifest's config entry",
                 tool.name
             ));
         }

@@ -132,7 +132,13 @@ pub struct Caller {
     resource_links: bool,
     /// How a script's requests (sampling, elicitation, roots) reach the client.
     client: ClientLink,
+    /// Also gets every progress message (the command line shows them on stderr).
+    progress_sink: Option<ProgressSink>,
 }
+
+/// Receives the progress messages of the work done for a [`Caller`] (environment builds, a
+/// script's own progress), whether or not an MCP client asked for them.
+pub type ProgressSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl Caller {
     /// An MCP request by `principal`.
@@ -147,6 +153,7 @@ impl Caller {
                 .peer_info()
                 .is_none_or(|info| info.protocol_version.as_str() >= "2025-06-18"),
             client: ClientLink::of(ctx),
+            progress_sink: None,
         }
     }
 
@@ -159,6 +166,15 @@ impl Caller {
             ct: tokio_util::sync::CancellationToken::new(),
             resource_links: true,
             client: ClientLink::default(),
+            progress_sink: None,
+        }
+    }
+
+    /// The command line, with progress messages going to `sink`.
+    pub fn local_with_progress(author: &str, sink: ProgressSink) -> Caller {
+        Caller {
+            progress_sink: Some(sink),
+            ..Caller::local(author)
         }
     }
 }
@@ -1433,6 +1449,7 @@ fn parse<T: for<'de> Deserialize<'de>>(arguments: Map<String, Value>) -> Result<
 
 /// Sends `notifications/progress` for the request, when the client gave a progress token.
 struct Progress {
+    sink: Option<ProgressSink>,
     token: Option<rmcp::model::ProgressToken>,
     peer: Option<rmcp::service::Peer<RoleServer>>,
     last: std::sync::Mutex<f64>,
@@ -1441,6 +1458,7 @@ struct Progress {
 impl Progress {
     fn new(caller: &Caller) -> Progress {
         Progress {
+            sink: caller.progress_sink.clone(),
             token: caller.progress_token.clone(),
             peer: caller.peer.clone(),
             last: std::sync::Mutex::new(f64::MIN),
@@ -1464,6 +1482,9 @@ impl Progress {
     /// Sends a progress value; values that do not increase are dropped (the spec requires
     /// progress to increase with each notification).
     async fn send_raw(&self, done: f64, total: Option<f64>, message: Option<String>) {
+        if let (Some(sink), Some(message)) = (&self.sink, &message) {
+            sink(message);
+        }
         let (Some(token), Some(peer)) = (&self.token, &self.peer) else {
             return;
         };

@@ -32,7 +32,6 @@ use std::collections::BTreeSet;
 use std::io::Read as _;
 use std::net::{TcpListener, UdpSocket};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -40,10 +39,9 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use tokio::process::{Child, Command};
 
-use crate::procs::{Captured, drain, kill_and_reap, listening_url, panic_lines};
-use crate::util::{self, BIN, uv};
+use crate::procs::{Captured, Serve, panic_lines};
+use crate::util::{self, uv};
 
 /// The protocol revision the raw sessions negotiate (WIRE-33's setup).
 const VERSION: &str = "2025-06-18";
@@ -80,7 +78,7 @@ fn unique(prefix: &str) -> String {
 
 /// `OMNIFORGE_E2E_SECRET=<secret> omniforge serve --listen 127.0.0.1:0 --data-dir DATA --uv UV`.
 struct Omni {
-    child: Child,
+    server: Serve,
     pid: u32,
     url: String,
     base: String,
@@ -102,48 +100,30 @@ impl Omni {
         let data = home.path().join("data");
         std::fs::create_dir(&data).unwrap();
         let secret = unique("escape-secret-");
-        let mut cmd = Command::new(BIN);
+        let mut command = Serve::command()
+            .args(&["--data-dir".as_ref(), data.as_os_str()])
+            .args(&["--uv".as_ref(), uv().as_os_str()])
+            .args(&["--sandbox", "strict"])
+            .args(args);
         // Hermetic and safe: no inherited OMNIFORGE_* setting (e.g. OMNIFORGE_SANDBOX=off in a
         // developer's shell) may weaken the server, and `strict` (the same layers as the
         // default `standard` when bubblewrap works) refuses to start rather than run these
         // attacks unsandboxed on the host.
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("OMNIFORGE_") {
-                cmd.env_remove(key);
+                command.cmd().env_remove(key);
             }
         }
-        let mut child = cmd
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(&data)
-            .arg("--uv")
-            .arg(uv())
-            .args(["--sandbox", "strict"])
-            .args(args)
-            .env("NO_COLOR", "1")
-            .env("OMNIFORGE_E2E_SECRET", &secret)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
-        let pid = child.id().unwrap();
-        drain(child.stdout.take().unwrap(), Captured::default());
-        let stderr = Captured::default();
-        drain(child.stderr.take().unwrap(), stderr.clone());
-        let url = listening_url(&mut child, &stderr).await;
-        let base = match url.match_indices('/').nth(2) {
-            Some((i, _)) => url[..i].to_owned(),
-            None => url.clone(),
-        };
+        command.cmd().env("OMNIFORGE_E2E_SECRET", &secret);
+        let server = command.start().await;
         Omni {
-            child,
-            pid,
-            url,
-            base,
+            pid: server.pid(),
+            url: server.url.clone(),
+            base: server.base.clone(),
+            stderr: server.stderr_captured().clone(),
+            server,
             data,
             secret,
-            stderr,
             _home: home,
         }
     }
@@ -187,12 +167,6 @@ impl Omni {
             .find_map(|l| l.strip_prefix("VmRSS:"))
             .and_then(|v| v.split_whitespace().next()?.parse().ok())
             .unwrap_or(0)
-    }
-}
-
-impl Drop for Omni {
-    fn drop(&mut self) {
-        kill_and_reap(&mut self.child);
     }
 }
 
@@ -946,7 +920,7 @@ impl Scene {
             Ok(r) => v.problem(format!("health: GET /healthz answered {}", r.status())),
             Err(e) => v.problem(format!("health: GET /healthz failed: {e}")),
         }
-        if !matches!(self.omni.child.try_wait(), Ok(None)) {
+        if !self.omni.server.is_alive() {
             v.problem("health: the server process exited".to_owned());
         }
         let stderr = self.omni.stderr.text();

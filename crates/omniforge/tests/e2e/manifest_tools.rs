@@ -29,6 +29,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufRead
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::procs::Serve;
 use crate::util::{
     self, BIN, e2e_dir, no_proxy, node_driver, node22, python_driver, python2, repo_root, require,
     ts_modules,
@@ -345,10 +346,10 @@ fn closed_port() -> u16 {
 
 /// `omniforge serve --listen 127.0.0.1:0 --data-dir <temp> ARGS...` with full output capture.
 struct Omni {
-    child: Child,
+    _server: Serve,
     /// `http://127.0.0.1:PORT/mcp`.
     url: String,
-    stderr: Captured,
+    stderr: crate::procs::Captured,
     _dir: TempDir,
 }
 
@@ -357,60 +358,21 @@ impl Omni {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir(&data).unwrap();
-        let mut cmd = Command::new(BIN);
-        cmd.args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(&data)
-            .args(args)
-            .env("NO_COLOR", "1");
-        let mut child = no_proxy(&mut cmd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
-        let stderr = Captured::default();
-        let mut lines = line_reader(child.stderr.take().unwrap(), stderr.clone());
-        let (found_tx, found_rx) = oneshot::channel::<String>();
-        tokio::spawn(async move {
-            let url_re = Regex::new(r#"url="?(http://[^\s"]+)"#).unwrap();
-            let mut found_tx = Some(found_tx);
-            while let Some(line) = lines.recv().await {
-                if found_tx.is_some()
-                    && line.contains("listening")
-                    && let Some(c) = url_re.captures(&line)
-                {
-                    let _ = found_tx.take().unwrap().send(c[1].to_owned());
-                }
-            }
-        });
-        let url = match tokio::time::timeout(Duration::from_secs(20), found_rx).await {
-            Ok(Ok(url)) => url,
-            other => {
-                kill_and_reap(&mut child);
-                panic!(
-                    "omniforge serve {args:?} did not log `listening url=...` ({other:?}); \
-                     stderr:\n{}",
-                    stderr.tail(6000)
-                )
-            }
-        };
+        let mut command = Serve::command()
+            .args(&["--data-dir".as_ref(), data.as_os_str()])
+            .args(args);
+        no_proxy(command.cmd());
+        let server = command.start().await;
         Omni {
-            child,
-            url,
-            stderr,
+            url: server.url.clone(),
+            stderr: server.stderr_captured().clone(),
+            _server: server,
             _dir: dir,
         }
     }
 
     fn panics(&self) -> Vec<String> {
         panic_lines(&self.stderr.text())
-    }
-}
-
-impl Drop for Omni {
-    fn drop(&mut self) {
-        kill_and_reap(&mut self.child);
     }
 }
 

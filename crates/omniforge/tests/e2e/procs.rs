@@ -1,21 +1,27 @@
-//! Child processes for the `clients` and `robustness` groups, with *complete* output capture.
+//! Child processes with *complete* output capture, and [`Serve`]: the one way the tests start
+//! `omniforge serve`.
 //!
-//! `util` keeps only the tail of a server's stderr; these tests must scan all of it (for
-//! `panicked`) and show a driver's whole stderr on failure, so they use these small fixtures.
+//! A server is ready when the file it was given with `--ready-file` exists: the binary writes
+//! the endpoint's URL there, atomically, once it accepts connections (see the README's options
+//! table). [`Serve`] waits for that file with inotify (no log text is parsed, nothing sleeps),
+//! or for the process to exit, whichever comes first.
+//!
 //! Every child is killed by its own pid when its fixture is dropped (`kill_on_drop` as the
 //! backstop), and every pipe is drained for the whole life of the process.
 
 use std::ffi::OsStr;
-use std::process::Stdio;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use regex::Regex;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use notify::Watcher as _;
+use tempfile::TempDir;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
-use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
-use crate::util::BIN;
+use crate::util::{BIN, START_TIMEOUT};
 
 /// Everything one pipe of a child produced so far.
 #[derive(Clone, Default)]
@@ -25,6 +31,11 @@ impl Captured {
     /// The whole capture, lossily decoded.
     pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+
+    /// The whole capture, as bytes.
+    pub(crate) fn bytes(&self) -> Vec<u8> {
+        self.0.lock().unwrap().clone()
     }
 
     /// At most the last `max` bytes of [`Captured::text`], for failure messages.
@@ -40,13 +51,17 @@ impl Captured {
         format!("[... {start} bytes cut ...]{}", &text[start..])
     }
 
-    fn push(&self, bytes: &[u8]) {
+    pub(crate) fn push(&self, bytes: &[u8]) {
         self.0.lock().unwrap().extend_from_slice(bytes);
     }
 }
 
-/// Copies everything `pipe` yields into `sink` until EOF.
-pub(crate) fn drain(mut pipe: impl AsyncRead + Unpin + Send + 'static, sink: Captured) {
+/// Copies everything `pipe` yields into `sink` until EOF; the handle ends at EOF, so awaiting
+/// it means the capture is complete.
+pub(crate) fn drain(
+    mut pipe: impl AsyncRead + Unpin + Send + 'static,
+    sink: Captured,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -55,39 +70,83 @@ pub(crate) fn drain(mut pipe: impl AsyncRead + Unpin + Send + 'static, sink: Cap
                 Ok(n) => sink.push(&buf[..n]),
             }
         }
-    });
+    })
 }
 
-/// Kills `child` by its pid and reaps it for up to 2 s.
+/// Kills `child` by its pid (SIGKILL) and reaps it, waiting up to 2 s for it to die. Usable
+/// from `Drop`: the wait is a `poll` on the child's pidfd, which becomes readable when it
+/// exits.
 pub(crate) fn kill_and_reap(child: &mut Child) {
+    let Some(pid) = child.id() else {
+        return; // already reaped
+    };
     let _ = child.start_kill();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    let exited = rustix::process::Pid::from_raw(pid as i32).and_then(|pid| {
+        rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+    });
+    if let Some(pidfd) = exited {
+        let mut fds = [rustix::event::PollFd::new(
+            &pidfd,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout = rustix::event::Timespec {
+            tv_sec: 2,
+            tv_nsec: 0,
+        };
+        let _ = rustix::event::poll(&mut fds, Some(&timeout));
     }
+    let _ = child.try_wait();
 }
 
-/// `omniforge serve --listen 127.0.0.1:0 ARGS...` with its stderr fully captured.
-pub(crate) struct Serve {
-    child: Child,
-    /// `http://127.0.0.1:PORT/mcp`, as the server logged it.
-    pub(crate) url: String,
-    /// `http://127.0.0.1:PORT`.
-    pub(crate) base: String,
-    stderr: Captured,
-    stdout: Captured,
+/// How to start `omniforge serve`: [`Serve::command`], then options, then [`ServeCommand::start`].
+pub(crate) struct ServeCommand {
+    cmd: Command,
+    listen: String,
+    args: Vec<std::ffi::OsString>,
 }
 
-impl Serve {
-    /// Starts the server and waits up to 20 s for the stderr line with `listening` and
-    /// `url=...`. `args` follow `serve --listen 127.0.0.1:0` (give `--data-dir` there).
-    pub(crate) async fn start<S: AsRef<OsStr>>(args: &[S]) -> Serve {
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
+impl ServeCommand {
+    /// Listen on `addr` instead of `127.0.0.1:0` (e.g. `0.0.0.0:0`).
+    pub(crate) fn listen(mut self, addr: &str) -> ServeCommand {
+        addr.clone_into(&mut self.listen);
+        self
+    }
+
+    /// Adds arguments after `serve` (options of `serve`, or global ones like `--data-dir`).
+    pub(crate) fn args<S: AsRef<OsStr>>(mut self, args: &[S]) -> ServeCommand {
+        self.args
+            .extend(args.iter().map(|a| a.as_ref().to_os_string()));
+        self
+    }
+
+    /// The process command, for environment settings.
+    pub(crate) fn cmd(&mut self) -> &mut Command {
+        &mut self.cmd
+    }
+
+    /// Starts the server and waits (up to [`START_TIMEOUT`]) until it accepts connections.
+    /// Panics, with the server's stderr, when it exits first or takes longer.
+    pub(crate) async fn start(self) -> Serve {
+        let ServeCommand {
+            mut cmd,
+            listen,
+            args,
+        } = self;
+        let ready_dir = tempfile::tempdir().unwrap();
+        let ready = ready_dir.path().join("ready");
+        // Watch before the child starts, so the file cannot appear unseen.
+        let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let mut watcher = notify::recommended_watcher(move |_event| {
+            let _ = tx.send(());
+        })
+        .expect("an inotify watcher");
+        watcher
+            .watch(ready_dir.path(), notify::RecursiveMode::NonRecursive)
+            .expect("watching the ready file's directory");
+        let mut child = cmd
+            .args(["serve", "--listen", &listen, "--ready-file"])
+            .arg(&ready)
+            .args(&args)
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -95,67 +154,118 @@ impl Serve {
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
+        let pid = child.id().expect("a running child has a pid");
         let stdout = Captured::default();
         drain(child.stdout.take().unwrap(), stdout.clone());
-
         let stderr = Captured::default();
-        let (found_tx, found_rx) = oneshot::channel::<String>();
-        let sink = stderr.clone();
-        let mut lines = BufReader::new(child.stderr.take().unwrap());
-        tokio::spawn(async move {
-            let url_re = Regex::new(r#"url="?(http://[^\s"]+)"#).unwrap();
-            let ansi = Regex::new(r"\x1b\[[0-9;]*m").unwrap();
-            let mut found_tx = Some(found_tx);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                match lines.read_until(b'\n', &mut line).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
+        let stderr_done = drain(child.stderr.take().unwrap(), stderr.clone());
+        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+        let url = loop {
+            if let Some(url) = read_ready(&ready) {
+                break url;
+            }
+            tokio::select! {
+                _ = events.recv() => {}
+                status = child.wait() => {
+                    let _ = tokio::time::timeout(Duration::from_secs(2), stderr_done).await;
+                    panic!(
+                        "omniforge serve {args:?} exited before it was ready ({status:?}); \
+                         stderr:\n{}",
+                        stderr.tail(6000)
+                    )
                 }
-                sink.push(&line);
-                if found_tx.is_some() {
-                    let text = String::from_utf8_lossy(&line);
-                    let text = ansi.replace_all(&text, "");
-                    if text.contains("listening")
-                        && let Some(c) = url_re.captures(&text)
-                    {
-                        let _ = found_tx.take().unwrap().send(c[1].to_owned());
-                    }
+                () = tokio::time::sleep_until(deadline) => {
+                    kill_and_reap(&mut child);
+                    panic!(
+                        "omniforge serve {args:?} was not ready within {START_TIMEOUT:?}; \
+                         stderr:\n{}",
+                        stderr.tail(6000)
+                    )
                 }
             }
-        });
-        let url = match tokio::time::timeout(Duration::from_secs(20), found_rx).await {
-            Ok(Ok(url)) => url,
-            Ok(Err(_)) => {
-                let status = child.wait().await;
-                panic!(
-                    "omniforge serve exited before it logged `listening url=...` ({status:?}); \
-                     stderr:\n{}",
-                    stderr.tail(6000)
-                )
-            }
-            Err(_) => panic!(
-                "omniforge serve did not log `listening url=...` within 20 s; stderr:\n{}",
-                stderr.tail(6000)
-            ),
         };
+        drop(watcher);
+        // A wildcard bind is reached through loopback.
+        let url =
+            url.replacen("://0.0.0.0:", "://127.0.0.1:", 1)
+                .replacen("://[::]:", "://[::1]:", 1);
         let base = match url.match_indices('/').nth(2) {
             Some((i, _)) => url[..i].to_owned(),
             None => url.clone(),
         };
         Serve {
             child,
+            pid,
             url,
             base,
             stderr,
             stdout,
+            ready,
+            _ready_dir: ready_dir,
         }
+    }
+}
+
+/// The URL in a complete ready file (one line ending in `\n`), if it exists yet.
+fn read_ready(path: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let url = text.strip_suffix('\n')?;
+    assert!(
+        url.starts_with("http://") && !url.contains('\n'),
+        "the ready file must hold one URL and a newline, got {text:?}"
+    );
+    Some(url.to_owned())
+}
+
+/// `omniforge serve --listen 127.0.0.1:0 --ready-file FILE ARGS...`, ready, with its stdout and
+/// stderr fully captured.
+pub(crate) struct Serve {
+    child: Child,
+    pid: u32,
+    /// `http://127.0.0.1:PORT/mcp`, as the server's ready file gave it.
+    pub(crate) url: String,
+    /// `http://127.0.0.1:PORT`.
+    pub(crate) base: String,
+    stderr: Captured,
+    stdout: Captured,
+    ready: PathBuf,
+    _ready_dir: TempDir,
+}
+
+impl Serve {
+    /// Starts `omniforge serve --listen 127.0.0.1:0 ARGS...` and waits until it is ready. Give
+    /// `--data-dir` in `args`.
+    pub(crate) async fn start<S: AsRef<OsStr>>(args: &[S]) -> Serve {
+        Serve::command().args(args).start().await
+    }
+
+    /// A server to configure before [`ServeCommand::start`].
+    pub(crate) fn command() -> ServeCommand {
+        ServeCommand {
+            cmd: Command::new(BIN),
+            listen: "127.0.0.1:0".to_owned(),
+            args: Vec::new(),
+        }
+    }
+
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The ready file the server was given (it removes it at exit).
+    pub(crate) fn ready_file(&self) -> &Path {
+        &self.ready
     }
 
     /// All of the server's stderr so far.
     pub(crate) fn stderr(&self) -> String {
         self.stderr.text()
+    }
+
+    /// The server's stderr capture.
+    pub(crate) fn stderr_captured(&self) -> &Captured {
+        &self.stderr
     }
 
     /// The end of stderr (and stdout, which should stay empty), for failure messages.
@@ -173,6 +283,19 @@ impl Serve {
     pub(crate) fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// Waits up to `timeout` for the process to exit.
+    pub(crate) async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// SIGKILL, and reap.
+    pub(crate) fn kill(&mut self) {
+        kill_and_reap(&mut self.child);
+    }
 }
 
 impl Drop for Serve {
@@ -184,27 +307,4 @@ impl Drop for Serve {
 /// The lines of `stderr` that report a panic, if any.
 pub(crate) fn panic_lines(stderr: &str) -> Vec<&str> {
     stderr.lines().filter(|l| l.contains("panicked")).collect()
-}
-
-/// The `http://127.0.0.1:PORT/...` URL that `omniforge serve --listen 127.0.0.1:0` logs once it
-/// listens, read from its captured stderr; kills the server and panics (with the stderr tail)
-/// when it exits or says nothing within 20 s.
-pub(crate) async fn listening_url(child: &mut Child, stderr: &Captured) -> String {
-    let url_re = Regex::new(r#"listening.*url="?(http://127\.0\.0\.1:[0-9]+[^\s"]*)"#).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(c) = url_re.captures(&stderr.text()) {
-            return c[1].to_owned();
-        }
-        let exited = matches!(child.try_wait(), Ok(Some(_)));
-        if exited || Instant::now() >= deadline {
-            kill_and_reap(child);
-            panic!(
-                "omniforge serve did not log `listening url=http://127.0.0.1:...` within 20 s \
-                 (exited: {exited}); stderr:\n{}",
-                stderr.tail(6000)
-            )
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

@@ -16,17 +16,16 @@
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::io::AsyncWriteExt;
-use tokio::process::{Child, ChildStdin, Command};
+use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
-use crate::procs::{Captured, drain, kill_and_reap, listening_url, panic_lines};
+use crate::procs::{Captured, Serve, drain, kill_and_reap, panic_lines};
 use crate::util::{
     self, BIN, e2e_dir, line_channel, no_proxy, node_driver, node22, python_driver, python2,
     repo_root, require, spawn_piped, ts_modules, uv,
@@ -92,7 +91,7 @@ pub(crate) fn stdio_argv(data: &Path, extra: &[&str]) -> String {
 
 /// `omniforge serve --listen 127.0.0.1:0 --data-dir DATA --uv .deps/bin/uv ARGS...`.
 pub(crate) struct Omni {
-    child: Child,
+    server: Serve,
     pid: u32,
     /// `http://127.0.0.1:PORT/mcp`.
     pub(crate) url: String,
@@ -102,35 +101,23 @@ pub(crate) struct Omni {
 impl Omni {
     pub(crate) async fn serve(data: &Path, args: &[&str]) -> Omni {
         require(&[uv()]);
-        let mut child = Command::new(BIN)
-            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data)
-            .arg("--uv")
-            .arg(uv())
+        let server = Serve::command()
+            .args(&["--data-dir".as_ref(), data.as_os_str()])
+            .args(&["--uv".as_ref(), uv().as_os_str()])
             .args(args)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
-        let pid = child.id().unwrap();
-        drain(child.stdout.take().unwrap(), Captured::default());
-        let stderr = Captured::default();
-        drain(child.stderr.take().unwrap(), stderr.clone());
-        let url = listening_url(&mut child, &stderr).await;
+            .start()
+            .await;
         Omni {
-            child,
-            pid,
-            url,
-            stderr,
+            pid: server.pid(),
+            url: server.url.clone(),
+            stderr: server.stderr_captured().clone(),
+            server,
         }
     }
 
     /// SIGKILL (tokio's `start_kill`) and reap.
     fn kill9(&mut self) {
-        kill_and_reap(&mut self.child);
+        self.server.kill();
     }
 
     fn panics(&self) -> Vec<String> {
@@ -148,12 +135,6 @@ impl Omni {
             self.pid,
             self.stderr.tail(6000)
         );
-    }
-}
-
-impl Drop for Omni {
-    fn drop(&mut self) {
-        kill_and_reap(&mut self.child);
     }
 }
 

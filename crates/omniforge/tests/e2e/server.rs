@@ -19,13 +19,13 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use regex::Regex;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::{mpsc, oneshot};
+use tokio::process::Command;
+use tokio::sync::mpsc;
 
+use crate::procs::Serve;
 use crate::util::{
     ANY_TOOL, Auth, BIN, HttpReply, HttpServer, REPLY_TIMEOUT, START_TIMEOUT, StdioServer,
     http_client, http_send, init_http, init_stdio, initialize_request, is_response, parse_sse,
@@ -285,119 +285,50 @@ fn captured_text(c: &Captured) -> String {
     String::from_utf8_lossy(&c.lock().unwrap()).into_owned()
 }
 
-/// `omniforge serve` started by this module: the test can signal it and wait for its exit.
+/// `omniforge serve` started by this module (through [`Serve`]): the test can signal it and
+/// wait for its exit.
 struct Spawned {
-    child: Child,
-    pid: u32,
+    server: Serve,
     /// `http://127.0.0.1:PORT/mcp` (a `0.0.0.0` bind is reached through 127.0.0.1).
     url: String,
-    /// `http://127.0.0.1:PORT`.
-    base: String,
-    stderr: Captured,
     _dir: TempDir,
 }
 
 impl Spawned {
-    /// Starts `omniforge serve --data-dir <dir>/data ARGS...` (ARGS must give `--listen`) and
-    /// waits for the `listening url=...` line. `dir` lives as long as the server.
-    async fn serve(dir: TempDir, args: &[&str]) -> Spawned {
+    /// Starts `omniforge serve --listen LISTEN --data-dir <dir>/data ARGS...` and waits until it
+    /// is ready. `dir` lives as long as the server.
+    async fn serve(dir: TempDir, listen: &str, args: &[&str]) -> Spawned {
         let data = dir.path().join("data");
-        let mut child = Command::new(BIN)
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(&data)
+        let server = Serve::command()
+            .listen(listen)
+            .args(&["--data-dir".as_ref(), data.as_os_str()])
             .args(args)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
-        let pid = child.id().expect("a running child has a pid");
-        let stderr: Captured = Arc::default();
-        let (found_tx, found_rx) = oneshot::channel::<String>();
-        let sink = stderr.clone();
-        let mut lines = BufReader::new(child.stderr.take().unwrap());
-        tokio::spawn(async move {
-            let url_re = Regex::new(r#"url="?(http://[^\s"]+)"#).unwrap();
-            let mut found_tx = Some(found_tx);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                match lines.read_until(b'\n', &mut line).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                sink.lock().unwrap().extend_from_slice(&line);
-                let text = String::from_utf8_lossy(&line);
-                if text.contains("listening")
-                    && let Some(c) = url_re.captures(&text)
-                    && let Some(tx) = found_tx.take()
-                {
-                    let _ = tx.send(c[1].to_owned());
-                }
-            }
-        });
-        let logged = match tokio::time::timeout(START_TIMEOUT, found_rx).await {
-            Ok(Ok(url)) => url,
-            Ok(Err(_)) => {
-                let status = child.wait().await;
-                panic!(
-                    "omniforge serve exited before `listening url=...` ({status:?}); stderr:\n{}",
-                    captured_text(&stderr)
-                )
-            }
-            Err(_) => panic!(
-                "omniforge serve did not log `listening url=...` within {START_TIMEOUT:?}; \
-                 stderr:\n{}",
-                captured_text(&stderr)
-            ),
-        };
-        let url = logged.replacen("://0.0.0.0:", "://127.0.0.1:", 1);
-        let base = url[..url[7..].find('/').map_or(url.len(), |i| i + 7)].to_owned();
+            .start()
+            .await;
         Spawned {
-            child,
-            pid,
-            url,
-            base,
-            stderr,
+            url: server.url.clone(),
+            server,
             _dir: dir,
         }
     }
 
     /// Sends SIGTERM with `kill -TERM <pid>`.
     fn sigterm(&self) {
+        let pid = self.server.pid();
         let status = std::process::Command::new("kill")
-            .args(["-TERM", &self.pid.to_string()])
+            .args(["-TERM", &pid.to_string()])
             .status()
             .expect("run kill");
-        assert!(status.success(), "kill -TERM {} failed: {status}", self.pid);
+        assert!(status.success(), "kill -TERM {pid} failed: {status}");
     }
 
     /// Waits up to `timeout` for the process to exit.
     async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        tokio::time::timeout(timeout, self.child.wait())
-            .await
-            .ok()
-            .and_then(Result::ok)
+        self.server.wait_exit(timeout).await
     }
 
     fn stderr_text(&self) -> String {
-        captured_text(&self.stderr)
-    }
-}
-
-impl Drop for Spawned {
-    fn drop(&mut self) {
-        let _ = self.child.start_kill();
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.server.stderr()
     }
 }
 
@@ -736,7 +667,7 @@ async fn access_control_bearer_tokens_and_session_owner() {
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     let tokens = tokens.to_str().unwrap().to_owned();
-    let server = Spawned::serve(dir, &["--listen", "127.0.0.1:0", "--token-file", &tokens]).await;
+    let server = Spawned::serve(dir, "127.0.0.1:0", &["--token-file", &tokens]).await;
     let client = http_client();
     let init = initialize_request(1, V2025);
     let ctx = || format!("stderr:\n{}", server.stderr_text());
@@ -930,7 +861,8 @@ async fn public_bind_without_tokens_is_refused() {
 async fn public_bind_with_insecure_no_auth_starts() {
     let server = Spawned::serve(
         tempfile::tempdir().unwrap(),
-        &["--listen", "0.0.0.0:0", "--insecure-no-auth"],
+        "0.0.0.0:0",
+        &["--insecure-no-auth"],
     )
     .await;
     let client = http_client();
@@ -1594,7 +1526,8 @@ async fn logging_set_level_and_ping_over_http() {
 async fn sigterm_serve_with_open_get_stream_exits_cleanly() {
     let mut server = Spawned::serve(
         tempfile::tempdir().unwrap(),
-        &["--listen", "127.0.0.1:0", "--shutdown-grace", "2s"],
+        "127.0.0.1:0",
+        &["--shutdown-grace", "2s"],
     )
     .await;
     let client = http_client();
@@ -1632,7 +1565,7 @@ async fn sigterm_serve_with_open_get_stream_exits_cleanly() {
     let health = http_send(
         &client,
         "GET",
-        &format!("{}/healthz", server.base),
+        &format!("{}/healthz", server.server.base),
         &[],
         None,
         &[],

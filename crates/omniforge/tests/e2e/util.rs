@@ -7,20 +7,20 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use regex::Regex;
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
+
+use crate::procs::{Captured, Serve, drain, kill_and_reap};
 
 /// The binary under test, built by cargo for this test target.
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_omniforge");
 
-/// How long a server may take to say it is listening.
+/// How long a server may take to be ready (its `--ready-file` to appear).
 pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How long we wait for the answer to one request before calling it lost.
@@ -187,49 +187,6 @@ pub(crate) async fn omniforge_cli(
     )
 }
 
-/// Text captured from one of the child's output pipes.
-type Captured = Arc<Mutex<Vec<u8>>>;
-
-/// Copies everything `pipe` yields into `sink` until EOF.
-fn drain(mut pipe: impl AsyncRead + Unpin + Send + 'static, sink: Captured) {
-    tokio::spawn(async move {
-        let mut buf = [0u8; 8192];
-        loop {
-            match pipe.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => sink.lock().unwrap().extend_from_slice(&buf[..n]),
-            }
-        }
-    });
-}
-
-/// The last `max` characters of captured output, lossily decoded.
-fn tail(captured: &Captured, max: usize) -> String {
-    let bytes = captured.lock().unwrap().clone();
-    let text = String::from_utf8_lossy(&bytes).into_owned();
-    if text.len() <= max {
-        return text;
-    }
-    let mut start = text.len() - max;
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    format!("[... {start} bytes cut ...]{}", &text[start..])
-}
-
-/// Kills the child and reaps it for a moment, so no zombie outlives the test and the temp
-/// dir is not removed under a still-running server. `kill_on_drop` is the backstop.
-fn kill_and_reap(child: &mut Child) {
-    let _ = child.start_kill();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
 /// Why a read from the server's stdout gave no line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReadError {
@@ -270,10 +227,10 @@ impl StdioServer {
             .unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
         let stdin = child.stdin.take();
         let mut out = child.stdout.take().unwrap();
-        let stderr: Captured = Arc::default();
+        let stderr = Captured::default();
         drain(child.stderr.take().unwrap(), stderr.clone());
 
-        let stdout: Captured = Arc::default();
+        let stdout = Captured::default();
         let (tx, lines) = mpsc::unbounded_channel();
         let sink = stdout.clone();
         tokio::spawn(async move {
@@ -284,7 +241,7 @@ impl StdioServer {
                     Ok(0) | Err(_) => break,
                     Ok(n) => n,
                 };
-                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+                sink.push(&buf[..n]);
                 pending.extend_from_slice(&buf[..n]);
                 while let Some(end) = pending.iter().position(|&b| b == b'\n') {
                     let line: Vec<u8> = pending.drain(..=end).collect();
@@ -380,12 +337,12 @@ impl StdioServer {
 
     /// Every byte written to stdout so far, from process start.
     pub(crate) fn stdout_bytes(&self) -> Vec<u8> {
-        self.stdout.lock().unwrap().clone()
+        self.stdout.bytes()
     }
 
     /// The end of what the server wrote to stderr.
     pub(crate) fn stderr_text(&self) -> String {
-        tail(&self.stderr, 6000)
+        self.stderr.tail(6000)
     }
 }
 
@@ -406,148 +363,56 @@ pub(crate) enum Auth {
     TokenFile(String),
 }
 
-/// `omniforge serve --listen 127.0.0.1:0 --data-dir DIR`: Streamable HTTP.
+/// `omniforge serve --listen 127.0.0.1:0 --data-dir DIR`: Streamable HTTP, started through
+/// [`Serve`] (ready when its `--ready-file` appears).
 pub(crate) struct HttpServer {
-    child: Child,
-    /// `http://127.0.0.1:PORT/mcp`, as the server logged it.
-    url: String,
-    /// `http://127.0.0.1:PORT`.
-    base: String,
-    stderr: Captured,
-    stdout: Captured,
+    server: Serve,
     _dir: TempDir,
 }
 
 impl HttpServer {
     /// Starts `omniforge serve --listen 127.0.0.1:0 --data-dir <fresh temp dir>` plus the
-    /// flags for `auth` and `args`, and waits (up to [`START_TIMEOUT`]) for the stderr line
-    /// containing `listening` and `url=...`.
+    /// flags for `auth` and `args`, and waits (up to [`START_TIMEOUT`]) until it is ready.
     pub(crate) async fn start(args: &[&str], auth: &Auth) -> HttpServer {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         std::fs::create_dir(&data).unwrap();
-        let mut cmd = Command::new(BIN);
-        cmd.arg("serve")
-            .arg("--listen")
-            .arg("127.0.0.1:0")
-            .arg("--data-dir")
-            .arg(&data);
+        let mut command = Serve::command().args(&["--data-dir".as_ref(), data.as_os_str()]);
         match auth {
-            Auth::None => {
-                cmd.arg("--insecure-no-auth");
-            }
+            Auth::None => command = command.args(&["--insecure-no-auth"]),
             Auth::Bearer(token) => {
                 let file = dir.path().join("token");
                 write_private(&file, &format!("e2e {token} tools:call\n"));
-                cmd.arg("--token-file").arg(&file);
+                command = command.args(&["--token-file".as_ref(), file.as_os_str()]);
             }
             Auth::TokenFile(lines) => {
                 let file = dir.path().join("token");
                 write_private(&file, lines);
-                cmd.arg("--token-file").arg(&file);
+                command = command.args(&["--token-file".as_ref(), file.as_os_str()]);
             }
         }
-        let mut child = cmd
-            .args(args)
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
-        let stdout: Captured = Arc::default();
-        drain(child.stdout.take().unwrap(), stdout.clone());
-
-        // Read stderr line by line until the listening line, then keep draining it.
-        let stderr: Captured = Arc::default();
-        let (found_tx, found_rx) = oneshot::channel::<String>();
-        let sink = stderr.clone();
-        let mut err_lines = BufReader::new(child.stderr.take().unwrap());
-        tokio::spawn(async move {
-            let url_re = Regex::new(r#"url="?(http://[^\s"]+)"#).unwrap();
-            let ansi = Regex::new(r"\x1b\[[0-9;]*m").unwrap();
-            let mut found_tx = Some(found_tx);
-            let mut line = Vec::new();
-            loop {
-                line.clear();
-                match err_lines.read_until(b'\n', &mut line).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {}
-                }
-                sink.lock().unwrap().extend_from_slice(&line);
-                if found_tx.is_some() {
-                    let text = String::from_utf8_lossy(&line);
-                    let text = ansi.replace_all(&text, "");
-                    if text.contains("listening")
-                        && let Some(c) = url_re.captures(&text)
-                    {
-                        let _ = found_tx.take().unwrap().send(c[1].to_owned());
-                    }
-                }
-            }
-        });
-
-        let url = match tokio::time::timeout(START_TIMEOUT, found_rx).await {
-            Ok(Ok(url)) => url,
-            Ok(Err(_)) => {
-                let status = child.wait().await;
-                panic!(
-                    "omniforge serve exited before it said `listening url=...` ({status:?}); \
-                     stderr:\n{}",
-                    tail(&stderr, 6000)
-                )
-            }
-            Err(_) => panic!(
-                "omniforge serve did not log `listening url=...` within {START_TIMEOUT:?}; \
-                 stderr:\n{}",
-                tail(&stderr, 6000)
-            ),
-        };
-        let base = match url.match_indices('/').nth(2) {
-            Some((i, _)) => url[..i].to_owned(),
-            None => url.clone(),
-        };
-        HttpServer {
-            child,
-            url,
-            base,
-            stderr,
-            stdout,
-            _dir: dir,
-        }
+        let server = command.args(args).start().await;
+        HttpServer { server, _dir: dir }
     }
 
     /// The MCP endpoint, e.g. `http://127.0.0.1:PORT/mcp`.
     pub(crate) fn url(&self) -> &str {
-        &self.url
+        &self.server.url
     }
 
     /// Scheme, host and port, e.g. `http://127.0.0.1:PORT`.
     pub(crate) fn base(&self) -> &str {
-        &self.base
+        &self.server.base
     }
 
     /// Everything the server wrote to stderr so far.
     pub(crate) fn stderr_all(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+        self.server.stderr()
     }
 
     /// The end of what the server wrote to stderr (and stdout, which should be empty).
     pub(crate) fn output_text(&self) -> String {
-        let out = tail(&self.stdout, 2000);
-        let err = tail(&self.stderr, 6000);
-        if out.is_empty() {
-            err
-        } else {
-            format!("{err}\n--- stdout ---\n{out}")
-        }
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        kill_and_reap(&mut self.child);
+        self.server.output_tail()
     }
 }
 

@@ -1,0 +1,120 @@
+//! `omniforge tool ...`: stored tools from the command line.
+
+use anyhow::{Context, Result, bail};
+use omniforge_server::forge;
+use omniforge_store::ToolStore as _;
+
+use super::progress::Progress;
+use super::{parts, read_json_object, render};
+use crate::flags::{Common, ToolCommand};
+
+/// Runs one `tool` subcommand.
+pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
+    match command {
+        ToolCommand::List => {
+            let store = parts::open_store(common).await?;
+            for t in store.list_enabled().await.context("listing tools")? {
+                out!(
+                    "{:<40} v{:<4} {}",
+                    t.tool.name,
+                    t.tool.current_version,
+                    render::first_line(&t.current.spec.description)
+                );
+            }
+        }
+        ToolCommand::Show { name } => {
+            let store = parts::open_store(common).await?;
+            let Some(t) = store.get(&name).await.context("reading the tool")? else {
+                bail!("no tool named {name:?}")
+            };
+            let versions = store.versions(&name).await.context("reading versions")?;
+            let view = forge::describe_tool(&t, &versions);
+            out!(
+                "{}",
+                serde_json::to_string_pretty(&view).unwrap_or_default()
+            );
+        }
+        ToolCommand::History { name } => {
+            let store = parts::open_store(common).await?;
+            let current = store
+                .get(&name)
+                .await
+                .context("reading the tool")?
+                .map(|t| t.tool.current_version);
+            for v in store.versions(&name).await.context("reading versions")? {
+                out!(
+                    "{}v{:<4} {}  by {:<12} {}",
+                    if Some(v.number) == current { "*" } else { " " },
+                    v.number,
+                    render::time(v.created_at_ms),
+                    v.spec.author,
+                    render::first_line(&v.spec.description)
+                );
+            }
+        }
+        ToolCommand::Enable { name } => {
+            let store = parts::open_store(common).await?;
+            store.set_enabled(&name, true).await.context("enabling")?;
+            out!("enabled tool {name}");
+        }
+        ToolCommand::Disable { name } => {
+            let store = parts::open_store(common).await?;
+            store.set_enabled(&name, false).await.context("disabling")?;
+            out!(
+                "disabled tool {name} (its history is kept; `omniforge tool enable {name}` brings it back)"
+            );
+        }
+        ToolCommand::Rm { name } => {
+            let store = parts::open_store(common).await?;
+            store.purge(&name).await.context("removing")?;
+            out!("removed tool {name} and its history");
+        }
+        ToolCommand::Rollback { name, version } => {
+            let store = parts::open_store(common).await?;
+            let current = store
+                .rollback(&name, version)
+                .await
+                .context("rolling back")?;
+            out!("tool {name}: version {} is current", current.number);
+        }
+        ToolCommand::Add { file, .. } => {
+            let args = read_json_object(&file)?;
+            write(common, args, true).await?;
+        }
+        ToolCommand::Edit { name, file, .. } => {
+            let mut args = read_json_object(&file)?;
+            args.insert("name".into(), serde_json::Value::String(name));
+            write(common, args, false).await?;
+        }
+        ToolCommand::Run {
+            name, arguments, ..
+        } => {
+            let args = match serde_json::from_str(&arguments).context("parsing the arguments")? {
+                serde_json::Value::Object(map) => map,
+                _ => bail!("arguments must be a JSON object"),
+            };
+            let (forge, _) = parts::one_shot_forge(common).await?;
+            let progress = Progress::on_stderr();
+            let caller = forge::Caller::local_with_progress("cli", progress.sink());
+            let result = forge.run_stored(&name, args, &caller).await;
+            progress.finish();
+            render::call_result(&result)?;
+        }
+    }
+    Ok(())
+}
+
+/// `tool add` (`create`) and `tool edit`: validates, builds the environment with progress on
+/// stderr, stores the version.
+async fn write(
+    common: &Common,
+    args: serde_json::Map<String, serde_json::Value>,
+    create: bool,
+) -> Result<()> {
+    let (forge, _) = parts::one_shot_forge(common).await?;
+    let progress = Progress::on_stderr();
+    let caller = forge::Caller::local_with_progress("cli", progress.sink());
+    let result = forge.create_or_update_tool(args, &caller, create).await;
+    progress.finish();
+    render::call_result(&result)
+}

@@ -1,0 +1,584 @@
+//! Resolved settings: the raw flags ([`LowArgs`]) with every gap filled from the config file
+//! and then from the defaults, checked, and with credential files read.
+//!
+//! Precedence: flags > `OMNIFORGE_*` environment > config file > defaults.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use omniforge_server::UpstreamConfig;
+use omniforge_server::manifests::ManifestConfig;
+
+use super::file::{self, FileConfig, FileManifest};
+use super::lowargs::{
+    Command, LowArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand, ToolCommand,
+};
+use super::options::{HttpOptions, LogFormat, ManifestOptions, SandboxArg, SchemaProfileArg};
+
+/// Everything resolved.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    /// Settings every command shares.
+    pub(crate) common: Common,
+    /// What to do.
+    pub(crate) task: Task,
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub(crate) enum Task {
+    /// `serve`: Streamable HTTP.
+    Serve(Http),
+    /// `stdio`.
+    Stdio,
+    /// `bridge`: only the manifest's tools, over stdio.
+    Bridge,
+    /// `doctor [--json]`.
+    Doctor {
+        /// JSON output.
+        json: bool,
+    },
+    /// `gc`.
+    Gc,
+    /// `backup FILE`.
+    Backup(PathBuf),
+    /// `secret ...`.
+    Secret(SecretCommand),
+    /// `tool ...` (its option groups are already merged into [`Common`]).
+    Tool(ToolCommand),
+    /// `resource ...`.
+    Resource(ResourceCommand),
+    /// `prompt ...`.
+    Prompt(PromptCommand),
+    /// `pack ...`.
+    Pack(PackCommand),
+}
+
+/// Settings every command shares.
+#[derive(Debug)]
+pub(crate) struct Common {
+    /// Data directory (created if missing), absolute.
+    pub(crate) data_dir: PathBuf,
+    /// Log filter.
+    pub(crate) log_level: String,
+    /// Log format.
+    pub(crate) log_format: LogFormat,
+    /// Tools per tools/list page.
+    pub(crate) page_size: usize,
+    /// Grace period for in-flight calls at shutdown.
+    pub(crate) shutdown_grace: Duration,
+    /// Forge manifests to serve, each with its upstream.
+    pub(crate) manifests: Vec<ManifestConfig>,
+    /// Inline `$ref`s in manifest tool schemas.
+    pub(crate) inline_schema_refs: bool,
+    /// Script tools.
+    pub(crate) scripts: Scripts,
+    /// How tool schemas are served.
+    pub(crate) schema_profile: SchemaProfileArg,
+}
+
+/// Settings of script tools.
+#[derive(Debug)]
+pub(crate) struct Scripts {
+    /// The interpreter to pin.
+    pub(crate) python: PathBuf,
+    /// An explicit uv (absolute).
+    pub(crate) uv: Option<PathBuf>,
+    /// Allow dependencies from source distributions.
+    pub(crate) allow_source_builds: bool,
+    /// Required isolation.
+    pub(crate) sandbox: SandboxArg,
+    /// Whether the authoring built-ins are offered.
+    pub(crate) authoring: bool,
+    /// Timeout of a call when the tool sets none.
+    pub(crate) tool_timeout: Duration,
+    /// The largest timeout a tool may set.
+    pub(crate) max_tool_timeout: Duration,
+    /// Address-space limit of a call, bytes.
+    pub(crate) memory_limit_bytes: u64,
+    /// Most bytes of text a call returns.
+    pub(crate) max_result_bytes: usize,
+    /// Rows kept in the call log.
+    pub(crate) call_log_rows: u64,
+    /// How long a cut result's whole output stays readable.
+    pub(crate) output_ttl: Duration,
+}
+
+/// Settings of `serve`.
+#[derive(Debug)]
+pub(crate) struct Http {
+    /// Listen address.
+    pub(crate) listen: SocketAddr,
+    /// MCP endpoint path, starting with `/`.
+    pub(crate) path: String,
+    /// No sessions.
+    pub(crate) stateless: bool,
+    /// Extra allowed origins.
+    pub(crate) allow_origin: Vec<String>,
+    /// Extra allowed hosts.
+    pub(crate) allow_host: Vec<String>,
+    /// Token file.
+    pub(crate) token_file: Option<PathBuf>,
+    /// Allow a non-loopback bind without tokens.
+    pub(crate) insecure_no_auth: bool,
+    /// Body limit.
+    pub(crate) max_body_bytes: usize,
+    /// Idle session lifetime.
+    pub(crate) session_idle_timeout: Duration,
+    /// Where to write the endpoint URL once the server accepts connections.
+    pub(crate) ready_file: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Resolves `args` against the config file it names (if any) and the defaults.
+    ///
+    /// # Errors
+    /// An unreadable or invalid config file, an unreadable credential file, or a value that
+    /// makes no sense.
+    pub(crate) fn resolve(args: LowArgs) -> Result<Settings> {
+        let LowArgs {
+            global,
+            options,
+            command,
+        } = args;
+        let mut file = match &global.config {
+            Some(path) => file::read(path)?,
+            None => FileConfig::default(),
+        };
+        let data_dir = match global.data_dir.or(file.data_dir.take()) {
+            Some(dir) => dir,
+            None => dirs::data_dir()
+                .context("no platform data directory; pass --data-dir")?
+                .join("omniforge"),
+        };
+        // Paths handed to subprocesses (uv runs in other directories, the sandbox binds paths)
+        // must not depend on the working directory.
+        let data_dir = absolute(data_dir)?;
+        let serves_mcp = matches!(
+            command,
+            Command::Serve(_) | Command::Stdio(_) | Command::Bridge(_)
+        );
+        let (server, interpreter, sandbox, authoring, calls, hosting) = (
+            options.server,
+            options.interpreter,
+            options.sandbox,
+            options.authoring,
+            options.calls,
+            options.hosting,
+        );
+        let common = Common {
+            data_dir,
+            // One-shot commands print their own output; only problems are logged.
+            log_level: global
+                .log_level
+                .or(file.log_level.take())
+                .unwrap_or_else(|| {
+                    if serves_mcp {
+                        "info,rmcp=error".into()
+                    } else {
+                        "warn".into()
+                    }
+                }),
+            log_format: server
+                .log_format
+                .or(file.log_format)
+                .unwrap_or(LogFormat::Text),
+            page_size: server.page_size.or(file.page_size).unwrap_or(1000),
+            schema_profile: server
+                .schema_profile
+                .or(file.schema_profile)
+                .unwrap_or(SchemaProfileArg::AsAuthored),
+            scripts: Scripts {
+                python: interpreter
+                    .python
+                    .or(file.python.take())
+                    .unwrap_or_else(|| PathBuf::from("python3")),
+                uv: interpreter
+                    .uv
+                    .or(file.uv.take())
+                    .map(absolute)
+                    .transpose()?,
+                allow_source_builds: authoring
+                    .allow_source_builds
+                    .or(file.allow_source_builds)
+                    .unwrap_or(false),
+                sandbox: sandbox
+                    .sandbox
+                    .or(file.sandbox)
+                    .unwrap_or(SandboxArg::Standard),
+                authoring: !hosting.no_authoring.or(file.no_authoring).unwrap_or(false),
+                tool_timeout: authoring
+                    .tool_timeout
+                    .or(file.tool_timeout)
+                    .unwrap_or(Duration::from_secs(30)),
+                max_tool_timeout: authoring
+                    .max_tool_timeout
+                    .or(file.max_tool_timeout)
+                    .unwrap_or(Duration::from_secs(600)),
+                memory_limit_bytes: authoring
+                    .memory_limit_bytes
+                    .or(file.memory_limit_bytes)
+                    .unwrap_or(2 << 30),
+                max_result_bytes: calls
+                    .max_result_bytes
+                    .or(file.max_result_bytes)
+                    .unwrap_or(64 * 1024),
+                call_log_rows: calls.call_log_rows.or(file.call_log_rows).unwrap_or(10_000),
+                output_ttl: hosting
+                    .output_ttl
+                    .or(file.output_ttl)
+                    .unwrap_or(Duration::from_secs(3600)),
+            },
+            inline_schema_refs: options
+                .manifests
+                .inline_schema_refs
+                .or(file.inline_schema_refs)
+                .unwrap_or(false),
+            manifests: manifests(
+                options.manifests,
+                std::mem::take(&mut file.manifest),
+                file.upstream_timeout,
+                serves_mcp,
+            )?,
+            shutdown_grace: server
+                .shutdown_grace
+                .or(file.shutdown_grace)
+                .unwrap_or(Duration::from_secs(10)),
+        };
+        if common.page_size == 0 {
+            bail!("--page-size must be at least 1");
+        }
+        let task = match command {
+            Command::Bridge(_) if common.manifests.len() != 1 => {
+                bail!("bridge serves exactly one manifest: give --manifest PATH (and --addr URL)")
+            }
+            Command::Bridge(_) => Task::Bridge,
+            Command::Stdio(_) => Task::Stdio,
+            Command::Serve(args) => Task::Serve(http(args.http, &file)?),
+            Command::Doctor(args) => Task::Doctor { json: args.json },
+            Command::Gc => Task::Gc,
+            Command::Backup { file } => Task::Backup(file),
+            Command::Secret(command) => Task::Secret(command),
+            Command::Tool(command) => Task::Tool(command),
+            Command::Resource(command) => Task::Resource(command),
+            Command::Prompt(command) => Task::Prompt(command),
+            Command::Pack(command) => Task::Pack(command),
+        };
+        Ok(Settings { common, task })
+    }
+}
+
+/// The settings of `serve`.
+fn http(args: HttpOptions, file: &FileConfig) -> Result<Http> {
+    let path = args
+        .path
+        .or_else(|| file.path.clone())
+        .unwrap_or_else(|| "/mcp".into());
+    if !path.starts_with('/') || path == "/healthz" {
+        bail!("--path must start with '/' and must not be /healthz (got {path:?})");
+    }
+    Ok(Http {
+        listen: args
+            .listen
+            .or(file.listen)
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8765))),
+        path,
+        stateless: args.stateless.or(file.stateless).unwrap_or(false),
+        allow_origin: if args.allow_origin.is_empty() {
+            file.allow_origin.clone()
+        } else {
+            args.allow_origin
+        },
+        allow_host: if args.allow_host.is_empty() {
+            file.allow_host.clone()
+        } else {
+            args.allow_host
+        },
+        token_file: args.token_file.or_else(|| file.token_file.clone()),
+        insecure_no_auth: args
+            .insecure_no_auth
+            .or(file.insecure_no_auth)
+            .unwrap_or(false),
+        max_body_bytes: args
+            .max_body_bytes
+            .or(file.max_body_bytes)
+            .unwrap_or(4 * 1024 * 1024),
+        session_idle_timeout: args
+            .session_idle_timeout
+            .or(file.session_idle_timeout)
+            .unwrap_or(Duration::from_secs(300)),
+        ready_file: args
+            .ready_file
+            .or_else(|| file.ready_file.clone())
+            .map(absolute)
+            .transpose()?,
+    })
+}
+
+/// Pairs each `--manifest` with the `--upstream` and `--upstream-auth`/`--upstream-auth-file` at
+/// the same position; the config file's `[[manifest]]` entries apply when no `--manifest` is
+/// given. Credential files are read only by the commands that serve MCP (the others only need
+/// the manifests' tool names).
+fn manifests(
+    flags: ManifestOptions,
+    file: Vec<FileManifest>,
+    file_timeout: Option<Duration>,
+    read_credentials: bool,
+) -> Result<Vec<ManifestConfig>> {
+    let ManifestOptions {
+        manifest: paths,
+        upstream: upstreams,
+        upstream_auth: auths,
+        upstream_auth_file: auth_files,
+        upstream_timeout: timeout,
+        ..
+    } = flags;
+    let default_timeout = timeout.or(file_timeout).unwrap_or(Duration::from_secs(30));
+    if paths.is_empty() {
+        if !upstreams.is_empty() && file.is_empty() {
+            bail!(
+                "--upstream needs a --manifest (one --upstream per --manifest, in the same order)"
+            );
+        }
+        return file
+            .into_iter()
+            .map(|m| {
+                let auth_header = match (m.auth_header, &m.auth_header_file) {
+                    (Some(_), Some(_)) => bail!(
+                        "[[manifest]] {}: give auth_header or auth_header_file, not both",
+                        m.path.display()
+                    ),
+                    (Some(value), None) => Some(value),
+                    (None, Some(path)) if read_credentials => Some(read_credential(path)?),
+                    (None, _) => None,
+                };
+                Ok(ManifestConfig {
+                    path: m.path,
+                    upstream: UpstreamConfig {
+                        base_url: m.upstream,
+                        auth_header,
+                        timeout: timeout.or(m.timeout).unwrap_or(default_timeout),
+                        headers: m.headers.into_iter().collect(),
+                    },
+                })
+            })
+            .collect();
+    }
+    if !auths.is_empty() && !auth_files.is_empty() {
+        bail!("give --upstream-auth or --upstream-auth-file, not both");
+    }
+    if upstreams.len() > paths.len() || auths.len() > paths.len() || auth_files.len() > paths.len()
+    {
+        bail!(
+            "give at most one --upstream and one --upstream-auth (or --upstream-auth-file) per \
+             --manifest, in the same order"
+        );
+    }
+    let mut auths = auths.into_iter();
+    let mut auth_files = auth_files.iter();
+    paths
+        .into_iter()
+        .enumerate()
+        .map(|(i, path)| {
+            let auth_header = match (auths.next(), auth_files.next()) {
+                (Some(value), _) => Some(value),
+                (None, Some(file)) if read_credentials => Some(read_credential(file)?),
+                (None, _) => None,
+            };
+            Ok(ManifestConfig {
+                path,
+                upstream: UpstreamConfig {
+                    base_url: upstreams.get(i).cloned().unwrap_or_default(),
+                    auth_header,
+                    timeout: default_timeout,
+                    headers: Vec::new(),
+                },
+            })
+        })
+        .collect()
+}
+
+/// The first line of a credential file (an Authorization header value), without its line
+/// ending. The error names the file, never its content.
+fn read_credential(path: &Path) -> Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the upstream credential file {}", path.display()))?;
+    let value = text.lines().next().unwrap_or("").trim_end();
+    if value.is_empty() {
+        bail!(
+            "the upstream credential file {} is empty: write the Authorization header value \
+             (e.g. `Bearer abc`) on its first line",
+            path.display()
+        );
+    }
+    Ok(value.to_owned())
+}
+
+/// `path` made absolute against the working directory (not resolving symlinks).
+fn absolute(path: PathBuf) -> Result<PathBuf> {
+    std::path::absolute(&path).with_context(|| format!("making {} absolute", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(args: &[&str]) -> Result<Settings> {
+        Settings::resolve(crate::flags::parse_from(args)?)
+    }
+
+    fn serve(s: Settings) -> Http {
+        match s.task {
+            Task::Serve(http) => http,
+            other => panic!("not serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let s = resolve(&["omniforge", "--data-dir", "/tmp/x", "serve"]).unwrap();
+        assert_eq!(s.common.page_size, 1000);
+        assert_eq!(s.common.shutdown_grace, Duration::from_secs(10));
+        assert_eq!(s.common.log_level, "info,rmcp=error");
+        let serve = serve(s);
+        assert_eq!(serve.listen.to_string(), "127.0.0.1:8765");
+        assert_eq!(serve.path, "/mcp");
+        assert!(!serve.stateless);
+        assert_eq!(serve.ready_file, None);
+        let s = resolve(&["omniforge", "--data-dir", "/tmp/x", "tool", "list"]).unwrap();
+        assert_eq!(s.common.log_level, "warn");
+    }
+
+    #[test]
+    fn flags_beat_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:9001\"\npath = \"/x\"\nshutdown_grace = \"1m\"\nallow_origin = [\"https://a.example\"]\nready_file = \"r\"\n",
+        )
+        .unwrap();
+        let c = file.to_str().unwrap();
+        let s = resolve(&[
+            "omniforge",
+            "--config",
+            c,
+            "--data-dir",
+            "/tmp/x",
+            "serve",
+            "--path",
+            "/y",
+        ])
+        .unwrap();
+        assert_eq!(s.common.shutdown_grace, Duration::from_secs(60));
+        let serve = serve(s);
+        assert_eq!(serve.listen.to_string(), "127.0.0.1:9001");
+        assert_eq!(serve.path, "/y");
+        assert_eq!(serve.allow_origin, ["https://a.example"]);
+        assert!(serve.ready_file.unwrap().is_absolute());
+    }
+
+    /// An option given before the subcommand and one given after it: the later one wins, and
+    /// either beats the config file.
+    #[test]
+    fn options_before_and_after_the_subcommand() {
+        let s = resolve(&["omniforge", "--page-size", "7", "stdio"]).unwrap();
+        assert_eq!(s.common.page_size, 7);
+        let s = resolve(&["omniforge", "--page-size", "7", "stdio", "--page-size", "9"]).unwrap();
+        assert_eq!(s.common.page_size, 9);
+        let s = resolve(&["omniforge", "--sandbox", "off", "tool", "add", "f.json"]).unwrap();
+        assert_eq!(s.common.scripts.sandbox, SandboxArg::Off);
+        let s = resolve(&["omniforge", "tool", "add", "f.json", "--sandbox", "strict"]).unwrap();
+        assert_eq!(s.common.scripts.sandbox, SandboxArg::Strict);
+        // A command does not take the options it does not use...
+        assert!(
+            crate::flags::parse_from(["omniforge", "tool", "list", "--sandbox", "off"]).is_err()
+        );
+        // ...but they are still accepted before it, as they always were.
+        assert!(resolve(&["omniforge", "--manifest", "m.json", "tool", "list"]).is_ok());
+    }
+
+    #[test]
+    fn bad_values_are_clear() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "lisen = \"x\"\n").unwrap();
+        let err = resolve(&["omniforge", "--config", file.to_str().unwrap(), "stdio"]).unwrap_err();
+        assert!(format!("{err:#}").contains("lisen"), "{err:#}");
+        let err = crate::flags::parse_from(["omniforge", "--shutdown-grace", "ten", "stdio"])
+            .unwrap_err();
+        assert!(err.to_string().contains("30s"), "{err}");
+    }
+
+    #[test]
+    fn upstream_credentials_come_from_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let auth = dir.path().join("auth");
+        std::fs::write(&auth, "Bearer from-file\n").unwrap();
+        let auth = auth.to_str().unwrap();
+        let s = resolve(&[
+            "omniforge",
+            "stdio",
+            "--manifest",
+            "m.json",
+            "--upstream-auth-file",
+            auth,
+        ])
+        .unwrap();
+        assert_eq!(
+            s.common.manifests[0].upstream.auth_header.as_deref(),
+            Some("Bearer from-file")
+        );
+        // The config file's form.
+        let config = dir.path().join("c.toml");
+        std::fs::write(
+            &config,
+            format!("[[manifest]]\npath = \"m.json\"\nauth_header_file = {auth:?}\n"),
+        )
+        .unwrap();
+        let s = resolve(&["omniforge", "--config", config.to_str().unwrap(), "stdio"]).unwrap();
+        assert_eq!(
+            s.common.manifests[0].upstream.auth_header.as_deref(),
+            Some("Bearer from-file")
+        );
+        // Both forms for one manifest is a mistake; a missing file names the file.
+        let err = resolve(&[
+            "omniforge",
+            "stdio",
+            "--manifest",
+            "m.json",
+            "--upstream-auth",
+            "Bearer x",
+            "--upstream-auth-file",
+            auth,
+        ])
+        .unwrap_err();
+        assert!(err.to_string().contains("not both"), "{err:#}");
+        let missing = dir.path().join("nope");
+        let err = resolve(&[
+            "omniforge",
+            "stdio",
+            "--manifest",
+            "m.json",
+            "--upstream-auth-file",
+            missing.to_str().unwrap(),
+        ])
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("nope"), "{err:#}");
+        // A one-shot command only needs the manifests' names: it does not read the credential.
+        assert!(
+            resolve(&[
+                "omniforge",
+                "--manifest",
+                "m.json",
+                "--upstream-auth-file",
+                missing.to_str().unwrap(),
+                "tool",
+                "list"
+            ])
+            .is_ok()
+        );
+    }
+}

@@ -1,0 +1,438 @@
+//! The raw command line: what clap parses, before the config file and the defaults apply.
+//!
+//! Three options are global (`--config`, `--data-dir`, `--log-level`): every command takes them,
+//! anywhere on the line. Every other option belongs to the commands that use it, so
+//! `omniforge tool add --help` lists only what `tool add` reads. The top level also takes every
+//! option (so `omniforge --manifest m.json serve` and `omniforge --no-authoring tool list` keep
+//! working); [`LowArgs`] holds the two merged.
+
+use std::mem::take;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use super::options::{
+    AuthoringOptions, CallOptions, HostingOptions, HttpOptions, InterpreterOptions,
+    ManifestOptions, Options, Overlay, SandboxOptions, ServerOptions,
+};
+
+const EXAMPLES: &str = "\
+Examples:
+  omniforge serve                                   # Streamable HTTP on http://127.0.0.1:8765/mcp
+  omniforge serve --listen 127.0.0.1:9000 --path /mcp
+  omniforge serve --listen 0.0.0.0:8765 --token-file tokens.txt --allow-origin https://claude.ai
+  omniforge stdio                                   # MCP over stdin/stdout (for Claude Code, VS Code, ...)
+  OMNIFORGE_LOG_LEVEL=debug omniforge --config omniforge.toml serve
+
+Every flag can also be set with an OMNIFORGE_* environment variable (e.g. OMNIFORGE_LISTEN)
+or in the TOML file given with --config (keys are the flag names with '_' for '-').
+`omniforge COMMAND --help` lists the options of one command.";
+
+/// OmniForge: an MCP server that hosts tools for AI agents.
+#[derive(Debug, Parser)]
+#[command(name = "omniforge", version, about, after_help = EXAMPLES)]
+pub(crate) struct Cli {
+    /// The options every command takes.
+    #[command(flatten)]
+    pub(crate) global: GlobalOptions,
+    #[command(flatten, next_help_heading = "Server options (serve, stdio, bridge)")]
+    server: ServerOptions,
+    #[command(flatten, next_help_heading = "Manifest tools (serve, stdio, bridge)")]
+    manifests: ManifestOptions,
+    #[command(flatten, next_help_heading = "Script tools")]
+    interpreter: InterpreterOptions,
+    #[command(flatten, next_help_heading = "Script tools")]
+    sandbox: SandboxOptions,
+    #[command(flatten, next_help_heading = "Script tools")]
+    authoring: AuthoringOptions,
+    #[command(flatten, next_help_heading = "Script tools")]
+    calls: CallOptions,
+    #[command(flatten, next_help_heading = "Script tools")]
+    hosting: HostingOptions,
+    /// What to run.
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+/// `--config`, `--data-dir`, `--log-level`: taken by every command.
+#[derive(Debug, Args)]
+pub(crate) struct GlobalOptions {
+    /// TOML config file; its values sit below flags and environment variables.
+    #[arg(long, global = true, env = "OMNIFORGE_CONFIG", value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+    /// Where OmniForge keeps its data [default: the platform data directory + /omniforge,
+    /// e.g. $XDG_DATA_HOME/omniforge].
+    #[arg(long, global = true, env = "OMNIFORGE_DATA_DIR", value_name = "DIR")]
+    pub(crate) data_dir: Option<PathBuf>,
+    /// Log filter: a level (error, warn, info, debug, trace) or tracing directives
+    /// such as `omniforge_server=debug` [default: info,rmcp=error; warn for one-shot
+    /// commands]. Logs go to stderr only.
+    #[arg(
+        long,
+        global = true,
+        env = "OMNIFORGE_LOG_LEVEL",
+        value_name = "FILTER"
+    )]
+    pub(crate) log_level: Option<String>,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Serve MCP over Streamable HTTP (also GET /healthz).
+    Serve(ServeArgs),
+    /// Serve MCP over stdin/stdout; the parent process is trusted.
+    Stdio(StdioArgs),
+    /// Serve one manifest's RPCs, and nothing else, over stdio: the drop-in equivalent of
+    /// `forge mcp serve` (`omniforge bridge --manifest gen/mcp/manifest.json --addr http://localhost:8080`).
+    Bridge(BridgeArgs),
+    /// Report the script sandbox layers this machine provides; exits 0 only when every layer
+    /// the chosen --sandbox level needs is present.
+    Doctor(DoctorArgs),
+    /// Remove script environments that no tool version uses any more (the server also does
+    /// this every hour).
+    Gc,
+    /// Copy the tool database consistently to FILE (safe while a server runs; FILE must not exist).
+    Backup {
+        /// Where to write the copy.
+        file: PathBuf,
+    },
+    /// Manage secrets that tool versions declare and receive as environment variables.
+    #[command(subcommand)]
+    Secret(SecretCommand),
+    /// Manage stored tools from the command line. A running server on the same data dir sees
+    /// the change within a second and announces list_changed.
+    #[command(subcommand)]
+    Tool(ToolCommand),
+    /// Manage stored resources and resource templates. A running server on the same data dir
+    /// sees the change within a second (list_changed, resources/updated to subscribers).
+    #[command(subcommand)]
+    Resource(ResourceCommand),
+    /// Manage stored prompts. A running server on the same data dir sees the change within a second.
+    #[command(subcommand)]
+    Prompt(PromptCommand),
+    /// Import or export packs: one TOML or JSON file of tools, resources and prompts.
+    #[command(subcommand)]
+    Pack(PackCommand),
+}
+
+/// Options of `omniforge serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten, next_help_heading = "HTTP options")]
+    pub(crate) http: HttpOptions,
+    #[command(flatten)]
+    pub(crate) stdio: StdioArgs,
+}
+
+/// Options of `omniforge stdio` (and the non-HTTP part of `serve`).
+#[derive(Debug, Args)]
+pub(crate) struct StdioArgs {
+    #[command(flatten)]
+    pub(crate) bridge: BridgeArgs,
+    #[command(flatten, next_help_heading = "Script tools")]
+    interpreter: InterpreterOptions,
+    #[command(flatten, next_help_heading = "Script tools")]
+    sandbox: SandboxOptions,
+    #[command(flatten, next_help_heading = "Script tools")]
+    authoring: AuthoringOptions,
+    #[command(flatten, next_help_heading = "Script tools")]
+    calls: CallOptions,
+    #[command(flatten, next_help_heading = "Script tools")]
+    hosting: HostingOptions,
+}
+
+/// Options of `omniforge bridge` (and the manifest part of `stdio` and `serve`).
+#[derive(Debug, Args)]
+pub(crate) struct BridgeArgs {
+    #[command(flatten, next_help_heading = "Server options")]
+    server: ServerOptions,
+    #[command(flatten, next_help_heading = "Manifest tools")]
+    manifests: ManifestOptions,
+}
+
+/// Options of `omniforge doctor`.
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+    #[command(flatten)]
+    sandbox: SandboxOptions,
+}
+
+/// Options of the commands that write a tool, template or prompt (and so may build its
+/// environment): `tool add|edit`, `resource add`, `prompt add`, `pack import`.
+#[derive(Debug, Args)]
+pub(crate) struct BuildArgs {
+    #[command(flatten)]
+    interpreter: InterpreterOptions,
+    #[command(flatten)]
+    sandbox: SandboxOptions,
+    #[command(flatten)]
+    authoring: AuthoringOptions,
+}
+
+/// Options of `omniforge tool run`.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    #[command(flatten)]
+    interpreter: InterpreterOptions,
+    #[command(flatten)]
+    sandbox: SandboxOptions,
+    #[command(flatten)]
+    calls: CallOptions,
+}
+
+/// `omniforge resource ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ResourceCommand {
+    /// List stored resources and resource templates.
+    List,
+    /// Print a resource (URI) or template (URI template) as the arguments that create it.
+    Show {
+        /// The URI or URI template.
+        key: String,
+    },
+    /// Create or replace a resource or template from a JSON file holding the arguments of
+    /// omniforge_create_resource (with `uri`) or omniforge_create_resource_template (with `uriTemplate`).
+    Add {
+        /// The JSON file.
+        file: PathBuf,
+        #[command(flatten, next_help_heading = "Script tools")]
+        options: BuildArgs,
+    },
+    /// Remove a resource (by URI) or a template (by URI template).
+    Rm {
+        /// The URI or URI template.
+        key: String,
+    },
+}
+
+/// `omniforge prompt ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PromptCommand {
+    /// List stored prompts.
+    List,
+    /// Print a prompt as the arguments that create it.
+    Show {
+        /// Prompt name.
+        name: String,
+    },
+    /// Create or replace a prompt from a JSON file holding the arguments of omniforge_create_prompt.
+    Add {
+        /// The JSON file.
+        file: PathBuf,
+        #[command(flatten, next_help_heading = "Script tools")]
+        options: BuildArgs,
+    },
+    /// Remove a prompt.
+    Rm {
+        /// Prompt name.
+        name: String,
+    },
+}
+
+/// `omniforge pack ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PackCommand {
+    /// Import a pack (.toml or .json): all of it, or nothing when any entry is wrong (every
+    /// error is listed). Entries already stored exactly so are left alone.
+    Import {
+        /// The pack file.
+        file: PathBuf,
+        #[command(flatten, next_help_heading = "Script tools")]
+        options: BuildArgs,
+    },
+    /// Export every enabled tool, resource, template and prompt as a pack.
+    Export {
+        /// Write here (.toml or .json by extension) instead of JSON on stdout.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
+}
+
+/// `omniforge tool ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum ToolCommand {
+    /// List the enabled stored tools, most recently updated first.
+    List,
+    /// Show a tool's current version: code, schemas, dependencies, lock, limits.
+    Show {
+        /// Tool name.
+        name: String,
+    },
+    /// List a tool's versions: number, time (UTC), author, description; `*` marks the current one.
+    History {
+        /// Tool name.
+        name: String,
+    },
+    /// Create a tool from a JSON file holding the arguments of omniforge_create_tool
+    /// (see examples/tools/). Dependency installs report progress on stderr.
+    Add {
+        /// The JSON file.
+        file: PathBuf,
+        #[command(flatten, next_help_heading = "Script tools")]
+        options: BuildArgs,
+    },
+    /// Add a version from a JSON file holding the arguments of omniforge_update_tool; fields
+    /// left out are kept. Dependency installs report progress on stderr.
+    Edit {
+        /// Tool name.
+        name: String,
+        /// The JSON file.
+        file: PathBuf,
+        #[command(flatten, next_help_heading = "Script tools")]
+        options: BuildArgs,
+    },
+    /// Enable a disabled tool.
+    Enable {
+        /// Tool name.
+        name: String,
+    },
+    /// Disable a tool (its history is kept).
+    Disable {
+        /// Tool name.
+        name: String,
+    },
+    /// Remove a tool and its history.
+    Rm {
+        /// Tool name.
+        name: String,
+    },
+    /// Make an earlier version current.
+    Rollback {
+        /// Tool name.
+        name: String,
+        /// Version number.
+        version: u32,
+    },
+    /// Run a tool once with JSON arguments and print its result; exits 1 when it is an error.
+    Run {
+        /// Tool name.
+        name: String,
+        /// Arguments, a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+        #[command(flatten, next_help_heading = "Script tools")]
+        options: RunArgs,
+    },
+}
+
+/// `omniforge secret ...`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SecretCommand {
+    /// Store a secret; its value is read from stdin (so it stays out of shell history).
+    Set {
+        /// Name: letters, digits and _, not starting with a digit.
+        name: String,
+    },
+    /// Remove a secret.
+    Rm {
+        /// Name.
+        name: String,
+    },
+    /// List secret names (never values).
+    List,
+}
+
+/// The command line, with the options given before the subcommand and after it merged
+/// (after wins).
+#[derive(Debug)]
+pub(crate) struct LowArgs {
+    /// `--config`, `--data-dir`, `--log-level`.
+    pub(crate) global: GlobalOptions,
+    /// Every other option except the HTTP ones.
+    pub(crate) options: Options,
+    /// The subcommand; its option groups have been moved into `options` (what is left there
+    /// is empty).
+    pub(crate) command: Command,
+}
+
+impl LowArgs {
+    /// Whether the command serves MCP (`serve`, `stdio`, `bridge`): a long-running process that
+    /// holds credentials, rather than a one-shot command.
+    pub(crate) fn serves_mcp(&self) -> bool {
+        matches!(
+            self.command,
+            Command::Serve(_) | Command::Stdio(_) | Command::Bridge(_)
+        )
+    }
+}
+
+impl Cli {
+    /// Merges the options given to the subcommand onto those given before it.
+    pub(crate) fn into_low_args(self) -> LowArgs {
+        let Cli {
+            global,
+            server,
+            manifests,
+            interpreter,
+            sandbox,
+            authoring,
+            calls,
+            hosting,
+            mut command,
+        } = self;
+        let mut options = Options {
+            server,
+            manifests,
+            interpreter,
+            sandbox,
+            authoring,
+            calls,
+            hosting,
+        };
+        match &mut command {
+            Command::Serve(ServeArgs { stdio, .. }) | Command::Stdio(stdio) => {
+                stdio.move_into(&mut options)
+            }
+            Command::Bridge(bridge) => bridge.move_into(&mut options),
+            Command::Doctor(doctor) => options.sandbox.overlay(take(&mut doctor.sandbox)),
+            Command::Tool(ToolCommand::Add { options: build, .. })
+            | Command::Tool(ToolCommand::Edit { options: build, .. })
+            | Command::Resource(ResourceCommand::Add { options: build, .. })
+            | Command::Prompt(PromptCommand::Add { options: build, .. })
+            | Command::Pack(PackCommand::Import { options: build, .. }) => {
+                options.interpreter.overlay(take(&mut build.interpreter));
+                options.sandbox.overlay(take(&mut build.sandbox));
+                options.authoring.overlay(take(&mut build.authoring));
+            }
+            Command::Tool(ToolCommand::Run { options: run, .. }) => {
+                options.interpreter.overlay(take(&mut run.interpreter));
+                options.sandbox.overlay(take(&mut run.sandbox));
+                options.calls.overlay(take(&mut run.calls));
+            }
+            Command::Gc
+            | Command::Backup { .. }
+            | Command::Secret(_)
+            | Command::Tool(_)
+            | Command::Resource(_)
+            | Command::Prompt(_)
+            | Command::Pack(_) => {}
+        }
+        LowArgs {
+            global,
+            options,
+            command,
+        }
+    }
+}
+
+impl StdioArgs {
+    fn move_into(&mut self, options: &mut Options) {
+        self.bridge.move_into(options);
+        options.interpreter.overlay(take(&mut self.interpreter));
+        options.sandbox.overlay(take(&mut self.sandbox));
+        options.authoring.overlay(take(&mut self.authoring));
+        options.calls.overlay(take(&mut self.calls));
+        options.hosting.overlay(take(&mut self.hosting));
+    }
+}
+
+impl BridgeArgs {
+    fn move_into(&mut self, options: &mut Options) {
+        options.server.overlay(take(&mut self.server));
+        options.manifests.overlay(take(&mut self.manifests));
+    }
+}

@@ -1,0 +1,303 @@
+//! The option groups, as raw flags: each subcommand flattens the groups it uses, and the top
+//! level takes every group but the HTTP one (so `omniforge [OPTIONS] serve` keeps working).
+//!
+//! Every field is an `Option` (or an empty `Vec`): "not given" must stay distinguishable from a
+//! default, because the config file and the defaults fill the gaps later ([`super::hiargs`]).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde::Deserialize;
+
+/// Options of the commands that serve MCP (`serve`, `stdio`, `bridge`).
+#[derive(Debug, Default, Args)]
+pub(crate) struct ServerOptions {
+    /// Log line format [default: text].
+    #[arg(long, env = "OMNIFORGE_LOG_FORMAT", value_name = "FORMAT")]
+    pub(crate) log_format: Option<LogFormat>,
+    /// Tools per tools/list page [default: 1000]. Large, because several clients ignore nextCursor.
+    #[arg(long, env = "OMNIFORGE_PAGE_SIZE", value_name = "N")]
+    pub(crate) page_size: Option<usize>,
+    /// How long in-flight tool calls may run after SIGINT/SIGTERM, e.g. 10s [default: 10s].
+    #[arg(long, env = "OMNIFORGE_SHUTDOWN_GRACE", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) shutdown_grace: Option<Duration>,
+    /// How tool schemas are served: as-authored, or conservative (references inlined, single
+    /// `type`, no additionalProperties: the subset strict hosts such as Gemini accept)
+    /// [default: as-authored].
+    #[arg(long, env = "OMNIFORGE_SCHEMA_PROFILE", value_name = "PROFILE")]
+    pub(crate) schema_profile: Option<SchemaProfileArg>,
+}
+
+/// Forge manifests and their Connect upstreams.
+#[derive(Debug, Default, Args)]
+pub(crate) struct ManifestOptions {
+    /// A forge manifest (gen/mcp/manifest.json) whose RPCs become tools (repeatable;
+    /// comma-separated in the environment). Watched: edits reload it and announce list_changed.
+    #[arg(
+        long,
+        env = "OMNIFORGE_MANIFEST",
+        value_delimiter = ',',
+        value_name = "PATH"
+    )]
+    pub(crate) manifest: Vec<PathBuf>,
+    /// The Connect service base URL for the manifest at the same position (repeatable),
+    /// e.g. http://127.0.0.1:8080. Without one, each call of that manifest's tools returns a
+    /// clear configuration error.
+    #[arg(
+        long,
+        visible_alias = "addr",
+        env = "OMNIFORGE_UPSTREAM",
+        value_delimiter = ',',
+        value_name = "URL"
+    )]
+    pub(crate) upstream: Vec<String>,
+    /// The Authorization header value sent, verbatim, to the upstream at the same position
+    /// (repeatable), e.g. "Bearer abc". A command line is visible to other processes: prefer
+    /// --upstream-auth-file or the environment variable. The MCP client's own token is never
+    /// forwarded.
+    #[arg(
+        long,
+        visible_alias = "auth-header",
+        env = "OMNIFORGE_UPSTREAM_AUTH",
+        hide_env_values = true,
+        value_name = "VALUE"
+    )]
+    pub(crate) upstream_auth: Vec<String>,
+    /// A file holding the Authorization header value for the upstream at the same position
+    /// (repeatable; comma-separated in the environment): its first line, e.g. "Bearer abc".
+    #[arg(
+        long,
+        env = "OMNIFORGE_UPSTREAM_AUTH_FILE",
+        value_delimiter = ',',
+        value_name = "FILE"
+    )]
+    pub(crate) upstream_auth_file: Vec<PathBuf>,
+    /// Per-call timeout for manifest tools, also sent as Connect-Timeout-Ms [default: 30s].
+    #[arg(long, env = "OMNIFORGE_UPSTREAM_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) upstream_timeout: Option<Duration>,
+    /// Inline local $ref/$defs in manifest tool schemas, for strict clients that cannot resolve
+    /// references (bounded depth; a cycle is an error naming the tool).
+    #[arg(long, env = "OMNIFORGE_INLINE_SCHEMA_REFS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) inline_schema_refs: Option<bool>,
+}
+
+/// The interpreter and the uv that script environments are built with.
+#[derive(Debug, Default, Args)]
+pub(crate) struct InterpreterOptions {
+    /// The Python interpreter script tools run with; resolved to its real executable
+    /// (never a shim) [default: python3].
+    #[arg(long, env = "OMNIFORGE_PYTHON", value_name = "PATH")]
+    pub(crate) python: Option<PathBuf>,
+    /// The uv that builds script environments [default: uv on PATH, else <data-dir>/uv,
+    /// installed there from PyPI when missing].
+    #[arg(long, env = "OMNIFORGE_UV", value_name = "PATH")]
+    pub(crate) uv: Option<PathBuf>,
+}
+
+/// The script sandbox level.
+#[derive(Debug, Default, Args)]
+pub(crate) struct SandboxOptions {
+    /// Script isolation: strict (refuse to start without namespaces), standard (best
+    /// available), off [default: standard].
+    #[arg(long, env = "OMNIFORGE_SANDBOX", value_name = "LEVEL")]
+    pub(crate) sandbox: Option<SandboxArg>,
+}
+
+/// What a new tool version (or script-backed template or prompt) is built and stamped with.
+#[derive(Debug, Default, Args)]
+pub(crate) struct AuthoringOptions {
+    /// Allow installing dependencies from source distributions (their build code then runs
+    /// inside the sandbox, with network for the package index); wheels only by default.
+    #[arg(long, env = "OMNIFORGE_ALLOW_SOURCE_BUILDS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) allow_source_builds: Option<bool>,
+    /// Timeout of a script tool call when the tool sets none [default: 30s].
+    #[arg(long, env = "OMNIFORGE_TOOL_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) tool_timeout: Option<Duration>,
+    /// The largest timeout a script tool may set [default: 10m].
+    #[arg(long, env = "OMNIFORGE_MAX_TOOL_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) max_tool_timeout: Option<Duration>,
+    /// Address-space limit of a script call, in bytes [default: 2147483648].
+    #[arg(long, env = "OMNIFORGE_MEMORY_LIMIT_BYTES", value_name = "BYTES")]
+    pub(crate) memory_limit_bytes: Option<u64>,
+}
+
+/// How script calls are answered and logged.
+#[derive(Debug, Default, Args)]
+pub(crate) struct CallOptions {
+    /// Most bytes of text a script call returns to the client [default: 65536].
+    #[arg(long, env = "OMNIFORGE_MAX_RESULT_BYTES", value_name = "BYTES")]
+    pub(crate) max_result_bytes: Option<usize>,
+    /// Rows kept in the call log [default: 10000].
+    #[arg(long, env = "OMNIFORGE_CALL_LOG_ROWS", value_name = "N")]
+    pub(crate) call_log_rows: Option<u64>,
+}
+
+/// What a long-running server offers besides the tools themselves (`serve`, `stdio`).
+#[derive(Debug, Default, Args)]
+pub(crate) struct HostingOptions {
+    /// Hide the authoring built-ins (every `omniforge_*` tool but `omniforge_instructions`
+    /// and `omniforge_call_tool`: tools, secrets, resources, templates, prompts).
+    #[arg(long, env = "OMNIFORGE_NO_AUTHORING", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) no_authoring: Option<bool>,
+    /// How long the whole output of a cut script result stays readable through its resource
+    /// link [default: 1h].
+    #[arg(long, env = "OMNIFORGE_OUTPUT_TTL", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) output_ttl: Option<Duration>,
+}
+
+/// Streamable HTTP (`serve` only).
+#[derive(Debug, Default, Args)]
+pub(crate) struct HttpOptions {
+    /// Address to listen on [default: 127.0.0.1:8765]. Port 0 picks a free port.
+    #[arg(long, env = "OMNIFORGE_LISTEN", value_name = "ADDR")]
+    pub(crate) listen: Option<SocketAddr>,
+    /// Path of the MCP endpoint [default: /mcp].
+    #[arg(long, env = "OMNIFORGE_PATH", value_name = "PATH")]
+    pub(crate) path: Option<String>,
+    /// Serve without sessions, so that any replica can answer any request.
+    #[arg(long, env = "OMNIFORGE_STATELESS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) stateless: Option<bool>,
+    /// A browser Origin to allow besides loopback ones (repeatable; comma-separated in the
+    /// environment), e.g. https://claude.ai.
+    #[arg(
+        long,
+        env = "OMNIFORGE_ALLOW_ORIGIN",
+        value_delimiter = ',',
+        value_name = "ORIGIN"
+    )]
+    pub(crate) allow_origin: Vec<String>,
+    /// A Host header value to accept, e.g. mcp.example.com or proxy-upstream:8000 (repeatable).
+    /// Turns the Host check on for any bind address; behind a reverse proxy, list the Host it sends.
+    #[arg(
+        long,
+        env = "OMNIFORGE_ALLOW_HOST",
+        value_delimiter = ',',
+        value_name = "HOST"
+    )]
+    pub(crate) allow_host: Vec<String>,
+    /// Bearer tokens, one `NAME TOKEN SCOPES` line each (scopes: tools:call, tools:write, admin).
+    #[arg(long, env = "OMNIFORGE_TOKEN_FILE", value_name = "FILE")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// Allow a non-loopback bind without tokens (anyone who can reach the port gets admin).
+    #[arg(long, env = "OMNIFORGE_INSECURE_NO_AUTH", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) insecure_no_auth: Option<bool>,
+    /// Largest request body in bytes [default: 4194304]; larger bodies get 413.
+    #[arg(long, env = "OMNIFORGE_MAX_BODY_BYTES", value_name = "BYTES")]
+    pub(crate) max_body_bytes: Option<usize>,
+    /// How long an idle HTTP session lives, e.g. 5m [default: 5m]; then its id gets 404.
+    #[arg(long, env = "OMNIFORGE_SESSION_IDLE_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) session_idle_timeout: Option<Duration>,
+    /// Once the server accepts connections, write the MCP endpoint's URL and a newline
+    /// (e.g. "http://127.0.0.1:43125/mcp") to FILE, atomically (a temporary file renamed into
+    /// place): the readiness signal for supervisors and tests that listen on port 0. Removed at
+    /// exit.
+    #[arg(long, env = "OMNIFORGE_READY_FILE", value_name = "FILE")]
+    pub(crate) ready_file: Option<PathBuf>,
+}
+
+/// Every group that the top level takes, merged with a subcommand's.
+#[derive(Debug, Default)]
+pub(crate) struct Options {
+    pub(crate) server: ServerOptions,
+    pub(crate) manifests: ManifestOptions,
+    pub(crate) interpreter: InterpreterOptions,
+    pub(crate) sandbox: SandboxOptions,
+    pub(crate) authoring: AuthoringOptions,
+    pub(crate) calls: CallOptions,
+    pub(crate) hosting: HostingOptions,
+}
+
+/// Replaces what was given earlier (before the subcommand) with what was given later (after
+/// it), field by field: a value given after the subcommand wins, a list given there replaces
+/// the earlier list.
+pub(crate) trait Overlay {
+    /// Overlays `later` onto `self`.
+    fn overlay(&mut self, later: Self);
+}
+
+impl<T> Overlay for Option<T> {
+    fn overlay(&mut self, later: Self) {
+        if later.is_some() {
+            *self = later;
+        }
+    }
+}
+
+impl<T> Overlay for Vec<T> {
+    fn overlay(&mut self, later: Self) {
+        if !later.is_empty() {
+            *self = later;
+        }
+    }
+}
+
+/// `impl Overlay` for a group: every field in turn.
+macro_rules! overlay_fields {
+    ($($group:ident { $($field:ident),* $(,)? })*) => {$(
+        impl Overlay for $group {
+            fn overlay(&mut self, later: Self) {
+                $(self.$field.overlay(later.$field);)*
+            }
+        }
+    )*};
+}
+
+overlay_fields! {
+    ServerOptions { log_format, page_size, shutdown_grace, schema_profile }
+    ManifestOptions { manifest, upstream, upstream_auth, upstream_auth_file, upstream_timeout, inline_schema_refs }
+    InterpreterOptions { python, uv }
+    SandboxOptions { sandbox }
+    AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes }
+    CallOptions { max_result_bytes, call_log_rows }
+    HostingOptions { no_authoring, output_ttl }
+}
+
+/// How tool schemas are served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum SchemaProfileArg {
+    /// As their authors wrote them.
+    AsAuthored,
+    /// The subset strict hosts accept.
+    Conservative,
+}
+
+/// Script isolation level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum SandboxArg {
+    /// Refuse to start without the namespace layer.
+    Strict,
+    /// The best layers this machine has.
+    Standard,
+    /// Process group and rlimits only.
+    Off,
+}
+
+impl SandboxArg {
+    /// The name people type: `strict`, `standard`, `off`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            SandboxArg::Strict => "strict",
+            SandboxArg::Standard => "standard",
+            SandboxArg::Off => "off",
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// A duration written like `30s`, `5m` or `1h30m`.
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (write durations like 30s, 5m or 1h30m)"))
+}
