@@ -7,6 +7,8 @@
 //!
 //! stdio has no tokens: it trusts its parent process, which gets [`Principal::local`].
 
+pub(crate) mod oauth;
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -24,7 +26,17 @@ pub enum Scope {
 }
 
 impl Scope {
-    fn parse(s: &str) -> Option<Scope> {
+    /// OmniForge's name of the scope.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Call => "tools:call",
+            Scope::Write => "tools:write",
+            Scope::Admin => "admin",
+        }
+    }
+
+    /// The scope named `s` (`tools:call`, `tools:write`, `admin`).
+    pub fn parse(s: &str) -> Option<Scope> {
         match s {
             "tools:call" => Some(Scope::Call),
             "tools:write" => Some(Scope::Write),

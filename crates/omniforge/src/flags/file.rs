@@ -53,6 +53,8 @@ pub(crate) struct FileConfig {
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) session_idle_timeout: Option<Duration>,
     pub(crate) ready_file: Option<PathBuf>,
+    /// `[oauth]`.
+    pub(crate) oauth: Option<super::oauth::FileOAuth>,
 }
 
 /// A `[[manifest]]` entry of the config file.

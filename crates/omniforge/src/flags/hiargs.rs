@@ -131,6 +131,8 @@ pub(crate) struct Http {
     pub(crate) session_idle_timeout: Duration,
     /// Where to write the endpoint URL once the server accepts connections.
     pub(crate) ready_file: Option<PathBuf>,
+    /// OAuth access tokens; `None` without an issuer. Empty audiences: the endpoint's URL.
+    pub(crate) oauth: Option<omniforge_server::OAuthSettings>,
 }
 
 impl Settings {
@@ -282,7 +284,9 @@ fn http(args: HttpOptions, file: &FileConfig) -> Result<Http> {
     if !path.starts_with('/') || path == "/healthz" {
         bail!("--path must start with '/' and must not be /healthz (got {path:?})");
     }
+    let oauth = super::oauth::resolve(args.oauth, file.oauth.as_ref())?;
     Ok(Http {
+        oauth,
         listen: args
             .listen
             .or(file.listen)

@@ -20,17 +20,22 @@
 //!   gets one).
 //! - [`front`]: the endpoint that runs these in order and forwards each message to rmcp.
 //! - [`healthz`]: `GET /healthz`.
+//! - [`challenge`]: the `WWW-Authenticate` answers (static tokens; OAuth with
+//!   `resource_metadata` and `scope`); [`well_known`]: the OAuth protected-resource metadata
+//!   (RFC 9728), only when OAuth is configured.
 //!
 //! `tools/call` arguments that are `null` or not an object reach the handler
 //! ([`crate::transport::jsonrpc`]).
 
 pub(crate) mod access;
+pub(crate) mod challenge;
 pub(crate) mod front;
 pub(crate) mod healthz;
 pub(crate) mod negotiation;
 pub(crate) mod resume;
 pub(crate) mod sessions;
 pub(crate) mod sse_json;
+pub(crate) mod well_known;
 pub(crate) mod wire;
 
 use std::net::SocketAddr;
@@ -81,6 +86,10 @@ pub(crate) fn app(
     );
     let book = Arc::new(SessionBook::default());
     tokio::spawn(sessions::prune(Arc::downgrade(&book), session_manager));
+    let metadata = settings
+        .oauth
+        .as_deref()
+        .map(|oauth| well_known::routes(oauth, &settings.path));
     let front = Arc::new(Front {
         shared,
         access: Access::new(&settings),
@@ -88,10 +97,14 @@ pub(crate) fn app(
         mcp,
         book,
     });
-    Router::new()
+    let router = Router::new()
         .route("/healthz", get(health))
         .route(&settings.path, any(front::endpoint))
-        .with_state(front)
+        .with_state(front);
+    match metadata {
+        Some(metadata) => router.merge(metadata),
+        None => router,
+    }
 }
 
 async fn health(State(front): State<Arc<Front>>) -> Response {
