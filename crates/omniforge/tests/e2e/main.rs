@@ -12,6 +12,7 @@ mod clients;
 mod content;
 mod escape;
 mod manifest_tools;
+mod oauth;
 mod procs;
 mod robustness;
 mod schema_profile;
