@@ -82,7 +82,7 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
                 }
                 oauth.audiences.push(url.clone());
             }
-            Some(Arc::new(OAuth::new(oauth).context("OAuth settings")?))
+            Some(Arc::new(OAuth::new(*oauth).context("OAuth settings")?))
         }
         None => None,
     };

@@ -201,9 +201,6 @@ pub(crate) struct HttpOptions {
     /// exit.
     #[arg(long, env = "OMNIFORGE_READY_FILE", value_name = "FILE")]
     pub(crate) ready_file: Option<PathBuf>,
-    /// OAuth 2.1 access tokens.
-    #[command(flatten)]
-    pub(crate) oauth: super::oauth::OAuthOptions,
 }
 
 /// Every group that the top level takes, merged with a subcommand's.

@@ -17,8 +17,8 @@ use tokio::process::{Child, ChildStdin, Command};
 
 use crate::procs::{Captured, Serve, drain, kill_and_reap};
 use crate::util::{
-    ANY_TOOL, e2e_dir, http_client, http_send, initialize_request, no_proxy, node22, post_headers,
-    python_driver, python2, repo_root, require,
+    ANY_TOOL, e2e_dir, http_client, initialize_request, no_proxy, node22, python_driver, python2,
+    repo_root, require,
 };
 
 fn oidc_dir() -> PathBuf {
