@@ -214,3 +214,90 @@ fn client_secret(file: Option<PathBuf>) -> Result<String> {
     }
     Ok(secret)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(text: &str) -> FileOAuth {
+        #[derive(Deserialize)]
+        struct Wrapper {
+            oauth: FileOAuth,
+        }
+        toml::from_str::<Wrapper>(text).unwrap().oauth
+    }
+
+    #[test]
+    fn the_oauth_table_resolves() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "s3cret\n").unwrap();
+        let table = file(&format!(
+            r#"
+            [oauth]
+            issuer = "https://id.example.com/realms/team"
+            audience = ["https://mcp.example.com/mcp"]
+            challenge_scopes = ["tools:call", "tools:write"]
+            leeway = "5s"
+            [oauth.scopes]
+            "mcp:read" = "tools:call"
+            "mcp:admin" = "admin"
+            [oauth.introspection]
+            client_id = "omniforge"
+            client_secret_file = "{}"
+            "#,
+            secret.display()
+        ));
+        let settings = resolve(OAuthOptions::default(), Some(&table))
+            .unwrap()
+            .unwrap();
+        assert_eq!(settings.issuer, "https://id.example.com/realms/team");
+        assert_eq!(settings.audiences, ["https://mcp.example.com/mcp"]);
+        assert_eq!(settings.challenge_scopes, [Scope::Call, Scope::Write]);
+        assert_eq!(settings.leeway, Duration::from_secs(5));
+        assert_eq!(settings.principal_claim, "sub");
+        assert_eq!(settings.scopes.grant(["mcp:read"]), Some(Scope::Call));
+        assert_eq!(settings.scopes.provider_name(Scope::Admin), "mcp:admin");
+        let introspection = settings.introspection.unwrap();
+        assert_eq!(introspection.client_secret, "s3cret");
+        assert!(!format!("{introspection:?}").contains("s3cret"));
+        // A flag replaces the file's value.
+        let flags = OAuthOptions {
+            oauth_scope: vec!["x=admin".into()],
+            ..OAuthOptions::default()
+        };
+        let settings = resolve(flags, Some(&table)).unwrap().unwrap();
+        assert_eq!(settings.scopes.grant(["mcp:read"]), None);
+        assert_eq!(settings.scopes.grant(["x"]), Some(Scope::Admin));
+    }
+
+    #[test]
+    fn bad_oauth_options_are_refused() {
+        assert!(resolve(OAuthOptions::default(), None).unwrap().is_none());
+        let issuer = || OAuthOptions {
+            oauth_issuer: Some("https://id.example.com".into()),
+            ..OAuthOptions::default()
+        };
+        let bad_scope = OAuthOptions {
+            oauth_scope: vec!["mcp:read=tools:all".into()],
+            ..issuer()
+        };
+        assert!(resolve(bad_scope, None).is_err());
+        let no_equals = OAuthOptions {
+            oauth_scope: vec!["mcp:read".into()],
+            ..issuer()
+        };
+        assert!(resolve(no_equals, None).is_err());
+        let without_issuer = OAuthOptions {
+            oauth_client_id: Some("x".into()),
+            ..OAuthOptions::default()
+        };
+        assert!(resolve(without_issuer, None).is_err());
+        let missing_secret = OAuthOptions {
+            oauth_client_id: Some("x".into()),
+            oauth_client_secret_file: Some("/nonexistent/secret".into()),
+            ..issuer()
+        };
+        assert!(resolve(missing_secret, None).is_err());
+    }
+}

@@ -149,7 +149,7 @@ impl Drop for Provider {
 struct Setup {
     provider: Provider,
     server: Serve,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 impl Setup {
@@ -178,7 +178,7 @@ impl Setup {
         Setup {
             provider,
             server,
-            _dir: dir,
+            dir,
         }
     }
 
@@ -188,6 +188,32 @@ impl Setup {
 
     async fn token(&self, client: &str, scope: Option<&str>) -> String {
         self.provider.token(client, self.url(), scope).await
+    }
+
+    /// The principals of the audit records about `object`, read from the server's SQLite store
+    /// (Python's `sqlite3`: the CLI has no audit reader yet).
+    async fn audit_principals(&self, object: &str) -> Vec<String> {
+        let db = self.dir.path().join("data/omniforge.db");
+        let output = Command::new(python2())
+            .args([
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(f'file:{sys.argv[1]}?mode=ro', uri=True); \
+                 print('\\n'.join(r[0] for r in c.execute('SELECT principal FROM audit_log WHERE object_name = ?', (sys.argv[2],))))",
+            ])
+            .arg(&db)
+            .arg(object)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
     }
 
     /// The server's stderr, for failure messages.
@@ -786,7 +812,7 @@ async fn opaque_token_is_checked_by_introspection() {
     let token = setup.token("cc-opaque", Some(ALL_SCOPES)).await;
     assert_eq!(token.split('.').count(), 1, "an opaque token");
     let session = open_session(setup.url(), &token).await;
-    // An admin action (no environment build): its log line names the principal.
+    // An admin action (no environment build): its log line and audit record name the principal.
     let reply = post(
         setup.url(),
         Some(&token),
@@ -811,6 +837,7 @@ async fn opaque_token_is_checked_by_introspection() {
         "{principal} in the log: {}",
         setup.logs()
     );
+    assert_eq!(setup.audit_principals("OAUTH_E2E").await, [principal]);
     // A revoked token (never used, so not cached) and garbage are not active.
     let revoked = setup.token("cc-opaque", Some(ALL_SCOPES)).await;
     setup.provider.revoke("cc-opaque", &revoked).await;

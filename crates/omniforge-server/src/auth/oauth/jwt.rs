@@ -88,3 +88,63 @@ pub(super) fn now_secs() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use jsonwebtoken::{DecodingKey, EncodingKey, Header, encode};
+    use serde_json::json;
+
+    use super::*;
+    use crate::auth::oauth::ScopeMap;
+
+    fn settings() -> OAuthSettings {
+        OAuthSettings {
+            issuer: "https://idp.example".into(),
+            audiences: vec!["https://mcp.example/mcp".into()],
+            scopes: ScopeMap::default(),
+            principal_claim: "sub".into(),
+            leeway: Duration::from_secs(0),
+            challenge_scopes: vec![],
+            jwks_min_refresh: Duration::from_secs(10),
+            introspection: None,
+        }
+    }
+
+    #[test]
+    fn hmac_and_unsigned_tokens_are_refused() {
+        // Algorithm confusion: an HMAC token "signed" with bytes the attacker knows (e.g. the
+        // issuer's public key) is refused before any key is used.
+        let claims = json!({"iss": "https://idp.example", "aud": "https://mcp.example/mcp",
+                            "sub": "mallory", "exp": now_secs() + 600, "scope": "admin"});
+        let token = encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(b"public key bytes").unwrap(),
+        )
+        .unwrap();
+        let header = header(&token).unwrap();
+        let key = Key {
+            alg: None,
+            key: DecodingKey::from_secret(b"public key bytes").unwrap(),
+        };
+        assert_eq!(
+            verify(&token, &header, &key, &settings()),
+            Err(TokenError::Signature)
+        );
+        // `alg: none` has no JOSE header this crate accepts: not a JWT at all.
+        let unsigned = format!(
+            "{}.{}.",
+            base64::Engine::encode(
+                &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                br#"{"alg":"none","typ":"at+jwt"}"#
+            ),
+            base64::Engine::encode(
+                &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+                claims.to_string()
+            ),
+        );
+        assert!(super::header(&unsigned).is_none());
+    }
+}
