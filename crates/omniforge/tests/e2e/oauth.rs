@@ -877,3 +877,30 @@ async fn static_tokens_and_oauth_together_and_sessions_follow_the_principal() {
     let reply = post(setup.url(), Some(&token), Some(&alice), list(5)).await;
     assert_eq!(reply.status, 403);
 }
+
+#[tokio::test]
+async fn unreachable_issuer_answers_503_and_static_tokens_keep_working() {
+    // Port 9 (discard) on loopback: nothing listens, so discovery fails at once.
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "alice s3cret tools:call\n").unwrap();
+    let mut command = Serve::command().args(&[
+        "--data-dir".as_ref(),
+        dir.path().as_os_str(),
+        "--token-file".as_ref(),
+        tokens.as_os_str(),
+        "--oauth-issuer".as_ref(),
+        "http://127.0.0.1:9".as_ref(),
+    ]);
+    no_proxy(command.cmd());
+    let server = command.start().await;
+    let reply = post(
+        &server.url,
+        Some("eyJhbGciOiJSUzI1NiJ9.e30.c2ln"),
+        None,
+        initialize_request(1, "2025-11-25"),
+    )
+    .await;
+    assert_eq!(reply.status, 503, "{:?}", reply.messages);
+    open_session(&server.url, "s3cret").await;
+}
