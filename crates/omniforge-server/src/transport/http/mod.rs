@@ -112,6 +112,7 @@ async fn health(State(front): State<Arc<Front>>, headers: http::HeaderMap) -> Re
     let admin = front
         .access
         .authenticate(&headers)
+        .await
         .is_ok_and(|p| p.allows(crate::auth::Scope::Admin));
     healthz::report(&front.shared, front.book.len(), admin)
 }
