@@ -11,6 +11,8 @@
 //! Every principal has one [`PrincipalId`], the namespace sessions, kept outputs, the call
 //! log, tool authors and audit records share.
 
+pub(crate) mod oauth;
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -28,7 +30,17 @@ pub enum Scope {
 }
 
 impl Scope {
-    fn parse(s: &str) -> Option<Scope> {
+    /// OmniForge's name of the scope.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Call => "tools:call",
+            Scope::Write => "tools:write",
+            Scope::Admin => "admin",
+        }
+    }
+
+    /// The scope named `s` (`tools:call`, `tools:write`, `admin`).
+    pub fn parse(s: &str) -> Option<Scope> {
         match s {
             "tools:call" => Some(Scope::Call),
             "tools:write" => Some(Scope::Write),
@@ -50,6 +62,8 @@ pub enum PrincipalKind {
     Cli,
     /// An HTTP caller when no tokens are configured: `anonymous`.
     Anonymous,
+    /// The subject of an OAuth access token: `oauth:ISSUER|SUB`.
+    OAuth,
 }
 
 impl PrincipalKind {
@@ -60,6 +74,7 @@ impl PrincipalKind {
             PrincipalKind::Stdio => "stdio",
             PrincipalKind::Cli => "cli",
             PrincipalKind::Anonymous => "anonymous",
+            PrincipalKind::OAuth => "oauth",
         }
     }
 }
@@ -77,7 +92,9 @@ pub struct PrincipalId {
 
 /// A text that is not a principal id.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("not a principal (expected token:NAME, cli:USER, stdio or anonymous): {0:?}")]
+#[error(
+    "not a principal (expected token:NAME, oauth:ISSUER|SUB, cli:USER, stdio or anonymous): {0:?}"
+)]
 pub struct PrincipalIdError(String);
 
 impl PrincipalId {
@@ -91,6 +108,12 @@ impl PrincipalId {
     /// The static token named `name` in the token file.
     pub fn token(name: &str) -> PrincipalId {
         PrincipalId::with(PrincipalKind::Token, format!("token:{name}"))
+    }
+
+    /// The subject `subject` of an OAuth access token from `issuer` (`sub`, or the configured
+    /// claim): `oauth:ISSUER|SUBJECT`.
+    pub fn oauth(issuer: &str, subject: &str) -> PrincipalId {
+        PrincipalId::with(PrincipalKind::OAuth, format!("oauth:{issuer}|{subject}"))
     }
 
     /// The OS user `user` running a one-shot command.
@@ -117,6 +140,13 @@ impl PrincipalId {
         match text.split_once(':') {
             Some(("token", name)) if !name.is_empty() => Ok(PrincipalId::token(name)),
             Some(("cli", user)) if !user.is_empty() => Ok(PrincipalId::cli(user)),
+            // An issuer is a URL (no raw '|'); a subject may hold one (Auth0: `auth0|123`).
+            Some(("oauth", rest)) => match rest.split_once('|') {
+                Some((issuer, subject)) if !issuer.is_empty() && !subject.is_empty() => {
+                    Ok(PrincipalId::oauth(issuer, subject))
+                }
+                _ => Err(bad()),
+            },
             Some(_) => Err(bad()),
             None if text == "stdio" => Ok(PrincipalId::stdio()),
             None if text == "anonymous" => Ok(PrincipalId::anonymous()),
@@ -318,12 +348,27 @@ mod tests {
             PrincipalId::stdio(),
             PrincipalId::anonymous(),
             PrincipalId::token("a:b"),
+            PrincipalId::oauth("https://id.example", "alice"),
+            PrincipalId::oauth("https://id.example/tenant", "auth0|123"),
         ] {
             assert_eq!(PrincipalId::parse(id.as_str()).unwrap(), id);
         }
         assert_eq!(PrincipalId::token("alice").to_string(), "token:alice");
         assert_eq!(PrincipalId::cli("bob").kind(), PrincipalKind::Cli);
-        for bad in ["", "alice", "token:", "cli:", "oauth:x", "stdio:x"] {
+        assert_eq!(
+            PrincipalId::oauth("https://id.example", "auth0|1").kind(),
+            PrincipalKind::OAuth
+        );
+        for bad in [
+            "",
+            "alice",
+            "token:",
+            "cli:",
+            "oauth:x",
+            "oauth:|sub",
+            "oauth:iss|",
+            "stdio:x",
+        ] {
             assert!(PrincipalId::parse(bad).is_err(), "{bad}");
         }
     }

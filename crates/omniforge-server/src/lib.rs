@@ -44,7 +44,8 @@ mod settings;
 mod tools;
 mod transport;
 
-pub use auth::{PrincipalId, PrincipalIdError, PrincipalKind, TokenFileError, TokenSet};
+pub use auth::oauth::{IntrospectionSettings, OAuth, OAuthError, OAuthSettings, ScopeMap};
+pub use auth::{PrincipalId, PrincipalIdError, PrincipalKind, Scope, TokenFileError, TokenSet};
 pub use catalog::schema_profile::SchemaProfile;
 pub use commands::{CallOutput, Caller, CommandError};
 pub use content::definitions::Kind as DefinitionKind;

@@ -1,9 +1,11 @@
 //! The settings a server is built from: plain data, filled in by the binary from flags,
 //! environment and config file. Nothing here reads the environment or a file.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::auth::TokenSet;
+use crate::auth::oauth::OAuth;
 
 /// How the Streamable HTTP front is configured.
 #[derive(Debug, Clone)]
@@ -20,6 +22,10 @@ pub struct HttpSettings {
     pub check_host: bool,
     /// Accepted bearer tokens; empty means no authentication (loopback binds only).
     pub tokens: TokenSet,
+    /// OAuth 2.1 access tokens of one issuer (issue 16), beside or instead of `tokens`. When
+    /// set, 401s point clients to the protected-resource metadata (RFC 9728), served at
+    /// `/.well-known/oauth-protected-resource` plus `path` and at the root form.
+    pub oauth: Option<Arc<OAuth>>,
     /// The largest accepted request body, in bytes.
     pub max_body_bytes: usize,
     /// How long an idle session is kept before it expires (then its id gets 404).

@@ -72,6 +72,7 @@ fn http_settings(tokens: &str) -> HttpSettings {
         allowed_hosts: Vec::new(),
         check_host: true,
         tokens: TokenSet::parse(tokens).unwrap(),
+        oauth: None,
         max_body_bytes: LIMIT,
         session_idle_timeout: Duration::from_secs(300),
         max_sessions: 1000,

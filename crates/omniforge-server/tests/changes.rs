@@ -63,6 +63,7 @@ fn app(server: &Server) -> Router {
             allowed_hosts: Vec::new(),
             check_host: false,
             tokens: TokenSet::default(),
+            oauth: None,
             max_body_bytes: 1 << 20,
             session_idle_timeout: Duration::from_secs(300),
             max_sessions: 1000,

@@ -65,6 +65,8 @@ pub(crate) struct FileConfig {
     pub(crate) keep_alive_timeout: Option<Duration>,
     pub(crate) max_connections: Option<u32>,
     pub(crate) ready_file: Option<PathBuf>,
+    /// `[oauth]`.
+    pub(crate) oauth: Option<super::oauth::FileOAuth>,
 }
 
 /// A `[[manifest]]` entry of the config file.

@@ -165,6 +165,8 @@ pub(crate) struct Http {
     pub(crate) max_connections: usize,
     /// Where to write the endpoint URL once the server accepts connections.
     pub(crate) ready_file: Option<PathBuf>,
+    /// OAuth access tokens; `None` without an issuer. Empty audiences: the endpoint's URL.
+    pub(crate) oauth: Option<Box<omniforge_server::OAuthSettings>>,
 }
 
 impl Settings {
@@ -313,7 +315,7 @@ impl Settings {
             }
             Command::Bridge(_) => Task::Bridge,
             Command::Stdio(_) => Task::Stdio,
-            Command::Serve(args) => Task::Serve(http(args.http, &file)?),
+            Command::Serve(args) => Task::Serve(http(args.http, *args.oauth, &file)?),
             Command::Doctor(args) => Task::Doctor { json: args.json },
             Command::Gc => Task::Gc,
             Command::Backup { file } => Task::Backup(file),
@@ -338,7 +340,7 @@ impl Settings {
 }
 
 /// The settings of `serve`.
-fn http(args: HttpOptions, file: &FileConfig) -> Result<Http> {
+fn http(args: HttpOptions, oauth: super::oauth::OAuthOptions, file: &FileConfig) -> Result<Http> {
     let path = args
         .path
         .or_else(|| file.path.clone())
@@ -346,7 +348,9 @@ fn http(args: HttpOptions, file: &FileConfig) -> Result<Http> {
     if !path.starts_with('/') || path == "/healthz" {
         bail!("--path must start with '/' and must not be /healthz (got {path:?})");
     }
+    let oauth = super::oauth::resolve(oauth, file.oauth.as_ref())?.map(Box::new);
     Ok(Http {
+        oauth,
         listen: args
             .listen
             .or(file.listen)

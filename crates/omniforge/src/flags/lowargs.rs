@@ -169,6 +169,9 @@ pub(crate) struct AuditArgs {
 pub(crate) struct ServeArgs {
     #[command(flatten, next_help_heading = "HTTP options")]
     pub(crate) http: HttpOptions,
+    /// Boxed: the largest group, and `serve` is one command of many.
+    #[command(flatten, next_help_heading = "OAuth options")]
+    pub(crate) oauth: Box<super::oauth::OAuthOptions>,
     #[command(flatten)]
     pub(crate) stdio: StdioArgs,
 }

@@ -10,6 +10,7 @@
 mod file;
 mod hiargs;
 mod lowargs;
+mod oauth;
 mod options;
 
 use std::ffi::OsString;

@@ -14,6 +14,7 @@ mod connections;
 mod content;
 mod escape;
 mod manifest_tools;
+mod oauth;
 mod postgres;
 mod procs;
 mod replicas;

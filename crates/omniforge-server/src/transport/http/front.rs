@@ -61,7 +61,7 @@ pub(super) async fn endpoint(State(front): State<Arc<Front>>, request: Request<B
 
 impl Front {
     async fn dispatch(self: &Arc<Self>, request: Request<Body>) -> Response {
-        let principal = match self.access.authenticate(request.headers()) {
+        let principal = match self.access.authenticate(request.headers()).await {
             Ok(principal) => principal,
             Err(response) => return response,
         };

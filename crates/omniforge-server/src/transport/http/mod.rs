@@ -24,11 +24,15 @@
 //! - [`healthz`]: `GET /healthz`.
 //! - [`connections`]: the accept loop: header read timeout, keep-alive idle timeout, connection
 //!   cap.
+//! - [`challenge`]: the `WWW-Authenticate` answers (static tokens; OAuth with
+//!   `resource_metadata` and `scope`); [`well_known`]: the OAuth protected-resource metadata
+//!   (RFC 9728), only when OAuth is configured.
 //!
 //! `tools/call` arguments that are `null` or not an object reach the handler
 //! ([`crate::transport::jsonrpc`]).
 
 pub(crate) mod access;
+pub(crate) mod challenge;
 pub(crate) mod connections;
 pub(crate) mod expiry;
 pub(crate) mod front;
@@ -39,6 +43,7 @@ pub(crate) mod request_ids;
 pub(crate) mod resume;
 pub(crate) mod sessions;
 pub(crate) mod sse_json;
+pub(crate) mod well_known;
 pub(crate) mod wire;
 
 use std::sync::Arc;
@@ -94,6 +99,10 @@ pub(crate) fn app(
         shared.peers.clone(),
         settings.session_idle_timeout,
     ));
+    let metadata = settings
+        .oauth
+        .as_deref()
+        .map(|oauth| well_known::routes(oauth, &settings.path));
     let front = Arc::new(Front {
         shared,
         access: Access::new(&settings),
@@ -101,10 +110,14 @@ pub(crate) fn app(
         mcp,
         book,
     });
-    Router::new()
+    let router = Router::new()
         .route("/healthz", get(health))
         .route(&settings.path, any(front::endpoint))
-        .with_state(front)
+        .with_state(front);
+    match metadata {
+        Some(metadata) => router.merge(metadata),
+        None => router,
+    }
 }
 
 async fn health(State(front): State<Arc<Front>>, headers: http::HeaderMap) -> Response {
@@ -112,6 +125,7 @@ async fn health(State(front): State<Arc<Front>>, headers: http::HeaderMap) -> Re
     let admin = front
         .access
         .authenticate(&headers)
+        .await
         .is_ok_and(|p| p.allows(crate::auth::Scope::Admin));
     healthz::report(&front.shared, front.book.len(), admin)
 }
