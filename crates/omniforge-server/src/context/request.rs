@@ -60,6 +60,7 @@ pub(crate) struct RequestCx<'a> {
     origin: Origin<'a>,
 }
 
+#[derive(Clone)]
 enum Origin<'a> {
     /// An MCP request.
     Mcp {
@@ -116,6 +117,22 @@ impl<'a> RequestCx<'a> {
                 progress,
             },
         }
+    }
+
+    /// The same request acting as `principal` instead (a narrower authority for work done on
+    /// the caller's behalf, e.g. a script's `call_builtin`): same peer, stream and
+    /// cancellation.
+    pub(crate) fn acting_as<'b>(&'b self, principal: &'b Principal) -> RequestCx<'b> {
+        RequestCx {
+            principal: Some(principal),
+            origin: self.origin.clone(),
+        }
+    }
+
+    /// The caller with its scope capped at `most` (`None` without a caller).
+    pub(crate) fn principal_capped(&self, most: Scope) -> Option<Principal> {
+        self.principal
+            .map(|p| Principal::new(p.id.clone(), p.scope.min(most)))
     }
 
     /// Whether the front layer marked the request's `arguments` as not an object.

@@ -202,7 +202,7 @@ async fn call_builtin_runs_declared_builtins_under_the_callers_scopes() {
     let tokens = home.path().join("tokens.txt");
     std::fs::write(
         &tokens,
-        "writer writer-token tools:write\ncaller caller-token tools:call\n",
+        "writer writer-token tools:write\ncaller caller-token tools:call\nboss boss-token admin\n",
     )
     .unwrap();
     {
@@ -261,7 +261,42 @@ async fn call_builtin_runs_declared_builtins_under_the_callers_scopes() {
         refused.contains("cannot be called from a tool"),
         "{refused}"
     );
-    // `target` was updated once, by the writer.
+    // An admin calling the writer's tool lends it no admin authority: a version the script
+    // writes is not granted the secrets it declares, as the admin's own write would be.
+    let (_, messages) = call_as(
+        &server.url,
+        Some("boss-token"),
+        3,
+        "omniforge_set_secret",
+        json!({"name": "LENT", "value": "lent-value"}),
+        meta(json!({}), None),
+    )
+    .await;
+    assert_eq!(answer(&messages)["result"]["isError"], false, "{messages:?}");
+    let out = run(
+        "boss-token",
+        "omniforge_update_tool",
+        json!({"name": "target", "secrets": ["LENT"]}),
+    )
+    .await;
+    assert_eq!(out["answer"]["isError"], false, "{out}");
+    let (_, messages) = call_as(
+        &server.url,
+        Some("boss-token"),
+        4,
+        "omniforge_list_secret_requests",
+        json!({"tool": "target"}),
+        meta(json!({}), None),
+    )
+    .await;
+    let requests = &answer(&messages)["result"]["structuredContent"]["requests"];
+    assert_eq!(requests[0]["secret"], "LENT", "{messages:?}");
+    assert_eq!(
+        requests[0]["granted"],
+        Value::Null,
+        "a script run by an admin got a grant: {messages:?}"
+    );
+    // `target` was updated by the writer (and then by the admin's call, which kept "after").
     let (_, messages) = call_as(
         &server.url,
         Some("writer-token"),

@@ -296,7 +296,7 @@ impl OAuth {
             .filter(|s| !s.is_empty())
             .ok_or(TokenError::NoSubject)?;
         Ok(Grant {
-            principal: PrincipalId::oauth(&self.settings.issuer, &subject),
+            principal: PrincipalId::oauth(&self.settings.issuer, subject),
             scope: self.settings.scopes.grant(scopes(claims)),
         })
     }

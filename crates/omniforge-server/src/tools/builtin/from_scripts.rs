@@ -14,7 +14,9 @@
 //! ```
 //!
 //! so a tool never uses a caller's authority for something its author did not write down in
-//! the reviewed, versioned code (confused deputy). Only the authoring built-ins of
+//! the reviewed, versioned code (confused deputy). The scope is capped at `tools:write`: an
+//! admin calling a writer's tool never lends it admin authority (an admin's tool write is
+//! granted the secrets it declares; a script-made write never is). Only the authoring built-ins of
 //! [`CALLABLE`] can be named: never the secret built-ins (`admin`), `omniforge_call_tool`,
 //! `omniforge_test_tool`, or another stored tool.
 
@@ -22,6 +24,7 @@ use omniforge_script::{RpcError, ScriptRequest, pep723_tool_table};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
+use crate::auth::Scope;
 use crate::catalog::call::Router;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
@@ -120,7 +123,18 @@ pub(crate) async fn answer(
             ),
         ),
         (Some(access), Some(arguments)) => {
-            match access.router.route(name, arguments, access.cx).await {
+            // Never with `admin` authority: the code is a writer's, and an admin calling it
+            // must not lend it admin powers (e.g. the grant an admin's own tool write gets
+            // for the secrets it declares).
+            let capped = access.cx.principal_capped(Scope::Write);
+            let Some(capped) = capped else {
+                return request.respond(refuse(
+                    code::INVALID_REQUEST,
+                    "call_builtin: the call has no principal".to_owned(),
+                ));
+            };
+            let cx = access.cx.acting_as(&capped);
+            match access.router.route(name, arguments, &cx).await {
                 Ok(result) => Ok(scrub_value(
                     serde_json::to_value(result).unwrap_or(Value::Null),
                     secrets,
