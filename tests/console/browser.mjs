@@ -128,11 +128,14 @@ export async function axe(page) {
   return { violations: result, blocking };
 }
 
-/** A full-page PNG under `dir`; returns its path. */
-export async function screenshot(page, dir, name) {
+/**
+ * A PNG of `target` (a page, whole by default, or a locator) under `dir`; returns its path.
+ */
+export async function screenshot(target, dir, name, { fullPage = true } = {}) {
   mkdirSync(dir, { recursive: true });
   const file = path.join(dir, `${name.replace(/[^a-zA-Z0-9_.-]+/g, '-')}.png`);
-  await page.screenshot({ path: file, fullPage: true });
+  const isPage = typeof target.goto === 'function';
+  await target.screenshot(isPage ? { path: file, fullPage } : { path: file });
   return file;
 }
 

@@ -27,6 +27,9 @@
 //   originRefused {tool}                 a change from another Origin, or without one, gets 403
 //   mcpRefusesCookie {path?}             /mcp with the console cookie and no bearer token: 401
 //   signOut       {}                     the session ends; the old cookie opens nothing
+//   shoot         {path, name, width?, height?, selector?}
+//                                        a viewport-sized (or one element's) screenshot for the
+//                                        docs, written to --curated DIR (default OUT/curated)
 //
 // Every page a step loads is inspected: status, security headers, axe-core (zero serious or
 // critical violations, at 1280 px and at 390 px), CSP violations, script errors, requests
@@ -44,7 +47,7 @@ import {
 } from './browser.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const USAGE = 'usage: driver.mjs --url URL [--out DIR] [--steps JSON]  (token in $OMNIFORGE_CONSOLE_TOKEN)';
+const USAGE = 'usage: driver.mjs --url URL [--out DIR] [--curated DIR] [--steps JSON]  (token in $OMNIFORGE_CONSOLE_TOKEN)';
 
 function parseArgs(argv) {
   const opts = { out: path.join(ROOT, 'target/console-screenshots'), steps: [{ do: 'signIn' }, { do: 'tour' }] };
@@ -54,10 +57,12 @@ function parseArgs(argv) {
       case '--url': opts.url = value; i++; break;
       case '--out': opts.out = path.resolve(value); i++; break;
       case '--steps': opts.steps = JSON.parse(value); i++; break;
+      case '--curated': opts.curated = path.resolve(value); i++; break;
       default: throw new Error(`unknown argument ${argv[i]}`);
     }
   }
   if (!opts.url) throw new Error('--url is required');
+  opts.curated ??= path.join(opts.out, 'curated');
   opts.origin = new URL(opts.url).origin;
   if (!Array.isArray(opts.steps) || !opts.steps.every((s) => s && typeof s.do === 'string')) {
     throw new Error('--steps must be a JSON array of {"do": NAME, ...}');
@@ -360,6 +365,18 @@ const steps = {
     });
     if (r.status() !== 401) problems.push(`/mcp with only the console cookie got ${r.status()}, not 401`);
     return { status: r.status() };
+  },
+
+  async shoot(ctx, step) {
+    const { page } = ctx;
+    await page.setViewportSize({ width: step.width || 1280, height: step.height || 800 });
+    const response = await page.goto(`${opts.origin}${step.path}`);
+    if (response.status() !== 200) ctx.problems.push(`${step.path}: status ${response.status()}`);
+    const target = step.selector ? page.locator(step.selector).first() : page;
+    const file = await screenshot(target, opts.curated, step.name, { fullPage: false });
+    await page.setViewportSize({ width: VIEWPORTS[0].width, height: VIEWPORTS[0].height });
+    drain(ctx.watch);
+    return { file };
   },
 
   async signOut(ctx) {
