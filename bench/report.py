@@ -339,6 +339,77 @@ def main():
                     w(f"| {h} | {v['mkdir']:.3f} | {v['migrate']:.3f} | {v['migrate_p90']:.3f} | {v['migrate_again']:.3f} | {v['rmdir']:.3f} |")
             w("")
 
+    # ---- w4: warm templates (issue 15)
+    w4w = by.get("w4-warm", [])
+    if w4w:
+        d = w4w[-1]["data"]
+        w("### Warm templates (issue 15)\n")
+        w("From `bench/tools/src/bin/script-warm.rs`: omniforge-script's `WarmPool` driven directly (no MCP: the "
+          "server's `--warm-pool` comes with the server redesign). `cold` is the `Runner` with every layer and the pool "
+          "off, `warm` a call on the version's template (prepared when the version is created), `bare` "
+          "`<env>/bin/python -I tool.py` with the arguments on stdin. Interleaved round-robin, each call after a 50 ms "
+          f"pause; active layers: {', '.join(d.get('layers', []))}; load {d.get('load_start')} → {d.get('load_end')}.\n")
+        lat = d.get("latency") or {}
+        if lat:
+            w("| tool | bare p50 / p99 (ms) | cold p50 / p99 (ms) | warm p50 / p99 (ms) | warm / bare | warm / cold |")
+            w("|---|---:|---:|---:|---:|---:|")
+            for tool, r in lat.items():
+                w(f"| {tool} | {fmt(r['bare']['p50'])} / {fmt(r['bare']['p99'])} | {fmt(r['cold']['p50'])} / {fmt(r['cold']['p99'])} | "
+                  f"{fmt(r['warm']['p50'])} / {fmt(r['warm']['p99'])} | {r['warm_over_bare']:.3f} | {r['warm_over_cold']:.3f} |")
+            w("")
+            for tool, goal in [("dateutil", 0.3), ("numpy", 0.15)]:
+                if tool in lat:
+                    x = lat[tool]["warm_over_bare"]
+                    tg.append(("4 / issue 15", f"{tool} tool: warm p50 ≤ {goal}× bare", f"{x:.3f}× ({lat[tool]['warm']['p50']:.2f} vs {lat[tool]['bare']['p50']:.2f} ms)",
+                               x <= goal, f"{goal / x:.1f}× under" if x <= goal else f"missed by {x / goal:.2f}×"))
+        first = d.get("first") or {}
+        if first:
+            w("First call after create: the version's template is prepared when it is created (as the server will do "
+              "at create and enable), then the call; against the same call cold with the pool off.\n")
+            w("| tool | first call after create p50 (ms) | cold, pool off p50 (ms) | ratio | template ready after (p50, ms) |")
+            w("|---|---:|---:|---:|---:|")
+            for tool, r in first.items():
+                w(f"| {tool} | {fmt(r['first_after_create']['p50'])} | {fmt(r['cold_pool_off']['p50'])} | {r['ratio']:.3f} | {fmt(r['template_ready']['p50'])} |")
+                tg.append(("4 / issue 15", f"{tool}: first call after create ≤ 1.1× cold (pool off)", f"{r['ratio']:.3f}×",
+                           r["ratio"] <= 1.1, f"{1.1 / r['ratio']:.1f}× under" if r["ratio"] <= 1.1 else f"missed by {r['ratio'] / 1.1:.2f}×"))
+            w("")
+        tp = d.get("throughput")
+        if tp:
+            w(f"Throughput: {tp['clients']} closed-loop clients calling the dateutil tool for {tp['seconds']} s, warm and "
+              "pool off alternating (the runner's slots and queue as configured: 2 × cores run at once).\n")
+            w("| round | warm calls/s | pool off calls/s | ratio |")
+            w("|---:|---:|---:|---:|")
+            for i, r in enumerate(tp["rounds"]):
+                w(f"| {i + 1} | {r['warm_per_s']:.1f} | {r['cold_per_s']:.1f} | {r['ratio']:.2f} |")
+            w("")
+            x = tp["median_ratio"]
+            tg.append(("4 / issue 15", f"{tp['clients']} clients: calls/s ≥ 5× pool off", f"{x:.2f}× (median of {len(tp['rounds'])} rounds)",
+                       x >= 5, f"{x / 5:.2f}× the target" if x >= 5 else f"missed by {5 / x:.2f}×"))
+        ly = d.get("layers_warm")
+        if ly:
+            w("The cost of each layer on the warm path (dateutil; p50 ms, and the median of paired differences "
+              "with the layer minus without). With a ready spare, the per-call layers are paid before the call "
+              "arrives; with none (`spares: 0`, a call beyond the ready spares in a burst) they are on its path. "
+              "Namespaces, uid, read-only root, no network and seccomp are the template's: a call inherits them.\n")
+            w("| variant | p50 | p99 | layer's cost (ms) |")
+            w("|---|---:|---:|---:|")
+            order = ["warm", "no call cgroups", "no call landlock", "neither", "runner without seccomp",
+                     "spare on demand", "on demand, no call cgroups", "on demand, no call landlock"]
+            for name in sorted(ly, key=lambda n: order.index(n) if n in order else len(order)):
+                r = ly[name]
+                w(f"| {name} | {fmt(r['summary'].get('p50'))} | {fmt(r['summary'].get('p99'))} | {r['with_minus_without_ms']:+.3f} |")
+            w("")
+        mem = d.get("memory")
+        if mem:
+            w("Memory after the latency runs (one ready spare each): RSS counts pages a template shares with its spare "
+              "in both; PSS splits them.\n")
+            w("| template | template RSS (MiB) | spare RSS (MiB) | PSS, both (MiB) | ready after (ms) |")
+            w("|---|---:|---:|---:|---:|")
+            for t in mem["templates"]:
+                w(f"| {t['tool']} | {t['template_rss_mib']:.1f} | {t['spare_rss_mib']:.1f} | {t['pss_mib']:.1f} | {fmt(t.get('boot_ms'))} |")
+            w(f"| **pool** | | | RSS {mem['pool_rss_mib']:.1f}, PSS {mem['pool_pss_mib']:.1f} | |")
+            w("")
+
     # ---- w5
     st = by.get("w5-startup", [])
     ss = by.get("w5-sessions", [])

@@ -3,18 +3,28 @@
 //!
 //! The answer is one of three [`Outcome`]s: the reply message, a Connect error envelope
 //! (`code`, `message`, `details`), or a failure that never reached a Connect answer
-//! (connection refused, timeout, an HTML error page, invalid JSON). The server crate turns
-//! each into an MCP result.
+//! (connection refused, timeout, an HTML error page, invalid JSON, a redirect, a body over the
+//! size cap). The server crate turns each into an MCP result.
+//!
+//! An upstream is trusted with requests, not with the server's resources: its response body is
+//! read chunk by chunk and abandoned as soon as it would pass
+//! [`UpstreamConfig::max_response_bytes`] (or declares a larger `Content-Length`), so at most
+//! the cap is ever buffered; and redirects are never followed (a 3xx is a failure that names
+//! the status and the `Location`), so a call cannot be sent somewhere the operator did not
+//! configure.
 
 use std::time::Duration;
 
-use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION};
 use serde_json::{Map, Value};
 
 use crate::manifest::ManifestTool;
 
 /// The longest upstream body excerpt put into an error text, in bytes.
 const EXCERPT_BYTES: usize = 200;
+
+/// Default for [`UpstreamConfig::max_response_bytes`]: 16 MiB.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 16 << 20;
 
 /// How to reach one Connect service.
 #[derive(Debug, Clone)]
@@ -23,10 +33,16 @@ pub struct UpstreamConfig {
     pub base_url: String,
     /// Sent verbatim as `Authorization` on every call, when set.
     pub auth_header: Option<String>,
-    /// Per-call timeout; also sent as `Connect-Timeout-Ms`.
+    /// Per-call timeout, covering the whole call (connect, request, the response body); also
+    /// sent as `Connect-Timeout-Ms`.
     pub timeout: Duration,
     /// Extra headers sent on every call.
     pub headers: Vec<(String, String)>,
+    /// The largest response body accepted, in bytes. A response that declares a larger
+    /// `Content-Length`, or streams more, is abandoned as soon as that is known (never
+    /// buffered past the cap) and the call fails with a message that names the limit.
+    /// Default [`DEFAULT_MAX_RESPONSE_BYTES`] (16 MiB).
+    pub max_response_bytes: u64,
 }
 
 /// A configured upstream with its pooled HTTP client (keep-alive, HTTP/1.1 and HTTP/2 where
@@ -36,6 +52,7 @@ pub struct Upstream {
     base_url: String,
     timeout: Duration,
     headers: HeaderMap,
+    max_response_bytes: u64,
     client: reqwest::Client,
 }
 
@@ -88,10 +105,12 @@ fn header(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), Upstream
 }
 
 impl Upstream {
-    /// Builds the upstream and its HTTP client.
+    /// Builds the upstream and its HTTP client (redirects disabled).
     ///
     /// # Errors
-    /// A bad URL or header, or a client that cannot be built.
+    /// [`UpstreamError::Url`] for a base URL that is neither empty nor `http(s)://`;
+    /// [`UpstreamError::Header`] for an extra header or auth header that is not valid HTTP;
+    /// [`UpstreamError::Client`] if the HTTP client cannot be built.
     pub fn new(config: &UpstreamConfig) -> Result<Upstream, UpstreamError> {
         let base_url = config.base_url.trim_end_matches('/').to_owned();
         if !(base_url.is_empty()
@@ -113,12 +132,16 @@ impl Upstream {
         let client = reqwest::Client::builder()
             .pool_idle_timeout(Duration::from_secs(90))
             .tcp_nodelay(true)
+            // A redirect is answered as a failure, never followed: following one would send the
+            // call (as a GET, with our headers) wherever the upstream points.
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(UpstreamError::Client)?;
         Ok(Upstream {
             base_url,
             timeout: config.timeout,
             headers,
+            max_response_bytes: config.max_response_bytes,
             client,
         })
     }
@@ -129,7 +152,8 @@ impl Upstream {
     }
 
     /// Calls `tool` with `arguments` as the request message. Dropping the future aborts the
-    /// upstream request (cancellation).
+    /// upstream request (cancellation). Never fails as a Rust error: every problem is an
+    /// [`Outcome::Failure`] described for the caller.
     pub async fn call(&self, tool: &ManifestTool, arguments: &Map<String, Value>) -> Outcome {
         if !self.is_configured() {
             return Outcome::Failure(format!(
@@ -156,15 +180,30 @@ impl Upstream {
             Err(e) => return Outcome::Failure(describe_send_error(&e, &url, self.timeout)),
         };
         let status = response.status();
+        if status.is_redirection() {
+            return Outcome::Failure(describe_redirect(&response, &url));
+        }
         let content_type = response
             .headers()
             .get(CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
             .to_owned();
-        let body = match response.bytes().await {
+        let body = match read_capped(response, self.max_response_bytes).await {
             Ok(body) => body,
-            Err(e) => return Outcome::Failure(describe_send_error(&e, &url, self.timeout)),
+            Err(BodyError::Read(e)) => {
+                return Outcome::Failure(describe_send_error(&e, &url, self.timeout));
+            }
+            Err(BodyError::TooLarge { declared }) => {
+                return Outcome::Failure(format!(
+                    "upstream response from {url} is larger than this upstream's limit of {} \
+                     (max_response_bytes){}; the response was abandoned",
+                    describe_bytes(self.max_response_bytes),
+                    declared
+                        .map(|n| format!(": it declared {}", describe_bytes(n)))
+                        .unwrap_or_default()
+                ));
+            }
         };
         let json: Option<Value> = serde_json::from_slice(&body).ok();
         if status.is_success() {
@@ -210,6 +249,70 @@ impl Upstream {
             )),
         }
     }
+}
+
+/// Why a response body was not read whole.
+enum BodyError {
+    /// Past the cap; `declared` is the `Content-Length` when that alone was too large.
+    TooLarge { declared: Option<u64> },
+    /// The connection failed or timed out while reading.
+    Read(reqwest::Error),
+}
+
+/// Reads the body chunk by chunk, holding at most `max_bytes`: a declared length over the cap
+/// fails before reading, and the chunk that would pass it fails without being kept. Returning
+/// drops the response, which closes the connection rather than draining it.
+async fn read_capped(
+    mut response: reqwest::Response,
+    max_bytes: u64,
+) -> Result<Vec<u8>, BodyError> {
+    let declared = response.content_length();
+    if declared.is_some_and(|n| n > max_bytes) {
+        return Err(BodyError::TooLarge { declared });
+    }
+    // Trust a declared length for the first allocation only up to 1 MiB.
+    let first = declared.unwrap_or(0).min(max_bytes).min(1 << 20);
+    let mut body = Vec::with_capacity(usize::try_from(first).unwrap_or(0));
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Read)? {
+        let total = u64::try_from(body.len() + chunk.len()).unwrap_or(u64::MAX);
+        if total > max_bytes {
+            return Err(BodyError::TooLarge { declared: None });
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// A byte count for people: `16 MiB (16777216 bytes)`, or `1000 bytes`.
+fn describe_bytes(n: u64) -> String {
+    const MIB: u64 = 1 << 20;
+    const KIB: u64 = 1 << 10;
+    if n >= MIB && n.is_multiple_of(MIB) {
+        format!("{} MiB ({n} bytes)", n / MIB)
+    } else if n >= KIB && n.is_multiple_of(KIB) {
+        format!("{} KiB ({n} bytes)", n / KIB)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// A 3xx answer, which is never followed: names the status and where it pointed.
+fn describe_redirect(response: &reqwest::Response, url: &str) -> String {
+    let status = response.status();
+    let location = response
+        .headers()
+        .get(LOCATION)
+        .map(|v| excerpt(v.as_bytes()));
+    format!(
+        "upstream answered HTTP {} {} to {url}{}; redirects are not followed: configure the \
+         upstream's final address",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        match location {
+            Some(location) => format!(" with Location: {location}"),
+            None => " without a Location".to_owned(),
+        }
+    )
 }
 
 fn describe_send_error(e: &reqwest::Error, url: &str, timeout: Duration) -> String {
@@ -315,6 +418,7 @@ mod tests {
             auth_header: None,
             timeout: Duration::from_secs(1),
             headers: Vec::new(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         })
         .unwrap();
         let tool: ManifestTool = serde_json::from_value(
@@ -340,6 +444,7 @@ mod tests {
             auth_header: Some("Bearer secret".into()),
             timeout: Duration::from_secs(2),
             headers: Vec::new(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         })
         .unwrap();
         let tool: ManifestTool = serde_json::from_value(

@@ -9,9 +9,14 @@
 //!
 //! - `bare`: `env/bin/python -I main.py`, spawned and waited for directly;
 //! - `off`: the runner at `SandboxLevel::Off` (process group, rlimits, capture, side channel);
-//! - `cgroups`: `Standard` without bubblewrap, Landlock or seccomp (adds the per-run cgroups);
+//! - `cgroups`: `Standard` without bubblewrap, the uid switch, Landlock or seccomp (adds the
+//!   per-run cgroups);
+//! - `+uid`: adds the uid switch a root server without bubblewrap uses (a private mount and
+//!   IPC namespace, tmpfs, a new /proc, capabilities dropped, setresuid); needs root;
+//! - `+sec/uid`: adds the seccomp filter, loaded in the child (without bubblewrap);
+//! - `+ll/uid`: adds Landlock: every layer of a machine without bubblewrap;
 //! - `bwrap`: `Standard` without `cgroup-kill`, `seccomp` and `landlock` (adds bubblewrap:
-//!   namespaces, uid 65534, read-only binds);
+//!   namespaces, uid 65534, read-only binds; the line above it is another mode);
 //! - `+kill`: adds the `cgroup-kill` layer (a second cgroup joined per run);
 //! - `+seccomp`: adds the seccomp filter (a memfd handed to bubblewrap);
 //! - `all`: adds Landlock (this example's own executable is the helper: one more exec).
@@ -45,14 +50,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             deps.exists().then_some(deps)
         });
     let data = tempfile::tempdir()?;
+    let host = HostEnv::from_vars(std::env::vars_os());
     let python = Interpreter::resolve(Path::new("python3")).await?;
-    let uv = UvTool::locate_or_install(data.path(), explicit_uv, &python).await?;
+    let uv = UvTool::locate_or_install(data.path(), explicit_uv, &python, &host).await?;
     let builder = EnvBuilder::new(EnvConfig {
         data_dir: data.path().to_owned(),
         uv,
         python,
         allow_source_builds: false,
         command_timeout: Duration::from_secs(300),
+        host,
     });
     let env = builder.build(&builder.lock(&[]).await?, |_| {}).await?;
     let code = "print('hi')\n";
@@ -69,7 +76,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .map(|a| a.split(',').map(str::to_owned).collect());
     let runners: Vec<(&str, Runner)> = [
         ("off", Runner::new(RunnerConfig::new(SandboxLevel::Off))?),
-        ("cgroups", without(&["namespaces", "landlock", "seccomp"])?),
+        (
+            "cgroups",
+            without(&["namespaces", "unprivileged-uid", "landlock", "seccomp"])?,
+        ),
+        ("+uid", without(&["namespaces", "landlock", "seccomp"])?),
+        ("+sec/uid", without(&["namespaces", "landlock"])?),
+        ("+ll/uid", without(&["namespaces"])?),
         ("bwrap", without(&["cgroup-kill", "landlock", "seccomp"])?),
         ("+kill", without(&["landlock", "seccomp"])?),
         ("+seccomp", without(&["landlock"])?),

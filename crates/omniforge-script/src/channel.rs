@@ -162,25 +162,16 @@ pub(crate) async fn serve(
             }
             Ok(Line::Complete) => {}
         }
-        let text = line.trim_ascii();
-        if text.is_empty() {
-            continue;
-        }
-        let msg: Value = match serde_json::from_slice(text) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::debug!(error = %e, "side channel: unparsable message");
+        let (method, params, id) = match classify(&line) {
+            Incoming::Skip => continue,
+            Incoming::Unparsable => {
                 let _ = out_tx.send(error_response(&Value::Null, -32700, "parse error"));
                 continue;
             }
+            Incoming::Message { method, params, id } => (method, params, id),
         };
-        let Some(method) = msg.get("method").and_then(Value::as_str).map(str::to_owned) else {
-            // Responses from the script are not expected: the server sends it no requests.
-            continue;
-        };
-        let params = msg.get("params").cloned().unwrap_or(Value::Null);
-        match msg.get("id").cloned() {
-            Some(id) if !id.is_null() => {
+        match id {
+            Some(id) => {
                 let (tx, rx) = oneshot::channel();
                 let request = ScriptRequest {
                     method: method.clone(),
@@ -251,6 +242,45 @@ pub(crate) async fn serve(
     last_result
 }
 
+/// One line from the script, read.
+#[derive(Debug)]
+enum Incoming {
+    /// Blank, or a JSON value that is not a message to act on (a response, no method).
+    Skip,
+    /// Not JSON: the script gets a parse error.
+    Unparsable,
+    /// A request (with a non-null `id`) or a notification.
+    Message {
+        method: String,
+        params: Value,
+        id: Option<Value>,
+    },
+}
+
+/// Reads one line (without its newline) the script sent. Total: any bytes give an answer.
+fn classify(line: &[u8]) -> Incoming {
+    let text = line.trim_ascii();
+    if text.is_empty() {
+        return Incoming::Skip;
+    }
+    let msg: Value = match serde_json::from_slice(text) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::debug!(error = %e, "side channel: unparsable message");
+            return Incoming::Unparsable;
+        }
+    };
+    let Some(method) = msg.get("method").and_then(Value::as_str).map(str::to_owned) else {
+        // Responses from the script are not expected: the server sends it no requests.
+        return Incoming::Skip;
+    };
+    Incoming::Message {
+        method,
+        params: msg.get("params").cloned().unwrap_or(Value::Null),
+        id: msg.get("id").filter(|id| !id.is_null()).cloned(),
+    }
+}
+
 fn notification(method: String, params: Value) -> Option<ScriptMessage> {
     Some(match method.as_str() {
         "progress" => ScriptMessage::Progress(Progress {
@@ -302,7 +332,10 @@ async fn read_line_limited<R: tokio::io::AsyncBufRead + Unpin>(
     loop {
         let chunk = reader.fill_buf().await?;
         if chunk.is_empty() {
-            return Ok(if buf.is_empty() && !too_long {
+            // The stream ended: a last line without a newline still counts (too long or not).
+            return Ok(if too_long {
+                Line::TooLong
+            } else if buf.is_empty() {
                 Line::Eof
             } else {
                 Line::Complete
@@ -350,5 +383,137 @@ mod tests {
             }
         }
         assert_eq!(seen, ["short", "<too long>", "ok", "partial"]);
+    }
+
+    use proptest::prelude::*;
+
+    /// Any JSON value, nested a few levels.
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+            ".{0,12}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 32, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::from),
+                prop::collection::btree_map(
+                    prop_oneof![
+                        Just("method".to_owned()),
+                        Just("params".to_owned()),
+                        Just("id".to_owned()),
+                        Just("done".to_owned()),
+                        Just("total".to_owned()),
+                        Just("level".to_owned()),
+                        Just("content".to_owned()),
+                        Just("structured".to_owned()),
+                        Just("is_error".to_owned()),
+                        ".{0,6}",
+                    ],
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Whatever bytes a script writes as a line, reading it never panics.
+        #[test]
+        fn any_line_is_read_without_panicking(line in prop::collection::vec(any::<u8>(), 0..600)) {
+            let _ = classify(&line);
+        }
+
+        /// Message-shaped JSON with any method and params maps to a message or is skipped,
+        /// never a panic.
+        #[test]
+        fn any_message_maps_without_panicking(
+            method in prop_oneof![
+                Just("progress".to_owned()),
+                Just("log".to_owned()),
+                Just("result".to_owned()),
+                Just("sample".to_owned()),
+                ".{0,8}",
+            ],
+            params in json(),
+            id in json(),
+        ) {
+            let line = json!({"jsonrpc": "2.0", "method": method, "params": params, "id": id}).to_string();
+            match classify(line.as_bytes()) {
+                Incoming::Message { method: m, params, id: i } => {
+                    prop_assert_eq!(&m, &method);
+                    prop_assert_eq!(i.is_some(), !id.is_null());
+                    let _ = notification(m, params);
+                }
+                other => prop_assert!(false, "{other:?}"),
+            }
+        }
+
+        /// The line reader splits any stream into the lines it holds, whatever the buffer
+        /// size and the limit; no kept line is longer than the limit.
+        #[test]
+        fn the_line_reader_takes_any_stream(
+            data in prop::collection::vec(prop_oneof![Just(b'\n'), any::<u8>()], 0..2000),
+            capacity in 1usize..64,
+            max in 1usize..64,
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let lines = rt.block_on(async {
+                let mut reader = BufReader::with_capacity(capacity, data.as_slice());
+                let mut buf = Vec::new();
+                let mut lines = Vec::new();
+                loop {
+                    buf.clear();
+                    match read_line_limited(&mut reader, &mut buf, max).await.unwrap() {
+                        Line::Eof => break,
+                        Line::TooLong => lines.push(None),
+                        Line::Complete => lines.push(Some(buf.clone())),
+                    }
+                }
+                lines
+            });
+            let expected: Vec<&[u8]> = {
+                let mut parts: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+                if data.last() == Some(&b'\n') || data.is_empty() {
+                    parts.pop();
+                }
+                parts
+            };
+            prop_assert_eq!(lines.len(), expected.len());
+            for (got, want) in lines.iter().zip(&expected) {
+                match got {
+                    Some(line) => prop_assert_eq!(line.as_slice(), *want),
+                    None => prop_assert!(want.len() > max),
+                }
+            }
+        }
+
+        /// The whole channel, fed any bytes by a script, ends when the script closes its end
+        /// and never panics.
+        #[test]
+        fn the_channel_survives_any_bytes(data in prop::collection::vec(any::<u8>(), 0..4000)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                let (ours, theirs) = UnixStream::pair().unwrap();
+                let (tx, mut rx) = mpsc::channel(4);
+                let drain = tokio::spawn(async move { while rx.recv().await.is_some() {} });
+                let serving = tokio::spawn(serve(
+                    ours,
+                    Some(tx),
+                    ChannelLimits { max_message_bytes: 256 },
+                    CancellationToken::new(),
+                ));
+                let (_rd, mut wr) = theirs.into_split();
+                let _ = wr.write_all(&data).await;
+                drop(wr);
+                drop(_rd);
+                let _ = serving.await.unwrap();
+                drain.abort();
+            });
+        }
     }
 }

@@ -12,11 +12,15 @@
 //!   `open_by_handle_at`/`name_to_handle_at`, `io_uring_*` (its socket and connect operations
 //!   would bypass the socket rule), `acct`, `settimeofday`/`clock_settime`/`adjtimex`,
 //!   `syslog`, `quotactl`, `lookup_dcookie`, `vhangup`: these fail with `EPERM`;
-//! - `socket` of any family but `AF_UNIX` when the run has no network (`AF_UNIX` stays:
-//!   asyncio's self-pipe and multiprocessing use socket pairs), and of any family but
-//!   `AF_UNIX`, `AF_INET`, `AF_INET6` and `AF_NETLINK` (glibc's `getaddrinfo` asks the kernel
-//!   for the host's addresses over netlink) when it has: `EPERM`. `AF_PACKET` and raw
-//!   families are never needed;
+//! - `socket` of every family when the run has no network, and of any family but `AF_INET`,
+//!   `AF_INET6` and `AF_NETLINK` (glibc's `getaddrinfo` asks the kernel for the host's
+//!   addresses over netlink) when it has: `EPERM`. `AF_UNIX` is refused in both, so a script
+//!   can open no Unix socket of the host, pathname or abstract, whatever the mounts and
+//!   network namespace show; `socketpair(2)` stays allowed (asyncio's self-pipe and
+//!   multiprocessing's pipes use it), and so does the side channel, a socket the runner
+//!   created and the script inherits. `AF_PACKET` and raw families are never needed. Package
+//!   builds (`--allow-source-builds`) get their own program that still allows `AF_UNIX`: uv
+//!   and build back-ends use it, and their sandbox binds no host socket;
 //! - on x86-64, every x32 system call (numbers with bit 30 set): the same calls under other
 //!   numbers would slip past the rules above.
 //!
@@ -24,6 +28,8 @@
 //! of these calls (measured by the tests).
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::fd::OwnedFd;
 
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
@@ -82,36 +88,51 @@ const DENIED: &[(&str, i64)] = &[
     ("vhangup", libc::SYS_vhangup),
 ];
 
-/// Socket families a run without network may open.
-const FAMILIES_OFFLINE: &[i32] = &[libc::AF_UNIX];
+/// Socket families a run without network may open: none (`socketpair` is another call).
+const FAMILIES_OFFLINE: &[i32] = &[];
 /// Socket families a run with network may open.
-const FAMILIES_ONLINE: &[i32] = &[
+const FAMILIES_ONLINE: &[i32] = &[libc::AF_INET, libc::AF_INET6, libc::AF_NETLINK];
+/// Socket families a package build may open (it also talks to the registry).
+const FAMILIES_BUILD: &[i32] = &[
     libc::AF_UNIX,
     libc::AF_INET,
     libc::AF_INET6,
     libc::AF_NETLINK,
 ];
 
-/// The two compiled programs of a runner, as the raw `struct sock_filter` arrays bubblewrap
-/// reads from `--add-seccomp-fd` (and `seccomp(2)` loads).
+/// Why the seccomp programs cannot be built here.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FilterError {
+    /// `seccompiler` has no backend for this architecture.
+    #[error("no seccomp support for {0}")]
+    Arch(&'static str),
+    /// A rule did not compile.
+    #[error("compiling the seccomp filter: {0}")]
+    Compile(#[from] seccompiler::BackendError),
+}
+
+/// The compiled programs, as the raw `struct sock_filter` arrays bubblewrap reads from
+/// `--add-seccomp-fd` (and `seccomp(2)` loads).
 #[derive(Debug, Clone)]
 pub(crate) struct Filters {
     pub(crate) offline: BpfProgram,
     pub(crate) online: BpfProgram,
+    pub(crate) build: BpfProgram,
 }
 
 impl Filters {
-    /// Compiles both programs for the architecture this binary runs on.
+    /// Compiles the programs for the architecture this binary runs on.
     ///
     /// # Errors
-    /// A message when the architecture is not one `seccompiler` supports, or a rule does not
-    /// compile.
-    pub(crate) fn compile() -> Result<Filters, String> {
+    /// [`FilterError`] when the architecture is not one `seccompiler` supports, or a rule
+    /// does not compile.
+    pub(crate) fn compile() -> Result<Filters, FilterError> {
         let arch = TargetArch::try_from(std::env::consts::ARCH)
-            .map_err(|_| format!("no seccomp support for {}", std::env::consts::ARCH))?;
+            .map_err(|_| FilterError::Arch(std::env::consts::ARCH))?;
         Ok(Filters {
             offline: program(arch, FAMILIES_OFFLINE)?,
             online: program(arch, FAMILIES_ONLINE)?,
+            build: program(arch, FAMILIES_BUILD)?,
         })
     }
 
@@ -121,30 +142,28 @@ impl Filters {
     }
 }
 
-fn program(arch: TargetArch, families: &[i32]) -> Result<BpfProgram, String> {
-    let err = |e: seccompiler::BackendError| format!("compiling the seccomp filter: {e}");
+fn program(arch: TargetArch, families: &[i32]) -> Result<BpfProgram, FilterError> {
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|&(_, nr)| (nr, Vec::new())).collect();
-    // socket(domain, ...) with a domain outside `families`: all `!=` conditions hold.
+    // socket(domain, ...) with a domain outside `families`: all `!=` conditions hold. No
+    // family allowed: no rule, so every call matches.
     let conditions = families
         .iter()
         .map(|&f| SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, f as u64))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(err)?;
-    rules.insert(
-        libc::SYS_socket,
-        vec![SeccompRule::new(conditions).map_err(err)?],
-    );
+        .collect::<Result<Vec<_>, _>>()?;
+    let socket_rules = if conditions.is_empty() {
+        Vec::new()
+    } else {
+        vec![SeccompRule::new(conditions)?]
+    };
+    rules.insert(libc::SYS_socket, socket_rules);
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(libc::EPERM as u32),
         arch,
-    )
-    .map_err(err)?;
-    let compiled: BpfProgram = filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| format!("compiling the seccomp filter: {e}"))?;
+    )?;
+    let compiled: BpfProgram = filter.try_into()?;
     let mut program = Vec::with_capacity(compiled.len() + 3);
     if arch == TargetArch::x86_64 {
         // ld [nr]; jge 0x40000000 → ret ERRNO(EPERM); else fall through to seccompiler's
@@ -183,6 +202,22 @@ pub(crate) fn to_bytes(program: &BpfProgram) -> Vec<u8> {
     out
 }
 
+/// A memory file holding `program`, rewound, for bubblewrap's `--add-seccomp-fd`
+/// (close-on-exec when `cloexec`).
+pub(crate) fn memfd(program: &BpfProgram, cloexec: bool) -> std::io::Result<OwnedFd> {
+    use rustix::fs::{MemfdFlags, SeekFrom};
+    let flags = if cloexec {
+        MemfdFlags::CLOEXEC
+    } else {
+        MemfdFlags::empty()
+    };
+    let fd = rustix::fs::memfd_create("omniforge-seccomp", flags)?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(&to_bytes(program))?;
+    rustix::fs::seek(&file, SeekFrom::Start(0))?;
+    Ok(OwnedFd::from(file))
+}
+
 /// The names of the denied system calls, for the layer's detail.
 pub(crate) fn denied_names() -> Vec<&'static str> {
     DENIED.iter().map(|&(n, _)| n).collect()
@@ -195,10 +230,11 @@ mod tests {
     #[test]
     fn both_programs_compile_and_serialize_to_whole_instructions() {
         let f = Filters::compile().unwrap();
-        for p in [&f.offline, &f.online] {
+        for p in [&f.offline, &f.online, &f.build] {
             assert!(p.len() > DENIED.len());
             assert_eq!(to_bytes(p).len(), p.len() * 8);
         }
         assert_ne!(f.offline, f.online);
+        assert_ne!(f.online, f.build);
     }
 }

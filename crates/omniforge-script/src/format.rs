@@ -4,7 +4,9 @@ use crate::run::{Exit, RunOutput};
 
 /// Renders a run the way the Python prototype did, as `(text, is_error)`:
 ///
-/// - stdout, trailing whitespace trimmed, or `(no output)` when it is blank;
+/// - stdout byte for byte except the one final line ending `print` adds (`\n`), or
+///   `(no output)` when nothing is left: trailing spaces, tabs, blank lines and no-break
+///   spaces stay (the prototype trimmed all trailing whitespace);
 /// - then, each on a new line: `pre_run_error` when given (e.g. a failed install),
 ///   `[stdout truncated: N bytes]` / `[stderr truncated: N bytes]` when a cap was hit (new:
 ///   the prototype had no caps), `[stderr] …` when stderr is not blank, `[exit N]` for a
@@ -14,12 +16,11 @@ use crate::run::{Exit, RunOutput};
 /// `is_error` is true for a non-zero exit, a signal, a timeout, a cancellation, or a
 /// pre-run error.
 pub fn prototype_text(output: &RunOutput, pre_run_error: Option<&str>) -> (String, bool) {
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stdout = stdout.trim_end();
-    let mut text = if stdout.trim().is_empty() {
+    let stdout = output.stdout.strip_suffix(b"\n").unwrap_or(&output.stdout);
+    let mut text = if stdout.is_empty() {
         "(no output)".to_owned()
     } else {
-        stdout.to_owned()
+        String::from_utf8_lossy(stdout).into_owned()
     };
     let mut line = |s: &str| {
         text.push('\n');
@@ -76,6 +77,18 @@ mod tests {
     fn check_texts() {
         let cases: &[(RunOutput, Option<&str>, &str, bool)] = &[
             (out("hello\n", "", Exit::Code(0)), None, "hello", false),
+            // Only print's final newline goes; the rest stays byte for byte.
+            (
+                out("a  \u{a0}\n", "", Exit::Code(0)),
+                None,
+                "a  \u{a0}",
+                false,
+            ),
+            (out("a\n\n", "", Exit::Code(0)), None, "a\n", false),
+            (out("a\t", "", Exit::Code(0)), None, "a\t", false),
+            (out("a\r\n", "", Exit::Code(0)), None, "a\r", false),
+            (out("  \n", "", Exit::Code(0)), None, "  ", false),
+            (out("\n", "", Exit::Code(0)), None, "(no output)", false),
             (out("", "", Exit::Code(0)), None, "(no output)", false),
             (
                 out("", "boom\n", Exit::Code(2)),

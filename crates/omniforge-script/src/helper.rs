@@ -99,7 +99,36 @@ impl Confine {
 
 enum Never {}
 
-fn helper(args: Vec<OsString>) -> Result<Never, String> {
+/// Why the helper could not run the program.
+#[derive(Debug, thiserror::Error)]
+enum HelperError {
+    /// An option without its value.
+    #[error("{0} needs a path")]
+    MissingValue(&'static str),
+    /// An argument the helper does not know.
+    #[error("unknown argument {0:?}")]
+    UnknownArgument(OsString),
+    /// Nothing after `--`.
+    #[error("no program to run")]
+    NoProgram,
+    /// Building or applying the ruleset failed.
+    #[error("landlock: {0}")]
+    Ruleset(#[from] landlock::RulesetError),
+    /// The kernel has no Landlock, or enforces none of it.
+    #[error("landlock is not {0}")]
+    NotEnforced(String),
+    /// `exec` failed.
+    #[error("cannot run {}: {source}", .program.display())]
+    Exec {
+        /// The program.
+        program: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn helper(args: Vec<OsString>) -> Result<Never, HelperError> {
     let mut confine = Confine::default();
     let mut probe = false;
     let mut it = args.into_iter();
@@ -108,17 +137,17 @@ fn helper(args: Vec<OsString>) -> Result<Never, String> {
         match a.to_str() {
             Some("--ro") => confine
                 .read_only
-                .push(it.next().ok_or("--ro needs a path")?.into()),
+                .push(it.next().ok_or(HelperError::MissingValue("--ro"))?.into()),
             Some("--rw") => confine
                 .read_write
-                .push(it.next().ok_or("--rw needs a path")?.into()),
+                .push(it.next().ok_or(HelperError::MissingValue("--rw"))?.into()),
             Some("--no-net") => confine.no_network = true,
             Some("--probe") => probe = true,
             Some("--") => {
                 program = it.collect();
                 break;
             }
-            _ => return Err(format!("unknown argument {a:?}")),
+            _ => return Err(HelperError::UnknownArgument(a)),
         }
     }
     let status = restrict(&confine)?;
@@ -128,50 +157,43 @@ fn helper(args: Vec<OsString>) -> Result<Never, String> {
         std::process::exit(0);
     }
     let mut program = program.into_iter();
-    let exe = program.next().ok_or("no program to run")?;
-    let err = std::process::Command::new(&exe).args(program).exec();
-    Err(format!(
-        "cannot run {}: {err}",
-        PathBuf::from(exe).display()
-    ))
+    let exe = program.next().ok_or(HelperError::NoProgram)?;
+    let source = std::process::Command::new(&exe).args(program).exec();
+    Err(HelperError::Exec {
+        program: exe.into(),
+        source,
+    })
 }
 
-/// Restricts this process (and what it execs) as `confine` says.
-fn restrict(confine: &Confine) -> Result<String, String> {
-    let err = |e: landlock::RulesetError| format!("landlock: {e}");
+/// Restricts this process (and what it execs) as `confine` says; says how well.
+fn restrict(confine: &Confine) -> Result<String, HelperError> {
     let abi = LANDLOCK_ABI;
     let mut ruleset = Ruleset::default()
-        .handle_access(AccessFs::from_all(abi))
-        .map_err(err)?
-        .scope(Scope::from_all(abi))
-        .map_err(err)?;
+        .handle_access(AccessFs::from_all(abi))?
+        .scope(Scope::from_all(abi))?;
     if confine.no_network {
-        ruleset = ruleset
-            .handle_access(AccessNet::from_all(abi))
-            .map_err(err)?;
+        ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
     }
     let status = ruleset
-        .create()
-        .map_err(err)?
+        .create()?
         .add_rules(path_beneath_rules(
             &confine.read_only,
             AccessFs::from_read(abi),
-        ))
-        .map_err(err)?
+        ))?
         .add_rules(path_beneath_rules(
             &confine.read_write,
             AccessFs::from_all(abi),
-        ))
-        .map_err(err)?
-        .restrict_self()
-        .map_err(err)?;
+        ))?
+        .restrict_self()?;
     let abi = match status.landlock {
         landlock::LandlockStatus::Available { effective_abi, .. } => effective_abi.to_string(),
-        other => return Err(format!("landlock is not available: {other:?}")),
+        other => return Err(HelperError::NotEnforced(format!("available: {other:?}"))),
     };
     match status.ruleset {
         RulesetStatus::FullyEnforced => Ok(format!("fully enforced, ABI {abi}")),
         RulesetStatus::PartiallyEnforced => Ok(format!("partially enforced, ABI {abi}")),
-        RulesetStatus::NotEnforced => Err("landlock is not enforced by this kernel".into()),
+        RulesetStatus::NotEnforced => Err(HelperError::NotEnforced(
+            "enforced by this kernel".to_owned(),
+        )),
     }
 }

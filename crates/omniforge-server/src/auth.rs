@@ -8,6 +8,7 @@
 //! stdio has no tokens: it trusts its parent process, which gets [`Principal::local`].
 
 use std::fmt;
+use std::sync::Arc;
 
 use subtle::ConstantTimeEq;
 
@@ -36,13 +37,22 @@ impl Scope {
 /// Who is calling: a token's name and its strongest scope.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
-    /// The token's NAME from the token file, `stdio`, or `anonymous` (HTTP without tokens).
-    pub name: String,
+    /// The token's NAME from the token file, `stdio`, `cli`, or `anonymous` (HTTP without
+    /// tokens). Shared: a principal is cloned per request.
+    pub name: Arc<str>,
     /// The strongest scope held; weaker scopes are implied.
     pub scope: Scope,
 }
 
 impl Principal {
+    /// The principal `name` holding `scope`.
+    pub fn new(name: &str, scope: Scope) -> Principal {
+        Principal {
+            name: name.into(),
+            scope,
+        }
+    }
+
     /// The parent process of a stdio server: trusted with everything.
     pub fn local() -> Principal {
         Principal {
@@ -134,14 +144,14 @@ impl TokenSet {
             let scope = best.ok_or(TokenFileError::Shape { line })?;
             if entries
                 .iter()
-                .any(|(t, p)| p.name == name || t == token.as_bytes())
+                .any(|(t, p)| &*p.name == name || t == token.as_bytes())
             {
                 return Err(TokenFileError::Duplicate { line });
             }
             entries.push((
                 token.as_bytes().to_vec(),
                 Principal {
-                    name: name.to_owned(),
+                    name: name.into(),
                     scope,
                 },
             ));
@@ -184,7 +194,7 @@ mod tests {
         .unwrap();
         assert_eq!(set.len(), 3);
         let bob = set.authenticate("t0ken").unwrap();
-        assert_eq!(bob.name, "bob");
+        assert_eq!(&*bob.name, "bob");
         assert!(bob.allows(Scope::Call) && bob.allows(Scope::Write) && !bob.allows(Scope::Admin));
         let alice = set.authenticate("s3cret").unwrap();
         assert!(alice.allows(Scope::Call) && !alice.allows(Scope::Write));

@@ -1,43 +1,61 @@
 //! The MCP face of OmniForge: the rmcp [`ServerHandler`](rmcp::ServerHandler), the tool
-//! catalog that merges every tool source, and the two transports.
+//! catalog that merges every tool source, stored resources and prompts, and the two
+//! transports. Only this crate (and the binary) touches rmcp types.
 //!
-//! # Layout
-//! - [`catalog`]: the merged, ordered tool list and its change signal.
-//! - [`handler`]: the hand-written rmcp handler (tools, logging, subscriptions).
-//! - [`builtins`]: the `omniforge_*` tools compiled into the server.
-//! - [`content`]: stored resources, resource templates and prompts (and their built-ins).
-//! - [`pack`]: pack files (import and export of tools, resources and prompts).
-//! - [`forge`]: script tools: the stored tool source, the authoring built-ins, script calls.
-//! - [`client_requests`]: a script's requests to the calling client (sampling, elicitation,
-//!   roots).
-//! - [`manifests`]: the manifest tool source (forge manifests, hot reload).
-//! - [`peers`]: who gets `notifications/tools/list_changed`.
-//! - [`jsonrpc`]: the thin layer in front of rmcp's dispatch (envelope checks, version facts).
-//! - [`stdio`]: MCP over stdin/stdout, behind a line filter.
-//! - [`http`]: Streamable HTTP behind an axum front (Origin, Host, tokens, Accept, batches).
-//! - [`streams`]: resumable POST SSE streams a tool may close mid-call (SEP-1699).
-//! - [`auth`]: bearer tokens and scopes.
-//! - [`schema`]: JSON Schema checks of arguments and results.
-//! - [`schema_profile`]: how tool schemas are served (`as-authored`, `conservative`).
+//! # Public API
+//! The binary builds a [`Server`] from [`Settings`] and serves it with
+//! [`Server::serve_stdio`] or [`Server::serve_http`]; [`Server::app`] is the HTTP app for
+//! in-process tests. The command line's one-shot actions are methods on [`Server`] too
+//! ([`Server::write_tool`], [`Server::run_tool`], [`Server::import_pack`], ...), answering in
+//! plain types ([`CallOutput`], text).
 //!
-//! Only this crate (and the binary) touches rmcp types.
+//! # Layout (dependencies point down this list, never up)
+//! - [`server`](Server), `commands`: the public API and the wiring.
+//! - `transport`: stdio (a line filter) and Streamable HTTP (an axum front split by concern),
+//!   and the JSON-RPC fix-ups both share.
+//! - `mcp`: the rmcp handler, one file per method family, and `to_wire`, the one place the
+//!   server's errors become `isError` results or JSON-RPC errors.
+//! - `changes`: the change feed consumer (store → catalog and content); `pack`: packs.
+//! - `tools`: the tool sources — `builtin`, `authoring` (one file per built-in family),
+//!   `manifest`, `stored` — each publishing catalog entries with a `ToolCall`.
+//! - `content`: stored resources, templates and prompts.
+//! - `script_host`: the one script host tools and content share.
+//! - `catalog`: entries, the `ToolCall` trait, the merged snapshot and call routing.
+//! - `context`: the request context, built once per request.
+//! - `error`, `schema`, `auth`, `peers`, `settings`: leaves.
 
-pub mod auth;
-pub mod builtins;
-pub mod catalog;
-pub mod client_requests;
-pub mod content;
-pub mod forge;
-pub mod handler;
-pub mod http;
-pub mod jsonrpc;
-pub mod manifests;
-pub mod pack;
-pub mod peers;
-pub mod schema;
-pub mod schema_profile;
-pub mod stdio;
-pub mod streams;
+#![deny(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
+mod auth;
+mod catalog;
+mod changes;
+mod commands;
+mod content;
+mod context;
+mod error;
+mod mcp;
+mod pack;
+mod peers;
+mod schema;
+mod script_host;
+mod server;
+mod settings;
+mod tools;
+mod transport;
+
+pub use auth::{TokenFileError, TokenSet};
+pub use catalog::schema_profile::SchemaProfile;
+pub use commands::{CallOutput, Caller, CommandError};
+pub use content::definitions::Kind as DefinitionKind;
+pub use context::progress::ProgressSink;
+pub use error::AuthoringError;
+pub use pack::{PackError, export as export_pack};
+pub use script_host::host::ScriptSettings;
+pub use server::{Server, Settings, StartError, StoreSettings};
+pub use settings::HttpSettings;
+pub use tools::authoring::tool::describe_tool;
+pub use tools::manifest::source::{ManifestConfig, ManifestSourceError};
 
 /// Re-exported so the binary can configure manifest upstreams without naming the bridge crate.
-pub use omniforge_bridge::dispatch::UpstreamConfig;
+pub use omniforge_bridge::dispatch::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};

@@ -14,20 +14,33 @@
 //!
 //! An import validates every entry first (tool environments are built then), collecting every
 //! error with its entry's index and name, and writes nothing if there is one; otherwise it
-//! writes everything in one store transaction ([`ContentStore::import`]). Entries that are
+//! writes everything in one store transaction (`ContentStore::import`). Entries that are
 //! already stored exactly so are left alone (a tool gets no new version), so importing twice
 //! changes nothing. An export writes every enabled entry in the same shape, so it imports back.
 
 use std::collections::HashSet;
 
-use omniforge_store::{ContentStore, ImportBatch, ImportReport, StoredTool};
-use serde_json::{Map, Value, json};
+use omniforge_store::{ImportBatch, ImportReport, Store, StoreError, StoredTool};
+use rmcp::model::JsonObject;
+use serde_json::{Value, json};
 
-use crate::content::{PromptArgs, ResourceArgs, TemplateArgs};
-use crate::forge::{Caller, Forge};
+use crate::content::args::{PromptArgs, ResourceArgs, TemplateArgs};
+use crate::context::request::RequestCx;
+use crate::error::parse_arguments;
+use crate::script_host::host::ScriptHost;
+use crate::tools::authoring::tool::ToolAuthoring;
 
 /// The pack format this build reads and writes.
-pub const FORMAT: u64 = 1;
+pub(crate) const FORMAT: u64 = 1;
+
+/// A pack that was not imported: every problem found, each prefixed with its entry
+/// (`tools[2] (add_vat): code: ...`).
+#[derive(Debug, thiserror::Error)]
+#[error("{} error(s) in the pack", .problems.len())]
+pub struct PackError {
+    /// The problems, one per entry and field.
+    pub problems: Vec<String>,
+}
 
 /// The sections of a pack, with the key that names an entry of each.
 const SECTIONS: &[(&str, &str)] = &[
@@ -49,16 +62,17 @@ fn entry_label(section: &str, index: usize, entry: &Value, key: &str) -> String 
 /// # Errors
 /// Every problem found, each prefixed with its entry (`tools[2] (add_vat): code: ...`); when
 /// there is any, nothing was written.
-pub async fn import(
-    forge: &Forge,
-    store: &dyn ContentStore,
+pub(crate) async fn import(
+    tools: &ToolAuthoring,
+    host: &ScriptHost,
+    store: &dyn Store,
     pack: Value,
-    caller: &Caller,
-) -> Result<ImportReport, Vec<String>> {
+    cx: &RequestCx<'_>,
+) -> Result<ImportReport, PackError> {
     let Value::Object(mut pack) = pack else {
-        return Err(vec![
-            "the pack must be a table (TOML) or an object (JSON)".into(),
-        ]);
+        return Err(PackError {
+            problems: vec!["the pack must be a table (TOML) or an object (JSON)".into()],
+        });
     };
     let mut errors = Vec::new();
     match pack.remove("format") {
@@ -108,25 +122,22 @@ pub async fn import(
                 continue;
             }
             let result = match section {
-                "tools" => forge
-                    .prepare_tool(arguments, caller)
+                "tools" => tools
+                    .prepare(arguments, cx)
                     .await
                     .map(|tool| batch.tools.push(tool)),
-                "resources" => parse::<ResourceArgs>(arguments)
+                "resources" => parse_arguments::<ResourceArgs>(arguments)
                     .and_then(ResourceArgs::validate)
                     .map(|r| batch.resources.push(r)),
-                "resource_templates" => match parse::<TemplateArgs>(arguments) {
+                "resource_templates" => match parse_arguments::<TemplateArgs>(arguments) {
                     Ok(args) => args
-                        .validate(forge, caller)
+                        .validate(host, cx)
                         .await
                         .map(|t| batch.templates.push(t)),
                     Err(e) => Err(e),
                 },
-                _ => match parse::<PromptArgs>(arguments) {
-                    Ok(args) => args
-                        .validate(forge, caller)
-                        .await
-                        .map(|p| batch.prompts.push(p)),
+                _ => match parse_arguments::<PromptArgs>(arguments) {
+                    Ok(args) => args.validate(host, cx).await.map(|p| batch.prompts.push(p)),
                     Err(e) => Err(e),
                 },
             };
@@ -136,19 +147,20 @@ pub async fn import(
         }
     }
     if !errors.is_empty() {
-        return Err(errors);
+        return Err(PackError { problems: errors });
     }
-    store.import(batch).await.map_err(|e| vec![e.to_string()])
-}
-
-fn parse<T: for<'de> serde::Deserialize<'de>>(arguments: Map<String, Value>) -> Result<T, String> {
-    serde_json::from_value(Value::Object(arguments)).map_err(|e| format!("arguments: {e}"))
+    store
+        .import(&cx.actor(), batch)
+        .await
+        .map_err(|e| PackError {
+            problems: vec![e.to_string()],
+        })
 }
 
 /// The arguments of `omniforge_create_tool` that recreate a stored tool's current version.
-pub fn tool_arguments(stored: &StoredTool) -> Map<String, Value> {
+fn tool_arguments(stored: &StoredTool) -> JsonObject {
     let spec = &stored.current.spec;
-    let mut args = Map::new();
+    let mut args = JsonObject::new();
     args.insert("name".into(), json!(stored.tool.name));
     if let Some(title) = &spec.title {
         args.insert("title".into(), json!(title));
@@ -166,7 +178,7 @@ pub fn tool_arguments(stored: &StoredTool) -> Map<String, Value> {
         args.insert("dependencies".into(), json!(spec.dependencies));
     }
     let a = spec.annotations;
-    let mut annotations = Map::new();
+    let mut annotations = JsonObject::new();
     for (key, hint) in [
         ("readOnlyHint", a.read_only_hint),
         ("destructiveHint", a.destructive_hint),
@@ -197,7 +209,7 @@ pub fn tool_arguments(stored: &StoredTool) -> Map<String, Value> {
 ///
 /// # Errors
 /// The store failed.
-pub async fn export(store: &dyn ContentStore) -> Result<Value, omniforge_store::StoreError> {
+pub async fn export(store: &dyn Store) -> Result<Value, StoreError> {
     let mut tools = store.list_enabled().await?;
     tools.sort_by(|a, b| a.tool.name.cmp(&b.tool.name));
     let tools: Vec<Value> = tools

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The registry of peers to notify.
 #[derive(Default)]
-pub struct Peers {
+pub(crate) struct Peers {
     /// A std lock: held only to push or to clone the lists, never across an `.await`.
     inner: Mutex<Inner>,
 }
@@ -27,29 +27,17 @@ struct Inner {
 
 impl Peers {
     /// Adds a peer of the handshake lifecycle (stdio, or one HTTP session).
-    pub fn add_session(&self, peer: Peer<RoleServer>) {
+    pub(crate) fn add_session(&self, peer: Peer<RoleServer>) {
         self.lock().sessions.push(peer);
     }
 
     /// Adds a 2026-07-28 subscription stream; it is dropped once `ended` is cancelled.
-    pub fn add_subscription(&self, sink: SubscriptionSink, ended: CancellationToken) {
+    pub(crate) fn add_subscription(&self, sink: SubscriptionSink, ended: CancellationToken) {
         self.lock().subscriptions.push((sink, ended));
     }
 
-    /// How many peers are registered and still open.
-    pub fn len(&self) -> usize {
-        let mut inner = self.lock();
-        inner.prune();
-        inner.sessions.len() + inner.subscriptions.len()
-    }
-
-    /// Whether no peer is registered.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Sends `notifications/tools/list_changed` to every open peer.
-    pub async fn notify_tool_list_changed(&self) {
+    pub(crate) async fn notify_tool_list_changed(&self) {
         let (sessions, subscriptions) = {
             let mut inner = self.lock();
             inner.prune();
@@ -68,7 +56,7 @@ impl Peers {
     }
 
     /// Sends `notifications/resources/list_changed` to every open peer.
-    pub async fn notify_resource_list_changed(&self) {
+    pub(crate) async fn notify_resource_list_changed(&self) {
         let (sessions, subscriptions) = self.open_peers();
         for peer in sessions {
             if let Err(error) = peer.notify_resource_list_changed().await {
@@ -83,7 +71,7 @@ impl Peers {
     }
 
     /// Sends `notifications/prompts/list_changed` to every open peer.
-    pub async fn notify_prompt_list_changed(&self) {
+    pub(crate) async fn notify_prompt_list_changed(&self) {
         let (sessions, subscriptions) = self.open_peers();
         for peer in sessions {
             if let Err(error) = peer.notify_prompt_list_changed().await {
@@ -120,7 +108,7 @@ impl Inner {
 }
 
 /// Forwards every catalog change to every peer until `shutdown` fires.
-pub async fn broadcast_changes(
+pub(crate) async fn broadcast_changes(
     peers: Arc<Peers>,
     mut changes: watch::Receiver<u64>,
     shutdown: CancellationToken,

@@ -1,25 +1,36 @@
 //! JSON Schema checks shared by tool arguments and tool results.
 
-use serde_json::{Map, Value};
+use std::sync::{Arc, OnceLock};
 
-/// Checks `instance` against `schema` (JSON Schema, draft from `$schema`, 2020-12 by default).
-/// The error lists each violation with its location, one per line.
-///
-/// # Errors
-/// The violations, or a note that the schema itself does not compile.
-pub fn validate(schema: &Map<String, Value>, instance: &Value) -> Result<(), String> {
-    let schema = Value::Object(schema.clone());
-    let validator = jsonschema::validator_for(&schema)
-        .map_err(|e| format!("the schema does not compile: {e}"))?;
-    check(&validator, instance)
+use rmcp::model::JsonObject;
+use serde_json::Value;
+
+/// Each way an instance fails its schema, with its location, one per line (`- /net: ...`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .0.join("\n"))]
+pub(crate) struct Violations(pub(crate) Vec<String>);
+
+/// A schema check that did not pass.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum SchemaError {
+    /// The instance does not match.
+    #[error(transparent)]
+    Violations(#[from] Violations),
+    /// The schema itself does not compile; `what` names it (`the tool's inputSchema`).
+    #[error("{what} does not compile: {reason}")]
+    Uncompilable {
+        /// Which schema.
+        what: &'static str,
+        /// The compiler's message.
+        reason: Arc<str>,
+    },
 }
 
-/// Checks `instance` with a compiled `validator`; the error lists each violation with its
-/// location, one per line.
+/// Checks `instance` with a compiled `validator`.
 ///
 /// # Errors
-/// The violations.
-pub fn check(validator: &jsonschema::Validator, instance: &Value) -> Result<(), String> {
+/// Every violation.
+pub(crate) fn check(validator: &jsonschema::Validator, instance: &Value) -> Result<(), Violations> {
     let problems: Vec<String> = validator
         .iter_errors(instance)
         .map(|e| {
@@ -33,7 +44,51 @@ pub fn check(validator: &jsonschema::Validator, instance: &Value) -> Result<(), 
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("\n"))
+        Err(Violations(problems))
+    }
+}
+
+/// A schema compiled at its first check (not at load: 10,000 stored tools must not hold
+/// 10,000 compiled validators for tools never called).
+#[derive(Debug)]
+pub(crate) struct LazySchema {
+    /// Which schema, for the error text (`the tool's inputSchema`, `the outputSchema`).
+    what: &'static str,
+    schema: Arc<JsonObject>,
+    compiled: OnceLock<Result<jsonschema::Validator, Arc<str>>>,
+}
+
+impl LazySchema {
+    /// `schema`, named `what` in errors.
+    pub(crate) fn new(what: &'static str, schema: Arc<JsonObject>) -> LazySchema {
+        LazySchema {
+            what,
+            schema,
+            compiled: OnceLock::new(),
+        }
+    }
+
+    /// The schema.
+    pub(crate) fn schema(&self) -> &Arc<JsonObject> {
+        &self.schema
+    }
+
+    /// Checks `instance`.
+    ///
+    /// # Errors
+    /// The violations, or the schema does not compile.
+    pub(crate) fn check(&self, instance: &Value) -> Result<(), SchemaError> {
+        let compiled = self.compiled.get_or_init(|| {
+            jsonschema::validator_for(&Value::Object((*self.schema).clone()))
+                .map_err(|e| e.to_string().into())
+        });
+        match compiled {
+            Ok(validator) => Ok(check(validator, instance)?),
+            Err(reason) => Err(SchemaError::Uncompilable {
+                what: self.what,
+                reason: reason.clone(),
+            }),
+        }
     }
 }
 
@@ -50,11 +105,25 @@ mod tests {
             "required": ["net"],
             "additionalProperties": false
         });
-        let schema = schema.as_object().cloned().unwrap();
-        assert!(validate(&schema, &json!({"net": 1})).is_ok());
-        let err = validate(&schema, &json!({"net": "x"})).unwrap_err();
+        let schema = LazySchema::new("the schema", Arc::new(schema.as_object().cloned().unwrap()));
+        assert!(schema.check(&json!({"net": 1})).is_ok());
+        let err = schema.check(&json!({"net": "x"})).unwrap_err().to_string();
         assert!(err.contains("/net"), "{err}");
-        let err = validate(&schema, &json!({})).unwrap_err();
+        let err = schema.check(&json!({})).unwrap_err().to_string();
         assert!(err.contains("(root)"), "{err}");
+    }
+
+    #[test]
+    fn an_uncompilable_schema_says_which() {
+        let schema = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}});
+        let schema = LazySchema::new(
+            "the outputSchema",
+            Arc::new(schema.as_object().cloned().unwrap()),
+        );
+        let err = schema.check(&json!({"a": 1})).unwrap_err().to_string();
+        assert!(
+            err.starts_with("the outputSchema does not compile: "),
+            "{err}"
+        );
     }
 }

@@ -18,6 +18,10 @@ pub enum NameKind {
     ResourceTemplate,
     /// A stored prompt: 1 to 64 characters from `[a-zA-Z0-9_-]`, like a tool name.
     Prompt,
+    /// A grant of a secret to one tool version, named `SECRET for TOOL` (with its version).
+    Grant,
+    /// A kept output, named by its run id.
+    Output,
 }
 
 impl NameKind {
@@ -29,6 +33,8 @@ impl NameKind {
             NameKind::Resource => "an absolute URI (scheme:...) of at most 4096 bytes",
             NameKind::ResourceTemplate => "an RFC 6570 URI template of at most 4096 bytes",
             NameKind::Prompt => "1 to 64 characters from [a-zA-Z0-9_-]",
+            NameKind::Grant => "a secret name, a tool name and a version",
+            NameKind::Output => "1 to 128 characters from [a-zA-Z0-9_.:-]",
         }
     }
 }
@@ -41,6 +47,8 @@ impl fmt::Display for NameKind {
             NameKind::Resource => "resource",
             NameKind::ResourceTemplate => "resource template",
             NameKind::Prompt => "prompt",
+            NameKind::Grant => "secret grant",
+            NameKind::Output => "kept output",
         })
     }
 }
@@ -85,8 +93,9 @@ pub enum StoreError {
         /// The rejected name.
         name: String,
     },
-    /// A field of a [`NewVersion`](crate::NewVersion) or [`CallRecord`](crate::CallRecord) is out
-    /// of range (for example a number that does not fit SQLite's signed 64-bit integers).
+    /// A field of a [`NewVersion`](crate::NewVersion), a [`CallRecord`](crate::CallRecord) or a
+    /// setting is out of range (for example a number that does not fit a signed 64-bit
+    /// database integer).
     #[error("invalid {field}: {reason}")]
     Invalid {
         /// The field, as `dependencies[2]` or `limits.memory_bytes`.
@@ -116,8 +125,37 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
-    /// SQLite failed: the file cannot be opened, the write lock was not granted within the
-    /// busy timeout, the disk is full, a migration failed, the store was closed.
+    /// The store was opened without a secret keyring
+    /// ([`StoreConfig::keyring`](crate::StoreConfig::keyring)), so secret values can be neither
+    /// written nor read. Names, grants and deletions still work.
+    #[error("secret values are unavailable: this store has no secret key")]
+    NoSecretKey,
+    /// A stored secret is encrypted under a key the keyring lacks (the key file of another
+    /// replica, or an old key removed too early).
+    #[error("secret {name:?} is encrypted with key {key_id:?}, which is not in the keyring")]
+    SecretKeyMissing {
+        /// The secret's name.
+        name: String,
+        /// The id stored with its value.
+        key_id: String,
+    },
+    /// A stored secret failed to decrypt: its sealed bytes were altered, or copied from another
+    /// secret's row or key id.
+    #[error(
+        "secret {name:?} cannot be decrypted: its stored value was altered or belongs elsewhere"
+    )]
+    SecretUnreadable {
+        /// The secret's name.
+        name: String,
+    },
+    /// Encrypting failed (the operating system's random source failed).
+    #[error("encrypting a secret: {reason}")]
+    Crypto {
+        /// What failed.
+        reason: String,
+    },
+    /// The database failed: the file cannot be opened or the server reached, the write lock was not granted within
+    /// the busy timeout, the disk is full, a migration failed, the store was closed.
     #[error("database error: {0}")]
     Database(#[source] DatabaseError),
 }
@@ -135,15 +173,35 @@ enum Inner {
 }
 
 impl DatabaseError {
-    /// True if SQLite gave up waiting for a lock held by another connection or process
-    /// (`SQLITE_BUSY` after the busy timeout). Retrying later may succeed.
+    /// Wraps an error of `sqlx` (any backend).
+    pub(crate) fn sqlx(e: sqlx::Error) -> DatabaseError {
+        DatabaseError(Inner::Sqlx(e))
+    }
+
+    /// Wraps a migration error of `sqlx`.
+    pub(crate) fn migrate(e: sqlx::migrate::MigrateError) -> DatabaseError {
+        DatabaseError(Inner::Migrate(e))
+    }
+
+    /// True if the database gave up waiting for a lock another writer held, or refused a
+    /// transaction that raced with another, so that retrying later may succeed: SQLite's
+    /// `SQLITE_BUSY` after the busy timeout; PostgreSQL's `lock_not_available` (55P03, the
+    /// `lock_timeout` ran out), `serialization_failure` (40001) and `deadlock_detected`
+    /// (40P01); or no connection of the pool came free in time.
     pub fn is_busy(&self) -> bool {
         match &self.0 {
             Inner::Sqlx(sqlx::Error::Database(e)) => {
-                // SQLITE_BUSY is 5; extended codes (BUSY_SNAPSHOT, ...) keep it in the low byte.
-                e.code()
-                    .and_then(|c| c.parse::<i32>().ok())
-                    .is_some_and(|c| c & 0xff == 5)
+                let code = e.code();
+                if e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                    .is_some()
+                {
+                    matches!(code.as_deref(), Some("55P03" | "40001" | "40P01"))
+                } else {
+                    // SQLITE_BUSY is 5; extended codes (BUSY_SNAPSHOT, ...) keep it in the
+                    // low byte.
+                    code.and_then(|c| c.parse::<i32>().ok())
+                        .is_some_and(|c| c & 0xff == 5)
+                }
             }
             Inner::Sqlx(sqlx::Error::PoolTimedOut) => true,
             _ => false,
@@ -167,22 +225,4 @@ impl std::error::Error for DatabaseError {
             Inner::Migrate(e) => e.source(),
         }
     }
-}
-
-/// Turns `sqlx` errors into [`StoreError`]s; a uniqueness violation becomes
-/// [`StoreError::Conflict`] because only a concurrent writer can cause one (existence is
-/// checked first inside the same write transaction).
-pub(crate) fn db(e: sqlx::Error) -> StoreError {
-    if let sqlx::Error::Database(d) = &e
-        && d.is_unique_violation()
-    {
-        return StoreError::Conflict {
-            reason: d.message().to_owned(),
-        };
-    }
-    StoreError::Database(DatabaseError(Inner::Sqlx(e)))
-}
-
-pub(crate) fn migrate(e: sqlx::migrate::MigrateError) -> StoreError {
-    StoreError::Database(DatabaseError(Inner::Migrate(e)))
 }

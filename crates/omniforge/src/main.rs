@@ -55,8 +55,7 @@ fn run(args: LowArgs, protected: Option<std::io::Result<()>>) -> Result<()> {
 /// secrets. Only the commands that serve MCP do this: they hold credentials and run scripts.
 /// Children are unaffected (exec resets the flag).
 fn forbid_memory_access() -> std::io::Result<()> {
-    rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
-        .map_err(std::io::Error::from)
+    omniforge_script::protect_server_process()
 }
 
 /// The error and its causes on one line, leaving out a cause whose text the message already

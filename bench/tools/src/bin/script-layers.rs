@@ -23,9 +23,17 @@ use std::time::{Duration, Instant};
 
 use omniforge_script::{Env, RunSpec, Runner, RunnerConfig, SandboxLevel};
 use omniforge_store::{
-    Annotations, CallOutcome, CallRecord, DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, Limits,
-    NewVersion, Runtime, SqliteStore, StoreConfig, ToolStore,
+    Actor, Annotations, CallLog, CallOutcome, CallRecord, CallSource, DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_CALL_STATS_MAX_AGE, DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, Limits,
+    NewStatus, NewVersion, Runtime, SqliteStore, StoreConfig, ToolStore,
 };
+
+/// Unix milliseconds now.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -125,11 +133,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             call_log_max_rows: 10_000,
             max_readers: DEFAULT_MAX_READERS,
+            change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
+            call_stats_max_age: DEFAULT_CALL_STATS_MAX_AGE,
+            // No secrets are written: no keyring needed.
+            keyring: None,
         },
     )
     .await?;
     store
         .create_tool(
+            &Actor::new("bench"),
             "t",
             NewVersion {
                 title: None,
@@ -149,7 +162,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 env_id: "x".into(),
                 secrets: Vec::new(),
                 author: "bench".into(),
+                examples: Vec::new(),
             },
+            NewStatus::Live,
         )
         .await?;
     let mut log_times = Vec::new();
@@ -158,11 +173,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         store
             .record_call(CallRecord {
                 tool: "t".into(),
-                version: 1,
-                started_at_ms: 0,
+                source: CallSource::Stored,
+                version: Some(1),
+                // Now, so that the write updates its hour as a real call's does.
+                started_at_ms: now_ms(),
                 duration_ms: 1,
                 outcome: CallOutcome::Ok,
                 bytes_out: 10,
+                principal: Some("bench".into()),
+                error: None,
+                arguments: None,
+                arguments_text: None,
+                result_text: None,
             })
             .await?;
         log_times.push(t0.elapsed());

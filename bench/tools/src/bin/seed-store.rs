@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use omniforge_store::{
-    Annotations, DEFAULT_BUSY_TIMEOUT, DEFAULT_MAX_READERS, Limits, NewVersion, Runtime,
+    Actor, Annotations, DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_STATS_MAX_AGE,
+    DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, Limits, NewStatus, NewVersion, Runtime,
     SqliteStore, StoreConfig, ToolStore,
 };
 use serde_json::json;
@@ -28,6 +29,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             busy_timeout: DEFAULT_BUSY_TIMEOUT,
             call_log_max_rows: 10_000,
             max_readers: DEFAULT_MAX_READERS,
+            change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
+            call_stats_max_age: DEFAULT_CALL_STATS_MAX_AGE,
+            // No secrets are written: no keyring needed.
+            keyring: None,
         },
     )
     .await?;
@@ -74,8 +79,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             env_id: "bench-seed-no-env".to_owned(),
             secrets: Vec::new(),
             author: "bench".to_owned(),
+            examples: Vec::new(),
         };
-        store.create_tool(&name, spec).await?;
+        store
+            .create_tool(&Actor::new("bench"), &name, spec, NewStatus::Live)
+            .await?;
     }
     store.close().await;
     eprintln!(

@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use omniforge_script::*;
 
@@ -153,12 +154,12 @@ async fn gc_removes_unused_envs() {
     // A build in progress (fresh temporary directory) is left alone.
     std::fs::create_dir(wheels.envs_dir().join(".tmp-inprogress")).unwrap();
     let in_use: HashSet<String> = [keep.env_id.clone()].into();
-    let removed = gc(&wheels.envs_dir(), &in_use).unwrap();
+    let removed = gc(&wheels.layout(), &in_use).unwrap();
     assert_eq!(removed, std::slice::from_ref(&drop_me.env_id));
     assert!(keep.path.is_dir() && !drop_me.path.exists());
     assert!(wheels.envs_dir().join(".tmp-inprogress").is_dir());
     assert_eq!(
-        gc(&data.path().join("missing"), &in_use).unwrap(),
+        gc(&Layout::new(data.path().join("missing")), &in_use).unwrap(),
         Vec::<String>::new()
     );
 }
@@ -179,12 +180,19 @@ async fn uv_installs_into_the_data_dir() {
     assert_eq!(uv.version(), UV_VERSION);
     assert_eq!(uv.path(), data.path().join("uv/bin/uv"));
     // Found again without installing.
-    let again = UvTool::locate_or_install(data.path(), Some(uv.path().to_owned()), &python)
-        .await
-        .unwrap();
+    let again =
+        UvTool::locate_or_install(data.path(), Some(uv.path().to_owned()), &python, &host())
+            .await
+            .unwrap();
     assert_eq!(again.path(), uv.path());
     // An explicit uv that does not run is an error, not a silent fallback.
-    let bad = UvTool::locate_or_install(data.path(), Some("/nonexistent/uv".into()), &python).await;
+    let bad = UvTool::locate_or_install(
+        data.path(),
+        Some("/nonexistent/uv".into()),
+        &python,
+        &host(),
+    )
+    .await;
     assert!(matches!(bad, Err(EnvError::UvUnavailable(_))), "{bad:?}");
 }
 
@@ -341,4 +349,31 @@ fn sha256_hex(bytes: &[u8]) -> String {
         })
         .unwrap();
     String::from_utf8(out.stdout).unwrap()[..64].to_owned()
+}
+
+#[tokio::test]
+async fn syntax_check_names_the_line_and_times_out() {
+    let python = python().await;
+    python
+        .check_syntax("import json\nprint(json.dumps({}))\n", SYNTAX_CHECK_TIMEOUT)
+        .await
+        .unwrap();
+    match python
+        .check_syntax("x = 1\nif x\n    pass\n", SYNTAX_CHECK_TIMEOUT)
+        .await
+    {
+        Err(SyntaxError::Invalid { detail }) => {
+            assert!(detail.starts_with("line 2, column "), "{detail}")
+        }
+        other => panic!("expected Invalid, got {other:?}"),
+    }
+    // Compiling never runs the code.
+    python
+        .check_syntax("import os\nos._exit(3)\n", SYNTAX_CHECK_TIMEOUT)
+        .await
+        .unwrap();
+    match python.check_syntax("x = 1\n", Duration::ZERO).await {
+        Err(SyntaxError::Timeout(_)) => {}
+        other => panic!("expected Timeout, got {other:?}"),
+    }
 }

@@ -66,9 +66,12 @@ async fn seccomp_denies_sockets_and_syscalls_inside_bubblewrap() {
     if std::env::consts::ARCH == "x86_64" {
         assert_eq!(got.get("x32_unshare"), Some(&EPERM), "{got:?}");
     }
+    // No Unix socket of any kind (the host's, pathname or abstract, stay out of reach);
+    // socket pairs, which asyncio and multiprocessing use, still work.
     assert_eq!(
         (got.get("socket_unix"), got.get("socketpair")),
-        (Some(&0), Some(&0))
+        (Some(&EPERM), Some(&0)),
+        "{got:?}"
     );
 
     // The same script with bubblewrap alone: the calls reach the kernel.
@@ -78,6 +81,7 @@ async fn seccomp_denies_sockets_and_syscalls_inside_bubblewrap() {
     let got = errnos(&stdout(&out));
     assert_eq!(got.get("unshare"), Some(&0), "{got:?}");
     assert_eq!(got.get("socket_inet"), Some(&0), "{got:?}");
+    assert_eq!(got.get("socket_unix"), Some(&0), "{got:?}");
     assert_ne!(got.get("io_uring_setup"), Some(&EPERM), "{got:?}");
 
     // With network allowed, the Internet families open; the syscall list still holds.
@@ -90,6 +94,7 @@ async fn seccomp_denies_sockets_and_syscalls_inside_bubblewrap() {
         "{got:?}"
     );
     assert_eq!(got.get("unshare"), Some(&EPERM), "{got:?}");
+    assert_eq!(got.get("socket_unix"), Some(&EPERM), "{got:?}");
 }
 
 /// Without bubblewrap the child loads the same filter itself.
@@ -99,14 +104,19 @@ async fn seccomp_without_bubblewrap() {
     assert_layer(&runner, "seccomp");
     let got = errnos(&stdout(&run(&runner, spec(SYSCALLS).await).await));
     assert_eq!(
-        (got.get("socket_inet"), got.get("unshare")),
-        (Some(&EPERM), Some(&EPERM)),
+        (
+            got.get("socket_inet"),
+            got.get("unshare"),
+            got.get("socket_unix"),
+            got.get("socketpair")
+        ),
+        (Some(&EPERM), Some(&EPERM), Some(&EPERM), Some(&0)),
         "{got:?}"
     );
 }
 
 /// Python's own machinery (threads, subprocess, multiprocessing, asyncio, hashlib, ssl)
-/// works under every layer.
+/// works under every layer, with and without bubblewrap.
 #[tokio::test]
 async fn python_works_under_every_layer() {
     let runner = runner(SandboxLevel::Standard);
@@ -134,15 +144,31 @@ print(hashlib.sha256(b"").hexdigest()[:8], int(ssl.create_default_context().veri
         "sub\n3\nloop\ntmp True\ne3b0c442 2\n",
         "{out:?}"
     );
+    // The same without bubblewrap, as a uid of its own with a private /tmp and /dev/shm
+    // (multiprocessing's semaphores live there) and no AF_UNIX sockets.
+    let runner = runner_without(&["namespaces"]);
+    for l in ["unprivileged-uid", "landlock", "seccomp"] {
+        assert_layer(&runner, l);
+    }
+    let out = run(&runner, spec(code).await).await;
+    assert_eq!(
+        stdout(&out),
+        "sub\n3\nloop\ntmp True\ne3b0c442 2\n",
+        "{out:?}"
+    );
 }
 
-/// Without bubblewrap, Landlock alone keeps a script out of the host's files (the data
-/// directory, other runs' files in the host's /tmp) and off TCP.
+/// Without bubblewrap, Landlock alone keeps a script out of the host's files (here a
+/// database any user may read, so that the run's own uid is not what stops it) and off TCP;
+/// the host's /tmp is not the run's (a private one, with a uid of its own).
 #[tokio::test]
 async fn landlock_confines_the_host_without_bubblewrap() {
+    use std::os::unix::fs::PermissionsExt as _;
     let secret_dir = fresh_data_dir();
+    std::fs::set_permissions(secret_dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let db = secret_dir.path().join("omniforge.db");
     std::fs::write(&db, "SECRET").unwrap();
+    let host_tmp = format!("/tmp/omniforge-landlock-test-{}", std::process::id());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {
@@ -173,17 +199,18 @@ attempt("write_own_tmp", lambda: tempfile.TemporaryFile().close())
     let out = run(&with, spec(&code).await).await;
     let got = errnos(&stdout(&out));
     const EACCES: i32 = 13;
-    for name in ["read_db", "list_home", "write_host_tmp", "connect"] {
+    for name in ["read_db", "list_home", "connect"] {
         assert_eq!(got.get(name), Some(&EACCES), "{name}: {out:?}");
     }
     assert_eq!(got.get("write_own_tmp"), Some(&0), "{out:?}");
+    // The write to "/tmp" landed in the run's own /tmp, never on the host's.
+    let on_host = std::path::Path::new(&host_tmp).exists();
+    let _ = std::fs::remove_file(&host_tmp);
+    assert!(!on_host, "{host_tmp} was written on the host: {out:?}");
 
     let without = runner_without(&["namespaces", "seccomp", "landlock"]);
     let got = errnos(&stdout(&run(&without, spec(&code).await).await));
-    let _ = std::fs::remove_file(format!(
-        "/tmp/omniforge-landlock-test-{}",
-        std::process::id()
-    ));
+    let _ = std::fs::remove_file(&host_tmp);
     assert_eq!(
         (got.get("read_db"), got.get("connect")),
         (Some(&0), Some(&0)),

@@ -6,8 +6,11 @@
 //! need a layer assert that the layer is active on this machine instead of skipping.
 
 mod envs;
+mod escape;
 mod layers;
+mod privilege;
 mod runs;
 mod sandbox;
 mod side_channel;
 mod util;
+mod warm;

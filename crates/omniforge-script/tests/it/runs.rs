@@ -60,7 +60,21 @@ async fn environment_is_cleared() {
     let out = run(&sandboxed(), s).await;
     assert_eq!(
         stdout(&out),
-        "['API_KEY', 'HOME', 'LANG', 'OMNIFORGE_FD', 'PATH', 'PWD', 'PYTHONDONTWRITEBYTECODE']\n/tmp 65534\n",
+        {
+            let mut names = vec![
+                "API_KEY",
+                "HOME",
+                "LANG",
+                "OMNIFORGE_FD",
+                "PATH",
+                "PWD",
+                "TMPDIR",
+            ];
+            names.extend(["PYTHONDONTWRITEBYTECODE"].iter().chain(SINGLE_THREAD_VARS));
+            names.sort_unstable();
+            let quoted: Vec<String> = names.iter().map(|n| format!("'{n}'")).collect();
+            format!("[{}]\n/tmp 65534\n", quoted.join(", "))
+        },
         "{out:?}"
     );
 }
@@ -139,6 +153,15 @@ async fn timeout_kills_tree_with_cgroups_only() {
             .any(|l| l.name == "namespaces" && l.active)
     );
     assert_layer(&runner, "cgroup-kill");
+    timeout_kills_tree(runner).await;
+}
+
+/// Without bubblewrap and without cgroups, a root server's run has a uid of its own: what
+/// still runs as it after the run (a `setsid` escapee) is killed before the slot is reused.
+#[tokio::test]
+async fn timeout_kills_tree_with_a_uid_of_its_own_only() {
+    let runner = runner_without(&["namespaces", "cgroup-pids", "cgroup-kill"]);
+    assert_layer(&runner, "unprivileged-uid");
     timeout_kills_tree(runner).await;
 }
 
@@ -293,4 +316,65 @@ async fn death_by_signal() {
     // bubblewrap reports a child's death by signal N as exit code 128 + N.
     let sandboxed = run(&sandboxed(), spec(code).await).await;
     assert_eq!(sandboxed.exit, Exit::Code(137));
+}
+
+/// Issue 11, finding 10: the result text drops only the line ending `print` adds; trailing
+/// spaces, tabs, blank lines and no-break spaces stay, byte for byte.
+#[tokio::test]
+async fn result_text_keeps_trailing_whitespace_byte_for_byte() {
+    let runner = runner(SandboxLevel::Standard);
+    let code = "print('total: 12  \\u00a0')\nprint('\\tindented\\t')\nprint()\n";
+    let out = run(&runner, spec(code).await).await;
+    assert_eq!(
+        prototype_text(&out, None),
+        ("total: 12  \u{a0}\n\tindented\t\n".to_owned(), false),
+        "{out:?}"
+    );
+    // The prototype's add_vat answer is unchanged: one JSON line, its newline dropped.
+    let add_vat = "import json, sys\nfrom decimal import Decimal, ROUND_HALF_UP\na = json.load(sys.stdin)\nnet = Decimal(str(a['net']))\nvat = (net * Decimal('0.20')).quantize(Decimal('0.01'), ROUND_HALF_UP)\nprint(json.dumps({'net': str(a['net']), 'rate': '20', 'vat': str(vat), 'gross': str(net + vat)}))";
+    let mut s = spec(add_vat).await;
+    s.arguments = serde_json::json!({"net": 10});
+    let out = run(&runner, s).await;
+    assert_eq!(
+        prototype_text(&out, None),
+        (
+            r#"{"net": "10", "rate": "20", "vat": "2.00", "gross": "12.00"}"#.to_owned(),
+            false
+        )
+    );
+}
+
+/// Issue 11, finding 10: what a script printed before its timeout is in the result, flushed
+/// or not (stdout is unbuffered), with and without bubblewrap.
+#[tokio::test]
+async fn output_printed_before_a_timeout_is_kept() {
+    let code = "import sys, time\nprint('started', end='')\nsys.stdout.write(' and half-way')\ntime.sleep(60)\n";
+    for runner in [sandboxed(), runner_without(&["namespaces"])] {
+        let mut s = spec(code).await;
+        s.timeout = Duration::from_millis(1500);
+        let out = run(&runner, s).await;
+        assert_eq!(out.exit, Exit::Timeout, "{out:?}");
+        assert_eq!(
+            prototype_text(&out, None),
+            ("started and half-way\n[timeout]".to_owned(), true),
+            "{out:?}"
+        );
+    }
+}
+
+/// numpy (OpenBLAS) starts one thread per core at import unless told otherwise; threads
+/// count against the run's `pids.max`, and the runner sets the single-thread variables.
+#[tokio::test]
+async fn numpy_starts_no_thread_pool() {
+    let code = r#"
+import os, numpy as np
+a = np.ones((200, 200))
+print(float((a @ a)[0, 0]))
+threads = [l.split()[1] for l in open("/proc/self/status") if l.startswith("Threads:")][0]
+print("threads", threads, os.environ.get("OPENBLAS_NUM_THREADS"), os.environ.get("OMP_NUM_THREADS"))
+"#;
+    let mut s = RunSpec::new(&numpy_env().await, code);
+    s.timeout = Duration::from_secs(60);
+    let out = run(&sandboxed(), s).await;
+    assert_eq!(stdout(&out), "200.0\nthreads 1 1 1\n", "{out:?}");
 }

@@ -8,7 +8,7 @@ use crate::util::*;
 
 #[tokio::test]
 async fn doctor_names_every_layer() {
-    let layers = doctor();
+    let layers = doctor(&config(SandboxLevel::Standard));
     let names: Vec<_> = layers.iter().map(|l| l.name).collect();
     assert_eq!(
         names,
@@ -169,4 +169,52 @@ async fn cpu_and_core_limits_are_set() {
     s.timeout = Duration::from_millis(2500);
     let out = run(&sandboxed(), s).await;
     assert_eq!(stdout(&out), "(4, 5) (0, 0)\n");
+}
+
+/// Lists the script's open descriptors (`number target`), then the side channel's number.
+const FDS: &str = r#"
+import os
+for fd in sorted(int(f) for f in os.listdir("/proc/self/fd")):
+    try:
+        print(fd, os.readlink("/proc/self/fd/%d" % fd))
+    except OSError:
+        pass  # the directory listdir had open
+print("chan", os.environ["OMNIFORGE_FD"])
+"#;
+
+/// Descriptors the server inherited from its own parent without close-on-exec (a shell's fd,
+/// a pipe) never reach a script: it holds only stdin, stdout, stderr and its side channel.
+async fn only_the_run_descriptors_reach_a_script(runner: Runner) {
+    use std::os::fd::AsFd as _;
+    let leaked = std::fs::File::open("/dev/null").unwrap();
+    let (pipe_r, pipe_w) = rustix::pipe::pipe().unwrap();
+    for fd in [leaked.as_fd(), pipe_r.as_fd(), pipe_w.as_fd()] {
+        // What a parent that forgot O_CLOEXEC leaves behind.
+        rustix::io::fcntl_setfd(fd, rustix::io::FdFlags::empty()).unwrap();
+    }
+    let out = run(&runner, spec(FDS).await).await;
+    assert_eq!(out.exit, Exit::Code(0), "{out:?}");
+    let text = stdout(&out);
+    let chan = text
+        .lines()
+        .find_map(|l| l.strip_prefix("chan "))
+        .unwrap()
+        .to_owned();
+    let fds: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with("chan "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert_eq!(fds, ["0", "1", "2", chan.as_str()], "{text}");
+    drop((leaked, pipe_r, pipe_w));
+}
+
+#[tokio::test]
+async fn only_the_run_descriptors_reach_a_script_in_bubblewrap() {
+    only_the_run_descriptors_reach_a_script(sandboxed()).await;
+}
+
+#[tokio::test]
+async fn only_the_run_descriptors_reach_a_script_without_bubblewrap() {
+    only_the_run_descriptors_reach_a_script(runner_without(&["namespaces"])).await;
 }

@@ -25,11 +25,16 @@ pub(crate) async fn python() -> Interpreter {
     i
 }
 
+/// The test process's environment, as the binary hands it to the crate.
+pub(crate) fn host() -> HostEnv {
+    HostEnv::from_vars(std::env::vars_os())
+}
+
 /// The repository's `.deps/bin/uv` when bootstrap installed it, else whatever the product finds.
 pub(crate) async fn uv(data_dir: &Path, python: &Interpreter) -> UvTool {
     let deps = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.deps/bin/uv");
     let explicit = deps.exists().then_some(deps);
-    UvTool::locate_or_install(data_dir, explicit, python)
+    UvTool::locate_or_install(data_dir, explicit, python, &host())
         .await
         .unwrap()
 }
@@ -44,6 +49,7 @@ pub(crate) async fn builder_in(data_dir: &Path, allow_source_builds: bool) -> En
         python,
         allow_source_builds,
         command_timeout: Duration::from_secs(300),
+        host: host(),
     })
 }
 
@@ -56,6 +62,13 @@ pub(crate) async fn shared_builder() -> EnvBuilder {
 pub(crate) async fn base_env() -> Env {
     let b = shared_builder().await;
     let lock = b.lock(&[]).await.unwrap();
+    b.build(&lock, |_| {}).await.unwrap()
+}
+
+/// The shared environment with numpy (from PyPI the first time, then reused).
+pub(crate) async fn numpy_env() -> Env {
+    let b = shared_builder().await;
+    let lock = b.lock(&["numpy".to_owned()]).await.unwrap();
     b.build(&lock, |_| {}).await.unwrap()
 }
 
@@ -78,6 +91,7 @@ pub(crate) fn helper() -> PathBuf {
 pub(crate) fn config(level: SandboxLevel) -> RunnerConfig {
     let mut c = RunnerConfig::new(level);
     c.landlock_helper = Some(helper());
+    c.host = host();
     c
 }
 

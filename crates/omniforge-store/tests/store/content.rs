@@ -1,6 +1,10 @@
 //! Resources, resource templates and prompts, and pack imports: create/update/delete rules,
 //! the change counter, idempotence and all-or-nothing imports.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::collections::BTreeMap;
 
 use omniforge_store::{
@@ -9,7 +13,7 @@ use omniforge_store::{
 };
 use serde_json::json;
 
-use crate::util::{TestStore, enabled, spec};
+use crate::util::{Kind, TestStore, each_backend, enabled, spec, who};
 
 fn resource(uri: &str, text: &str) -> NewResource {
     NewResource {
@@ -60,20 +64,20 @@ fn prompt(name: &str, text: &str) -> NewPrompt {
     }
 }
 
-#[tokio::test]
-async fn writes_follow_their_mode_and_bump_the_counter_only_on_change() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn writes_follow_their_mode_and_bump_the_counter_only_on_change(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let v0 = s.data_version().await.unwrap();
     assert!(
-        s.put_resource(resource("test://a", "one"), WriteMode::Create)
+        s.put_resource(&who(), resource("test://a", "one"), WriteMode::Create)
             .await
             .unwrap()
     );
     let v1 = s.data_version().await.unwrap();
     assert!(v1 > v0);
     let err = s
-        .put_resource(resource("test://a", "two"), WriteMode::Create)
+        .put_resource(&who(), resource("test://a", "two"), WriteMode::Create)
         .await
         .unwrap_err();
     assert!(
@@ -81,7 +85,7 @@ async fn writes_follow_their_mode_and_bump_the_counter_only_on_change() {
         "{err:?}"
     );
     let err = s
-        .put_resource(resource("test://missing", "x"), WriteMode::Update)
+        .put_resource(&who(), resource("test://missing", "x"), WriteMode::Update)
         .await
         .unwrap_err();
     assert!(
@@ -96,14 +100,14 @@ async fn writes_follow_their_mode_and_bump_the_counter_only_on_change() {
     );
     // The same content again: nothing changes, the counter stays.
     assert!(
-        !s.put_resource(resource("test://a", "one"), WriteMode::Upsert)
+        !s.put_resource(&who(), resource("test://a", "one"), WriteMode::Upsert)
             .await
             .unwrap()
     );
     assert_eq!(s.data_version().await.unwrap(), v1);
     let before = s.list_resources().await.unwrap()[0].state;
     assert!(
-        s.put_resource(resource("test://a", "two!"), WriteMode::Update)
+        s.put_resource(&who(), resource("test://a", "two!"), WriteMode::Update)
             .await
             .unwrap()
     );
@@ -118,23 +122,26 @@ async fn writes_follow_their_mode_and_bump_the_counter_only_on_change() {
     let bytes: Vec<u8> = (0..=255).collect();
     let mut blob = resource("test://b", "");
     blob.body = ResourceBody::Blob(bytes.clone());
-    s.put_resource(blob, WriteMode::Create).await.unwrap();
+    s.put_resource(&who(), blob, WriteMode::Create)
+        .await
+        .unwrap();
     let stored = s.get_resource("test://b").await.unwrap().unwrap();
     assert_eq!(stored.spec.body, ResourceBody::Blob(bytes));
     assert!(!s.list_resources().await.unwrap()[1].is_text);
 
-    s.delete_resource("test://a").await.unwrap();
+    s.delete_resource(&who(), "test://a").await.unwrap();
     assert!(s.get_resource("test://a").await.unwrap().is_none());
-    let err = s.delete_resource("test://a").await.unwrap_err();
+    let err = s.delete_resource(&who(), "test://a").await.unwrap_err();
     assert!(matches!(err, StoreError::NotFound { .. }), "{err:?}");
+    }
 }
 
-#[tokio::test]
-async fn templates_and_prompts_round_trip_and_count_their_envs() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn templates_and_prompts_round_trip_and_count_their_envs(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let tpl = template("test://t/{id}");
-    s.put_template(tpl.clone(), WriteMode::Create)
+    s.put_template(&who(), tpl.clone(), WriteMode::Create)
         .await
         .unwrap();
     let listed = s.list_templates().await.unwrap();
@@ -143,10 +150,12 @@ async fn templates_and_prompts_round_trip_and_count_their_envs() {
     assert!(s.env_ids_in_use().await.unwrap().contains("env-template"));
 
     let p = prompt("greet", "Hello {a}");
-    s.put_prompt(p.clone(), WriteMode::Create).await.unwrap();
+    s.put_prompt(&who(), p.clone(), WriteMode::Create)
+        .await
+        .unwrap();
     assert_eq!(s.list_prompts().await.unwrap()[0].spec, p);
     let err = s
-        .put_prompt(prompt("bad name", "x"), WriteMode::Create)
+        .put_prompt(&who(), prompt("bad name", "x"), WriteMode::Create)
         .await
         .unwrap_err();
     assert!(
@@ -159,23 +168,25 @@ async fn templates_and_prompts_round_trip_and_count_their_envs() {
         ),
         "{err:?}"
     );
-    s.delete_template("test://t/{id}").await.unwrap();
-    s.delete_prompt("greet").await.unwrap();
+    s.delete_template(&who(), "test://t/{id}").await.unwrap();
+    s.delete_prompt(&who(), "greet").await.unwrap();
     assert!(s.list_templates().await.unwrap().is_empty());
     assert!(s.list_prompts().await.unwrap().is_empty());
+    }
 }
 
-#[tokio::test]
-async fn another_instance_sees_writes_through_the_counter() {
-    let t = TestStore::new().await;
+each_backend! {
+    async fn another_instance_sees_writes_through_the_counter(kind) {
+    let t = TestStore::new(kind).await;
     let other = t.second().await;
     let seen = t.store.data_version().await.unwrap();
     other
-        .put_prompt(prompt("p1", "x"), WriteMode::Create)
+        .put_prompt(&who(), prompt("p1", "x"), WriteMode::Create)
         .await
         .unwrap();
     assert!(t.store.data_version().await.unwrap() > seen);
     assert_eq!(t.store.list_prompts().await.unwrap()[0].spec.name, "p1");
+    }
 }
 
 fn batch(tag: &str) -> ImportBatch {
@@ -187,11 +198,11 @@ fn batch(tag: &str) -> ImportBatch {
     }
 }
 
-#[tokio::test]
-async fn imports_are_idempotent_and_version_only_what_changed() {
-    let t = TestStore::new().await;
-    let s = &t.store;
-    let report = s.import(batch("a")).await.unwrap();
+each_backend! {
+    async fn imports_are_idempotent_and_version_only_what_changed(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
+    let report = s.import(&who(), batch("a")).await.unwrap();
     assert_eq!(report.changed.len(), 5, "{report:?}");
     assert_eq!(enabled(s).await.len(), 2);
     let v = s.data_version().await.unwrap();
@@ -199,7 +210,7 @@ async fn imports_are_idempotent_and_version_only_what_changed() {
     let mut again = batch("a");
     // Another author is not a change.
     again.tools[0].1.author = "bob".into();
-    let report = s.import(again).await.unwrap();
+    let report = s.import(&who(), again).await.unwrap();
     assert_eq!(report.changed, Vec::<String>::new());
     assert_eq!(report.unchanged, 5);
     assert_eq!(
@@ -208,7 +219,7 @@ async fn imports_are_idempotent_and_version_only_what_changed() {
         "nothing changed, no bump"
     );
 
-    let report = s.import(batch("b")).await.unwrap();
+    let report = s.import(&who(), batch("b")).await.unwrap();
     assert_eq!(
         report.changed,
         ["tool t1: version 2", "resource test://r", "prompt p"],
@@ -218,22 +229,23 @@ async fn imports_are_idempotent_and_version_only_what_changed() {
     assert_eq!(s.versions("t1").await.unwrap().len(), 2);
 
     // A disabled tool is enabled again by an import, without a new version.
-    s.set_enabled("t2", false).await.unwrap();
-    let report = s.import(batch("b")).await.unwrap();
+    s.set_enabled(&who(), "t2", false).await.unwrap();
+    let report = s.import(&who(), batch("b")).await.unwrap();
     assert_eq!(report.changed, ["tool t2: enabled"]);
     assert_eq!(s.versions("t2").await.unwrap().len(), 1);
+    }
 }
 
-#[tokio::test]
-async fn a_failing_import_writes_nothing() {
-    let t = TestStore::new().await;
-    let s = &t.store;
-    s.import(batch("a")).await.unwrap();
+each_backend! {
+    async fn a_failing_import_writes_nothing(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
+    s.import(&who(), batch("a")).await.unwrap();
     let v = s.data_version().await.unwrap();
     let mut broken = batch("b");
     // The last entry is invalid: everything before it must be rolled back.
     broken.prompts.push(prompt("no spaces allowed", "x"));
-    let err = s.import(broken).await.unwrap_err();
+    let err = s.import(&who(), broken).await.unwrap_err();
     assert!(
         matches!(
             err,
@@ -249,4 +261,38 @@ async fn a_failing_import_writes_nothing() {
     let r = s.get_resource("test://r").await.unwrap().unwrap();
     assert_eq!(r.spec.body, ResourceBody::Text("a".into()));
     assert_eq!(s.list_prompts().await.unwrap().len(), 1);
+    }
+}
+
+each_backend! {
+    async fn one_template_or_prompt_reads_by_its_key(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
+    assert_eq!(s.get_template("test://t/{id}").await.unwrap(), None);
+    assert_eq!(s.get_prompt("greet").await.unwrap(), None);
+    s.put_template(&who(), template("test://t/{id}"), WriteMode::Create)
+        .await
+        .unwrap();
+    s.put_template(&who(), template("test://other/{id}"), WriteMode::Create)
+        .await
+        .unwrap();
+    s.put_prompt(&who(), prompt("greet", "hi {a}"), WriteMode::Create)
+        .await
+        .unwrap();
+    let got = s.get_template("test://t/{id}").await.unwrap().unwrap();
+    assert_eq!(got.spec, template("test://t/{id}"));
+    assert_eq!(
+        Some(&got),
+        s.list_templates()
+            .await
+            .unwrap()
+            .iter()
+            .find(|t| t.spec.uri_template == "test://t/{id}")
+    );
+    let got = s.get_prompt("greet").await.unwrap().unwrap();
+    assert_eq!(got.spec, prompt("greet", "hi {a}"));
+    assert!(got.state.enabled);
+    s.delete_prompt(&who(), "greet").await.unwrap();
+    assert_eq!(s.get_prompt("greet").await.unwrap(), None);
+    }
 }

@@ -1,13 +1,19 @@
 //! Several store instances and processes on one file, as the server and the CLI are: change
 //! counter, backup under writes, concurrent writers, busy timeouts, and `kill -9` durability.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use omniforge_store::{SqliteStore, StoreConfig, StoreError, ToolStore};
+use omniforge_store::{
+    CallLog as _, SecretStore as _, SqliteStore, StoreConfig, StoreError, ToolStore,
+};
 
-use crate::util::{TestStore, config, enabled, spec};
+use crate::util::{Kind, LIVE, TestStore, config, each_backend, enabled, spec, who};
 
 async fn raw_pool(path: &std::path::Path) -> sqlx::SqlitePool {
     sqlx::SqlitePool::connect(&format!("sqlite://{}", path.display()))
@@ -34,37 +40,40 @@ async fn integrity_ok(path: &std::path::Path) {
     pool.close().await;
 }
 
-#[tokio::test]
-async fn data_version_counts_writes_of_another_instance() {
-    let t = TestStore::new().await;
-    let server = &t.store;
+each_backend! {
+    async fn data_version_counts_writes_of_another_instance(kind) {
+    let t = TestStore::new(kind).await;
+    let server = &*t.store;
     let cli = t.second().await;
     let mut last = server.data_version().await.unwrap();
     let mut changed = |now: i64, what: &str| {
         assert!(now > last, "{what}: {now} after {last}");
         last = now;
     };
-    cli.create_tool("x", spec("1")).await.unwrap();
+    cli.create_tool(&who(), "x", spec("1"), LIVE).await.unwrap();
     changed(server.data_version().await.unwrap(), "create_tool");
-    cli.add_version("x", spec("2")).await.unwrap();
+    cli.add_version(&who(), "x", spec("2"), LIVE).await.unwrap();
     changed(server.data_version().await.unwrap(), "add_version");
-    cli.rollback("x", 1).await.unwrap();
+    cli.rollback(&who(), "x", 1).await.unwrap();
     changed(server.data_version().await.unwrap(), "rollback");
-    cli.set_enabled("x", false).await.unwrap();
+    cli.set_enabled(&who(), "x", false).await.unwrap();
     changed(server.data_version().await.unwrap(), "set_enabled");
-    cli.set_secret("S", "v").await.unwrap();
+    cli.set_secret(&who(), "S", "v").await.unwrap();
     changed(server.data_version().await.unwrap(), "set_secret");
-    cli.delete_secret("S").await.unwrap();
+    cli.delete_secret(&who(), "S").await.unwrap();
     changed(server.data_version().await.unwrap(), "delete_secret");
-    cli.purge("x").await.unwrap();
+    cli.purge(&who(), "x").await.unwrap();
     changed(server.data_version().await.unwrap(), "purge");
     // And the other way round, with the data itself visible at once.
-    server.create_tool("y", spec("1")).await.unwrap();
+    server
+        .create_tool(&who(), "y", spec("1"), LIVE)
+        .await
+        .unwrap();
     assert_eq!(
         cli.data_version().await.unwrap(),
         server.data_version().await.unwrap()
     );
-    assert_eq!(enabled(&cli).await, ["y@1"]);
+    assert_eq!(enabled(&*cli).await, ["y@1"]);
     // No reader connection keeps a stale snapshot: after every kind of read, the next write of
     // the other instance is visible at once.
     for i in 0..20 {
@@ -76,7 +85,9 @@ async fn data_version_counts_writes_of_another_instance() {
         server.env_ids_in_use().await.unwrap();
         server.secret_names().await.unwrap();
         let before = server.data_version().await.unwrap();
-        cli.create_tool(&name, spec("z")).await.unwrap();
+        cli.create_tool(&who(), &name, spec("z"), LIVE)
+            .await
+            .unwrap();
         assert_eq!(server.data_version().await.unwrap(), before + 1);
         assert!(server.get(&name).await.unwrap().is_some());
     }
@@ -86,11 +97,12 @@ async fn data_version_counts_writes_of_another_instance() {
     cli.env_ids_in_use().await.unwrap();
     assert_eq!(server.data_version().await.unwrap(), before);
     cli.close().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_creates_across_instances_all_succeed() {
-    let t = TestStore::new().await;
+    let t = TestStore::new(Kind::Sqlite).await;
     // Five instances: writes of one instance queue for its writer connection; the five writers
     // contend for SQLite's write lock through the busy timeout, as separate processes would.
     let mut stores = vec![];
@@ -105,7 +117,7 @@ async fn fifty_concurrent_creates_across_instances_all_succeed() {
             let store = stores[i % stores.len()].clone();
             tokio::spawn(async move {
                 store
-                    .create_tool(&format!("c{i}"), spec(&i.to_string()))
+                    .create_tool(&who(), &format!("c{i}"), spec(&i.to_string()), LIVE)
                     .await
             })
         })
@@ -136,7 +148,10 @@ async fn concurrent_first_opens_migrate_once() {
     for open in opens {
         stores.push(open.await.unwrap().unwrap());
     }
-    stores[3].create_tool("t", spec("1")).await.unwrap();
+    stores[3]
+        .create_tool(&who(), "t", spec("1"), LIVE)
+        .await
+        .unwrap();
     assert_eq!(enabled(&stores[5]).await, ["t@1"]);
     let pool = raw_pool(&path).await;
     let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
@@ -160,12 +175,18 @@ async fn concurrent_first_opens_migrate_once() {
 
 #[tokio::test]
 async fn busy_timeout_bounds_the_wait_for_another_writer() {
-    let t = TestStore::with(StoreConfig {
-        busy_timeout: Duration::from_millis(300),
-        ..config()
-    })
+    let t = TestStore::with(
+        Kind::Sqlite,
+        StoreConfig {
+            busy_timeout: Duration::from_millis(300),
+            ..config()
+        },
+    )
     .await;
-    t.store.create_tool("before", spec("1")).await.unwrap();
+    t.store
+        .create_tool(&who(), "before", spec("1"), LIVE)
+        .await
+        .unwrap();
 
     // Another "process" holds the write lock.
     let pool = raw_pool(&t.path).await;
@@ -179,7 +200,11 @@ async fn busy_timeout_bounds_the_wait_for_another_writer() {
     assert!(t.store.get("before").await.unwrap().is_some());
     // A write waits for the busy timeout, then fails with a busy error.
     let started = Instant::now();
-    let e = t.store.create_tool("during", spec("2")).await.unwrap_err();
+    let e = t
+        .store
+        .create_tool(&who(), "during", spec("2"), LIVE)
+        .await
+        .unwrap_err();
     let waited = started.elapsed();
     match &e {
         StoreError::Database(d) => assert!(d.is_busy(), "{e}"),
@@ -190,7 +215,10 @@ async fn busy_timeout_bounds_the_wait_for_another_writer() {
     // Once the lock is released the same write succeeds.
     other.rollback().await.unwrap();
     pool.close().await;
-    t.store.create_tool("during", spec("2")).await.unwrap();
+    t.store
+        .create_tool(&who(), "during", spec("2"), LIVE)
+        .await
+        .unwrap();
 }
 
 /// A spec large enough that each version spans several database pages.
@@ -205,14 +233,14 @@ fn bulky(name: &str, version: u32) -> omniforge_store::NewVersion {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn backup_is_a_consistent_snapshot_while_another_instance_writes() {
-    let t = TestStore::new().await;
+    let t = TestStore::new(Kind::Sqlite).await;
     for i in 0..100 {
         t.store
-            .create_tool(&format!("pre{i}"), bulky("pre", i))
+            .create_tool(&who(), &format!("pre{i}"), bulky("pre", i), LIVE)
             .await
             .unwrap();
     }
-    t.store.set_secret("TOKEN", "s3cret").await.unwrap();
+    t.store.set_secret(&who(), "TOKEN", "s3cret").await.unwrap();
 
     // A second instance (the CLI) writes tools live0, live1, ... in order until told to stop.
     let writer = Arc::new(t.second().await);
@@ -224,7 +252,7 @@ async fn backup_is_a_consistent_snapshot_while_another_instance_writes() {
             let mut i = 0;
             while !stop.load(Ordering::SeqCst) && i < 2000 {
                 writer
-                    .create_tool(&format!("live{i}"), bulky("live", i))
+                    .create_tool(&who(), &format!("live{i}"), bulky("live", i), LIVE)
                     .await
                     .unwrap();
                 i += 1;
@@ -249,7 +277,7 @@ async fn backup_is_a_consistent_snapshot_while_another_instance_writes() {
     assert!(total > after, "the writer kept going after the backup");
 
     integrity_ok(&dest).await;
-    let copy = SqliteStore::open(&dest).await.unwrap();
+    let copy = crate::util::open(&dest).await;
     for i in 0..100 {
         let name = format!("pre{i}");
         assert_eq!(
@@ -317,11 +345,17 @@ async fn crash_child() {
     let mut out = std::io::stdout();
     for i in 0..100_000u32 {
         let name = format!("crash{i}");
-        store.create_tool(&name, bulky(&name, 1)).await.unwrap();
+        store
+            .create_tool(&who(), &name, bulky(&name, 1), LIVE)
+            .await
+            .unwrap();
         writeln!(out, "ACK {name} 1").unwrap();
         out.flush().unwrap();
         if i % 2 == 0 {
-            store.add_version(&name, bulky(&name, 2)).await.unwrap();
+            store
+                .add_version(&who(), &name, bulky(&name, 2), LIVE)
+                .await
+                .unwrap();
             writeln!(out, "ACK {name} 2").unwrap();
             out.flush().unwrap();
         }
@@ -426,7 +460,7 @@ fn acknowledged_writes_survive_kill_9() {
         for (name, version) in &acked {
             let v = store.version(name, *version).await.unwrap();
             assert_eq!(v.spec, bulky(name, *version), "{name} v{version}");
-            let current = store.get(name).await.unwrap().unwrap().tool.current_version;
+            let current = store.get(name).await.unwrap().unwrap().current.number;
             assert!(
                 current >= *version,
                 "{name}: current {current} < acknowledged {version}"
@@ -442,8 +476,11 @@ fn acknowledged_writes_survive_kill_9() {
 
 #[tokio::test]
 async fn database_from_a_newer_build_is_refused() {
-    let t = TestStore::new().await;
-    t.store.create_tool("t", spec("1")).await.unwrap();
+    let t = TestStore::new(Kind::Sqlite).await;
+    t.store
+        .create_tool(&who(), "t", spec("1"), LIVE)
+        .await
+        .unwrap();
     t.store.close().await;
     let pool = raw_pool(&t.path).await;
     sqlx::query(

@@ -1,20 +1,24 @@
 //! Secrets: set, overwrite, delete, and that only `secret_values` reveals values.
 
+// The test bodies live in `each_backend!` modules, which see these imports through
+// `use super::*`; rustc counts such uses only partly.
+#![allow(unused_imports)]
+
 use std::collections::HashMap;
 
-use omniforge_store::{NameKind, StoreError, ToolStore};
+use omniforge_store::{NameKind, SecretStore as _, StoreError, ToolStore};
 
-use crate::util::TestStore;
+use crate::util::{Kind, TestStore, each_backend, who};
 
-#[tokio::test]
-async fn set_list_read_delete() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn set_list_read_delete(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     assert!(s.secret_names().await.unwrap().is_empty());
-    s.set_secret("ZED", "z").await.unwrap();
-    s.set_secret("API_TOKEN", "first").await.unwrap();
-    s.set_secret("API_TOKEN", "second").await.unwrap();
-    s.set_secret("EMPTY", "").await.unwrap();
+    s.set_secret(&who(), "ZED", "z").await.unwrap();
+    s.set_secret(&who(), "API_TOKEN", "first").await.unwrap();
+    s.set_secret(&who(), "API_TOKEN", "second").await.unwrap();
+    s.set_secret(&who(), "EMPTY", "").await.unwrap();
     assert_eq!(
         s.secret_names().await.unwrap(),
         ["API_TOKEN", "EMPTY", "ZED"]
@@ -53,7 +57,7 @@ async fn set_list_read_delete() {
             .all(|i| i.updated_at_ms <= before && i.updated_at_ms > before - 60_000)
     );
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    s.set_secret("EMPTY", "now set").await.unwrap();
+    s.set_secret(&who(), "EMPTY", "now set").await.unwrap();
     let second = s.secrets().await.unwrap();
     assert!(
         second[1].updated_at_ms > first[1].updated_at_ms,
@@ -61,34 +65,36 @@ async fn set_list_read_delete() {
     );
     assert_eq!(second[0], first[0]);
 
-    s.delete_secret("ZED").await.unwrap();
+    s.delete_secret(&who(), "ZED").await.unwrap();
     assert_eq!(s.secret_names().await.unwrap(), ["API_TOKEN", "EMPTY"]);
     assert!(matches!(
-        s.delete_secret("ZED").await,
+        s.delete_secret(&who(), "ZED").await,
         Err(StoreError::NotFound {
             kind: NameKind::Secret,
             ..
         })
     ));
+    }
 }
 
-#[tokio::test]
-async fn odd_values_survive_and_stay_redacted_in_debug() {
-    let t = TestStore::new().await;
+each_backend! {
+    async fn odd_values_survive_and_stay_redacted_in_debug(kind) {
+    let t = TestStore::new(kind).await;
     let value = "line1\nline2 ' \" ; DROP TABLE secret; -- ünï \u{0}";
-    t.store.set_secret("WEIRD", value).await.unwrap();
+    t.store.set_secret(&who(), "WEIRD", value).await.unwrap();
     let got = t.store.secret_values(&["WEIRD".into()]).await.unwrap();
     assert_eq!(got["WEIRD"].expose(), value);
     assert!(!format!("{got:?}").contains("line1"));
+    }
 }
 
-#[tokio::test]
-async fn secret_names_are_validated() {
-    let t = TestStore::new().await;
+each_backend! {
+    async fn secret_names_are_validated(kind) {
+    let t = TestStore::new(kind).await;
     for bad in ["", "1ST", "has-dash", "has space", "dot.ted"] {
         assert!(
             matches!(
-                t.store.set_secret(bad, "v").await,
+                t.store.set_secret(&who(), bad, "v").await,
                 Err(StoreError::InvalidName {
                     kind: NameKind::Secret,
                     ..
@@ -98,19 +104,21 @@ async fn secret_names_are_validated() {
         );
     }
     assert!(t.store.secret_names().await.unwrap().is_empty());
+    }
 }
 
-#[tokio::test]
-async fn secret_changes_bump_data_version() {
-    let t = TestStore::new().await;
-    let s = &t.store;
+each_backend! {
+    async fn secret_changes_bump_data_version(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
     let v0 = s.data_version().await.unwrap();
-    s.set_secret("A", "1").await.unwrap();
+    s.set_secret(&who(), "A", "1").await.unwrap();
     let v1 = s.data_version().await.unwrap();
-    s.delete_secret("A").await.unwrap();
+    s.delete_secret(&who(), "A").await.unwrap();
     let v2 = s.data_version().await.unwrap();
     assert!(v0 < v1 && v1 < v2, "{v0} {v1} {v2}");
     // A failed delete is rolled back, counter included.
-    let _ = s.delete_secret("A").await;
+    let _ = s.delete_secret(&who(), "A").await;
     assert_eq!(s.data_version().await.unwrap(), v2);
+    }
 }

@@ -6,35 +6,23 @@ use anyhow::{Context, Result, bail};
 use omniforge_store::ToolStore as _;
 
 use super::parts;
-use crate::flags::{Common, SandboxArg};
+use crate::flags::Common;
 
 /// `doctor [--json]`: the sandbox layers, and whether the `--sandbox` level has what it needs.
 ///
 /// # Errors
 /// A layer the level needs is missing (after the report is printed).
 pub(super) fn doctor(common: &Common, json: bool) -> Result<()> {
-    let layers = omniforge_script::doctor();
-    let level = common.scripts.sandbox;
-    // Which layers each level needs. (Issue 10 moves this policy into omniforge-script.)
-    let needed: &[&str] = match level {
-        SandboxArg::Strict => &[
-            "process-group",
-            "rlimits",
-            "namespaces",
-            "unprivileged-uid",
-            "read-only-root",
-            "no-network",
-        ],
-        SandboxArg::Standard | SandboxArg::Off => &["process-group", "rlimits"],
-    };
-    let missing: Vec<&str> = needed
-        .iter()
-        .copied()
-        .filter(|n| !layers.iter().any(|l| l.name == *n && l.active))
-        .collect();
+    // What this machine provides (detected as `standard` would), judged against the chosen
+    // level's requirements: the script crate's policy.
+    let level = parts::sandbox_level(common.scripts.sandbox);
+    let mut detect = omniforge_script::RunnerConfig::new(omniforge_script::SandboxLevel::Standard);
+    detect.host = omniforge_script::HostEnv::from_vars(std::env::vars_os());
+    let layers = omniforge_script::doctor(&detect);
+    let missing = level.missing_layers(&layers);
     if json {
         let out = serde_json::json!({
-            "sandbox": level.name(),
+            "sandbox": level.as_str(),
             "layers": layers.iter().map(|l| serde_json::json!({"name": l.name, "active": l.active, "detail": l.detail})).collect::<Vec<_>>(),
             "missing": missing,
         });
@@ -49,11 +37,7 @@ pub(super) fn doctor(common: &Common, json: bool) -> Result<()> {
             );
         }
         if !missing.is_empty() {
-            out!(
-                "missing for --sandbox {}: {}",
-                level.name(),
-                missing.join(", ")
-            );
+            out!("missing for --sandbox {level}: {}", missing.join(", "));
         }
     }
     if missing.is_empty() {
@@ -73,8 +57,8 @@ pub(super) async fn gc(common: &Common) -> Result<()> {
         .env_ids_in_use()
         .await
         .context("reading the environments in use")?;
-    let removed = omniforge_script::gc(&common.data_dir.join("envs"), &in_use)
-        .context("removing environments")?;
+    let layout = omniforge_script::Layout::new(&common.data_dir);
+    let removed = omniforge_script::gc(&layout, &in_use).context("removing environments")?;
     out!("removed {} unused environment(s)", removed.len());
     Ok(())
 }

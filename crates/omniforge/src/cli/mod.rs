@@ -45,8 +45,8 @@ pub(crate) async fn run(settings: Settings) -> Result<()> {
         .with_context(|| format!("creating data directory {}", common.data_dir.display()))?;
     match task {
         Task::Serve(http) => serve::http(&common, http).await,
-        Task::Stdio => serve::stdio(&common, serve::Tools::All).await,
-        Task::Bridge => serve::stdio(&common, serve::Tools::ManifestOnly).await,
+        Task::Stdio => serve::stdio(&common, parts::Tools::All).await,
+        Task::Bridge => serve::stdio(&common, parts::Tools::ManifestOnly).await,
         Task::Doctor { json } => maintenance::doctor(&common, json),
         Task::Gc => maintenance::gc(&common).await,
         Task::Backup(file) => maintenance::backup(&common, &file).await,

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::forge;
+use omniforge_server::Caller;
 
 use super::parts;
 use super::progress::Progress;
@@ -32,10 +32,10 @@ async fn import(common: &Common, file: &Path) -> Result<()> {
         serde_json::from_str(&text)
             .with_context(|| format!("parsing {} as JSON", file.display()))?
     };
-    let (forge, store) = parts::one_shot_forge(common).await?;
+    let server = parts::one_shot(common).await?;
     let progress = Progress::on_stderr();
-    let caller = forge::Caller::local_with_progress("cli", progress.sink());
-    let imported = omniforge_server::pack::import(&forge, &*store, value, &caller).await;
+    let caller = Caller::local_with_progress("cli", progress.sink());
+    let imported = server.import_pack(value, &caller).await;
     progress.finish();
     match imported {
         Ok(report) => {
@@ -50,7 +50,8 @@ async fn import(common: &Common, file: &Path) -> Result<()> {
             );
             Ok(())
         }
-        Err(errors) => {
+        Err(error) => {
+            let errors = error.problems;
             let mut text = format!(
                 "{}: nothing imported; {} error(s):",
                 file.display(),
@@ -67,7 +68,7 @@ async fn import(common: &Common, file: &Path) -> Result<()> {
 
 async fn export(common: &Common, output: Option<&Path>) -> Result<()> {
     let store = parts::open_store(common).await?;
-    let pack = omniforge_server::pack::export(&store)
+    let pack = omniforge_server::export_pack(&store)
         .await
         .context("reading the store")?;
     match output {

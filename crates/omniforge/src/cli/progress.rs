@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use omniforge_server::forge::ProgressSink;
+use omniforge_server::ProgressSink;
 
 /// The progress display of one command.
 pub(super) struct Progress {

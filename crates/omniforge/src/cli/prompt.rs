@@ -1,7 +1,7 @@
 //! `omniforge prompt ...`: stored prompts.
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::{content, forge};
+use omniforge_server::{Caller, DefinitionKind};
 use omniforge_store::ContentStore as _;
 
 use super::progress::Progress;
@@ -10,7 +10,8 @@ use crate::flags::{Common, PromptCommand};
 
 /// Runs one `prompt` subcommand.
 pub(super) async fn run(command: PromptCommand, common: &Common) -> Result<()> {
-    let (content, store) = parts::one_shot_content(common).await?;
+    let server = parts::one_shot(common).await?;
+    let store = parts::open_store(common).await?;
     match command {
         PromptCommand::List => {
             for p in store.list_prompts().await.context("listing prompts")? {
@@ -35,11 +36,7 @@ pub(super) async fn run(command: PromptCommand, common: &Common) -> Result<()> {
             }
         }
         PromptCommand::Show { name } => {
-            let Some(map) = content
-                .definition(content::Kind::Prompt, &name)
-                .await
-                .map_err(anyhow::Error::msg)?
-            else {
+            let Some(map) = server.definition(DefinitionKind::Prompt, &name).await? else {
                 bail!("no prompt {name:?}")
             };
             out!("{}", serde_json::to_string_pretty(&map).unwrap_or_default());
@@ -47,10 +44,10 @@ pub(super) async fn run(command: PromptCommand, common: &Common) -> Result<()> {
         PromptCommand::Add { file, .. } => {
             let args = read_json_object(&file)?;
             let progress = Progress::on_stderr();
-            let caller = forge::Caller::local_with_progress("cli", progress.sink());
-            let written = content
-                .write(
-                    content::Kind::Prompt,
+            let caller = Caller::local_with_progress("cli", progress.sink());
+            let written = server
+                .write_definition(
+                    DefinitionKind::Prompt,
                     args,
                     omniforge_store::WriteMode::Upsert,
                     &caller,
@@ -61,10 +58,9 @@ pub(super) async fn run(command: PromptCommand, common: &Common) -> Result<()> {
             out!("{text}");
         }
         PromptCommand::Rm { name } => {
-            let text = content
-                .remove(content::Kind::Prompt, &name)
-                .await
-                .map_err(anyhow::Error::msg)?;
+            let text = server
+                .remove_definition(DefinitionKind::Prompt, &name, &Caller::local("cli"))
+                .await?;
             out!("{text}");
         }
     }

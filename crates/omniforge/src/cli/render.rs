@@ -1,23 +1,20 @@
-//! Results and times as text for people: the one module of the binary that reads MCP result
-//! types.
+//! Results and times as text for people.
 
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Result, bail};
-use rmcp::model::CallToolResult;
+use omniforge_server::CallOutput;
 
 /// Prints the text items of a tool-call result (the built-ins' and the tools' own), one per
 /// line.
 ///
 /// # Errors
 /// The result is an error result (`isError`), so that the command exits with status 1.
-pub(super) fn call_result(result: &CallToolResult) -> Result<()> {
-    for block in &result.content {
-        if let Some(text) = block.as_text() {
-            out!("{}", text.text);
-        }
+pub(super) fn call_result(result: &CallOutput) -> Result<()> {
+    for text in &result.texts {
+        out!("{text}");
     }
-    if result.is_error == Some(true) {
+    if result.is_error {
         bail!("the call ended with isError")
     }
     Ok(())

@@ -1,7 +1,7 @@
 //! `omniforge resource ...`: stored resources and resource templates.
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::{content, forge};
+use omniforge_server::{Caller, DefinitionKind};
 use omniforge_store::ContentStore as _;
 
 use super::progress::Progress;
@@ -10,7 +10,8 @@ use crate::flags::{Common, ResourceCommand};
 
 /// Runs one `resource` subcommand.
 pub(super) async fn run(command: ResourceCommand, common: &Common) -> Result<()> {
-    let (content, store) = parts::one_shot_content(common).await?;
+    let server = parts::one_shot(common).await?;
+    let store = parts::open_store(common).await?;
     match command {
         ResourceCommand::List => {
             for r in store.list_resources().await.context("listing resources")? {
@@ -39,16 +40,9 @@ pub(super) async fn run(command: ResourceCommand, common: &Common) -> Result<()>
             }
         }
         ResourceCommand::Show { key } => {
-            let found = match content
-                .definition(content::Kind::Resource, &key)
-                .await
-                .map_err(anyhow::Error::msg)?
-            {
+            let found = match server.definition(DefinitionKind::Resource, &key).await? {
                 Some(map) => Some(map),
-                None => content
-                    .definition(content::Kind::Template, &key)
-                    .await
-                    .map_err(anyhow::Error::msg)?,
+                None => server.definition(DefinitionKind::Template, &key).await?,
             };
             let Some(map) = found else {
                 bail!("no resource or resource template {key:?}")
@@ -58,14 +52,14 @@ pub(super) async fn run(command: ResourceCommand, common: &Common) -> Result<()>
         ResourceCommand::Add { file, .. } => {
             let args = read_json_object(&file)?;
             let kind = if args.contains_key("uriTemplate") {
-                content::Kind::Template
+                DefinitionKind::Template
             } else {
-                content::Kind::Resource
+                DefinitionKind::Resource
             };
             let progress = Progress::on_stderr();
-            let caller = forge::Caller::local_with_progress("cli", progress.sink());
-            let written = content
-                .write(kind, args, omniforge_store::WriteMode::Upsert, &caller)
+            let caller = Caller::local_with_progress("cli", progress.sink());
+            let written = server
+                .write_definition(kind, args, omniforge_store::WriteMode::Upsert, &caller)
                 .await;
             progress.finish();
             let text = written.map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
@@ -78,7 +72,7 @@ pub(super) async fn run(command: ResourceCommand, common: &Common) -> Result<()>
                 .context("reading the resource")?
                 .is_some()
             {
-                content::Kind::Resource
+                DefinitionKind::Resource
             } else if store
                 .list_templates()
                 .await
@@ -86,14 +80,13 @@ pub(super) async fn run(command: ResourceCommand, common: &Common) -> Result<()>
                 .iter()
                 .any(|t| t.spec.uri_template == key)
             {
-                content::Kind::Template
+                DefinitionKind::Template
             } else {
                 bail!("no resource or resource template {key:?}")
             };
-            let text = content
-                .remove(kind, &key)
-                .await
-                .map_err(anyhow::Error::msg)?;
+            let text = server
+                .remove_definition(kind, &key, &Caller::local("cli"))
+                .await?;
             out!("{text}");
         }
     }

@@ -1,7 +1,7 @@
 //! `omniforge secret ...`: secrets that tool versions receive as environment variables.
 
 use anyhow::{Context, Result, bail};
-use omniforge_store::ToolStore as _;
+use omniforge_store::{Actor, SecretStore as _};
 
 use super::parts;
 use crate::flags::{Common, SecretCommand};
@@ -20,14 +20,14 @@ pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
                 bail!("the secret's value is read from stdin, and stdin was empty");
             }
             store
-                .set_secret(&name, value)
+                .set_secret(&Actor::new("cli"), &name, value)
                 .await
                 .context("storing the secret")?;
             out!("stored secret {name}");
         }
         SecretCommand::Rm { name } => {
             store
-                .delete_secret(&name)
+                .delete_secret(&Actor::new("cli"), &name)
                 .await
                 .context("removing the secret")?;
             out!("removed secret {name}");

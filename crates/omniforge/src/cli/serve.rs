@@ -1,76 +1,26 @@
 //! `serve` (Streamable HTTP), `stdio` and `bridge`: the commands that serve MCP until a
 //! signal (or, on stdio, the end of stdin).
 
-use std::sync::Arc;
-
 use anyhow::{Context, Result, bail};
-use omniforge_server::auth::TokenSet;
-use omniforge_server::catalog::Catalog;
-use omniforge_server::handler::Shared;
-use omniforge_server::http::HttpConfig;
-use omniforge_server::{content, http, peers, stdio};
+use omniforge_server::{HttpSettings, TokenSet};
 use tokio_util::sync::CancellationToken;
 
-use super::parts;
+use super::parts::{self, Tools};
 use super::ready::ReadyFile;
 use crate::flags::{Common, Http};
 
-/// Which tools a server offers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Tools {
-    /// Built-ins, manifest tools, stored tools, resources and prompts.
-    All,
-    /// The manifest's tools only (`bridge`).
-    ManifestOnly,
-}
-
-/// A server's shared state and the handles that must live as long as it serves.
+/// A server and the token that shuts it down.
 struct Server {
-    shared: Arc<Shared>,
+    server: omniforge_server::Server,
     shutdown: CancellationToken,
-    /// Watches the manifest files while it lives.
-    _manifests: omniforge_server::manifests::ManifestSource,
 }
 
-/// Builds the catalog and every tool source, and starts the change broadcast and the signal
-/// handler.
+/// Builds the server and every tool source, and starts the signal handler.
 async fn start(common: &Common, tools: Tools) -> Result<Server> {
-    let builtin_tools = match tools {
-        Tools::All => parts::builtin_tools(common.scripts.authoring),
-        Tools::ManifestOnly => Vec::new(),
-    };
-    let catalog = Arc::new(Catalog::with_profile(
-        builtin_tools,
-        parts::schema_profile(common),
-    ));
-    let manifests = parts::load_manifests(common, &catalog)?;
-    let started = match tools {
-        Tools::All => Some(parts::start_forge(common, catalog.clone()).await?),
-        Tools::ManifestOnly => None,
-    };
-    let shared = Shared::new(
-        catalog.clone(),
-        common.page_size,
-        started.as_ref().map(|(forge, _)| forge.clone()),
-    );
-    if let Some((forge, store)) = started {
-        let content = content::Content::start(store, forge, shared.peers.clone())
-            .await
-            .context("loading stored resources and prompts")?;
-        shared.set_content(content);
-    }
+    let server = parts::server(common, tools, common.scripts.authoring).await?;
     let shutdown = CancellationToken::new();
-    tokio::spawn(peers::broadcast_changes(
-        shared.peers.clone(),
-        catalog.subscribe(),
-        shutdown.clone(),
-    ));
     tokio::spawn(wait_for_signal(shutdown.clone()));
-    Ok(Server {
-        shared,
-        shutdown,
-        _manifests: manifests,
-    })
+    Ok(Server { server, shutdown })
 }
 
 /// `stdio` and `bridge`.
@@ -79,12 +29,10 @@ pub(super) async fn stdio(common: &Common, tools: Tools) -> Result<()> {
     tracing::info!(version = env!("CARGO_PKG_VERSION"), "serving MCP on stdio");
     let grace = common.shutdown_grace;
     let shutdown = server.shutdown.clone();
-    let serving = stdio::serve(
-        server.shared.clone(),
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        shutdown.clone(),
-    );
+    let serving =
+        server
+            .server
+            .serve_stdio(tokio::io::stdin(), tokio::io::stdout(), shutdown.clone());
     tokio::select! {
         result = serving => result.context("stdio transport"),
         () = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
@@ -120,7 +68,7 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
         .with_context(|| format!("binding {}", settings.listen))?;
     let addr = listener.local_addr().context("reading the bound address")?;
     let url = format!("http://{addr}{}", settings.path);
-    let config = HttpConfig {
+    let config = HttpSettings {
         path: settings.path,
         stateless: settings.stateless,
         check_host: loopback || !settings.allow_host.is_empty(),
@@ -139,15 +87,11 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
     );
     // The socket is listening (connections queue from here on), so clients may connect now.
     let _ready = ready.map(|file| file.announce(&url)).transpose()?;
-    http::serve(
-        listener,
-        server.shared,
-        config,
-        server.shutdown,
-        common.shutdown_grace,
-    )
-    .await
-    .context("HTTP server")
+    server
+        .server
+        .serve_http(listener, config, server.shutdown, common.shutdown_grace)
+        .await
+        .context("HTTP server")
 }
 
 async fn wait_for_signal(shutdown: CancellationToken) {

@@ -1,8 +1,8 @@
 //! `omniforge tool ...`: stored tools from the command line.
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::forge;
-use omniforge_store::ToolStore as _;
+use omniforge_server::Caller;
+use omniforge_store::{Actor, ToolStore as _};
 
 use super::progress::Progress;
 use super::{parts, read_json_object, render};
@@ -17,7 +17,7 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
                 out!(
                     "{:<40} v{:<4} {}",
                     t.tool.name,
-                    t.tool.current_version,
+                    t.current.number,
                     render::first_line(&t.current.spec.description)
                 );
             }
@@ -28,7 +28,7 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
                 bail!("no tool named {name:?}")
             };
             let versions = store.versions(&name).await.context("reading versions")?;
-            let view = forge::describe_tool(&t, &versions);
+            let view = omniforge_server::describe_tool(&t, &versions);
             out!(
                 "{}",
                 serde_json::to_string_pretty(&view).unwrap_or_default()
@@ -40,7 +40,7 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
                 .get(&name)
                 .await
                 .context("reading the tool")?
-                .map(|t| t.tool.current_version);
+                .and_then(|t| t.tool.current_version);
             for v in store.versions(&name).await.context("reading versions")? {
                 out!(
                     "{}v{:<4} {}  by {:<12} {}",
@@ -54,25 +54,34 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
         }
         ToolCommand::Enable { name } => {
             let store = parts::open_store(common).await?;
-            store.set_enabled(&name, true).await.context("enabling")?;
+            store
+                .set_enabled(&Actor::new("cli"), &name, true)
+                .await
+                .context("enabling")?;
             out!("enabled tool {name}");
         }
         ToolCommand::Disable { name } => {
             let store = parts::open_store(common).await?;
-            store.set_enabled(&name, false).await.context("disabling")?;
+            store
+                .set_enabled(&Actor::new("cli"), &name, false)
+                .await
+                .context("disabling")?;
             out!(
                 "disabled tool {name} (its history is kept; `omniforge tool enable {name}` brings it back)"
             );
         }
         ToolCommand::Rm { name } => {
             let store = parts::open_store(common).await?;
-            store.purge(&name).await.context("removing")?;
+            store
+                .purge(&Actor::new("cli"), &name)
+                .await
+                .context("removing")?;
             out!("removed tool {name} and its history");
         }
         ToolCommand::Rollback { name, version } => {
             let store = parts::open_store(common).await?;
             let current = store
-                .rollback(&name, version)
+                .rollback(&Actor::new("cli"), &name, version)
                 .await
                 .context("rolling back")?;
             out!("tool {name}: version {} is current", current.number);
@@ -93,10 +102,10 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
                 serde_json::Value::Object(map) => map,
                 _ => bail!("arguments must be a JSON object"),
             };
-            let (forge, _) = parts::one_shot_forge(common).await?;
+            let server = parts::one_shot(common).await?;
             let progress = Progress::on_stderr();
-            let caller = forge::Caller::local_with_progress("cli", progress.sink());
-            let result = forge.run_stored(&name, args, &caller).await;
+            let caller = Caller::local_with_progress("cli", progress.sink());
+            let result = server.run_tool(&name, args, &caller).await;
             progress.finish();
             render::call_result(&result)?;
         }
@@ -111,10 +120,10 @@ async fn write(
     args: serde_json::Map<String, serde_json::Value>,
     create: bool,
 ) -> Result<()> {
-    let (forge, _) = parts::one_shot_forge(common).await?;
+    let server = parts::one_shot(common).await?;
     let progress = Progress::on_stderr();
-    let caller = forge::Caller::local_with_progress("cli", progress.sink());
-    let result = forge.create_or_update_tool(args, &caller, create).await;
+    let caller = Caller::local_with_progress("cli", progress.sink());
+    let result = server.write_tool(args, &caller, create).await;
     progress.finish();
     render::call_result(&result)
 }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::UpstreamConfig;
-use omniforge_server::manifests::ManifestConfig;
+use omniforge_server::ManifestConfig;
+use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
 
 use super::file::{self, FileConfig, FileManifest};
 use super::lowargs::{
@@ -90,6 +90,8 @@ pub(crate) struct Scripts {
     pub(crate) allow_source_builds: bool,
     /// Required isolation.
     pub(crate) sandbox: SandboxArg,
+    /// Layers left out for tests (`--sandbox-disable-layer`).
+    pub(crate) disabled_layers: Vec<String>,
     /// Whether the authoring built-ins are offered.
     pub(crate) authoring: bool,
     /// Timeout of a call when the tool sets none.
@@ -208,6 +210,7 @@ impl Settings {
                     .sandbox
                     .or(file.sandbox)
                     .unwrap_or(SandboxArg::Standard),
+                disabled_layers: sandbox.sandbox_disable_layer,
                 authoring: !hosting.no_authoring.or(file.no_authoring).unwrap_or(false),
                 tool_timeout: authoring
                     .tool_timeout
@@ -361,6 +364,7 @@ fn manifests(
                         auth_header,
                         timeout: timeout.or(m.timeout).unwrap_or(default_timeout),
                         headers: m.headers.into_iter().collect(),
+                        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
                     },
                 })
             })
@@ -394,6 +398,7 @@ fn manifests(
                     auth_header,
                     timeout: default_timeout,
                     headers: Vec::new(),
+                    max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
                 },
             })
         })

@@ -103,6 +103,12 @@ pub(crate) struct SandboxOptions {
     /// available), off [default: standard].
     #[arg(long, env = "OMNIFORGE_SANDBOX", value_name = "LEVEL")]
     pub(crate) sandbox: Option<SandboxArg>,
+    /// Test only: leave out one sandbox layer although this machine has it (repeatable), so
+    /// the escape suite can attack a server without bubblewrap on a machine that has it.
+    /// `strict` still refuses to start without a layer it needs. Not in --help.
+    #[arg(long = "sandbox-disable-layer", hide = true, value_name = "LAYER",
+          value_parser = ["namespaces", "cgroup-pids", "cgroup-kill", "landlock", "seccomp"])]
+    pub(crate) sandbox_disable_layer: Vec<String>,
 }
 
 /// What a new tool version (or script-backed template or prompt) is built and stamped with.
@@ -248,7 +254,7 @@ overlay_fields! {
     ServerOptions { log_format, page_size, shutdown_grace, schema_profile }
     ManifestOptions { manifest, upstream, upstream_auth, upstream_auth_file, upstream_timeout, inline_schema_refs }
     InterpreterOptions { python, uv }
-    SandboxOptions { sandbox }
+    SandboxOptions { sandbox, sandbox_disable_layer }
     AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes }
     CallOptions { max_result_bytes, call_log_rows }
     HostingOptions { no_authoring, output_ttl }
@@ -274,17 +280,6 @@ pub(crate) enum SandboxArg {
     Standard,
     /// Process group and rlimits only.
     Off,
-}
-
-impl SandboxArg {
-    /// The name people type: `strict`, `standard`, `off`.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            SandboxArg::Strict => "strict",
-            SandboxArg::Standard => "standard",
-            SandboxArg::Off => "off",
-        }
-    }
 }
 
 /// Log line format.

@@ -1,10 +1,17 @@
-//! Escape suite: script tools that try to break out of the sandbox, one test per attack.
+//! Escape suite: script tools that try to break out of the sandbox, one attack per function,
+//! each run twice (issue 11): `ATTACK::with_namespaces` and `ATTACK::without_namespaces`.
 //!
-//! Each test starts the real `omniforge serve` (127.0.0.1, port 0, `--uv .deps/bin/uv`,
-//! `--sandbox strict`: the default layers, but no start without bubblewrap, so an attack never
-//! runs unsandboxed; a data directory under `CARGO_TARGET_TMPDIR`, i.e. outside `/tmp` like a
-//! production `/var/lib/omniforge`; a marker secret `OMNIFORGE_E2E_SECRET` in its environment
-//! and no other inherited `OMNIFORGE_*` variable),
+//! Each test starts the real `omniforge serve` (127.0.0.1, port 0, `--uv .deps/bin/uv`, a data
+//! directory under `CARGO_TARGET_TMPDIR`, i.e. outside `/tmp` like a production
+//! `/var/lib/omniforge`; a marker secret `OMNIFORGE_E2E_SECRET` in its environment and no other
+//! inherited `OMNIFORGE_*` variable) in one of two [`Mode`]s:
+//! - with namespaces: `--sandbox strict`, the default layers but no start without bubblewrap,
+//!   so an attack never runs unsandboxed;
+//! - without namespaces: `--sandbox standard --sandbox-disable-layer namespaces`, what a
+//!   machine without bubblewrap gives scripts (the flag is hidden and test-only: `sandbox.rs`
+//!   finds `/usr/bin/bwrap` itself, so hiding it from `PATH` would not do). `standard` refuses
+//!   to start when scripts would run privileged, so these attacks too never run as root.
+//!
 //! speaks raw JSON-RPC over Streamable HTTP, creates a tool whose code attempts the attack with
 //! `omniforge_create_tool`, calls it, and checks four things:
 //!
@@ -76,6 +83,66 @@ fn unique(prefix: &str) -> String {
 // The server
 // ---------------------------------------------------------------------------------------
 
+/// Which sandbox the server under attack has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every layer, bubblewrap's namespaces included (`--sandbox strict`).
+    Namespaces,
+    /// Without the namespace layer, as on a machine without bubblewrap.
+    NoNamespaces,
+}
+
+impl Mode {
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Mode::Namespaces => &["--sandbox", "strict"],
+            Mode::NoNamespaces => &[
+                "--sandbox",
+                "standard",
+                "--sandbox-disable-layer",
+                "namespaces",
+            ],
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Namespaces => "with namespaces",
+            Mode::NoNamespaces => "without namespaces",
+        }
+    }
+
+    /// The layer that makes a path not exist for the script.
+    fn hides(self) -> &'static str {
+        match self {
+            Mode::Namespaces => "namespaces (mount or PID ns: not in the sandbox)",
+            Mode::NoNamespaces => {
+                "unprivileged-uid (the run's mount ns: hidden by a tmpfs, or hidepid /proc)"
+            }
+        }
+    }
+}
+
+/// Runs each attack twice, with and without the namespace layer: `NAME::with_namespaces`
+/// and `NAME::without_namespaces` (CI runs both: they are ordinary tests).
+macro_rules! twice {
+    ($($attack:ident),* $(,)?) => {
+        $(
+            mod $attack {
+                #[tokio::test]
+                async fn with_namespaces() {
+                    super::$attack(super::Mode::Namespaces).await
+                }
+
+                #[tokio::test]
+                async fn without_namespaces() {
+                    super::$attack(super::Mode::NoNamespaces).await
+                }
+            }
+        )*
+    };
+}
+
 /// `OMNIFORGE_E2E_SECRET=<secret> omniforge serve --listen 127.0.0.1:0 --data-dir DATA --uv UV`.
 struct Omni {
     server: Serve,
@@ -89,7 +156,12 @@ struct Omni {
 }
 
 impl Omni {
+    /// A server with every layer (the WIRE cases, which attack nothing).
     async fn start(args: &[&str]) -> Omni {
+        Omni::start_in(Mode::Namespaces, args).await
+    }
+
+    async fn start_in(mode: Mode, args: &[&str]) -> Omni {
         assert!(
             uv().exists(),
             "{} is missing: the escape tests need uv from .deps/. Run `scripts/bootstrap` (from \
@@ -103,12 +175,12 @@ impl Omni {
         let mut command = Serve::command()
             .args(&["--data-dir".as_ref(), data.as_os_str()])
             .args(&["--uv".as_ref(), uv().as_os_str()])
-            .args(&["--sandbox", "strict"])
+            .args(mode.args())
             .args(args);
         // Hermetic and safe: no inherited OMNIFORGE_* setting (e.g. OMNIFORGE_SANDBOX=off in a
-        // developer's shell) may weaken the server, and `strict` (the same layers as the
-        // default `standard` when bubblewrap works) refuses to start rather than run these
-        // attacks unsandboxed on the host.
+        // developer's shell) may weaken the server; `strict` (the same layers as the default
+        // `standard` when bubblewrap works) refuses to start rather than run these attacks
+        // unsandboxed on the host, and `standard` refuses to run scripts privileged.
         for (key, _) in std::env::vars_os() {
             if key.to_string_lossy().starts_with("OMNIFORGE_") {
                 command.cmd().env_remove(key);
@@ -559,9 +631,9 @@ fn find<'a>(obs: &'a [Obs], probe: &str) -> Option<&'a Obs> {
 }
 
 /// The layer an error the script saw points to.
-fn layer_of(o: &Obs) -> &'static str {
+fn layer_of(o: &Obs, mode: Mode) -> &'static str {
     match (o.exc.as_str(), o.errno.as_str()) {
-        (_, "ENOENT") => "namespaces (mount ns: not in the sandbox)",
+        (_, "ENOENT") => mode.hides(),
         (_, "EACCES") => "unprivileged-uid or landlock (uid 65534; paths outside the ruleset)",
         (_, "EPERM") => "seccomp (denied system call or socket family) or unprivileged-uid",
         (_, "EROFS") => "read-only-root (read-only bind)",
@@ -584,9 +656,12 @@ fn summary_row(attack: &str, status: &str, layer: &str, started: Instant) {
     );
 }
 
-/// The verdict of one attack.
+/// The verdict of one attack: collected while the attack runs, and only worth anything once
+/// [`Verdict::finish`] (through [`Scene::finish`]) has judged it.
+#[must_use = "a verdict judges nothing until it is finished (Scene::finish)"]
 struct Verdict {
     attack: &'static str,
+    mode: Mode,
     /// What leaked or escaped (empty: contained).
     leaks: Vec<String>,
     /// The layers that stopped it, from the script's observations.
@@ -598,9 +673,10 @@ struct Verdict {
 }
 
 impl Verdict {
-    fn new(attack: &'static str) -> Verdict {
+    fn new(attack: &'static str, mode: Mode) -> Verdict {
         Verdict {
             attack,
+            mode,
             leaks: Vec::new(),
             layers: BTreeSet::new(),
             observed: Vec::new(),
@@ -635,7 +711,7 @@ impl Verdict {
     /// Prints the summary row and fails with a precise message if anything is wrong.
     fn finish(self, started: Instant) {
         let contained = self.leaks.is_empty();
-        eprintln!("  observed ({}):", self.attack);
+        eprintln!("  observed ({}, {}):", self.attack, self.mode.label());
         for o in &self.observed {
             eprintln!("    {}", short(o, 400));
         }
@@ -644,11 +720,12 @@ impl Verdict {
             (true, 0) => "contained".to_owned(),
             (true, n) => format!("contained, {n} problem(s)"),
         };
-        summary_row(self.attack, &status, &self.layer_text(), started);
+        let attack = format!("{} ({})", self.attack, self.mode.label());
+        summary_row(&attack, &status, &self.layer_text(), started);
         if contained && self.problems.is_empty() {
             return;
         }
-        let mut msg = format!("attack `{}`: ", self.attack);
+        let mut msg = format!("attack `{attack}`: ");
         if contained {
             msg.push_str(&format!("contained by {}, but:", self.layer_text()));
         } else {
@@ -808,6 +885,7 @@ fn script(body: &str) -> String {
 
 /// A server, a session, and `ping` (a trivial script tool for the health check).
 struct Scene {
+    mode: Mode,
     omni: Omni,
     s: Session,
     marker: String,
@@ -815,15 +893,16 @@ struct Scene {
 }
 
 impl Scene {
-    async fn new(args: &[&str]) -> Scene {
+    async fn new(mode: Mode, args: &[&str]) -> Scene {
         let started = Instant::now();
-        let omni = Omni::start(args).await;
+        let omni = Omni::start_in(mode, args).await;
         let mut s = Session::open(&omni.url).await;
         s.create(
             json!({"name": "ping", "description": "Answers pong.", "code": "print('pong')\n"}),
         )
         .await;
         Scene {
+            mode,
             omni,
             s,
             marker: unique("escape-marker-"),
@@ -948,10 +1027,9 @@ fn absorb(v: &mut Verdict, obs: &[Obs]) {
 // 1. The database
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn escape_read_database() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("read the database");
+async fn escape_read_database(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("read the database", mode);
     // A canary only the database holds: the description of a stored tool.
     let canary = unique("escape-canary-");
     sc.s.create(
@@ -1020,7 +1098,7 @@ probe("inherited fds", fds, limit=None)
                 // sqlite3 says only "unable to open database file" (no errno): the reads
                 // above name the layer.
                 Some(o) if o.errno.is_empty() => {}
-                Some(o) => v.layer(layer_of(o)),
+                Some(o) => v.layer(layer_of(o, mode)),
             }
         }
         if let Some(o) = find(&obs, "inherited fds")
@@ -1039,10 +1117,9 @@ probe("inherited fds", fds, limit=None)
 // 2. Another tool's files
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn escape_read_other_tools_env() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("read another tool's env");
+async fn escape_read_other_tools_env(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("read another tool's env", mode);
     // Another tool with its own environment (a real PyPI dependency).
     sc.s.create(
         json!({"name": "other", "description": "Another tool.", "dependencies": ["six"],
@@ -1107,8 +1184,13 @@ probe("listdir uv-cache", lambda: sorted(os.listdir(ARGS["cache"])))
             Some(o) if o.ok && o.detail.contains(&other_id) => {
                 v.leak(format!("the other environment is listed: {}", o.detail))
             }
-            Some(o) if o.ok => v.layer("namespaces (mount ns: only its own env is bound)"),
-            Some(o) => v.layer(layer_of(o)),
+            Some(o) if o.ok => v.layer(match mode {
+                Mode::Namespaces => "namespaces (mount ns: only its own env is bound)",
+                Mode::NoNamespaces => {
+                    "unprivileged-uid (the run's mount ns: only its own env is bound back)"
+                }
+            }),
+            Some(o) => v.layer(layer_of(o, mode)),
             None => v.problem("no probe `listdir envs`"),
         }
         for p in [
@@ -1124,7 +1206,7 @@ probe("listdir uv-cache", lambda: sorted(os.listdir(ARGS["cache"])))
                     short(&text, 2000)
                 )),
                 Some(o) if o.ok => v.leak(format!("{p} succeeded: {}", short(&o.detail, 300))),
-                Some(o) => v.layer(layer_of(o)),
+                Some(o) => v.layer(layer_of(o, mode)),
             }
         }
     }
@@ -1151,10 +1233,9 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 // 3. The server's environment
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn escape_read_server_environment() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("read the server's environment");
+async fn escape_read_server_environment(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("read the server's environment", mode);
     // Control: the secret really is in the server's environment.
     let environ = std::fs::read(format!("/proc/{}/environ", sc.omni.pid)).unwrap_or_default();
     assert!(
@@ -1212,8 +1293,13 @@ probe("every /proc/*/environ", every, limit=None)
         let server = format!("read server (/proc/{}/environ)", sc.omni.pid);
         match find(&obs, &server) {
             Some(o) if !o.ok => v.layer(match o.errno.as_str() {
-                "ENOENT" => "namespaces (PID ns: the server is not visible)",
-                _ => layer_of(o),
+                "ENOENT" => match mode {
+                    Mode::Namespaces => "namespaces (PID ns: the server is not visible)",
+                    Mode::NoNamespaces => {
+                        "unprivileged-uid (hidepid /proc: the server is not visible)"
+                    }
+                },
+                _ => layer_of(o, mode),
             }),
             Some(o) => v.leak(format!(
                 "the server's /proc/PID/environ was readable: {}",
@@ -1237,10 +1323,9 @@ probe("every /proc/*/environ", every, limit=None)
 // 4. Writes outside /tmp
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn escape_write_outside_tmp() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("write outside /tmp");
+async fn escape_write_outside_tmp(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("write outside /tmp", mode);
     let m = sc.marker.clone();
     let data = sc.omni.data.clone();
     let own = sc.omni.env_with("");
@@ -1325,9 +1410,16 @@ probe("/tmp (allowed)", lambda: open("/tmp/ok", "wb").write(payload))
             } else if o.ok {
                 // The write "worked" inside the sandbox but nothing reached the host: it
                 // landed on the sandbox's own root tmpfs.
-                v.layer("namespaces (mount ns: the write landed on the sandbox's throwaway root)");
+                v.layer(match mode {
+                    Mode::Namespaces => {
+                        "namespaces (mount ns: the write landed on the sandbox's throwaway root)"
+                    }
+                    Mode::NoNamespaces => {
+                        "unprivileged-uid (the run's mount ns: the write landed on a private tmpfs)"
+                    }
+                });
             } else {
-                v.layer(layer_of(o));
+                v.layer(layer_of(o, mode));
             }
         }
         if !find(&obs, "/tmp (allowed)").is_some_and(|o| o.ok) {
@@ -1370,10 +1462,9 @@ fn walk_dirs(dir: &Path, name: &str) -> PathBuf {
 /// The sandbox's root outside `/tmp`: is what a script can write there bounded like `/tmp`
 /// (64 MiB), or read-only? The attack writes 32 MiB files (each under `RLIMIT_FSIZE`) until
 /// a write fails or 256 MiB are written; the files live in memory (tmpfs) for the run.
-#[tokio::test]
-async fn escape_fill_disk_outside_tmp() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("fill the sandbox root outside /tmp");
+async fn escape_fill_disk_outside_tmp(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("fill the sandbox root outside /tmp", mode);
     let body = r#"
 def fill(where, count, label):
     total = 0
@@ -1436,7 +1527,7 @@ note("bytes written to /", True, t)
         if let Some(o) = find(&obs, "fill /")
             && !o.ok
         {
-            v.layer(layer_of(o));
+            v.layer(layer_of(o, mode));
         }
     }
     sc.finish(v).await;
@@ -1446,10 +1537,9 @@ note("bytes written to /", True, t)
 // 5. Network
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn escape_tcp_connection_while_network_off() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("TCP/UDP with network off");
+async fn escape_tcp_connection_while_network_off(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("TCP/UDP with network off", mode);
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -1518,7 +1608,7 @@ probe("interfaces", lambda: socket.if_nameindex())
         for p in ["tcp 127.0.0.1", "tcp 192.0.2.1:80", "dns pypi.org"] {
             match find(&obs, p) {
                 Some(o) if o.ok => v.leak(format!("{p}: {}", o.detail)),
-                Some(o) => v.layer(layer_of(o)),
+                Some(o) => v.layer(layer_of(o, mode)),
                 None => v.problem(format!("no probe {p:?}: {}", short(&call.text(), 2000))),
             }
         }
@@ -1552,10 +1642,9 @@ probe("interfaces", lambda: socket.if_nameindex())
 // 6. Resource bombs
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn escape_fork_bomb() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("fork bomb");
+async fn escape_fork_bomb(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("fork bomb", mode);
     // Every process forks until fork fails; the lingerers then become `sleep` with the
     // marker as argv[0], so the host can count and find them.
     let body = r#"
@@ -1601,7 +1690,7 @@ time.sleep(0.5)
         let obs = observations(&call.text());
         absorb(&mut v, &obs);
         match find(&obs, "fork") {
-            Some(o) if !o.ok => v.layer(layer_of(o)),
+            Some(o) if !o.ok => v.layer(layer_of(o, mode)),
             Some(o) => v.leak(format!("fork never failed: {}", o.detail)),
             None => v.problem(format!("no probe `fork`: {}", short(&call.text(), 2000))),
         }
@@ -1612,10 +1701,9 @@ time.sleep(0.5)
     sc.finish(v).await;
 }
 
-#[tokio::test]
-async fn escape_memory_bomb() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("memory bomb");
+async fn escape_memory_bomb(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("memory bomb", mode);
     let body = r#"
 chunks = []
 try:
@@ -1639,7 +1727,7 @@ else:
         let obs = observations(&call.text());
         absorb(&mut v, &obs);
         match find(&obs, "allocate") {
-            Some(o) if !o.ok => v.layer(layer_of(o)),
+            Some(o) if !o.ok => v.layer(layer_of(o, mode)),
             Some(o) => v.leak(format!("no MemoryError: {}", o.detail)),
             None => {
                 // Killed before it could say anything: a signal ends the run.
@@ -1663,10 +1751,9 @@ else:
     sc.finish(v).await;
 }
 
-#[tokio::test]
-async fn escape_infinite_loop() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("infinite loop (timeout_s 1)");
+async fn escape_infinite_loop(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("infinite loop (timeout_s 1)", mode);
     let body = "print('looping', flush=True)\nwhile True:\n    pass\n";
     sc.tool("spin", body, json!({"timeout_s": 1})).await;
     if let Some(call) = sc
@@ -1697,10 +1784,9 @@ fn timeout_layer(v: &mut Verdict, call: &Call) {
     }
 }
 
-#[tokio::test]
-async fn escape_output_flood() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("100 MB of output");
+async fn escape_output_flood(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("100 MB of output", mode);
     let body = r#"
 import threading
 chunk = b"x" * (1 << 20)
@@ -1752,10 +1838,9 @@ t.join()
 // 7. Processes that try to outlive the call
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn escape_setsid_grandchild() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("setsid grandchild");
+async fn escape_setsid_grandchild(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("setsid grandchild", mode);
     // setsid(1) puts python in a new session; python becomes `sleep` with the marker as argv[0].
     // It keeps the script's stdout open.
     let body = r#"
@@ -1774,10 +1859,9 @@ probe("escapee", info)
     sc.finish(v).await;
 }
 
-#[tokio::test]
-async fn escape_double_fork_daemon() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("double fork + setsid daemon");
+async fn escape_double_fork_daemon(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("double fork + setsid daemon", mode);
     let body = r#"
 import time
 m = ARGS["marker"]
@@ -1839,10 +1923,14 @@ async fn escapee_test(sc: &mut Scene, v: &mut Verdict, tool: &str) {
                     .unwrap()
                     .captures(&o.detail)
                     .is_some_and(|c| c[1] == c[2]);
-                layer = Some(if own_group {
-                    "timeout+process-group (killpg)"
-                } else {
-                    "namespaces (PID ns: killing bwrap's init kills the escapee)"
+                layer = Some(match (own_group, sc.mode) {
+                    (true, _) => "timeout+process-group (killpg)",
+                    (false, Mode::Namespaces) => {
+                        "namespaces (PID ns: killing bwrap's init kills the escapee)"
+                    }
+                    (false, Mode::NoNamespaces) => {
+                        "cgroup-kill (cgroup.kill takes what left the process group)"
+                    }
                 });
             }
             Some(o) => v.problem(format!(
@@ -1871,10 +1959,9 @@ async fn escapee_test(sc: &mut Scene, v: &mut Verdict, tool: &str) {
     }
 }
 
-#[tokio::test]
-async fn escape_closed_stdin_sleeps() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("close stdin and sleep");
+async fn escape_closed_stdin_sleeps(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("close stdin and sleep", mode);
     sc.tool(
         "no_stdin",
         "import time\nos.close(0)\nprint('stdin closed', flush=True)\ntime.sleep(60)\n",
@@ -1936,12 +2023,15 @@ async fn healthz_layers(sc: &Scene) -> std::collections::BTreeMap<String, (bool,
 /// Kernel surface a script never needs. Inside bubblewrap's empty network namespace
 /// `socket(AF_INET)` succeeds (only a connect fails) and `unshare(0)` is a harmless no-op
 /// that succeeds: `EPERM` for them is the seccomp filter's answer, no other layer's.
-#[tokio::test]
-async fn escape_kernel_surface_stopped_by_seccomp() {
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("socket families and syscalls");
+async fn escape_kernel_surface_stopped_by_seccomp(mode: Mode) {
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("socket families and syscalls", mode);
     let layers = healthz_layers(&sc).await;
-    for name in ["seccomp", "namespaces", "no-network"] {
+    let wanted: &[&str] = match mode {
+        Mode::Namespaces => &["seccomp", "namespaces", "no-network"],
+        Mode::NoNamespaces => &["seccomp"],
+    };
+    for &name in wanted {
         match layers.get(name) {
             Some((true, _)) => {}
             other => v.problem(format!("/healthz: layer {name} is not active: {other:?}")),
@@ -1975,7 +2065,9 @@ probe("ptrace(PTRACE_TRACEME)", sys(101 if x86 else 117, 0, 0, 0, 0))
 probe("keyctl", sys(250 if x86 else 219, 0, 0, 0, 0))
 if x86:
     probe("x32 unshare(0)", sys(0x40000000 | 272, 0))
-probe("socket AF_UNIX (allowed)", sock(socket.AF_UNIX, socket.SOCK_STREAM))
+probe("socket AF_UNIX", sock(socket.AF_UNIX, socket.SOCK_STREAM))
+probe("socket AF_UNIX datagram", sock(socket.AF_UNIX, socket.SOCK_DGRAM))
+probe("socketpair (allowed)", lambda: socket.socketpair() and "PAIR")
 "#;
     sc.tool("kernel", body, json!({})).await;
     sc.tool("kernel_net", body, json!({"network": true})).await;
@@ -1984,6 +2076,8 @@ probe("socket AF_UNIX (allowed)", sock(socket.AF_UNIX, socket.SOCK_STREAM))
         "socket AF_INET6",
         "socket AF_NETLINK",
         "socket AF_PACKET",
+        "socket AF_UNIX",
+        "socket AF_UNIX datagram",
         "unshare(0)",
         "io_uring_setup",
         "ptrace(PTRACE_TRACEME)",
@@ -2005,8 +2099,8 @@ probe("socket AF_UNIX (allowed)", sock(socket.AF_UNIX, socket.SOCK_STREAM))
                 None => v.problem(format!("no probe {p:?}: {}", short(&call.text(), 2000))),
             }
         }
-        if !find(&obs, "socket AF_UNIX (allowed)").is_some_and(|o| o.ok) {
-            v.problem("control: AF_UNIX sockets must stay allowed");
+        if !find(&obs, "socketpair (allowed)").is_some_and(|o| o.ok) {
+            v.problem("control: socket pairs (asyncio, multiprocessing) must stay allowed");
         }
     }
     // With network allowed, the Internet families open; the system calls stay denied.
@@ -2023,7 +2117,12 @@ probe("socket AF_UNIX (allowed)", sock(socket.AF_UNIX, socket.SOCK_STREAM))
                 v.problem(format!("control: with network: true, {p} must open"));
             }
         }
-        for p in ["socket AF_PACKET", "unshare(0)", "io_uring_setup"] {
+        for p in [
+            "socket AF_PACKET",
+            "socket AF_UNIX",
+            "unshare(0)",
+            "io_uring_setup",
+        ] {
             if find(&obs, p).is_none_or(|o| o.errno != "EPERM") {
                 v.leak(format!("with network: true, {p} was not refused"));
             }
@@ -2035,11 +2134,10 @@ probe("socket AF_UNIX (allowed)", sock(socket.AF_UNIX, socket.SOCK_STREAM))
 /// What bubblewrap's namespaces leave open and Landlock closes: writes to the script's own
 /// `/proc/self` files, reading the sandbox's init process, and (when a run shares the
 /// host's network namespace) the host's abstract Unix sockets.
-#[tokio::test]
-async fn escape_landlock_closes_what_namespaces_leave_open() {
+async fn escape_landlock_closes_what_namespaces_leave_open(mode: Mode) {
     use std::os::linux::net::SocketAddrExt;
-    let mut sc = Scene::new(&[]).await;
-    let mut v = Verdict::new("proc writes, abstract sockets");
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("proc writes, abstract sockets", mode);
     match healthz_layers(&sc).await.get("landlock") {
         Some((true, _)) => {}
         other => v.problem(format!("/healthz: layer landlock is not active: {other:?}")),
@@ -2079,14 +2177,27 @@ probe("write /dev/shm (allowed)", write("/dev/shm/ok", "x"))
     {
         let obs = observations(&call.text());
         absorb(&mut v, &obs);
-        for (p, errno) in [
-            ("write /proc/self/comm", "EACCES"),
-            ("write /proc/self/oom_score_adj", "EACCES"),
-            ("read /proc/1/environ", "EACCES"),
-            ("connect host abstract socket", "EPERM"),
+        let init_environ = match mode {
+            // The sandbox's own init (bubblewrap), outside the script's Landlock domain.
+            Mode::Namespaces => ("EACCES", "landlock"),
+            // The host's init, root's: another user's process is not in the run's /proc.
+            Mode::NoNamespaces => ("ENOENT", mode.hides()),
+        };
+        for (p, errno, layer) in [
+            ("write /proc/self/comm", "EACCES", "landlock"),
+            ("write /proc/self/oom_score_adj", "EACCES", "landlock"),
+            ("read /proc/1/environ", init_environ.0, init_environ.1),
+            // seccomp refuses the AF_UNIX socket itself; Landlock's scope would refuse the
+            // connect (`layers::landlock_scopes_abstract_unix_sockets_when_network_is_allowed`
+            // shows it with seccomp off).
+            (
+                "connect host abstract socket",
+                "EPERM",
+                "seccomp (no AF_UNIX socket) + landlock (abstract sockets scoped to the run)",
+            ),
         ] {
             match find(&obs, p) {
-                Some(o) if o.errno == errno => v.layer("landlock"),
+                Some(o) if o.errno == errno => v.layer(layer),
                 Some(o) => v.leak(format!("{p}: {}", o.what())),
                 None => v.problem(format!("no probe {p:?}: {}", short(&call.text(), 2000))),
             }
@@ -2106,6 +2217,215 @@ probe("write /dev/shm (allowed)", write("/dev/shm/ok", "x"))
     }
     sc.finish(v).await;
 }
+
+// ---------------------------------------------------------------------------------------
+// 9. Privilege (issue 11, finding 2)
+// ---------------------------------------------------------------------------------------
+
+/// Issue 11, finding 2: a script never runs privileged, whatever is installed. The server is
+/// root; without the namespace layer it switches each run to a uid of its own, with it
+/// bubblewrap runs the script as 65534 in a user namespace. Either way the script reports a
+/// uid that is not 0 and no capability, and every probe of the finding fails: the server's
+/// and a concurrent script's `environ`, `cmdline` and `mem`, a host Unix socket (pathname,
+/// in a directory anyone may enter, and abstract), SCHED_FIFO, nice -20, mknod, chroot,
+/// setuid and setgid.
+async fn escape_a_script_never_runs_privileged(mode: Mode) {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert!(
+        // /proc/self belongs to the process's effective uid.
+        std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0),
+        "finding 2 is about a root server: run the escape suite as root"
+    );
+    let mut sc = Scene::new(mode, &[]).await;
+    let mut v = Verdict::new("privilege: uid, capabilities, /proc, sockets", mode);
+    match healthz_layers(&sc).await.get("unprivileged-uid") {
+        Some((true, detail)) => v.saw(format!("/healthz unprivileged-uid: {detail}")),
+        other => v.problem(format!(
+            "/healthz: layer unprivileged-uid is not active: {other:?}"
+        )),
+    }
+
+    // A concurrent script holding a secret in its environment, found from the host by the
+    // marker on its command line.
+    let secret = unique("holder-secret-");
+    sc.tool(
+        "holder",
+        r#"
+import sys
+os.execve(sys.executable, [sys.executable, "-c", "import time; time.sleep(6)", ARGS["marker"]],
+          {"HOLDER_SECRET": ARGS["secret"]})
+"#,
+        json!({"timeout_s": 20}),
+    )
+    .await;
+    let mut other = Session::open(&sc.omni.url).await;
+    let holder_args = json!({"marker": sc.marker, "secret": secret});
+    let holder = tokio::spawn(async move {
+        other
+            .call("holder", holder_args, Duration::from_secs(30))
+            .await
+    });
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let concurrent = loop {
+        if let Some((pid, _)) = marked(&sc.marker).into_iter().next() {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the holder script never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let environ = std::fs::read(format!("/proc/{concurrent}/environ")).unwrap_or_default();
+    assert!(
+        String::from_utf8_lossy(&environ).contains(&secret),
+        "control: the holder's secret is not in /proc/{concurrent}/environ on the host"
+    );
+
+    // Host Unix sockets.
+    let dir = fresh_home();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let path = dir.path().join("host.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let abstract_name = unique("omniforge-escape-priv-");
+    let addr =
+        std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes()).unwrap();
+    let abstract_listener = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+    abstract_listener.set_nonblocking(true).unwrap();
+
+    let body = r#"
+import socket, stat
+def status(field):
+    return [l.split(":", 1)[1].strip() for l in open("/proc/self/status") if l.startswith(field + ":")][0]
+note("uid", True, os.getuid())
+note("ids", True, [os.getresuid(), os.getresgid(), os.getgroups()])
+for f in ["CapEff", "CapPrm", "CapInh", "CapAmb", "CapBnd", "NoNewPrivs"]:
+    note(f, True, status(f))
+def read(p):
+    def go():
+        with open(p, "rb") as f:
+            return f.read(4096).decode(errors="replace")
+    return go
+for who, pid in [("server", ARGS["server"]), ("concurrent", ARGS["concurrent"])]:
+    for entry in ["environ", "cmdline", "mem"]:
+        probe(f"{who} {entry}", read(f"/proc/{pid}/{entry}"), limit=None)
+def unix(addr):
+    def go():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(addr)
+        s.sendall(b"hello from the sandbox")
+        return "CONNECTED"
+    return go
+probe("host pathname socket", unix(ARGS["socket"]))
+probe("host abstract socket", unix("\0" + ARGS["abstract"]))
+probe("SCHED_FIFO", lambda: os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1)))
+probe("nice -20", lambda: os.setpriority(os.PRIO_PROCESS, 0, -20))
+probe("mknod", lambda: os.mknod("/tmp/mem2", 0o600 | stat.S_IFCHR, os.makedev(1, 1)))
+probe("chroot", lambda: os.chroot("/tmp"))
+probe("setuid(0)", lambda: os.setuid(0))
+probe("setgid(0)", lambda: os.setgid(0))
+"#;
+    sc.tool("privileges", body, json!({})).await;
+    let args = json!({
+        "server": sc.omni.pid,
+        "concurrent": concurrent,
+        "socket": path.display().to_string(),
+        "abstract": abstract_name,
+    });
+    if let Some(call) = sc
+        .attack(&mut v, "privileges", args, Duration::from_secs(10))
+        .await
+    {
+        let text = call.text();
+        let obs = observations(&text);
+        absorb(&mut v, &obs);
+        if text.contains(&secret) {
+            v.leak("the concurrent script's secret is in the output");
+        }
+        match find(&obs, "uid") {
+            Some(o) if o.ok && o.detail != "0" => {
+                v.layer(format!("unprivileged-uid (uid {})", o.detail))
+            }
+            Some(o) => v.leak(format!("the script runs as uid {}", o.detail)),
+            None => v.problem(format!("no probe `uid`: {}", short(&text, 2000))),
+        }
+        for cap in ["CapEff", "CapPrm", "CapInh", "CapAmb"] {
+            match find(&obs, cap) {
+                Some(o) if o.detail == "0000000000000000" => {}
+                Some(o) => v.leak(format!("{cap} {}", o.detail)),
+                None => v.problem(format!("no probe {cap:?}")),
+            }
+        }
+        if mode == Mode::NoNamespaces {
+            // Without bubblewrap the child empties the bounding set itself.
+            match find(&obs, "CapBnd") {
+                Some(o) if o.detail == "0000000000000000" => {}
+                other => v.leak(format!("CapBnd: {:?}", other.map(Obs::what))),
+            }
+        }
+        for p in [
+            "server environ",
+            "server cmdline",
+            "server mem",
+            "concurrent environ",
+            "concurrent cmdline",
+            "concurrent mem",
+            "host pathname socket",
+            "host abstract socket",
+            "SCHED_FIFO",
+            "nice -20",
+            "mknod",
+            "chroot",
+            "setuid(0)",
+            "setgid(0)",
+        ] {
+            match find(&obs, p) {
+                Some(o) if o.ok => v.leak(format!("{p}: {}", short(&o.detail, 300))),
+                Some(o) if o.errno == "ENOENT" => v.layer(mode.hides()),
+                Some(o) if o.errno == "EINVAL" && p.starts_with("set") => {
+                    v.layer("namespaces (uid and gid 0 are not mapped in the user namespace)")
+                }
+                Some(o) if o.errno == "EPERM" || o.errno == "EACCES" => v.layer(match p {
+                    "host pathname socket" | "host abstract socket" => {
+                        "seccomp (no AF_UNIX socket)"
+                    }
+                    _ => "unprivileged-uid (no capability, rlimits NICE/RTPRIO 0)",
+                }),
+                Some(o) => v.leak(format!("{p}: unexpected {}", o.what())),
+                None => v.problem(format!("no probe {p:?}: {}", short(&text, 2000))),
+            }
+        }
+    }
+    if listener.accept().is_ok() || abstract_listener.accept().is_ok() {
+        v.leak("a host Unix socket accepted a connection");
+    }
+    match holder.await {
+        Ok(Ok(call)) if !call.is_error() => {}
+        Ok(Ok(call)) => v.problem(format!("the holder failed: {}", short(&call.text(), 400))),
+        Ok(Err(e)) => v.problem(format!("the holder's call: {e}")),
+        Err(e) => v.problem(format!("the holder's task: {e}")),
+    }
+    sc.finish(v).await;
+}
+
+twice!(
+    escape_read_database,
+    escape_read_other_tools_env,
+    escape_read_server_environment,
+    escape_write_outside_tmp,
+    escape_fill_disk_outside_tmp,
+    escape_tcp_connection_while_network_off,
+    escape_fork_bomb,
+    escape_memory_bomb,
+    escape_infinite_loop,
+    escape_output_flood,
+    escape_setsid_grandchild,
+    escape_double_fork_daemon,
+    escape_closed_stdin_sleeps,
+    escape_kernel_surface_stopped_by_seccomp,
+    escape_landlock_closes_what_namespaces_leave_open,
+    escape_a_script_never_runs_privileged,
+);
 
 // ---------------------------------------------------------------------------------------
 // WIRE-24 and WIRE-33

@@ -1,0 +1,206 @@
+//! One run's inputs and outputs, its defaults, and the errors of running.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::channel::{ScriptMessage, ScriptResult};
+use crate::env::Env;
+
+/// Default [`RunSpec::timeout`]: 30 s.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default [`RunSpec::memory_bytes`]: 2 GiB (numpy needs at least 1 GiB of address space).
+pub const DEFAULT_MEMORY_BYTES: u64 = 2 << 30;
+/// Default [`RunSpec::max_capture_bytes`]: 1 MiB per stream.
+pub const DEFAULT_MAX_CAPTURE_BYTES: usize = 1 << 20;
+/// Default [`RunSpec::max_processes`]: 128 processes and threads.
+pub const DEFAULT_MAX_PROCESSES: u32 = 128;
+/// Default [`RunSpec::max_file_bytes`]: 64 MiB.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 64 << 20;
+/// Default [`RunnerConfig::queue`](crate::RunnerConfig::queue): 64 waiting runs.
+pub const DEFAULT_QUEUE: usize = 64;
+
+/// Variables every run gets set to `1`, so that numeric libraries start no thread pools of
+/// their own: OpenBLAS (numpy's default BLAS, which otherwise starts one thread per core at
+/// import), OpenMP, MKL, BLIS, numexpr, Apple's vecLib, Rayon, Polars and Numba. Threads
+/// count against [`RunSpec::max_processes`] (`pids.max`), so a script could not rely on a
+/// pool sized for the machine anyway, and a warm template must be single-threaded when it
+/// forks. A script that wants more threads sets the variable itself before the import.
+pub const SINGLE_THREAD_VARS: &[&str] = &[
+    "OPENBLAS_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "RAYON_NUM_THREADS",
+    "POLARS_MAX_THREADS",
+    "NUMBA_NUM_THREADS",
+];
+
+/// Errors of [`Runner::new`](crate::Runner::new) and [`Runner::run`](crate::Runner::run). A script that fails is not an error: it is
+/// a [`RunOutput`] with a non-zero [`Exit`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RunError {
+    /// All run slots and queue places are taken.
+    #[error("too many script runs in progress; try again later")]
+    Busy,
+    /// This machine lacks a layer the [`SandboxLevel`](crate::SandboxLevel) requires
+    /// ([`SandboxLevel::required_layers`](crate::SandboxLevel::required_layers)); the text names each missing layer and why.
+    #[error("the script sandbox cannot start: {0}")]
+    SandboxUnavailable(String),
+    /// The [`RunSpec`] is unusable (e.g. a relative path).
+    #[error("invalid run: {0}")]
+    InvalidSpec(String),
+    /// Setting up or starting the process failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> RunError {
+    let context = context.into();
+    move |source| RunError::Io { context, source }
+}
+
+/// One script call.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// The environment's interpreter (`<env>/bin/python`); absolute.
+    pub python: PathBuf,
+    /// The environment directory, exposed read-only in the sandbox; absolute.
+    pub env_dir: PathBuf,
+    /// The script's source.
+    pub code: String,
+    /// Written to the script's stdin as JSON, then stdin is closed.
+    pub arguments: Value,
+    /// Wall-clock limit for the script (default [`DEFAULT_TIMEOUT`]). Also sets the CPU-time
+    /// rlimit to this plus one second (SIGXCPU), hard limit one second later (SIGKILL).
+    pub timeout: Duration,
+    /// Address-space limit per process, in bytes (default [`DEFAULT_MEMORY_BYTES`]).
+    pub memory_bytes: u64,
+    /// Allow network access (default `false`). Enforced only with the `no-network` layer.
+    pub network: bool,
+    /// Bytes kept of stdout and of stderr each; the rest is read and counted (default
+    /// [`DEFAULT_MAX_CAPTURE_BYTES`]).
+    pub max_capture_bytes: usize,
+    /// Processes and threads the run may have at once (default [`DEFAULT_MAX_PROCESSES`]).
+    /// Enforced only with the `cgroup-pids` layer.
+    pub max_processes: u32,
+    /// Largest file the script may write, in bytes (`RLIMIT_FSIZE`), and the size of its
+    /// private `/tmp` in the sandbox (default [`DEFAULT_MAX_FILE_BYTES`]).
+    pub max_file_bytes: u64,
+    /// Extra environment variables (e.g. secrets). The runner's own (`PATH`, `HOME`, `LANG`,
+    /// `PYTHONDONTWRITEBYTECODE`, `OMNIFORGE_FD`, [`SINGLE_THREAD_VARS`], and `TMPDIR` where
+    /// it sets one) take precedence.
+    pub env: Vec<(String, String)>,
+    /// Where the script's side-channel messages go. `None`: requests are answered with an
+    /// error; the last `result` still lands in [`RunOutput::result`].
+    pub messages: Option<mpsc::Sender<ScriptMessage>>,
+}
+
+impl RunSpec {
+    /// A run of `code` in `env` with the documented defaults and `{}` as arguments.
+    pub fn new(env: &Env, code: impl Into<String>) -> RunSpec {
+        RunSpec {
+            python: env.python(),
+            env_dir: env.path.clone(),
+            code: code.into(),
+            arguments: Value::Object(Default::default()),
+            timeout: DEFAULT_TIMEOUT,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            network: false,
+            max_capture_bytes: DEFAULT_MAX_CAPTURE_BYTES,
+            max_processes: DEFAULT_MAX_PROCESSES,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            env: Vec::new(),
+            messages: None,
+        }
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// The process exited with this code. Under bubblewrap, a script killed by signal N
+    /// shows as code 128 + N (bubblewrap reports it that way).
+    Code(i32),
+    /// The process was killed by this signal (without bubblewrap).
+    Signal(i32),
+    /// The timeout expired; the tree was killed.
+    Timeout,
+    /// The cancellation token fired (before or during the run); the tree was killed.
+    Cancelled,
+}
+
+impl Exit {
+    /// `true` only for `Code(0)`.
+    pub fn is_success(self) -> bool {
+        self == Exit::Code(0)
+    }
+}
+
+/// What a run produced.
+#[derive(Debug, Clone)]
+pub struct RunOutput {
+    /// The first [`RunSpec::max_capture_bytes`] of stdout.
+    pub stdout: Vec<u8>,
+    /// The first [`RunSpec::max_capture_bytes`] of stderr.
+    pub stderr: Vec<u8>,
+    /// Bytes of stdout read and dropped beyond the cap.
+    pub stdout_truncated_bytes: u64,
+    /// Bytes of stderr read and dropped beyond the cap.
+    pub stderr_truncated_bytes: u64,
+    /// How it ended.
+    pub exit: Exit,
+    /// Wall time from the call to the end of the run, including any wait for a slot.
+    pub duration: Duration,
+    /// The last `result` the script sent over the side channel.
+    pub result: Option<ScriptResult>,
+}
+
+impl RunOutput {
+    pub(crate) fn empty(exit: Exit, duration: Duration) -> RunOutput {
+        RunOutput {
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            stdout_truncated_bytes: 0,
+            stderr_truncated_bytes: 0,
+            exit,
+            duration,
+            result: None,
+        }
+    }
+}
+
+pub(crate) fn check_spec(spec: &RunSpec) -> Result<(), RunError> {
+    for (what, p) in [("python", &spec.python), ("env_dir", &spec.env_dir)] {
+        if !p.is_absolute() || p == Path::new("/") {
+            return Err(RunError::InvalidSpec(format!(
+                "{what} must be an absolute path below /: {}",
+                p.display()
+            )));
+        }
+    }
+    if !spec.env_dir.is_dir() {
+        return Err(RunError::InvalidSpec(format!(
+            "environment {} does not exist",
+            spec.env_dir.display()
+        )));
+    }
+    if !spec.python.exists() {
+        return Err(RunError::InvalidSpec(format!(
+            "interpreter {} does not exist",
+            spec.python.display()
+        )));
+    }
+    Ok(())
+}

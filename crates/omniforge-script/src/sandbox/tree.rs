@@ -1,0 +1,482 @@
+//! Killing a run's whole tree: its process group, and the per-run cgroups (`pids.max`,
+//! `cgroup.kill`) that also catch what left the group.
+
+use std::io::Write as _;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Sends SIGKILL to process group `pgid`; a group that is already gone is not an error.
+pub(crate) fn kill_group(pgid: u32) {
+    let Some(pid) = i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
+    if let Err(e) = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL)
+        && e != rustix::io::Errno::SRCH
+    {
+        tracing::warn!(pgid, error = %e, "killpg failed");
+    }
+}
+
+/// Sends SIGKILL to every process whose real uid is `uid` (a run's own leased uid: whatever
+/// still runs as it after the run is what escaped the process group). Returns how many.
+pub(crate) fn kill_uid(uid: u32) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut killed = 0;
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            continue;
+        };
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let real = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().next()?.parse::<u32>().ok());
+        if real == Some(uid)
+            && rustix::process::kill_process(pid, rustix::process::Signal::KILL).is_ok()
+        {
+            killed += 1;
+        }
+    }
+    killed
+}
+
+/// The cgroup parents this runner creates its per-run cgroups in.
+#[derive(Debug, Default)]
+pub(crate) struct Cgroups {
+    pub(crate) pids: Option<Arc<CgroupParent>>,
+    pub(crate) kill: Option<Arc<CgroupParent>>,
+    counter: AtomicU64,
+}
+
+/// A directory `omniforge-<server pid>-<runner number>` this process created in one cgroup hierarchy.
+#[derive(Debug)]
+pub(crate) struct CgroupParent {
+    pub(crate) dir: PathBuf,
+    /// cgroup v2 (`cgroup.kill`, `pids.max` when delegated) rather than v1.
+    v2: bool,
+}
+
+impl Drop for CgroupParent {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+impl Cgroups {
+    /// Finds writable cgroup hierarchies (v2 with `cgroup.kill`, v1 or v2 `pids`) and creates
+    /// this runner's parent directory in each.
+    pub(crate) fn detect() -> Cgroups {
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+        // Unique per runner: several runners in one process must not remove each other's.
+        static RUNNERS: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "omniforge-{}-{}",
+            std::process::id(),
+            RUNNERS.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut cg = Cgroups::default();
+        // cgroup v2: the unified hierarchy, mounted at /sys/fs/cgroup or (hybrid) below it.
+        let v2_mount = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+            .into_iter()
+            .map(PathBuf::from)
+            .find(|m| m.join("cgroup.controllers").is_file() && m.join("cgroup.procs").is_file());
+        let v2_own = own.lines().find_map(|l| l.strip_prefix("0::"));
+        if let (Some(mount), Some(own)) = (v2_mount, v2_own) {
+            let base = mount.join(own.trim_start_matches('/'));
+            remove_stale(&base);
+            let dir = base.join(&name);
+            if std::fs::create_dir(&dir).is_ok() || dir.is_dir() {
+                let parent = Arc::new(CgroupParent { dir, v2: true });
+                let controllers = std::fs::read_to_string(parent.dir.join("cgroup.controllers"))
+                    .unwrap_or_default();
+                let pids = controllers.split_whitespace().any(|c| c == "pids")
+                    && std::fs::write(parent.dir.join("cgroup.subtree_control"), "+pids").is_ok();
+                if parent.dir.join("cgroup.kill").is_file() {
+                    if pids {
+                        cg.pids = Some(Arc::clone(&parent));
+                    }
+                    cg.kill = Some(parent);
+                }
+            }
+        }
+        // cgroup v1 `pids` hierarchy, when v2 cannot limit processes.
+        if cg.pids.is_none()
+            && let Some(own) = own.lines().find_map(|l| {
+                let mut f = l.splitn(3, ':');
+                let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
+                ctrl.split(',').any(|c| c == "pids").then_some(path)
+            })
+        {
+            let base = Path::new("/sys/fs/cgroup/pids").join(own.trim_start_matches('/'));
+            remove_stale(&base);
+            let dir = base.join(&name);
+            if (std::fs::create_dir(&dir).is_ok() || dir.is_dir()) && dir.join("pids.max").is_file()
+            {
+                cg.pids = Some(Arc::new(CgroupParent { dir, v2: false }));
+            }
+        }
+        cg
+    }
+
+    /// Creates this run's cgroups, each limited to `max_processes` where it limits processes.
+    pub(crate) fn create_run(&self, max_processes: u32) -> RunCgroups {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        create_in(&self.pids, &self.kill, &format!("run-{n}"), max_processes)
+    }
+
+    /// Creates the cgroups of a warm template: `tpl-N` in each hierarchy, with the template's
+    /// processes in `tpl-N/main` (limited to `max_processes`) and each call in a `call-M`
+    /// beside it (see [`TemplateCgroups`]). `None` without a `cgroup.kill` hierarchy.
+    pub(crate) fn create_template(
+        &self,
+        max_processes: u32,
+    ) -> Option<(TemplateCgroups, RunCgroups)> {
+        self.kill.as_ref()?;
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let same = matches!((&self.pids, &self.kill), (Some(p), Some(k)) if Arc::ptr_eq(p, k));
+        let make = |parent: &Arc<CgroupParent>, limit: bool| -> Option<Arc<CgroupParent>> {
+            let dir = parent.dir.join(format!("tpl-{n}"));
+            if let Err(e) = std::fs::create_dir(&dir) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot create a template cgroup");
+                return None;
+            }
+            let tpl = Arc::new(CgroupParent { dir, v2: parent.v2 });
+            // v2 hands `pids` down only where the parent enables it (no process lives here).
+            if limit
+                && tpl.v2
+                && let Err(e) = std::fs::write(tpl.dir.join("cgroup.subtree_control"), "+pids")
+            {
+                tracing::warn!(dir = %tpl.dir.display(), error = %e, "cannot delegate pids to a template cgroup");
+                return None;
+            }
+            Some(tpl)
+        };
+        let pids = match &self.pids {
+            Some(p) => Some(make(p, true)?),
+            None => None,
+        };
+        let kill = match (&self.kill, &pids) {
+            (Some(_), Some(p)) if same => Some(Arc::clone(p)),
+            (Some(k), _) => Some(make(k, false)?),
+            (None, _) => None,
+        };
+        let template = TemplateCgroups {
+            pids,
+            kill,
+            counter: AtomicU64::new(0),
+        };
+        let main = create_in(&template.pids, &template.kill, "main", max_processes);
+        Some((template, main))
+    }
+}
+
+/// The cgroups of one warm template, in each hierarchy the runner uses:
+///
+/// ```text
+/// <runner's cgroup>/tpl-N/         cgroup.kill retires the whole template (v2)
+///                   tpl-N/main/    bubblewrap, its init and the template (pids.max)
+///                   tpl-N/call-M/  one call's child, moved in while it waits as a spare
+/// ```
+///
+/// No process lives in `tpl-N` itself, so a v2 hierarchy can hand `pids` down to the calls.
+#[derive(Debug)]
+pub(crate) struct TemplateCgroups {
+    pids: Option<Arc<CgroupParent>>,
+    kill: Option<Arc<CgroupParent>>,
+    counter: AtomicU64,
+}
+
+impl TemplateCgroups {
+    /// Cgroups for one call of the template, limited to `max_processes`.
+    pub(crate) fn create_call(&self, max_processes: u32) -> RunCgroups {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        create_in(&self.pids, &self.kill, &format!("call-{n}"), max_processes)
+    }
+
+    /// Kills every process of the template and its calls (`cgroup.kill` on `tpl-N`).
+    pub(crate) fn kill(&self) {
+        if let Some(k) = &self.kill {
+            write_kill(&k.dir);
+        }
+    }
+
+    /// Kills everything and removes the cgroups, retrying in the background while the killed
+    /// processes are released (as [`RunCgroups::finish`]).
+    pub(crate) fn finish(self, grace: Duration) {
+        self.kill();
+        let dirs: Vec<PathBuf> = [&self.pids, &self.kill]
+            .into_iter()
+            .flatten()
+            .map(|p| p.dir.clone())
+            .collect();
+        let remove = move || {
+            let mut left = false;
+            for dir in &dirs {
+                write_kill(dir);
+                if let Ok(entries) = std::fs::read_dir(dir) {
+                    for e in entries.flatten().filter(|e| e.path().is_dir()) {
+                        left |= std::fs::remove_dir(e.path()).is_err();
+                    }
+                }
+                left |= std::fs::remove_dir(dir).is_err() && dir.exists();
+            }
+            left
+        };
+        if !remove() {
+            return;
+        }
+        let removal = async move {
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                if !remove() {
+                    return;
+                }
+            }
+            tracing::warn!("a template cgroup did not empty in time; left behind");
+        };
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(removal);
+        }
+    }
+}
+
+/// `cgroup.kill` of a v2 cgroup and all below it.
+fn write_kill(dir: &Path) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("cgroup.kill"))
+    {
+        let _ = f.write_all(b"1");
+    }
+}
+
+/// Creates `name` below the pids and kill parents (once when one v2 cgroup does both), each
+/// limited to `max_processes` where it limits processes.
+fn create_in(
+    pids: &Option<Arc<CgroupParent>>,
+    kill: &Option<Arc<CgroupParent>>,
+    name: &str,
+    max_processes: u32,
+) -> RunCgroups {
+    let mut dirs = Vec::new();
+    let same = matches!((pids, kill), (Some(p), Some(k)) if Arc::ptr_eq(p, k));
+    for (parent, limit) in [(pids, true), (kill, false)] {
+        let Some(parent) = parent else { continue };
+        if same && !limit {
+            continue; // one v2 cgroup does both
+        }
+        let dir = parent.dir.join(name);
+        let created = std::fs::create_dir(&dir)
+            .and_then(|()| {
+                if limit {
+                    std::fs::write(dir.join("pids.max"), max_processes.to_string())
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(dir.join("cgroup.procs"))
+            });
+        match created {
+            Ok(procs) => dirs.push(RunCgroup {
+                dir,
+                v2: parent.v2,
+                procs: Some(procs),
+                _parent: Arc::clone(parent),
+            }),
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot create a run cgroup");
+                let _ = std::fs::remove_dir(&dir);
+            }
+        }
+    }
+    RunCgroups { dirs }
+}
+
+/// Removes `omniforge-<pid>-<n>` cgroups left by server processes that no longer exist.
+fn remove_stale(base: &Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("omniforge-")?.split('-').next())
+        else {
+            continue;
+        };
+        if Path::new("/proc").join(pid).exists() {
+            continue;
+        }
+        remove_tree(&e.path());
+    }
+}
+
+/// Removes an empty cgroup and every cgroup below it, deepest first (a warm template's
+/// `tpl-N/call-M` lie two levels down).
+fn remove_tree(dir: &Path) {
+    if let Ok(children) = std::fs::read_dir(dir) {
+        for c in children.flatten().filter(|c| c.path().is_dir()) {
+            remove_tree(&c.path());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
+}
+
+/// One run's cgroups.
+#[derive(Debug)]
+pub(crate) struct RunCgroups {
+    dirs: Vec<RunCgroup>,
+}
+
+#[derive(Debug)]
+struct RunCgroup {
+    dir: PathBuf,
+    v2: bool,
+    /// Open `cgroup.procs`, written by the child before exec; closed after spawn.
+    procs: Option<std::fs::File>,
+    /// Keeps the parent directory until this run's cgroup is gone (the parent is removed
+    /// when its runner and all its runs have been dropped).
+    _parent: Arc<CgroupParent>,
+}
+
+impl RunCgroups {
+    /// No cgroups (a measurement without per-call cgroups).
+    pub(crate) fn none() -> RunCgroups {
+        RunCgroups { dirs: Vec::new() }
+    }
+
+    /// Raw descriptors of the open `cgroup.procs` files, for the child's `pre_exec`.
+    pub(crate) fn procs_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.dirs
+            .iter()
+            .filter_map(|d| d.procs.as_ref().map(AsRawFd::as_raw_fd))
+            .collect()
+    }
+
+    /// Moves process `pid` (as the server sees it) into each of the run's cgroups.
+    ///
+    /// # Errors
+    /// A `cgroup.procs` write failed (the process is gone, or the move is not allowed).
+    pub(crate) fn move_in(&self, pid: i32) -> std::io::Result<()> {
+        for d in &self.dirs {
+            std::fs::write(d.dir.join("cgroup.procs"), pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Closes the `cgroup.procs` files once the child is spawned.
+    pub(crate) fn spawned(&mut self) {
+        for d in &mut self.dirs {
+            d.procs = None;
+        }
+    }
+
+    /// Kills every process in the run's cgroups (`cgroup.kill`, or SIGKILL to each member on
+    /// v1). Synchronous and quick; safe to call repeatedly.
+    pub(crate) fn kill(&self) {
+        for d in &self.dirs {
+            if d.v2 {
+                write_kill(&d.dir);
+            } else {
+                for pid in members(&d.dir) {
+                    if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+                        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Kills what is left and removes the cgroups. A cgroup whose killed processes have not
+    /// all been released yet (often the case right after the leader is reaped: its removal
+    /// fails with `EBUSY` for a few milliseconds) is removed by a background task that
+    /// retries for up to `grace`, so the call does not wait for it.
+    pub(crate) fn finish(mut self, grace: Duration) {
+        self.kill();
+        self.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+        if self.dirs.is_empty() {
+            return;
+        }
+        let mut left = RunCgroups {
+            dirs: std::mem::take(&mut self.dirs),
+        };
+        let removal = async move {
+            let deadline = Instant::now() + grace;
+            while !left.dirs.is_empty() && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                left.kill();
+                left.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+            }
+            for d in &left.dirs {
+                tracing::warn!(dir = %d.dir.display(), "run cgroup did not empty in time; left behind");
+            }
+            left.dirs.clear();
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(removal);
+            }
+            // No runtime (not the case in `Runner::run`): dropping the future drops `left`,
+            // whose `Drop` starts the cleanup thread.
+            Err(_) => drop(removal),
+        }
+    }
+}
+
+impl Drop for RunCgroups {
+    fn drop(&mut self) {
+        if self.dirs.is_empty() {
+            return;
+        }
+        // Dropped mid-run (the caller abandoned the future): kill now; the processes take a
+        // moment to exit, so a short-lived thread removes the cgroups once they are empty.
+        self.kill();
+        let mut dirs = std::mem::take(&mut self.dirs);
+        dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+        if dirs.is_empty() {
+            return;
+        }
+        let spawned = std::thread::Builder::new().name("omniforge-cgroup-cleanup".into()).spawn(move || {
+            let mut left = RunCgroups { dirs };
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !left.dirs.is_empty() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+                left.kill();
+                left.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+            }
+            for d in &left.dirs {
+                tracing::warn!(dir = %d.dir.display(), "run cgroup did not empty in time; left behind");
+            }
+            left.dirs.clear();
+        });
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the cgroup cleanup thread");
+        }
+    }
+}
+
+fn members(dir: &Path) -> Vec<i32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}

@@ -1,0 +1,17 @@
+//! The tool catalog: one ordered, de-duplicated view over every tool source, and the one
+//! place a `tools/call` is routed.
+//!
+//! - [`call`]: [`ToolCall`](call::ToolCall), the one trait through which every source's tools
+//!   are called. The catalog knows no source's types: a source hands it entries whose call
+//!   objects it never looks into.
+//! - [`entry`]: [`Entry`](entry::Entry), one tool as served, with its call.
+//! - [`publish`]: [`Catalog`](publish::Catalog), the per-source lists and their merge,
+//!   published under one lock as an immutable [`Snapshot`](snapshot::Snapshot).
+//! - [`snapshot`]: lookup, visibility, argument checks and the call itself.
+//! - [`schema_profile`]: how schemas are served (`as-authored`, `conservative`).
+
+pub(crate) mod call;
+pub(crate) mod entry;
+pub(crate) mod publish;
+pub(crate) mod schema_profile;
+pub(crate) mod snapshot;

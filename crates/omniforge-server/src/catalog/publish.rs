@@ -1,0 +1,248 @@
+//! [`Catalog`]: the per-source entry lists, and their merge published as a [`Snapshot`].
+//!
+//! Sources are merged in a fixed order: built-ins, then manifest tools (configured by the
+//! operator), then stored tools (most recently updated first). A later tool whose name collides
+//! with an earlier one is skipped with a logged warning.
+//!
+//! The catalog is read on every `tools/list` and `tools/call`, and written rarely (a stored
+//! tool changes, a manifest reloads). Readers take a cheap `Arc` clone of the immutable
+//! snapshot. Writers change a source and publish the new merge **under one lock**, so two
+//! sources changing at once can never publish a stale merge; then they bump a `watch` channel
+//! that the notifier turns into `notifications/tools/list_changed`.
+
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use tokio::sync::watch;
+
+use crate::catalog::entry::{Entry, ToolSource};
+use crate::catalog::schema_profile::{self, SchemaProfile};
+use crate::catalog::snapshot::Snapshot;
+
+/// The raw lists, one per source, in merge order.
+type Sources = [Vec<Arc<Entry>>; 3];
+
+/// The merged tool catalog. Shared behind an `Arc`.
+#[derive(Debug)]
+pub(crate) struct Catalog {
+    /// The per-source lists. Every writer holds this lock from its change through the publish
+    /// of the merge, so publishes happen in the order of the changes. A std lock: never held
+    /// across an `.await`.
+    sources: Mutex<Sources>,
+    /// The published merge. Readers take it for an `Arc` clone; a writer replaces it (while
+    /// holding `sources`).
+    snapshot: RwLock<Arc<Snapshot>>,
+    /// Bumped after every publish that changes what `tools/list` shows; the notifier waits on it.
+    changes: watch::Sender<u64>,
+    /// How schemas are served.
+    profile: SchemaProfile,
+}
+
+impl Catalog {
+    /// An empty catalog serving schemas in `profile`.
+    pub(crate) fn new(profile: SchemaProfile) -> Catalog {
+        let (changes, _) = watch::channel(0);
+        Catalog {
+            sources: Mutex::default(),
+            snapshot: RwLock::new(Arc::default()),
+            changes,
+            profile,
+        }
+    }
+
+    /// The current snapshot.
+    pub(crate) fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A receiver that sees a new value after every change of what `tools/list` shows.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Replaces every entry of `source`.
+    pub(crate) fn replace(&self, source: ToolSource, entries: Vec<Entry>) {
+        let entries: Vec<Arc<Entry>> = entries.into_iter().map(|e| self.prepare(e)).collect();
+        let mut sources = self.lock();
+        sources[source as usize] = entries;
+        self.publish(&sources);
+    }
+
+    /// Adds or replaces one entry of its source, by name, at the front of the source's list
+    /// (stored tools are listed most recently updated first).
+    pub(crate) fn upsert(&self, entry: Entry) {
+        let source = entry.source as usize;
+        let entry = self.prepare(entry);
+        let mut sources = self.lock();
+        let list = &mut sources[source];
+        list.retain(|e| e.name != entry.name);
+        list.insert(0, entry);
+        self.publish(&sources);
+    }
+
+    /// Removes the entry `name` of `source`, if it is there.
+    pub(crate) fn remove(&self, source: ToolSource, name: &str) {
+        let mut sources = self.lock();
+        let list = &mut sources[source as usize];
+        let before = list.len();
+        list.retain(|e| &*e.name != name);
+        if list.len() != before {
+            self.publish(&sources);
+        }
+    }
+
+    /// Whether `name` is taken by a source that outranks stored tools (built-in or manifest).
+    pub(crate) fn is_reserved(&self, name: &str) -> bool {
+        self.lock()[..ToolSource::Stored as usize]
+            .iter()
+            .flatten()
+            .any(|e| &*e.name == name)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Sources> {
+        self.sources.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies the schema profile once, when the entry arrives (not at every merge).
+    fn prepare(&self, mut entry: Entry) -> Arc<Entry> {
+        if self.profile == SchemaProfile::Conservative {
+            // Served in the conservative form; arguments are still checked against the
+            // authored schema, which the entry keeps.
+            let tool = &mut entry.tool;
+            tool.input_schema = Arc::new(schema_profile::conservative(&tool.input_schema));
+            if let Some(output) = &tool.output_schema {
+                tool.output_schema = Some(Arc::new(schema_profile::conservative(output)));
+            }
+        }
+        Arc::new(entry)
+    }
+
+    /// Publishes the merge of `sources`; the caller holds the `sources` lock.
+    fn publish(&self, sources: &Sources) {
+        let merged = Snapshot::merge(sources);
+        let changed = {
+            let mut current = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
+            let changed = !current.lists_same_tools(&merged);
+            *current = Arc::new(merged);
+            changed
+        };
+        if changed {
+            self.changes.send_modify(|v| *v += 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::auth::Scope;
+    use crate::catalog::call::{Call, CallFuture, ToolCall, ready};
+    use crate::error::CallError;
+    use rmcp::model::Tool;
+    use serde_json::json;
+
+    struct Nothing;
+    impl ToolCall for Nothing {
+        fn call<'a>(&'a self, _: Call<'a>) -> CallFuture<'a> {
+            ready(Err(CallError::UnknownTool))
+        }
+    }
+
+    fn tool(name: &str, source: ToolSource) -> Entry {
+        let schema = json!({"type": "object"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        Entry::new(
+            Tool::new(name.to_owned(), "d", Arc::new(schema)),
+            source,
+            Scope::Call,
+            Arc::new(Nothing),
+        )
+    }
+
+    fn names(catalog: &Catalog) -> Vec<String> {
+        catalog
+            .snapshot()
+            .entries()
+            .iter()
+            .map(|t| t.tool.name.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn merge_keeps_source_order_and_skips_collisions() {
+        let catalog = Catalog::new(SchemaProfile::AsAuthored);
+        catalog.replace(ToolSource::Builtin, vec![tool("a", ToolSource::Builtin)]);
+        let rx = catalog.subscribe();
+        catalog.replace(
+            ToolSource::Stored,
+            vec![
+                tool("s1", ToolSource::Stored),
+                tool("m", ToolSource::Stored),
+            ],
+        );
+        catalog.replace(
+            ToolSource::Manifest,
+            vec![
+                tool("m", ToolSource::Manifest),
+                tool("a", ToolSource::Manifest),
+            ],
+        );
+        assert_eq!(names(&catalog), ["a", "m", "s1"]);
+        let snap = catalog.snapshot();
+        assert_eq!(snap.get("m").map(|t| t.source), Some(ToolSource::Manifest));
+        assert!(catalog.is_reserved("m"));
+        assert!(!catalog.is_reserved("s1"));
+        assert!(rx.has_changed().unwrap_or(false));
+    }
+
+    #[test]
+    fn unchanged_replace_does_not_announce() {
+        let catalog = Catalog::new(SchemaProfile::AsAuthored);
+        catalog.replace(ToolSource::Builtin, vec![tool("a", ToolSource::Builtin)]);
+        let rx = catalog.subscribe();
+        catalog.replace(ToolSource::Stored, Vec::new());
+        assert!(!rx.has_changed().unwrap_or(true));
+    }
+
+    #[test]
+    fn one_entry_is_updated_in_place_of_the_list() {
+        let catalog = Catalog::new(SchemaProfile::AsAuthored);
+        catalog.replace(
+            ToolSource::Stored,
+            vec![tool("x", ToolSource::Stored), tool("y", ToolSource::Stored)],
+        );
+        catalog.upsert(tool("y", ToolSource::Stored));
+        assert_eq!(names(&catalog), ["y", "x"]);
+        catalog.upsert(tool("z", ToolSource::Stored));
+        assert_eq!(names(&catalog), ["z", "y", "x"]);
+        catalog.remove(ToolSource::Stored, "y");
+        assert_eq!(names(&catalog), ["z", "x"]);
+    }
+
+    #[test]
+    fn concurrent_sources_never_publish_a_stale_merge() {
+        // Two writers of different sources race; whatever the interleaving, the last published
+        // snapshot holds both writers' last lists.
+        let catalog = Arc::new(Catalog::new(SchemaProfile::AsAuthored));
+        let writers: Vec<_> = [ToolSource::Manifest, ToolSource::Stored]
+            .into_iter()
+            .map(|source| {
+                let catalog = catalog.clone();
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        let name = format!("{}-{i}", source.as_str());
+                        catalog.replace(source, vec![tool(&name, source)]);
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        assert_eq!(names(&catalog), ["manifest-199", "stored-199"]);
+    }
+}

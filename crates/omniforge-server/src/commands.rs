@@ -1,0 +1,198 @@
+//! The one-shot actions of the command line (`omniforge tool add|edit|run`, `resource`,
+//! `prompt`, `pack`), through the same validation, environments and sandbox as MCP. They
+//! answer in plain types: what a person reads, never an MCP wire type.
+
+use omniforge_store::{ImportReport, StoreError, WriteMode};
+use rmcp::model::{CallToolResult, JsonObject};
+use serde_json::Value;
+
+use crate::auth::{Principal, Scope};
+use crate::content::definitions::Kind;
+use crate::context::progress::ProgressSink;
+use crate::context::request::RequestCx;
+use crate::error::{AuthoringError, CallError};
+use crate::mcp::to_wire;
+use crate::pack::{self, PackError};
+use crate::server::{Server, Stored};
+
+/// Who runs a one-shot action (recorded as the author of what it writes; trusted with
+/// everything, as the parent process of a stdio server is), and where its progress goes.
+#[derive(Clone)]
+pub struct Caller {
+    principal: Principal,
+    progress: Option<ProgressSink>,
+}
+
+impl Caller {
+    /// `name`, e.g. `cli`; progress messages are dropped.
+    pub fn local(name: &str) -> Caller {
+        Caller {
+            principal: Principal::new(name, Scope::Admin),
+            progress: None,
+        }
+    }
+
+    /// `name`, with every progress message (environment builds, a script's own progress)
+    /// going to `sink`.
+    pub fn local_with_progress(name: &str, sink: ProgressSink) -> Caller {
+        Caller {
+            progress: Some(sink),
+            ..Caller::local(name)
+        }
+    }
+
+    fn cx(&self) -> RequestCx<'_> {
+        RequestCx::local(&self.principal, self.progress.clone())
+    }
+}
+
+/// The text of a finished call, as an MCP client would read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallOutput {
+    /// Each text block of the result.
+    pub texts: Vec<String>,
+    /// Whether the result is an error (`isError`).
+    pub is_error: bool,
+}
+
+impl CallOutput {
+    fn of(result: Result<CallToolResult, CallError>) -> CallOutput {
+        let result = result.unwrap_or_else(|e| to_wire::call_error(&e));
+        CallOutput {
+            texts: result
+                .content
+                .iter()
+                .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+                .collect(),
+            is_error: result.is_error == Some(true),
+        }
+    }
+
+    fn refused(text: &str) -> CallOutput {
+        CallOutput {
+            texts: vec![text.to_owned()],
+            is_error: true,
+        }
+    }
+}
+
+/// What a one-shot action could not do.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CommandError {
+    /// The definition was refused; the text names the field.
+    #[error(transparent)]
+    Refused(#[from] AuthoringError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The server serves manifest tools only (no store).
+    #[error("this server has no store")]
+    NoStore,
+}
+
+impl Server {
+    fn stored(&self) -> Result<&Stored, CommandError> {
+        self.stored.as_ref().ok_or(CommandError::NoStore)
+    }
+
+    /// Creates a tool (`create`) or adds a version, from the arguments of
+    /// `omniforge_create_tool` / `omniforge_update_tool`.
+    pub async fn write_tool(
+        &self,
+        arguments: JsonObject,
+        caller: &Caller,
+        create: bool,
+    ) -> CallOutput {
+        let Some(stored) = &self.stored else {
+            return CallOutput::refused("this server has no store");
+        };
+        CallOutput::of(
+            stored
+                .tools
+                .create_or_update(arguments, &caller.cx(), create)
+                .await,
+        )
+    }
+
+    /// Runs the current version of the stored tool `name` once (it must be enabled).
+    pub async fn run_tool(&self, name: &str, arguments: JsonObject, caller: &Caller) -> CallOutput {
+        let Some(stored) = &self.stored else {
+            return CallOutput::refused("this server has no store");
+        };
+        CallOutput::of(stored.source.run(name, arguments, &caller.cx()).await)
+    }
+
+    /// The stored definition of `kind` under `key`, as its authoring arguments.
+    ///
+    /// # Errors
+    /// The store failed.
+    pub async fn definition(
+        &self,
+        kind: Kind,
+        key: &str,
+    ) -> Result<Option<JsonObject>, CommandError> {
+        Ok(self.stored()?.content.definition(kind, key).await?)
+    }
+
+    /// Creates, updates or replaces a definition (`mode`) from its authoring arguments; returns
+    /// a sentence saying what was done.
+    ///
+    /// # Errors
+    /// A text naming the field that is wrong.
+    pub async fn write_definition(
+        &self,
+        kind: Kind,
+        arguments: JsonObject,
+        mode: WriteMode,
+        caller: &Caller,
+    ) -> Result<String, CommandError> {
+        Ok(self
+            .stored()?
+            .content
+            .write(kind, arguments, mode, &caller.cx())
+            .await?)
+    }
+
+    /// Removes a definition; returns a sentence saying so.
+    ///
+    /// # Errors
+    /// It does not exist, or the store failed.
+    pub async fn remove_definition(
+        &self,
+        kind: Kind,
+        key: &str,
+        caller: &Caller,
+    ) -> Result<String, CommandError> {
+        Ok(self
+            .stored()?
+            .content
+            .remove(kind, key, &caller.cx())
+            .await?)
+    }
+
+    /// Imports a parsed pack (format 1): every entry is validated (tool environments built)
+    /// before one write transaction.
+    ///
+    /// # Errors
+    /// Every problem found; when there is any, nothing was written.
+    pub async fn import_pack(
+        &self,
+        pack: Value,
+        caller: &Caller,
+    ) -> Result<ImportReport, PackError> {
+        let Some(stored) = &self.stored else {
+            return Err(PackError {
+                problems: vec!["this server has no store".into()],
+            });
+        };
+        pack::import(
+            &stored.tools,
+            &stored.host,
+            &*stored.store,
+            pack,
+            &caller.cx(),
+        )
+        .await
+    }
+}

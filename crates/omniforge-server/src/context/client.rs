@@ -1,0 +1,27 @@
+//! How a running tool call reaches the client that made it: what a script's requests to the
+//! client (sampling, elicitation, roots) and its stream closing need.
+
+use rmcp::model::{ClientCapabilities, ProtocolVersion, RequestId};
+use rmcp::service::{Peer, RoleServer};
+
+use crate::context::stream::StreamLink;
+
+/// How a tool call reaches the client that made it. Built only for calls that may need it
+/// (stored tools), from [`RequestCx::client`](crate::context::request::RequestCx::client).
+#[derive(Clone, Default)]
+pub(crate) struct ClientLink {
+    /// The calling session's peer; `None` on the command line.
+    pub(crate) peer: Option<Peer<RoleServer>>,
+    /// The `tools/call` request id: server requests are associated with it (SEP-2260).
+    pub(crate) request_id: Option<RequestId>,
+    /// The revision the calling request was made under.
+    pub(crate) protocol_version: Option<ProtocolVersion>,
+    /// What the client declared (`initialize`, or the request `_meta` under 2026-07-28).
+    pub(crate) capabilities: Option<ClientCapabilities>,
+    /// The call's POST SSE stream, over Streamable HTTP in session mode (never for a JSON-only
+    /// reply).
+    pub(crate) stream: Option<StreamLink>,
+    /// The HTTP front collapses the answer into one JSON response: the client cannot receive
+    /// requests during the call.
+    pub(crate) json_reply: bool,
+}

@@ -1,0 +1,192 @@
+//! [`RequestCx`]: one request as every tool and content handler sees it, built once.
+//!
+//! Over HTTP the front puts one [`FrontInfo`] into the request (rmcp hands it to the handler
+//! inside `http::request::Parts`), and the session manager puts a
+//! [`StreamLink`](crate::context::stream::StreamLink); on both transports the JSON-RPC layer
+//! may mark bad `tools/call` arguments in `_meta` ([`INVALID_ARGUMENTS_META`]). This module is
+//! the only reader of these markers.
+//! A request over stdio comes from the trusted parent process ([`Principal::local`]).
+
+// `LoggingLevel` is deprecated by SEP-2577 (2026-07-28) but `logging/setLevel` is part of every
+// earlier revision we serve.
+#![allow(deprecated)]
+use std::sync::{LazyLock, Mutex};
+
+use omniforge_store::Actor;
+use rmcp::model::LoggingLevel;
+use rmcp::service::{RequestContext, RoleServer};
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{Principal, Scope};
+use crate::context::client::ClientLink;
+use crate::context::progress::{Progress, ProgressSink};
+use crate::context::stream::StreamLink;
+
+/// `_meta` key the front layer ([`crate::transport::jsonrpc`]) sets on a `tools/call` whose
+/// `arguments` was `null` or not an object (rmcp would refuse or drop it).
+pub(crate) const INVALID_ARGUMENTS_META: &str = "io.omniforge/invalidArguments";
+
+/// What the HTTP front tells the handler about one request.
+#[derive(Debug, Clone)]
+pub(crate) struct FrontInfo {
+    /// The authenticated caller.
+    pub(crate) principal: Principal,
+    /// The front collapses the answer into one JSON response (the client accepts only
+    /// `application/json`, or sent a batch): nothing else on the request's SSE stream reaches
+    /// the client, so a tool cannot ask it anything or close the stream for a resume.
+    pub(crate) json_reply: bool,
+}
+
+/// The parent process of a stdio server.
+static LOCAL: LazyLock<Principal> = LazyLock::new(Principal::local);
+
+/// One request: who calls, how to reach them, when to stop. Borrows; cheap to build.
+pub(crate) struct RequestCx<'a> {
+    /// `None`: an HTTP request that reached the handler without the front's marker; it sees
+    /// nothing.
+    principal: Option<&'a Principal>,
+    origin: Origin<'a>,
+}
+
+enum Origin<'a> {
+    /// An MCP request.
+    Mcp {
+        ctx: &'a RequestContext<RoleServer>,
+        json_reply: bool,
+        stream: Option<&'a StreamLink>,
+        /// The peer's `logging/setLevel` level, read only by a call that sends log messages.
+        log_level: Option<&'a Mutex<Option<LoggingLevel>>>,
+    },
+    /// A command-line action.
+    Local {
+        ct: CancellationToken,
+        progress: Option<ProgressSink>,
+    },
+}
+
+impl<'a> RequestCx<'a> {
+    /// The context of an MCP request; `log_level` holds what the peer set with
+    /// `logging/setLevel` (read only when a call needs it, so a built-in takes no lock).
+    pub(crate) fn of(
+        ctx: &'a RequestContext<RoleServer>,
+        log_level: Option<&'a Mutex<Option<LoggingLevel>>>,
+    ) -> Self {
+        let (principal, json_reply) = match ctx.extensions.get::<http::request::Parts>() {
+            Some(parts) => match parts.extensions.get::<FrontInfo>() {
+                Some(front) => (Some(&front.principal), front.json_reply),
+                None => (None, false),
+            },
+            None => (Some(&*LOCAL), false),
+        };
+        let stream = if json_reply {
+            None
+        } else {
+            ctx.extensions.get::<StreamLink>()
+        };
+        RequestCx {
+            principal,
+            origin: Origin::Mcp {
+                ctx,
+                json_reply,
+                stream,
+                log_level,
+            },
+        }
+    }
+
+    /// A command-line action by `principal`: no peer to notify, never cancelled; progress
+    /// messages go to `progress`.
+    pub(crate) fn local(principal: &'a Principal, progress: Option<ProgressSink>) -> Self {
+        RequestCx {
+            principal: Some(principal),
+            origin: Origin::Local {
+                ct: CancellationToken::new(),
+                progress,
+            },
+        }
+    }
+
+    /// Whether the front layer marked the request's `arguments` as not an object.
+    pub(crate) fn arguments_not_object(&self) -> bool {
+        match &self.origin {
+            Origin::Mcp { ctx, .. } => ctx.meta.get(INVALID_ARGUMENTS_META).is_some(),
+            Origin::Local { .. } => false,
+        }
+    }
+
+    /// The caller as the store records who did a write (in the audit log).
+    pub(crate) fn actor(&self) -> Actor {
+        Actor::new(self.author())
+    }
+
+    /// Whether the caller holds `scope`.
+    pub(crate) fn allows(&self, scope: Scope) -> bool {
+        self.principal.is_some_and(|p| p.allows(scope))
+    }
+
+    /// The caller's name, recorded as an author: a token's name, `stdio`, `cli`.
+    pub(crate) fn author(&self) -> &str {
+        self.principal.map_or("anonymous", |p| &p.name)
+    }
+
+    /// Fires when the request is cancelled (or the server shuts down).
+    pub(crate) fn ct(&self) -> &CancellationToken {
+        match &self.origin {
+            Origin::Mcp { ctx, .. } => &ctx.ct,
+            Origin::Local { ct, .. } => ct,
+        }
+    }
+
+    /// The level the peer asked for with `logging/setLevel`.
+    pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
+        match &self.origin {
+            Origin::Mcp {
+                log_level: Some(level),
+                ..
+            } => *level.lock().unwrap_or_else(|e| e.into_inner()),
+            Origin::Mcp { .. } => None,
+            Origin::Local { .. } => None,
+        }
+    }
+
+    /// Progress notifications for this request (silent without a progress token).
+    pub(crate) fn progress(&self) -> Progress {
+        match &self.origin {
+            Origin::Mcp { ctx, .. } => {
+                Progress::new(ctx.meta.get_progress_token(), Some(ctx.peer.clone()))
+            }
+            Origin::Local { progress, .. } => Progress::to_sink(progress.clone()),
+        }
+    }
+
+    /// Whether results may carry `resource_link` content (protocol revision 2025-06-18 on).
+    pub(crate) fn resource_links(&self) -> bool {
+        match &self.origin {
+            Origin::Mcp { ctx, .. } => ctx
+                .peer
+                .peer_info()
+                .is_none_or(|info| info.protocol_version.as_str() >= "2025-06-18"),
+            Origin::Local { .. } => true,
+        }
+    }
+
+    /// How a running script reaches the client (empty for the command line).
+    pub(crate) fn client(&self) -> ClientLink {
+        match &self.origin {
+            Origin::Mcp {
+                ctx,
+                json_reply,
+                stream,
+                ..
+            } => ClientLink {
+                peer: Some(ctx.peer.clone()),
+                request_id: Some(ctx.id.clone()),
+                protocol_version: ctx.protocol_version(),
+                capabilities: ctx.client_capabilities(),
+                stream: stream.cloned(),
+                json_reply: *json_reply,
+            },
+            Origin::Local { .. } => ClientLink::default(),
+        }
+    }
+}

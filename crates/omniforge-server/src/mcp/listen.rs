@@ -1,0 +1,48 @@
+//! 2026-07-28 `subscriptions/listen`: which subscriptions are accepted, and the stream that
+//! receives list changes and resource updates until the client ends it.
+
+use rmcp::model::{ErrorData, SubscriptionFilter};
+use rmcp::service::SubscriptionContext;
+
+use crate::mcp::state::Shared;
+
+/// The part of `requested` this server serves: list changes, and resource URIs it knows.
+pub(crate) fn accepted(
+    shared: &Shared,
+    requested: &SubscriptionFilter,
+) -> Option<SubscriptionFilter> {
+    let mut accepted = SubscriptionFilter::builder();
+    if requested.tools_list_changed == Some(true) {
+        accepted = accepted.tools_list_changed();
+    }
+    if requested.prompts_list_changed == Some(true) {
+        accepted = accepted.prompts_list_changed();
+    }
+    if requested.resources_list_changed == Some(true) {
+        accepted = accepted.resources_list_changed();
+    }
+    if let (Some(uris), Some(content)) = (&requested.resource_subscriptions, &shared.content) {
+        let known: Vec<&String> = uris.iter().filter(|u| content.is_known(u)).collect();
+        if !known.is_empty() {
+            accepted = accepted.resource_subscriptions(known);
+        }
+    }
+    let accepted = accepted.build();
+    (accepted != SubscriptionFilter::default()).then_some(accepted)
+}
+
+/// Registers the stream's sink until the request ends.
+///
+/// # Errors
+/// None: the stream simply ends.
+pub(crate) async fn listen(shared: &Shared, ctx: SubscriptionContext) -> Result<(), ErrorData> {
+    let ended = ctx.request_context().ct.clone();
+    if let (Some(uris), Some(content)) = (&ctx.accepted().resource_subscriptions, &shared.content) {
+        content
+            .subscriptions
+            .add_sink(uris.clone(), ctx.sink().clone(), ended.clone());
+    }
+    shared.peers.add_subscription(ctx.sink().clone(), ended);
+    ctx.cancelled().await;
+    Ok(())
+}

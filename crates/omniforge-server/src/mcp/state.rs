@@ -1,0 +1,32 @@
+//! [`Shared`]: the server-wide state every handler (one per stdio connection or HTTP session)
+//! shares.
+
+use std::sync::Arc;
+
+use tokio_util::task::TaskTracker;
+
+use crate::catalog::publish::Catalog;
+use crate::content::snapshot::Content;
+use crate::peers::Peers;
+use crate::script_host::host::ScriptHost;
+use crate::tools::stored::kept::KeptOutputs;
+
+/// Server-wide state.
+pub(crate) struct Shared {
+    /// The merged tool catalog.
+    pub(crate) catalog: Arc<Catalog>,
+    /// Peers to tell about list changes.
+    pub(crate) peers: Arc<Peers>,
+    /// Items per list page. Large by default: several clients ignore `nextCursor`.
+    pub(crate) page_size: usize,
+    /// Tracks in-flight `tools/call`s so shutdown can wait for them.
+    pub(crate) calls: TaskTracker,
+    /// The server-level `instructions` of the InitializeResult.
+    pub(crate) instructions: &'static str,
+    /// Stored resources, templates and prompts; `None` in bridge mode.
+    pub(crate) content: Option<Arc<Content>>,
+    /// The outputs behind the resource links of cut results; `None` in bridge mode.
+    pub(crate) kept: Option<Arc<KeptOutputs>>,
+    /// The script host (for `/healthz`'s sandbox layers); `None` in bridge mode.
+    pub(crate) host: Option<Arc<ScriptHost>>,
+}

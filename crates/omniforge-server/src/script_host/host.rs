@@ -1,0 +1,159 @@
+//! [`ScriptHost`]: the sandbox [`Runner`] and the [`EnvBuilder`], shared by every script run.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use omniforge_script::{
+    Env, EnvBuilder, EnvConfig, EnvError, HostEnv, Interpreter, Layout, RunError, RunOutput,
+    RunSpec, Runner, RunnerConfig, SandboxLevel, UvTool, prototype_text,
+};
+use omniforge_store::ScriptSpec;
+use serde_json::Value;
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ScriptError;
+
+/// How scripts are built and run.
+#[derive(Debug, Clone)]
+pub struct ScriptSettings {
+    /// The server's data directory (environments, uv cache, run scratch files).
+    pub data_dir: PathBuf,
+    /// The Python interpreter to pin; resolved to its real executable (never a shim).
+    pub python: PathBuf,
+    /// An explicit uv; otherwise PATH, then `<data_dir>/uv`, else installed there.
+    pub uv: Option<PathBuf>,
+    /// Allow building dependencies from source distributions (wheels only by default).
+    pub allow_source_builds: bool,
+    /// Required isolation.
+    pub sandbox: SandboxLevel,
+    /// Timeout of a call when the tool sets none.
+    pub default_timeout: Duration,
+    /// The largest timeout a tool may set.
+    pub max_timeout: Duration,
+    /// Address-space limit of a call, bytes.
+    pub memory_bytes: u64,
+    /// What the script crate uses of the server's environment (`PATH`, `HOME`, proxies, uv's
+    /// index variables), read by the binary.
+    pub host: HostEnv,
+    /// Sandbox layers to leave out although the machine has them (tests only).
+    pub disabled_layers: Vec<String>,
+}
+
+/// The sandbox runner and the environment builder.
+pub(crate) struct ScriptHost {
+    settings: ScriptSettings,
+    runner: Runner,
+    /// Built on first use: resolving the interpreter and finding (or installing) uv takes
+    /// time and may need PyPI, which a server that never forges a tool should not pay for.
+    envs: OnceCell<EnvBuilder>,
+}
+
+impl ScriptHost {
+    /// Sets up the runner (it logs each sandbox layer it detected). Runs never see the data
+    /// directory (other tools' environments, the store).
+    ///
+    /// # Errors
+    /// The run directory cannot be created, or the sandbox level cannot be provided (e.g.
+    /// `strict` without namespaces).
+    pub(crate) fn new(settings: ScriptSettings) -> Result<ScriptHost, RunError> {
+        let mut runner_config = RunnerConfig::new(settings.sandbox);
+        runner_config.scratch_dir = Layout::new(&settings.data_dir).run_dir();
+        runner_config.host = settings.host.clone();
+        runner_config.disabled_layers = settings.disabled_layers.clone();
+        runner_config.hidden_dirs = vec![settings.data_dir.clone()];
+        Ok(ScriptHost {
+            runner: Runner::new(runner_config)?,
+            settings,
+            envs: OnceCell::new(),
+        })
+    }
+
+    /// The settings.
+    pub(crate) fn settings(&self) -> &ScriptSettings {
+        &self.settings
+    }
+
+    /// The sandbox layers in force, for `/healthz`.
+    pub(crate) fn layers(&self) -> &[omniforge_script::Layer] {
+        self.runner.layers()
+    }
+
+    /// Where environments, uv and run directories live (the script crate's layout).
+    pub(crate) fn layout(&self) -> Layout {
+        Layout::new(&self.settings.data_dir)
+    }
+
+    /// The built environment with id `env_id`.
+    pub(crate) fn env(&self, env_id: &str) -> Env {
+        self.layout().env(env_id)
+    }
+
+    /// The environment builder, made on first use.
+    ///
+    /// # Errors
+    /// The interpreter cannot be resolved, or uv cannot be found or installed.
+    pub(crate) async fn envs(&self) -> Result<&EnvBuilder, EnvError> {
+        self.envs
+            .get_or_try_init(|| async {
+                let python = Interpreter::resolve(&self.settings.python).await?;
+                let uv = UvTool::locate_or_install(
+                    &self.settings.data_dir,
+                    self.settings.uv.clone(),
+                    &python,
+                    &self.settings.host,
+                )
+                .await?;
+                tracing::info!(python = %python.executable().display(), uv = %uv.path().display(), "script environments ready");
+                Ok(EnvBuilder::new(EnvConfig {
+                    data_dir: self.settings.data_dir.clone(),
+                    uv,
+                    python,
+                    allow_source_builds: self.settings.allow_source_builds,
+                    command_timeout: Duration::from_secs(600),
+                    host: self.settings.host.clone(),
+                }))
+            })
+            .await
+    }
+
+    /// Runs one script to its end.
+    ///
+    /// # Errors
+    /// [`RunError::Busy`] when every slot and queue place is taken, or the sandbox failed.
+    pub(crate) async fn run(
+        &self,
+        spec: RunSpec,
+        ct: CancellationToken,
+    ) -> Result<RunOutput, RunError> {
+        self.runner.run(spec, ct).await
+    }
+
+    /// Runs a stored script (a template's or a completion's) once with `input` as its JSON
+    /// stdin; returns its stdout when it exits 0.
+    ///
+    /// # Errors
+    /// The script could not start, failed (its output, `[stderr]`, `[exit N]`), or timed out.
+    pub(crate) async fn run_script(
+        &self,
+        script: &ScriptSpec,
+        input: Value,
+        ct: CancellationToken,
+    ) -> Result<String, ScriptError> {
+        let mut spec = RunSpec::new(&self.env(&script.env_id), script.code.clone());
+        spec.arguments = input;
+        spec.timeout = Duration::from_millis(script.timeout_ms);
+        spec.memory_bytes = script.memory_bytes;
+        spec.network = script.network;
+        let output = match self.run(spec, ct).await {
+            Ok(output) => output,
+            Err(RunError::Busy) => return Err(ScriptError::Busy),
+            Err(e) => return Err(ScriptError::NotStarted(e)),
+        };
+        if output.exit.is_success() {
+            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+        } else {
+            Err(ScriptError::Failed(prototype_text(&output, None).0))
+        }
+    }
+}

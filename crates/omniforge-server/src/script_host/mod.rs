@@ -1,0 +1,13 @@
+//! The one script host that stored tools and content share (the script crate does the work;
+//! this is how the server drives it).
+//!
+//! - [`host`]: [`ScriptHost`](host::ScriptHost), the sandbox runner and the environment
+//!   builder (made on first use), and running a stored script to its stdout.
+//! - [`prepare`]: turning code and dependencies into something runnable: the syntax check (the
+//!   script crate's), PEP 723 dependencies, the timeout rule, the lock and the environment build
+//!   with progress.
+//! - [`gc`]: the hourly removal of environments no version uses.
+
+pub(crate) mod gc;
+pub(crate) mod host;
+pub(crate) mod prepare;

@@ -1,0 +1,261 @@
+//! [`Server`]: everything built from [`Settings`] — the catalog and its sources, the script
+//! host, stored content, the change feed consumer and the list-change notifier — and the two
+//! ways to serve it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use omniforge_script::RunError;
+use omniforge_store::{Store, StoreError};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::catalog::entry::ToolSource;
+use crate::catalog::publish::Catalog;
+use crate::catalog::schema_profile::SchemaProfile;
+use crate::changes::{self, Sides};
+use crate::content::snapshot::Content;
+use crate::mcp::state::Shared;
+use crate::peers::{self, Peers};
+use crate::script_host::gc::collect_garbage;
+use crate::script_host::host::{ScriptHost, ScriptSettings};
+use crate::settings::HttpSettings;
+use crate::tools::authoring::tool::ToolAuthoring;
+use crate::tools::builtin::instructions::{BRIDGE_INSTRUCTIONS, SERVER_INSTRUCTIONS};
+use crate::tools::manifest::source::{ManifestConfig, ManifestSource, ManifestSourceError};
+use crate::tools::stored::call::StoredTools;
+use crate::tools::stored::kept::KeptOutputs;
+use crate::tools::stored::shape::Shaper;
+use crate::tools::stored::source::StoredSource;
+use crate::tools::{self as tool_sources, Authoring};
+use crate::transport;
+
+/// What a server is built from.
+pub struct Settings {
+    /// Items per list page (at least 1). Large by default: several clients ignore `nextCursor`.
+    pub page_size: usize,
+    /// How tool schemas are served.
+    pub schema_profile: SchemaProfile,
+    /// The forge manifests and their upstreams.
+    pub manifests: Vec<ManifestConfig>,
+    /// Inline `$ref`s of manifest tool schemas.
+    pub inline_schema_refs: bool,
+    /// Stored tools, resources and prompts, and the built-ins; `None` serves manifest tools
+    /// only (`omniforge bridge`).
+    pub store: Option<StoreSettings>,
+}
+
+/// The stored side of a server.
+pub struct StoreSettings {
+    /// The store.
+    pub store: Arc<dyn Store>,
+    /// How scripts are built and run.
+    pub scripts: ScriptSettings,
+    /// Whether the authoring built-ins are offered.
+    pub authoring: bool,
+    /// Most bytes of text a call returns to the client; the rest is cut with a marker.
+    pub max_result_bytes: usize,
+    /// How long the whole output of a cut result stays readable through its resource link.
+    pub output_ttl: Duration,
+}
+
+/// A server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// A manifest is missing or malformed, an upstream is misconfigured, or a manifest cannot be
+    /// watched.
+    #[error("loading manifests")]
+    Manifests(#[source] ManifestSourceError),
+    /// The sandbox cannot be set up (e.g. `--sandbox strict` without namespaces).
+    #[error("starting script tools")]
+    Sandbox(#[source] RunError),
+    /// The stored tools cannot be read.
+    #[error("starting script tools")]
+    Tools(#[source] StoreError),
+    /// The stored resources and prompts cannot be read.
+    #[error("loading stored resources and prompts")]
+    Content(#[source] StoreError),
+}
+
+/// The parts of the stored side the one-shot commands use.
+pub(crate) struct Stored {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) host: Arc<ScriptHost>,
+    pub(crate) source: Arc<StoredSource>,
+    pub(crate) tools: Arc<ToolAuthoring>,
+    pub(crate) content: Arc<Content>,
+    pub(crate) kept: Arc<KeptOutputs>,
+}
+
+/// A running server: its sources are loaded and followed. Serve it over stdio
+/// ([`serve_stdio`](Server::serve_stdio)) or HTTP ([`serve_http`](Server::serve_http),
+/// [`app`](Server::app)); the command line also uses its one-shot actions. Dropping it stops
+/// its background tasks.
+pub struct Server {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) stored: Option<Stored>,
+    /// Keeps the manifest watches alive.
+    _manifests: ManifestSource,
+    /// Stops the background tasks (notifier, change feed, garbage collection).
+    stop: CancellationToken,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl Server {
+    /// Builds and loads everything. Must be called inside a tokio runtime.
+    ///
+    /// # Errors
+    /// A manifest, the sandbox or the store cannot be used.
+    pub async fn start(settings: Settings) -> Result<Server, StartError> {
+        let stop = CancellationToken::new();
+        let catalog = Arc::new(Catalog::new(settings.schema_profile));
+        let peers = Arc::new(Peers::default());
+        let manifests = crate::tools::manifest::source::start(
+            catalog.clone(),
+            &settings.manifests,
+            settings.inline_schema_refs,
+        )
+        .map_err(StartError::Manifests)?;
+        let mut shared = Shared {
+            catalog: catalog.clone(),
+            peers: peers.clone(),
+            page_size: settings.page_size.max(1),
+            calls: TaskTracker::new(),
+            instructions: BRIDGE_INSTRUCTIONS,
+            content: None,
+            kept: None,
+            host: None,
+        };
+        let stored = match settings.store {
+            None => None,
+            Some(s) => {
+                let stored = start_stored(s, &catalog, &peers, &stop).await?;
+                shared.instructions = SERVER_INSTRUCTIONS;
+                shared.content = Some(stored.content.clone());
+                shared.host = Some(stored.host.clone());
+                shared.kept = Some(stored.kept.clone());
+                Some(stored)
+            }
+        };
+        tokio::spawn(peers::broadcast_changes(
+            peers,
+            catalog.subscribe(),
+            stop.clone(),
+        ));
+        Ok(Server {
+            shared: Arc::new(shared),
+            stored,
+            _manifests: manifests,
+            stop,
+        })
+    }
+
+    /// Serves MCP on `input`/`output` (stdin and stdout) until `input` ends or `shutdown`
+    /// fires; then waits for in-flight tool calls (the caller bounds that wait).
+    ///
+    /// # Errors
+    /// An I/O error on `input` or `output`.
+    pub async fn serve_stdio<R, W>(
+        &self,
+        input: R,
+        output: W,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<()>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        transport::stdio::serve(self.shared.clone(), input, output, shutdown).await
+    }
+
+    /// Serves Streamable HTTP on `listener` until `shutdown` fires, then stops accepting, lets
+    /// in-flight tool calls finish within `grace`, and ends what is left.
+    ///
+    /// # Errors
+    /// An I/O error from the listener.
+    pub async fn serve_http(
+        &self,
+        listener: TcpListener,
+        settings: HttpSettings,
+        shutdown: CancellationToken,
+        grace: Duration,
+    ) -> std::io::Result<()> {
+        transport::http::serve(listener, self.shared.clone(), settings, shutdown, grace).await
+    }
+
+    /// The HTTP app (the MCP endpoint at `settings.path` and `GET /healthz`), for serving
+    /// yourself or for in-process tests. `rmcp_ct` ends every session and SSE stream.
+    pub fn app(&self, settings: HttpSettings, rmcp_ct: CancellationToken) -> Router {
+        transport::http::app(self.shared.clone(), settings, rmcp_ct)
+    }
+}
+
+/// Builds the stored side: script host, stored tools, content, the authoring built-ins, and
+/// the tasks that follow the store.
+async fn start_stored(
+    s: StoreSettings,
+    catalog: &Arc<Catalog>,
+    peers: &Arc<Peers>,
+    stop: &CancellationToken,
+) -> Result<Stored, StartError> {
+    let store = s.store;
+    let host = Arc::new(ScriptHost::new(s.scripts).map_err(StartError::Sandbox)?);
+    let kept = Arc::new(KeptOutputs::new(s.output_ttl));
+    let tools = Arc::new(StoredTools {
+        store: store.clone(),
+        host: host.clone(),
+        shaper: Shaper {
+            max_result_bytes: s.max_result_bytes,
+            kept: kept.clone(),
+        },
+    });
+    let source = Arc::new(StoredSource::new(store.clone(), tools.clone(), catalog));
+    // Read before loading: a change that lands in between is seen twice, never missed.
+    let seq = store.current_seq().await.map_err(StartError::Tools)?;
+    let content = Content::load(store.clone(), host.clone(), peers.clone())
+        .await
+        .map_err(StartError::Content)?;
+    let authoring = Arc::new(ToolAuthoring::new(
+        store.clone(),
+        tools,
+        source.clone(),
+        catalog,
+    ));
+    let builtins = Authoring {
+        tools: authoring.clone(),
+        store: store.clone(),
+        content: content.clone(),
+    };
+    catalog.replace(
+        ToolSource::Builtin,
+        tool_sources::builtins(s.authoring.then_some(&builtins)),
+    );
+    source.reload_all().await.map_err(StartError::Tools)?;
+    let sides = Sides {
+        tools: source.clone(),
+        content: content.clone(),
+    };
+    tokio::spawn(changes::follow(store.clone(), seq, sides, stop.clone()));
+    tokio::spawn(collect_garbage(
+        Arc::downgrade(&host),
+        store.clone(),
+        stop.clone(),
+    ));
+    Ok(Stored {
+        store,
+        host,
+        source,
+        tools: authoring,
+        content,
+        kept,
+    })
+}

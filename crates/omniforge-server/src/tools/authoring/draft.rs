@@ -1,0 +1,225 @@
+//! The arguments of `omniforge_create_tool` and `omniforge_update_tool` (and a pack's
+//! `tools` entries), and their validation into a version to store: name, schemas, code and
+//! description, limits, then the environment.
+
+use std::time::Duration;
+
+use omniforge_store::{Annotations, Limits, NewVersion, Runtime, ToolVersion};
+use rmcp::model::JsonObject;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::catalog::publish::Catalog;
+use crate::context::request::RequestCx;
+use crate::error::AuthoringError;
+use crate::script_host::host::ScriptHost;
+use crate::script_host::prepare::TimeoutRule;
+use crate::tools::stored::shape::cut;
+
+/// The arguments of create and update.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Draft {
+    pub(crate) name: String,
+    /// Required to create; an update without it keeps the current version's.
+    description: Option<String>,
+    /// Required to create; an update without it keeps the current version's.
+    code: Option<String>,
+    #[serde(rename = "inputSchema")]
+    input_schema: Option<JsonObject>,
+    #[serde(rename = "outputSchema")]
+    output_schema: Option<JsonObject>,
+    title: Option<String>,
+    dependencies: Option<Vec<String>>,
+    annotations: Option<DraftAnnotations>,
+    timeout_s: Option<f64>,
+    network: Option<bool>,
+    secrets: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DraftAnnotations {
+    read_only_hint: Option<bool>,
+    destructive_hint: Option<bool>,
+    idempotent_hint: Option<bool>,
+    open_world_hint: Option<bool>,
+}
+
+/// The name must be valid and not taken by a built-in or manifest tool.
+///
+/// # Errors
+/// A text naming `name`.
+pub(crate) fn check_name(catalog: &Catalog, name: &str) -> Result<(), AuthoringError> {
+    omniforge_store::validate_tool_name(name)
+        .map_err(|e| AuthoringError::invalid("name", e.to_string()))?;
+    if catalog.is_reserved(name) {
+        return Err(AuthoringError::invalid(
+            "name",
+            format!("{name:?} is taken by a built-in or manifest tool; choose another name"),
+        ));
+    }
+    Ok(())
+}
+
+/// Validates a draft and builds its environment; returns the name and the version to store.
+/// An update keeps whatever it leaves out from `previous`.
+///
+/// # Errors
+/// A text naming the field at fault.
+pub(crate) async fn prepare(
+    host: &ScriptHost,
+    draft: Draft,
+    previous: Option<&ToolVersion>,
+    cx: &RequestCx<'_>,
+) -> Result<(String, NewVersion), AuthoringError> {
+    let previous = previous.map(|v| &v.spec);
+    let input_schema = match draft.input_schema {
+        Some(schema) => schema,
+        None => match previous {
+            Some(p) => p.input_schema.clone(),
+            None => default_input_schema(),
+        },
+    };
+    check_tool_schema("inputSchema", &input_schema)?;
+    let output_schema = match draft.output_schema {
+        Some(schema) => Some(schema),
+        None => previous.and_then(|p| p.output_schema.clone()),
+    };
+    if let Some(schema) = &output_schema {
+        check_tool_schema("outputSchema", schema)?;
+    }
+    let code = match (draft.code, previous) {
+        (Some(code), _) => code,
+        (None, Some(p)) => p.code.clone(),
+        (None, None) => return Err(AuthoringError::invalid("code", "required to create a tool")),
+    };
+    let description = match (draft.description, previous) {
+        (Some(description), _) => description,
+        (None, Some(p)) => p.description.clone(),
+        (None, None) => {
+            return Err(AuthoringError::invalid(
+                "description",
+                "required to create a tool",
+            ));
+        }
+    };
+    let dependencies = draft
+        .dependencies
+        .or_else(|| previous.map(|p| p.dependencies.clone()))
+        .unwrap_or_default();
+    let timeout = TimeoutRule {
+        seconds: draft.timeout_s,
+        keep: previous.map(|p| Duration::from_millis(p.limits.timeout_ms)),
+    };
+    let progress = cx.progress();
+    let prepared = host
+        .prepare("code", &code, dependencies, timeout, &progress)
+        .await?;
+    let annotations = draft.annotations.map_or_else(
+        || previous.map(|p| p.annotations).unwrap_or_default(),
+        |a| Annotations {
+            read_only_hint: a.read_only_hint,
+            destructive_hint: a.destructive_hint,
+            idempotent_hint: a.idempotent_hint,
+            open_world_hint: a.open_world_hint,
+        },
+    );
+    let version = NewVersion {
+        title: draft
+            .title
+            .or_else(|| previous.and_then(|p| p.title.clone())),
+        description,
+        input_schema,
+        output_schema,
+        annotations,
+        runtime: Runtime::Python,
+        code,
+        dependencies: prepared.dependencies,
+        limits: Limits {
+            timeout_ms: u64::try_from(prepared.timeout.as_millis()).unwrap_or(u64::MAX),
+            memory_bytes: host.settings().memory_bytes,
+            network: draft
+                .network
+                .or(previous.map(|p| p.limits.network))
+                .unwrap_or(false),
+        },
+        lock: prepared.lock.requirements,
+        env_id: prepared.lock.env_id,
+        secrets: draft
+            .secrets
+            .or_else(|| previous.map(|p| p.secrets.clone()))
+            .unwrap_or_default(),
+        author: cx.author().to_owned(),
+        examples: Vec::new(),
+    };
+    Ok((draft.name, version))
+}
+
+fn default_input_schema() -> JsonObject {
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), json!("object"));
+    schema.insert("properties".into(), json!({}));
+    schema
+}
+
+/// A tool schema must compile as JSON Schema 2020-12, have root `type: object`, and resolve
+/// every reference within itself.
+///
+/// # Errors
+/// A text naming `field`.
+pub(crate) fn check_tool_schema(
+    field: &'static str,
+    schema: &JsonObject,
+) -> Result<(), AuthoringError> {
+    if schema.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(AuthoringError::invalid(
+            field,
+            format!(
+                "the root must be {{\"type\": \"object\", ...}} (MCP tools take and return JSON objects); got {}",
+                cut(&Value::Object(schema.clone()).to_string(), 200)
+            ),
+        ));
+    }
+    if let Some(dialect) = schema.get("$schema").and_then(Value::as_str)
+        && !dialect.contains("2020-12")
+    {
+        return Err(AuthoringError::invalid(
+            field,
+            format!("$schema must be JSON Schema 2020-12, got {dialect:?}"),
+        ));
+    }
+    jsonschema::draft202012::options()
+        .build(&Value::Object(schema.clone()))
+        .map(|_| ())
+        .map_err(|e| {
+            AuthoringError::invalid(field, format!("not a valid JSON Schema 2020-12: {e}"))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_must_be_objects_and_valid() {
+        let ok = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}}, "$defs": {"A": {"type": "string"}}});
+        assert!(check_tool_schema("inputSchema", ok.as_object().unwrap()).is_ok());
+        let not_object = json!({"anyOf": [{"type": "object"}]});
+        let err = check_tool_schema("inputSchema", not_object.as_object().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("inputSchema: the root must be"), "{err}");
+        let dangling = json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}});
+        let err = check_tool_schema("outputSchema", dangling.as_object().unwrap())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("outputSchema: not a valid JSON Schema"),
+            "{err}"
+        );
+        let remote =
+            json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/x.json"}}});
+        assert!(check_tool_schema("inputSchema", remote.as_object().unwrap()).is_err());
+    }
+}

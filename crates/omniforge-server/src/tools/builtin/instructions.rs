@@ -1,0 +1,137 @@
+//! `omniforge_instructions`: how to use and extend this server; and the server-level
+//! `instructions` of the InitializeResult.
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
+use serde_json::json;
+
+use crate::auth::Scope;
+use crate::catalog::call::{Call, CallFuture, ToolCall, ready};
+use crate::catalog::entry::{Entry, ToolSource, object_schema};
+
+/// Name of the built-in that explains how to use this server.
+pub(crate) const INSTRUCTIONS: &str = "omniforge_instructions";
+
+/// The server-level `instructions` sent in the InitializeResult.
+pub(crate) const SERVER_INSTRUCTIONS: &str = "OmniForge hosts tools for AI agents. Its tools come from \
+three sources, listed in this order: built-in tools (names start with `omniforge_`), manifest \
+tools (RPCs of a Connect service configured by the operator) and stored tools (forged by agents \
+and kept in OmniForge's database). Call `omniforge_instructions` for how to use and extend it.";
+
+/// The server-level `instructions` of `omniforge bridge`, which serves one manifest only.
+pub(crate) const BRIDGE_INSTRUCTIONS: &str = "OmniForge bridge: each tool is an RPC of a forge manifest, \
+proxied to its running Connect service. Arguments are the RPC's request message as JSON; a \
+Connect error comes back as an isError result naming its code (e.g. `not_found: ...`).";
+
+/// The text `omniforge_instructions` answers with.
+const GUIDE: &str = "\
+# OmniForge
+
+OmniForge is an MCP server whose tool list can grow while you work.
+
+## Tool sources (tools/list order)
+1. Built-in tools: names start with `omniforge_`. They are always present.
+2. Manifest tools: RPCs declared in a forge manifest (gen/mcp/manifest.json) that the operator
+   configured; each call is proxied to the running Connect service.
+3. Stored tools: tools forged by agents with omniforge_create_tool, kept in OmniForge's database,
+   newest first.
+When two sources offer the same name, the earlier source wins.
+
+## Calling tools
+- `arguments` must be a JSON object matching the tool's `inputSchema`; leave it out for `{}`.
+- Problems with a call (unknown tool, arguments that do not match) come back as a normal result
+  with `isError: true` and a text that says what is wrong, so you can correct the call.
+- The tool list can change during a session. The server sends
+  `notifications/tools/list_changed`; call tools/list again when you receive it. If your client
+  cannot see new tools, call them with `omniforge_call_tool {name, arguments}`.
+
+## Forging a tool
+`omniforge_create_tool {name, description, code, inputSchema?, outputSchema?, title?,
+dependencies?, annotations?, timeout_s?, network?}` stores version 1 of a Python tool;
+`omniforge_update_tool` (same fields) adds a version; `omniforge_test_tool {code, arguments?,
+dependencies?}` runs code once without saving; `omniforge_get_tool`, `omniforge_rollback_tool`
+and `omniforge_delete_tool` (`purge: true` removes the history) manage what exists.
+- name: letters, digits, `_` and `-`, at most 64 characters; not a built-in or manifest name.
+- Arguments arrive as JSON on stdin: `args = json.load(sys.stdin)`, or
+  `import omniforge; args = omniforge.args()`.
+- Return text by printing it. With an `outputSchema`, print exactly one JSON object matching it:
+  it becomes `structuredContent`. A failing script (non-zero exit, timeout) is an error result
+  showing stdout, `[stderr] ...`, `[exit N]` or `[timeout]`.
+- Dependencies: PEP 508 strings (`\"python-dateutil>=2.9\"`), or a PEP 723 `# /// script` block
+  in the code. They are resolved and installed (wheels only) when the tool is created, never at
+  call time; the script has no network unless `network: true`.
+- Limits: `timeout_s` (default 30 s), memory, output size; scripts run in a sandbox that sees
+  only their environment and a private /tmp.
+- Secrets: `secrets: [\"API_KEY\"]` passes stored secrets as environment variables
+  (`os.environ[\"API_KEY\"]`); their exact values are redacted from results. An `admin`
+  stores them with `omniforge_set_secret {name, value}` (`omniforge_list_secrets`,
+  `omniforge_delete_secret`).
+- The helper module: `import omniforge`; `omniforge.progress(done, total, message)` reports
+  progress to the caller, `omniforge.log(level, data)` logs (sent when at or above the
+  client's logging/setLevel, default info), `omniforge.result(content=[...],
+  structured={...})` sets the result instead of stdout.
+- Rich content: `omniforge.text(s)`, `omniforge.image(data, \"image/png\")`,
+  `omniforge.audio(data, \"audio/wav\")` (bytes or base64 text), `omniforge.resource(uri,
+  text=... | blob=..., mime_type=...)` (embedded), `omniforge.resource_link(uri, name, ...)`;
+  pass a list of them as `content=`. An invalid item makes the call an error result.
+- Asking the client (when it declared the capability; not under protocol 2026-07-28):
+  `omniforge.sample(prompt_or_messages, max_tokens=...)` (sampling/createMessage, returns
+  {role, content, model, stopReason}), `omniforge.elicit(message, requested_schema)`
+  (elicitation/create, form mode, returns {action, content}), `omniforge.roots()` (list of
+  {uri, name}). Each takes `timeout=` seconds and raises `omniforge.RequestError` with a
+  clear message when refused. At most 8 may wait for the client at once.
+
+Example (`add_vat`):
+    code: import json, sys
+          from decimal import Decimal
+          a = json.load(sys.stdin); net = Decimal(str(a[\"net\"])); vat = net * Decimal(\"0.2\")
+          print(json.dumps({\"net\": str(a[\"net\"]), \"vat\": str(vat.quantize(Decimal(\"0.01\")))}))
+    inputSchema: {\"type\": \"object\", \"properties\": {\"net\": {\"type\": \"number\"}}, \"required\": [\"net\"]}
+
+## Resources and prompts
+`omniforge_create_resource {uri, name, text | blob (base64), mimeType?, title?, description?}`
+stores a resource (resources/list, resources/read; subscribers are told when it changes).
+`omniforge_create_resource_template {uriTemplate, name, text | code, mimeType?, completions?,
+completion_code?, dependencies?}`: resources/read of a matching URI (e.g. `docs://pages/{id}`)
+answers with `text` where each `{id}` is replaced, or with what `code` prints (it reads the
+variables as JSON on stdin). `omniforge_create_prompt {name, messages, arguments?, description?}`:
+messages are MCP PromptMessages (`content` may be a plain string) with `{argument}` placeholders;
+arguments are `{name, description?, required?, values?}` (values feed completion/complete).
+The `_update_` variants change only the fields given; `_delete_` removes; `omniforge_get_definition`
+shows what is stored.
+";
+
+/// The `omniforge_instructions` built-in.
+pub(crate) struct Instructions;
+
+impl ToolCall for Instructions {
+    fn call<'a>(&'a self, _call: Call<'a>) -> CallFuture<'a> {
+        ready(Ok(CallToolResult::success(vec![ContentBlock::text(GUIDE)])))
+    }
+}
+
+/// Its catalog entry.
+pub(crate) fn entry() -> Entry {
+    Entry::new(
+        Tool::new(
+            INSTRUCTIONS,
+            "How to use this OmniForge server: its tool sources, how calls and errors work, \
+             and how to forge new tools. Takes no arguments.",
+            object_schema(
+                json!({"type": "object", "properties": {}, "additionalProperties": false}),
+            ),
+        )
+        .with_title("OmniForge instructions")
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ),
+        ToolSource::Builtin,
+        Scope::Call,
+        Arc::new(Instructions),
+    )
+}

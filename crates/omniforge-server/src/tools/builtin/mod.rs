@@ -1,0 +1,5 @@
+//! The built-ins that are not authoring: [`instructions`] (`omniforge_instructions`, and the
+//! server-level instructions text) and [`forward`] (`omniforge_call_tool`).
+
+pub(crate) mod forward;
+pub(crate) mod instructions;

@@ -1,0 +1,6 @@
+//! Manifest tools: [`source`] loads and hot-reloads the forge manifests the operator
+//! configured and publishes their RPCs as catalog entries; [`call`] dispatches one call to
+//! the Connect upstream and maps its outcome.
+
+pub(crate) mod call;
+pub(crate) mod source;

@@ -1,0 +1,47 @@
+//! The tool sources, each publishing [`Entry`]s whose calls implement the one
+//! [`ToolCall`](crate::catalog::call::ToolCall) trait:
+//! - [`builtin`]: `omniforge_instructions` and `omniforge_call_tool`;
+//! - [`authoring`]: the authoring built-ins (tools, secrets, content);
+//! - [`manifest`]: RPCs of operator-configured forge manifests;
+//! - [`stored`]: script tools kept in the store.
+//!
+//! [`builtins`] is the one place built-ins are registered, in catalog order.
+
+pub(crate) mod authoring;
+pub(crate) mod builtin;
+pub(crate) mod manifest;
+pub(crate) mod stored;
+
+use std::sync::Arc;
+
+use omniforge_store::Store;
+
+use crate::catalog::entry::Entry;
+use crate::content::snapshot::Content;
+use crate::tools::authoring::tool::ToolAuthoring;
+
+/// What the authoring built-ins are made of.
+pub(crate) struct Authoring {
+    /// The tool built-ins' service.
+    pub(crate) tools: Arc<ToolAuthoring>,
+    /// The store of secrets.
+    pub(crate) store: Arc<dyn Store>,
+    /// Stored resources, templates and prompts.
+    pub(crate) content: Arc<Content>,
+}
+
+/// Every built-in, in catalog order: `omniforge_instructions`, the tool and secret authoring
+/// built-ins, `omniforge_call_tool`, the content authoring built-ins. Without `authoring`,
+/// only the first and `omniforge_call_tool`.
+pub(crate) fn builtins(authoring: Option<&Authoring>) -> Vec<Entry> {
+    let mut entries = vec![builtin::instructions::entry()];
+    if let Some(a) = authoring {
+        entries.extend(authoring::tool::entries(&a.tools));
+        entries.extend(authoring::secret::entries(&a.store));
+    }
+    entries.push(builtin::forward::entry());
+    if let Some(a) = authoring {
+        entries.extend(authoring::content::entries(&a.content));
+    }
+    entries
+}

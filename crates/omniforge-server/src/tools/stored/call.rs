@@ -1,0 +1,170 @@
+//! A call of a stored tool's current version: its secrets, the run, the result shaped and
+//! redacted, and the call log row.
+
+// `LoggingLevel` is deprecated by SEP-2577 (2026-07-28) but `logging/setLevel` is part of every
+// earlier revision we serve.
+#![allow(deprecated)]
+use std::sync::Arc;
+use std::time::Duration;
+
+use omniforge_script::{Exit, RunError, RunSpec};
+use omniforge_store::{CallOutcome, CallRecord, CallSource, Store, ToolVersion};
+use rmcp::model::{JsonObject, LoggingLevel};
+use serde_json::Value;
+
+use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
+use crate::context::request::RequestCx;
+use crate::error::CallError;
+use crate::schema::LazySchema;
+use crate::script_host::host::ScriptHost;
+use crate::tools::stored::redact::{redact, redact_error};
+use crate::tools::stored::run::{Reporting, run};
+use crate::tools::stored::shape::Shaper;
+
+/// What every stored call shares: the store (secrets, call log), the script host and the
+/// result shaping.
+pub(crate) struct StoredTools {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) host: Arc<ScriptHost>,
+    pub(crate) shaper: Shaper,
+}
+
+/// The call of one stored version: only what a call reads (the input schema, description and
+/// title live in the catalog's `Tool` alone, and the lock and dependency list stay in the
+/// store: 10,000 stored tools held every schema twice).
+pub(crate) struct StoredCall {
+    pub(crate) version: ToolVersion,
+    /// The version's outputSchema (shared with the catalog's `Tool`), compiled at first use.
+    pub(crate) output: Option<LazySchema>,
+    pub(crate) tools: Arc<StoredTools>,
+}
+
+impl ToolCall for StoredCall {
+    fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a> {
+        running(async move {
+            let level = call.cx.log_level();
+            self.tools.call(self, call.arguments, level, call.cx).await
+        })
+    }
+}
+
+impl StoredTools {
+    /// Runs `version` with `arguments`. `log_level`: script log messages at or above it are
+    /// sent as `notifications/message` (default: info and above).
+    ///
+    /// # Errors
+    /// The secrets cannot be read, the script cannot start, or its result breaks the tool's
+    /// contract.
+    pub(crate) async fn call(
+        &self,
+        stored: &StoredCall,
+        arguments: JsonObject,
+        log_level: Option<LoggingLevel>,
+        cx: &RequestCx<'_>,
+    ) -> CallResult {
+        let version = &stored.version;
+        let spec_v = &version.spec;
+        let mut spec = RunSpec::new(&self.host.env(&spec_v.env_id), spec_v.code.clone());
+        spec.arguments = Value::Object(arguments);
+        spec.timeout = Duration::from_millis(spec_v.limits.timeout_ms);
+        spec.memory_bytes = spec_v.limits.memory_bytes;
+        spec.network = spec_v.limits.network;
+        let mut secrets = Vec::new();
+        if !spec_v.secrets.is_empty() {
+            let values = self
+                .store
+                .secret_values(&spec_v.secrets)
+                .await
+                .map_err(CallError::Secrets)?;
+            spec.env = values
+                .into_iter()
+                .map(|(k, v)| (k, v.into_inner()))
+                .collect();
+            secrets = spec.env.iter().map(|(_, v)| v.clone()).collect();
+        }
+        let started_at_ms = now_ms();
+        let (result, outcome) = self
+            .run(spec, stored.output.as_ref(), log_level, &secrets, cx)
+            .await;
+        let result = match result {
+            Ok(mut result) => {
+                redact(&mut result, &secrets);
+                Ok(result)
+            }
+            // A broken contract's text may quote what the script printed.
+            Err(CallError::Result(error)) => Err(CallError::Result(redact_error(error, &secrets))),
+            Err(other) => Err(other),
+        };
+        let bytes_out: usize = result
+            .as_ref()
+            .map(|r| {
+                r.content
+                    .iter()
+                    .filter_map(|c| c.as_text().map(|t| t.text.len()))
+                    .sum()
+            })
+            .unwrap_or_else(|e| e.to_string().len());
+        let record = CallRecord {
+            tool: version.tool.clone(),
+            source: CallSource::Stored,
+            version: Some(version.number),
+            started_at_ms,
+            duration_ms: u64::try_from(now_ms() - started_at_ms).unwrap_or(0),
+            outcome,
+            bytes_out: bytes_out as u64,
+            principal: Some(cx.author().to_owned()),
+            // Already redacted (see above); the store keeps the first few words.
+            error: result.as_ref().err().map(ToString::to_string),
+            arguments: None,
+            arguments_text: None,
+            result_text: None,
+        };
+        if let Err(error) = self.store.record_call(record).await {
+            tracing::warn!(%error, "recording a call failed");
+        }
+        result
+    }
+
+    /// Runs one script and shapes its result (`omniforge_test_tool` too: no schema, no secrets).
+    pub(crate) async fn run(
+        &self,
+        spec: RunSpec,
+        output_schema: Option<&LazySchema>,
+        log_level: Option<LoggingLevel>,
+        secrets: &[String],
+        cx: &RequestCx<'_>,
+    ) -> (CallResult, CallOutcome) {
+        let progress = cx.progress();
+        let client = cx.client();
+        let reporting = Reporting {
+            progress: &progress,
+            client: &client,
+            log_level,
+            secrets,
+            ct: cx.ct(),
+        };
+        let output = match run(&self.host, spec, reporting).await {
+            Ok(output) => output,
+            Err(RunError::Busy) => return (Err(CallError::Busy), CallOutcome::Error),
+            Err(e) => return (Err(CallError::NotStarted(e)), CallOutcome::Error),
+        };
+        let outcome = match output.exit {
+            Exit::Code(0) => CallOutcome::Ok,
+            Exit::Code(n) => CallOutcome::Exit(n),
+            Exit::Signal(s) => CallOutcome::Exit(-s),
+            Exit::Timeout => CallOutcome::Timeout,
+            Exit::Cancelled => CallOutcome::Cancelled,
+        };
+        let result = self
+            .shaper
+            .shape(&output, output_schema, secrets, cx.resource_links())
+            .map_err(CallError::from);
+        (result, outcome)
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}

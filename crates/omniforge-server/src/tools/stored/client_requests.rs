@@ -1,0 +1,345 @@
+//! Requests a running script sends to the MCP client that called its tool.
+//!
+//! The helper module's `sample`, `elicit` and `roots` arrive over the script's side channel as
+//! requests (`sample`, `elicit`, `roots`, with the MCP params under `request` and an optional
+//! `timeout_s`). Each becomes the MCP request (`sampling/createMessage`, `elicitation/create`,
+//! `roots/list`) sent through the calling session's rmcp [`Peer`](rmcp::service::Peer), tagged with the tool call's
+//! request id, so over Streamable HTTP it rides the call's own POST SSE stream (SEP-2260, as
+//! rmcp routes it). The params go out unchanged (an elicitation schema keeps its defaults and
+//! every enum form), and the client's result comes back to the script unchanged.
+//!
+//! A request is refused with a clear JSON-RPC error, without asking the client, when there is
+//! no client (the command line), when the protocol revision forbids server-to-client requests
+//! (2026-07-28), or when the client did not declare the capability. It is bounded by
+//! `timeout_s` (rmcp then sends `notifications/cancelled`) and by the run: when the tool call
+//! ends or is cancelled first, the client's request is cancelled too.
+//!
+//! `close_sse_stream` is the fourth script request: it closes the call's POST SSE stream so the
+//! client resumes it with `Last-Event-ID` ([`crate::context::stream`]).
+
+use std::time::Duration;
+
+use omniforge_script::{RpcError, ScriptRequest};
+use rmcp::model::{
+    CancelledNotificationParam, ClientCapabilities, CustomRequest, ProtocolVersion,
+    RequestMetaObject, ServerRequest,
+};
+use rmcp::service::{OriginatingRequestId, PeerRequestOptions};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::context::client::ClientLink;
+use crate::tools::stored::redact::scrub_value;
+
+/// JSON-RPC error codes sent back to the script: `METHOD_NOT_FOUND` for an unknown script
+/// request or a capability the client lacks (it would answer the same), `INVALID_PARAMS` for
+/// unusable params, `INVALID_REQUEST` when the request cannot be sent at all (2026-07-28, a
+/// JSON-only call, too many at once).
+pub(crate) mod code {
+    use rmcp::model::ErrorCode;
+
+    /// The request cannot be sent at all.
+    pub(crate) const INVALID_REQUEST: i64 = ErrorCode::INVALID_REQUEST.0 as i64;
+    /// An unknown script request, or a capability the client lacks.
+    pub(crate) const METHOD_NOT_FOUND: i64 = ErrorCode::METHOD_NOT_FOUND.0 as i64;
+    /// Unusable params.
+    pub(crate) const INVALID_PARAMS: i64 = ErrorCode::INVALID_PARAMS.0 as i64;
+    /// No client, a closed connection, or the tool call ended first.
+    pub(crate) const INTERNAL_ERROR: i64 = ErrorCode::INTERNAL_ERROR.0 as i64;
+    /// The client did not answer in time (the code the TypeScript SDK uses for timeouts).
+    pub(crate) const TIMEOUT: i64 = -32001;
+}
+
+/// The longest `timeout_s` a script may ask for; the run's own time limit usually ends it first.
+const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// One kind of client request a script may make.
+#[derive(Clone, Copy)]
+enum Kind {
+    Sampling,
+    Elicitation,
+    Roots,
+}
+
+impl Kind {
+    fn method(self) -> &'static str {
+        match self {
+            Kind::Sampling => "sampling/createMessage",
+            Kind::Elicitation => "elicitation/create",
+            Kind::Roots => "roots/list",
+        }
+    }
+
+    fn capability(self) -> &'static str {
+        match self {
+            Kind::Sampling => "sampling",
+            Kind::Elicitation => "elicitation (form mode)",
+            Kind::Roots => "roots",
+        }
+    }
+
+    fn declared(self, caps: &ClientCapabilities) -> bool {
+        match self {
+            Kind::Sampling => caps.sampling.is_some(),
+            Kind::Roots => caps.roots.is_some(),
+            // `elicitation: {}` (as 2025-06-18 clients declare it) means form mode; a client
+            // that lists modes must list `form`.
+            Kind::Elicitation => caps
+                .elicitation
+                .as_ref()
+                .is_some_and(|e| e.form.is_some() || e.url.is_none()),
+        }
+    }
+}
+
+fn error(code: i64, message: impl Into<String>) -> RpcError {
+    RpcError {
+        code,
+        message: message.into(),
+        data: None,
+    }
+}
+
+/// Answers one script request. `ended` fires when the run is over (the script exited, timed
+/// out or was cancelled): a client request still waiting is then cancelled.
+/// Exact `secrets` values in what is sent are replaced by `[redacted]`, as in results.
+pub(crate) async fn answer(
+    request: ScriptRequest,
+    link: &ClientLink,
+    ended: &CancellationToken,
+    secrets: &[String],
+) {
+    let params = scrub_value(request.params().clone(), secrets);
+    let answer = match request.method() {
+        "sample" => forward(link, Kind::Sampling, &params, ended).await,
+        "elicit" => forward(link, Kind::Elicitation, &params, ended).await,
+        "roots" => forward(link, Kind::Roots, &params, ended).await,
+        "close_sse_stream" => close_stream(link, request.params()).await,
+        other => Err(error(
+            code::METHOD_NOT_FOUND,
+            format!(
+                "unknown request {other:?}: scripts can send sample, elicit, roots and \
+                 close_sse_stream"
+            ),
+        )),
+    };
+    request.respond(answer);
+}
+
+async fn close_stream(link: &ClientLink, params: &Value) -> Result<Value, RpcError> {
+    let retry = match params.get("retry_ms") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(ms) if ms <= 600_000 => Some(Duration::from_millis(ms)),
+            _ => {
+                return Err(error(
+                    code::INVALID_PARAMS,
+                    "retry_ms must be an integer from 0 to 600000",
+                ));
+            }
+        },
+    };
+    let Some(stream) = &link.stream else {
+        return Ok(json!({"closed": false}));
+    };
+    match stream.0.close(retry).await {
+        Ok(()) => Ok(json!({"closed": true})),
+        Err(e) => Err(error(
+            code::INTERNAL_ERROR,
+            format!("the SSE stream could not be closed: {e}"),
+        )),
+    }
+}
+
+/// Checks and sends one client request; the client's result comes back as it answered.
+async fn forward(
+    link: &ClientLink,
+    kind: Kind,
+    params: &Value,
+    ended: &CancellationToken,
+) -> Result<Value, RpcError> {
+    let method = kind.method();
+    let Some(peer) = &link.peer else {
+        return Err(error(
+            code::INTERNAL_ERROR,
+            format!(
+                "{method} needs an MCP client, and this run has none (it was started from the \
+                 command line)"
+            ),
+        ));
+    };
+    if link
+        .protocol_version
+        .as_ref()
+        .is_some_and(|v| *v >= ProtocolVersion::V_2026_07_28)
+    {
+        return Err(error(
+            code::INVALID_REQUEST,
+            format!(
+                "{method} cannot be sent: protocol revision 2026-07-28, which this call uses, \
+                 forbids server-to-client requests"
+            ),
+        ));
+    }
+    if link.json_reply {
+        return Err(error(
+            code::INVALID_REQUEST,
+            format!(
+                "{method} cannot be sent: the client accepts only application/json for this \
+                 call, so it cannot receive requests while the call runs"
+            ),
+        ));
+    }
+    let Some(capabilities) = &link.capabilities else {
+        return Err(error(
+            code::METHOD_NOT_FOUND,
+            format!(
+                "{method} cannot be sent: the client's capabilities are unknown (no initialize \
+                 handshake on this connection, e.g. stateless HTTP)"
+            ),
+        ));
+    };
+    if !kind.declared(capabilities) {
+        return Err(error(
+            code::METHOD_NOT_FOUND,
+            format!(
+                "{method} cannot be sent: the client did not declare the {} capability",
+                kind.capability()
+            ),
+        ));
+    }
+    let timeout = match params.get("timeout_s") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_f64() {
+            Some(s) if s > 0.0 && s.is_finite() => {
+                Some(Duration::from_secs_f64(s).min(MAX_TIMEOUT))
+            }
+            _ => {
+                return Err(error(
+                    code::INVALID_PARAMS,
+                    "timeout_s must be a positive number of seconds",
+                ));
+            }
+        },
+    };
+    let mut body = match (kind, params.get("request")) {
+        (Kind::Roots, None | Some(Value::Null)) => None,
+        (_, Some(Value::Object(body))) => Some(body.clone()),
+        _ => {
+            return Err(error(
+                code::INVALID_PARAMS,
+                format!("the {method} params must be a JSON object under \"request\""),
+            ));
+        }
+    };
+    if let (Kind::Elicitation, Some(body)) = (kind, &body)
+        && body.get("mode").is_some_and(|m| m != "form")
+    {
+        return Err(error(
+            code::INVALID_PARAMS,
+            "only form-mode elicitation is available to scripts",
+        ));
+    }
+    let mut options = PeerRequestOptions::no_options();
+    options.timeout = timeout;
+    // rmcp adds its own `_meta` (a progress token); a script's `_meta` joins it.
+    if let Some(meta) = body.as_mut().and_then(|b| b.remove("_meta")) {
+        let meta: RequestMetaObject = serde_json::from_value(meta)
+            .map_err(|e| error(code::INVALID_PARAMS, format!("_meta: {e}")))?;
+        options = options.with_meta(meta);
+    }
+    let mut request = CustomRequest::new(method, body.map(Value::Object));
+    if let Some(id) = &link.request_id {
+        // Over Streamable HTTP this puts the request on the call's own SSE stream.
+        request.extensions.insert(OriginatingRequestId(id.clone()));
+    }
+    let handle = peer
+        .send_request_with_option(ServerRequest::CustomRequest(request), options)
+        .await
+        .map_err(|e| service_error(method, e))?;
+    let id = handle.id.clone();
+    tokio::select! {
+        answer = handle.await_response() => match answer {
+            Ok(result) => serde_json::to_value(result)
+                .map_err(|e| error(code::INTERNAL_ERROR, format!("the client's answer: {e}"))),
+            Err(e) => Err(service_error(method, e)),
+        },
+        () = ended.cancelled() => {
+            let param = CancelledNotificationParam::new(
+                Some(id),
+                Some("the tool call ended".to_owned()),
+            );
+            if let Err(e) = peer.notify_cancelled(param).await {
+                tracing::debug!(error = %e, "cancelling a client request failed");
+            }
+            Err(error(code::INTERNAL_ERROR, format!("{method}: the tool call ended first")))
+        }
+    }
+}
+
+fn service_error(method: &str, e: rmcp::ServiceError) -> RpcError {
+    match e {
+        rmcp::ServiceError::McpError(data) => RpcError {
+            code: i64::from(data.code.0),
+            message: format!(
+                "the client answered {method} with an error: {}",
+                data.message
+            ),
+            data: data.data,
+        },
+        rmcp::ServiceError::Timeout { timeout } => error(
+            code::TIMEOUT,
+            format!(
+                "the client did not answer {method} within {:.1} s",
+                timeout.as_secs_f64()
+            ),
+        ),
+        rmcp::ServiceError::TransportClosed => error(
+            code::INTERNAL_ERROR,
+            format!("{method}: the client connection is closed"),
+        ),
+        other => error(code::INTERNAL_ERROR, format!("{method}: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(value: Value) -> ClientCapabilities {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn declared_capabilities() {
+        let all = caps(json!({"sampling": {}, "roots": {"listChanged": true}, "elicitation": {}}));
+        assert!(Kind::Sampling.declared(&all) && Kind::Roots.declared(&all));
+        // An empty elicitation object means form mode; url-only does not.
+        assert!(Kind::Elicitation.declared(&all));
+        assert!(Kind::Elicitation.declared(&caps(json!({"elicitation": {"form": {}}}))));
+        assert!(!Kind::Elicitation.declared(&caps(json!({"elicitation": {"url": {}}}))));
+        let none = caps(json!({}));
+        assert!(!Kind::Sampling.declared(&none) && !Kind::Roots.declared(&none));
+        assert!(!Kind::Elicitation.declared(&none));
+    }
+
+    #[tokio::test]
+    async fn refused_without_a_client_or_with_bad_params() {
+        let ended = CancellationToken::new();
+        let no_client = ClientLink::default();
+        let e = forward(&no_client, Kind::Sampling, &json!({}), &ended)
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, code::INTERNAL_ERROR);
+        assert!(e.message.contains("has none"), "{}", e.message);
+        // close_sse_stream without a stream: nothing to close.
+        assert_eq!(
+            close_stream(&no_client, &json!({})).await.unwrap(),
+            json!({"closed": false})
+        );
+        let e = close_stream(&no_client, &json!({"retry_ms": -1}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, code::INVALID_PARAMS);
+    }
+}

@@ -1,0 +1,17 @@
+//! Stored (script) tools: forged by agents, kept in the store, run in the sandbox.
+//!
+//! - [`source`]: the enabled tools as catalog entries; one entry updated per change.
+//! - [`call`]: one call: secrets, the run, the result shaped and redacted, the call log.
+//! - [`run`]: the call loop (progress, logs, heartbeat, the script's requests to the client).
+//! - [`client_requests`]: a script's `sample`, `elicit`, `roots` and `close_sse_stream`.
+//! - [`shape`]: a run's output to a result (helper result, outputSchema, size cap).
+//! - [`kept`]: the whole output behind a cut result's resource link.
+//! - [`redact`]: secret values out of everything a call sends.
+
+pub(crate) mod call;
+pub(crate) mod client_requests;
+pub(crate) mod kept;
+pub(crate) mod redact;
+pub(crate) mod run;
+pub(crate) mod shape;
+pub(crate) mod source;

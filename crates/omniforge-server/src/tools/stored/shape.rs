@@ -1,0 +1,261 @@
+//! Result shaping: a finished run's output becomes the tool's result. A result given through
+//! the helper module wins over stdout; with an outputSchema, stdout must be one JSON object
+//! matching it; otherwise the prototype's text (stdout, `[stderr] ...`, `[exit N]`,
+//! `[timeout]`), cut at the size cap with a resource link to the whole output.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use omniforge_script::{RunOutput, ScriptResult, prototype_text};
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::Value;
+
+use crate::error::{InvalidContent, ResultError};
+use crate::schema::LazySchema;
+use crate::tools::stored::kept::KeptOutputs;
+use crate::tools::stored::redact::scrub;
+
+/// How results are shaped.
+pub(crate) struct Shaper {
+    /// Most bytes of text a call returns to the client; the rest is cut with a marker.
+    pub(crate) max_result_bytes: usize,
+    /// Where the whole output of a cut result is kept.
+    pub(crate) kept: Arc<KeptOutputs>,
+}
+
+impl Shaper {
+    /// The result of `output`. `output_schema`: the version's, if it declares one. Exact
+    /// `secrets` are scrubbed from a kept output (the result itself is redacted by the caller).
+    ///
+    /// # Errors
+    /// The result breaks the tool's contract: outputSchema, content items.
+    pub(crate) fn shape(
+        &self,
+        output: &RunOutput,
+        output_schema: Option<&LazySchema>,
+        secrets: &[String],
+        resource_links: bool,
+    ) -> Result<CallToolResult, ResultError> {
+        let failed = !output.exit.is_success();
+        // A result given through the helper module wins over stdout.
+        if !failed && let Some(given) = &output.result {
+            return self.given_result(given, output_schema);
+        }
+        if !failed && let Some(schema) = output_schema {
+            let stdout = String::from_utf8_lossy(&output.stdout);
+            return match serde_json::from_str::<Value>(stdout.trim()) {
+                Ok(value @ Value::Object(_)) => match schema.check(&value) {
+                    Ok(()) => Ok(structured_result(value, self.max_result_bytes)),
+                    Err(problems) => Err(ResultError::OutputSchema(problems)),
+                },
+                _ => Err(ResultError::NotAnObject {
+                    got: cut(stdout.trim(), 500),
+                }),
+            };
+        }
+        let (text, is_error) = prototype_text(output, None);
+        let mut blocks = Vec::new();
+        if text.len() > self.max_result_bytes {
+            // Keep the whole captured output for a while and link to it.
+            let uri = self.kept.keep(scrub(&text, secrets));
+            let cut_text = format!(
+                "{}\n[the whole output: {uri}]",
+                cut(&text, self.max_result_bytes)
+            );
+            blocks.push(ContentBlock::text(cut_text));
+            if resource_links {
+                blocks.push(ContentBlock::resource_link(
+                    rmcp::model::Resource::new(uri, "output")
+                        .with_description("The whole captured output of this tool call")
+                        .with_mime_type("text/plain")
+                        .with_size(text.len() as u64),
+                ));
+            }
+        } else {
+            blocks.push(ContentBlock::text(text));
+        }
+        let mut result = CallToolResult::success(blocks);
+        result.is_error = Some(is_error);
+        Ok(result)
+    }
+
+    /// The result a script gave through the helper module (`omniforge.result`).
+    fn given_result(
+        &self,
+        given: &ScriptResult,
+        output_schema: Option<&LazySchema>,
+    ) -> Result<CallToolResult, ResultError> {
+        let content = given.content.clone();
+        let structured = given.structured.clone();
+        // An error result reports a failure, not the promised structure: its structured
+        // content is not checked against the outputSchema.
+        if !given.is_error
+            && let (Some(value), Some(schema)) = (&structured, output_schema)
+        {
+            schema.check(value).map_err(ResultError::OutputSchema)?;
+        }
+        let mut blocks = Vec::new();
+        match content {
+            Some(Value::String(text)) => {
+                blocks.push(ContentBlock::text(cut(&text, self.max_result_bytes)))
+            }
+            Some(Value::Array(items)) => {
+                for (index, item) in items.into_iter().enumerate() {
+                    blocks.push(
+                        content_block(item)
+                            .map_err(|reason| ResultError::ContentItem { index, reason })?,
+                    );
+                }
+            }
+            Some(item @ Value::Object(_)) => {
+                blocks.push(content_block(item).map_err(|reason| ResultError::Content { reason })?)
+            }
+            Some(other) => {
+                return Err(ResultError::ContentShape {
+                    kind: json_kind(&other),
+                });
+            }
+            None => {}
+        }
+        if blocks.is_empty()
+            && let Some(value) = &structured
+        {
+            blocks.push(ContentBlock::text(value.to_string()));
+        }
+        let mut result = CallToolResult::success(blocks);
+        result.structured_content = structured.filter(Value::is_object);
+        if given.is_error {
+            result.is_error = Some(true);
+        }
+        Ok(result)
+    }
+}
+
+/// One content item of a script's result, checked: a known `type` with its required fields,
+/// and base64 where MCP says base64. The error says what is wrong.
+fn content_block(item: Value) -> Result<ContentBlock, InvalidContent> {
+    let kind = match item.get("type") {
+        Some(Value::String(kind)) => kind.clone(),
+        Some(other) => {
+            return Err(InvalidContent(format!(
+                "\"type\" must be a string, got {}",
+                json_kind(other)
+            )));
+        }
+        None => {
+            return Err(InvalidContent(
+                "it has no \"type\" (one of text, image, audio, resource, resource_link)".into(),
+            ));
+        }
+    };
+    if !matches!(
+        kind.as_str(),
+        "text" | "image" | "audio" | "resource" | "resource_link"
+    ) {
+        return Err(InvalidContent(format!(
+            "unknown type {kind:?} (one of text, image, audio, resource, resource_link)"
+        )));
+    }
+    let base64_field = |pointer: &str, field: &str| -> Result<(), InvalidContent> {
+        match item.pointer(pointer) {
+            Some(Value::String(data)) => base64::engine::general_purpose::STANDARD
+                .decode(data)
+                .map(|_| ())
+                .map_err(|e| InvalidContent(format!("{kind}: \"{field}\" is not base64 ({e})"))),
+            _ => Ok(()),
+        }
+    };
+    match kind.as_str() {
+        "image" | "audio" => base64_field("/data", "data")?,
+        "resource" => {
+            let contents = item.get("resource");
+            if contents.is_some_and(|c| c.get("text").is_none() && c.get("blob").is_none()) {
+                return Err(InvalidContent(
+                    "resource: \"resource\" needs \"text\" or \"blob\"".into(),
+                ));
+            }
+            base64_field("/resource/blob", "resource.blob")?;
+        }
+        _ => {}
+    }
+    serde_json::from_value::<ContentBlock>(item).map_err(|e| InvalidContent(format!("{kind}: {e}")))
+}
+
+/// "an object", "a number", ...: for error messages.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn structured_result(value: Value, max_bytes: usize) -> CallToolResult {
+    let text = cut(&value.to_string(), max_bytes);
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    result.structured_content = Some(value);
+    result
+}
+
+/// Cuts `text` to at most `max` bytes (at a character boundary) with a marker saying how
+/// many bytes were left out.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[{} more bytes not shown]",
+        &text[..end],
+        text.len() - end
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn content_items_are_checked() {
+        let png = "iVBORw0KGgo=";
+        assert!(content_block(json!({"type": "text", "text": "hi"})).is_ok());
+        assert!(
+            content_block(json!({"type": "image", "data": png, "mimeType": "image/png"})).is_ok()
+        );
+        assert!(
+            content_block(
+                json!({"type": "resource", "resource": {"uri": "test://x", "text": "t"}})
+            )
+            .is_ok()
+        );
+        let err = |v: Value| content_block(v).unwrap_err().to_string();
+        assert!(err(json!({"text": "hi"})).contains("no \"type\""));
+        assert!(err(json!({"type": "video"})).contains("unknown type \"video\""));
+        assert!(
+            err(json!({"type": "image", "data": "not base64!", "mimeType": "image/png"}))
+                .contains("not base64")
+        );
+        assert!(err(json!({"type": "image", "data": png})).contains("mimeType"));
+        assert!(
+            err(json!({"type": "resource", "resource": {"uri": "test://x"}}))
+                .contains("needs \"text\" or \"blob\"")
+        );
+    }
+
+    #[test]
+    fn cut_marks_what_is_left_out() {
+        assert_eq!(cut("hello", 10), "hello");
+        let out = cut("héllo world", 2);
+        assert!(
+            out.starts_with('h') && out.contains("more bytes not shown"),
+            "{out}"
+        );
+    }
+}

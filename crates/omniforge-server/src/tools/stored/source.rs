@@ -1,0 +1,162 @@
+//! The stored tool source: each enabled tool's current version as a catalog entry (its call
+//! is a [`StoredCall`]). The whole list is loaded at start; afterwards a change of one tool
+//! updates that entry only.
+
+use std::sync::{Arc, Weak};
+
+use omniforge_store::{Annotations, Store, StoreError, StoredTool};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::json;
+
+use crate::auth::Scope;
+use crate::catalog::call::{Call, CallResult};
+use crate::catalog::entry::{Entry, ToolSource};
+use crate::catalog::publish::Catalog;
+use crate::catalog::snapshot::Snapshot;
+use crate::context::request::RequestCx;
+use crate::error::CallError;
+use crate::schema::LazySchema;
+use crate::tools::stored::call::{StoredCall, StoredTools};
+
+/// The stored tools of one store, published into one catalog.
+pub(crate) struct StoredSource {
+    store: Arc<dyn Store>,
+    tools: Arc<StoredTools>,
+    /// Weak: the catalog's entries reach back to the authoring built-ins that hold this source.
+    catalog: Weak<Catalog>,
+    /// One reload at a time, held from the store read to the publish: a reload that read the
+    /// store earlier can then never publish over one that read it later (an authoring write
+    /// and the change feed reloading the same tool).
+    reloading: tokio::sync::Mutex<()>,
+}
+
+impl StoredSource {
+    /// The source of `store`'s tools, run by `tools`, published into `catalog`.
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        tools: Arc<StoredTools>,
+        catalog: &Arc<Catalog>,
+    ) -> StoredSource {
+        StoredSource {
+            store,
+            tools,
+            catalog: Arc::downgrade(catalog),
+            reloading: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Re-reads every enabled tool and publishes the list.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub(crate) async fn reload_all(&self) -> Result<(), StoreError> {
+        let _one = self.reloading.lock().await;
+        let tools = self.store.list_enabled().await?;
+        let mut entries: Vec<Entry> = tools.into_iter().map(|t| self.entry(t)).collect();
+        // The collect reuses the larger `StoredTool` buffer; give the difference back.
+        entries.shrink_to_fit();
+        if let Some(catalog) = self.catalog.upgrade() {
+            catalog.replace(ToolSource::Stored, entries);
+        }
+        Ok(())
+    }
+
+    /// Re-reads tool `name` and updates its entry: published when it exists and is enabled,
+    /// removed otherwise.
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub(crate) async fn reload(&self, name: &str) -> Result<(), StoreError> {
+        let _one = self.reloading.lock().await;
+        let stored = self.store.get(name).await?;
+        let Some(catalog) = self.catalog.upgrade() else {
+            return Ok(());
+        };
+        match stored.filter(|s| s.tool.enabled) {
+            Some(stored) => catalog.upsert(self.entry(stored)),
+            None => catalog.remove(ToolSource::Stored, name),
+        }
+        Ok(())
+    }
+
+    /// Runs the current version of the stored tool `name` once, for the command line
+    /// (`omniforge tool run`). A disabled tool does not run, from the command line either.
+    ///
+    /// # Errors
+    /// No such tool, a disabled tool, arguments that do not match, or what the call ends in.
+    pub(crate) async fn run(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+        cx: &RequestCx<'_>,
+    ) -> CallResult {
+        let stored = self
+            .store
+            .get(name)
+            .await
+            .map_err(CallError::Store)?
+            .ok_or_else(|| CallError::NotRunnable(format!("no tool named {name:?}")))?;
+        if !stored.tool.enabled {
+            return Err(CallError::NotRunnable(format!(
+                "tool {name:?} is disabled; enable it first (omniforge tool enable {name})"
+            )));
+        }
+        let entry = self.entry(stored);
+        let arguments = entry.check_arguments(arguments)?;
+        let catalog = Snapshot::default();
+        entry
+            .call
+            .call(Call {
+                arguments,
+                cx,
+                catalog: &catalog,
+                forwarded: false,
+            })
+            .await
+    }
+
+    /// A catalog entry for a stored tool's current version.
+    pub(crate) fn entry(&self, stored: StoredTool) -> Entry {
+        let StoredTool {
+            tool: row,
+            current: mut version,
+        } = stored;
+        let spec = &mut version.spec;
+        // Served as authored, except that an object schema without `properties` gets `{}`:
+        // OpenAI-backed clients reject it otherwise (WIRE-24).
+        let mut input_schema = std::mem::take(&mut spec.input_schema);
+        if !input_schema.contains_key("properties") {
+            input_schema.insert("properties".into(), json!({}));
+        }
+        let mut tool = Tool::new(
+            row.name,
+            std::mem::take(&mut spec.description),
+            Arc::new(input_schema),
+        );
+        if let Some(title) = spec.title.take() {
+            tool = tool.with_title(title);
+        }
+        let output_schema: Option<Arc<JsonObject>> = spec.output_schema.take().map(Arc::new);
+        if let Some(output) = &output_schema {
+            tool = tool.with_raw_output_schema(output.clone());
+        }
+        let a = spec.annotations;
+        if a != Annotations::default() {
+            let mut annotations = ToolAnnotations::new();
+            annotations.read_only_hint = a.read_only_hint;
+            annotations.destructive_hint = a.destructive_hint;
+            annotations.idempotent_hint = a.idempotent_hint;
+            annotations.open_world_hint = a.open_world_hint;
+            tool = tool.with_annotations(annotations);
+        }
+        // A call needs neither of these; `omniforge_get_tool` reads them from the store.
+        spec.lock = String::new();
+        spec.dependencies = Vec::new();
+        let call = StoredCall {
+            version,
+            output: output_schema.map(|s| LazySchema::new("the outputSchema", s)),
+            tools: self.tools.clone(),
+        };
+        Entry::new(tool, ToolSource::Stored, Scope::Call, Arc::new(call))
+    }
+}

@@ -1,0 +1,148 @@
+//! Streamable HTTP (2025-11-25, Basic > Transports > Streamable HTTP) behind an axum front.
+//!
+//! rmcp's [`StreamableHttpService`] does the protocol work: sessions, SSE streams, GET and
+//! DELETE. The front runs first and fixes what rmcp 3.11 answers differently from what
+//! clients need, one concern per file:
+//! - [`access`]: **Host** (DNS rebinding) and **Origin** checks, answered with a 403 and a
+//!   JSON-RPC body (rmcp answers plain text), CORS; **bearer tokens** (`--token-file`): 401
+//!   with `WWW-Authenticate: Bearer` when missing or wrong.
+//! - [`negotiation`]: **Accept** (a client that accepts only `application/json` gets one JSON
+//!   answer; rmcp insists on both types), `Content-Type`, the **body limit** (413 with a
+//!   JSON-RPC body), **MCP-Protocol-Version** (ignored on `initialize`; afterwards, when absent,
+//!   the session's negotiated revision is used, where rmcp assumes 2025-03-26) and whether a
+//!   **batch** is allowed (answered as an array under 2025-03-26 and earlier; 400 / -32600
+//!   under later revisions, where rmcp answers 415).
+//! - [`sessions`]: the front's record of each session (negotiated revision, owning token).
+//! - [`resume`]: rmcp's session manager, wrapped so a tool can close its POST stream for a
+//!   `Last-Event-ID` resume (SEP-1699).
+//! - [`sse_json`]: an SSE answer collapsed into one JSON response.
+//! - [`wire`]: header names and JSON-RPC error bodies (every plain-text error rmcp produces
+//!   gets one).
+//! - [`front`]: the endpoint that runs these in order and forwards each message to rmcp.
+//! - [`healthz`]: `GET /healthz`.
+//!
+//! `tools/call` arguments that are `null` or not an object reach the handler
+//! ([`crate::transport::jsonrpc`]).
+
+pub(crate) mod access;
+pub(crate) mod front;
+pub(crate) mod healthz;
+pub(crate) mod negotiation;
+pub(crate) mod resume;
+pub(crate) mod sessions;
+pub(crate) mod sse_json;
+pub(crate) mod wire;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::{any, get};
+use axum::serve::ListenerExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::mcp::handler::OmniForge;
+use crate::mcp::state::Shared;
+use crate::settings::HttpSettings;
+use crate::transport::http::access::Access;
+use crate::transport::http::front::Front;
+use crate::transport::http::resume::ResumableSessions;
+use crate::transport::http::sessions::SessionBook;
+
+/// Builds the axum app: the MCP endpoint at `settings.path` and `GET /healthz`.
+///
+/// `rmcp_ct` ends every session and SSE stream when cancelled.
+pub(crate) fn app(
+    shared: Arc<Shared>,
+    settings: HttpSettings,
+    rmcp_ct: CancellationToken,
+) -> Router {
+    let mut session_manager = LocalSessionManager::default();
+    session_manager.session_config.keep_alive = Some(settings.session_idle_timeout);
+    let session_manager = Arc::new(ResumableSessions::new(session_manager));
+    let rmcp_config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(!settings.stateless)
+        // The front checks Host and Origin; rmcp's checks would answer in plain text.
+        .disable_allowed_hosts()
+        .disable_allowed_origins()
+        .with_max_request_body_bytes(settings.max_body_bytes)
+        .with_cancellation_token(rmcp_ct);
+    let factory_shared = shared.clone();
+    let mcp = StreamableHttpService::new(
+        move || Ok(OmniForge::new(factory_shared.clone())),
+        session_manager.clone(),
+        rmcp_config,
+    );
+    let book = Arc::new(SessionBook::default());
+    tokio::spawn(sessions::prune(Arc::downgrade(&book), session_manager));
+    let front = Arc::new(Front {
+        shared,
+        access: Access::new(&settings),
+        max_body_bytes: settings.max_body_bytes,
+        mcp,
+        book,
+    });
+    Router::new()
+        .route("/healthz", get(health))
+        .route(&settings.path, any(front::endpoint))
+        .with_state(front)
+}
+
+async fn health(State(front): State<Arc<Front>>) -> Response {
+    healthz::report(&front.shared, front.book.len())
+}
+
+/// Serves `app` on `listener` until `shutdown` fires, then stops accepting, lets in-flight
+/// tool calls finish within `grace`, and ends what is left.
+///
+/// # Errors
+/// An I/O error from the listener.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    settings: HttpSettings,
+    shutdown: CancellationToken,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let rmcp_ct = CancellationToken::new();
+    let router = app(shared.clone(), settings, rmcp_ct.clone());
+    let drain = {
+        let shutdown = shutdown.clone();
+        let rmcp_ct = rmcp_ct.clone();
+        async move {
+            shutdown.cancelled().await;
+            shared.calls.close();
+            if tokio::time::timeout(grace, shared.calls.wait())
+                .await
+                .is_err()
+            {
+                tracing::warn!(grace = ?grace, "in-flight tool calls outlived the grace period; cancelling them");
+            }
+            rmcp_ct.cancel();
+        }
+    };
+    tokio::spawn(drain);
+    // SSE answers are written in pieces (headers, priming event, message); without
+    // TCP_NODELAY each later piece waits for the client's delayed ACK (about 40 ms on Linux).
+    let listener = listener.tap_io(|tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!(%error, "setting TCP_NODELAY failed");
+        }
+    });
+    let server = axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    tokio::select! {
+        result = server => result,
+        // Connections that outlive the cancelled sessions (idle keep-alives) do not hold us.
+        () = async { rmcp_ct.cancelled().await; tokio::time::sleep(Duration::from_secs(2)).await } => Ok(()),
+    }
+}

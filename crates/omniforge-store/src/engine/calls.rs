@@ -1,0 +1,253 @@
+//! The call log: the `call_log` table, calls of every source, pruned to the newest
+//! [`StoreConfig::call_log_max_rows`](crate::StoreConfig::call_log_max_rows) rows on each
+//! insert, whose transaction also adds the call to its hour (`hours.rs`). Call log writes are
+//! neither changes of the feed nor audit records.
+
+use super::exec::{Conn, Q, Row, q};
+use super::rows::{corrupt, get_u64, opt_u32, sat_i64, tool_not_found, version_not_found};
+use super::tools::tool_exists;
+use super::{Core, Lock, hours};
+use crate::error::StoreError;
+use crate::model::{
+    ArgumentsDigest, CallFilter, CallOutcome, CallRecord, CallSource, CapturedText, LoggedCall,
+};
+use crate::validate::{check_call, checked_i64};
+
+/// The columns [`call_from_row`] reads.
+macro_rules! call_columns {
+    () => {
+        "id, source, tool, version, started_at_ms, duration_ms, outcome, exit_code, bytes_out, \
+         principal, error, arguments_sha256, arguments_bytes, arguments_text, \
+         arguments_total_bytes, result_text, result_total_bytes"
+    };
+}
+pub(super) use call_columns;
+
+/// Inserts a call row with the next id; returns its id.
+pub(super) async fn insert_call(conn: &mut dyn Conn, call: &CallRecord) -> Result<i64, StoreError> {
+    let sql = "INSERT INTO call_log (source, tool, version, started_at_ms, duration_ms, outcome, \
+         exit_code, bytes_out, principal, error, arguments_sha256, arguments_bytes, \
+         arguments_text, arguments_total_bytes, result_text, result_total_bytes) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+         RETURNING id";
+    bind_call(q(sql), call).scalar(conn).await
+}
+
+/// Inserts a copied call row with its id.
+pub(super) async fn insert_call_with_id(
+    conn: &mut dyn Conn,
+    id: i64,
+    call: &CallRecord,
+) -> Result<(), StoreError> {
+    let sql = "INSERT INTO call_log (source, tool, version, started_at_ms, duration_ms, outcome, \
+         exit_code, bytes_out, principal, error, arguments_sha256, arguments_bytes, \
+         arguments_text, arguments_total_bytes, result_text, result_total_bytes, id) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)";
+    bind_call(q(sql), call).bind(id).execute(conn).await?;
+    Ok(())
+}
+
+/// Binds a call's columns as `$1`..`$16` (the column order of the inserts above).
+fn bind_call<'a>(query: Q<'a>, call: &'a CallRecord) -> Q<'a> {
+    let (outcome, exit_code) = encode_outcome(call.outcome);
+    let args = call.arguments.as_ref();
+    let arguments_text = call.arguments_text.as_ref();
+    let result_text = call.result_text.as_ref();
+    query
+        .bind(call.source.as_str())
+        .bind(&call.tool)
+        .bind(call.version)
+        .bind(call.started_at_ms)
+        .bind(sat_i64(call.duration_ms))
+        .bind(outcome)
+        .bind(exit_code)
+        .bind(sat_i64(call.bytes_out))
+        .bind(call.principal.as_deref())
+        .bind(call.error.as_deref())
+        .bind(args.map(|a| a.sha256.as_str()))
+        .bind(args.map(|a| sat_i64(a.bytes)))
+        .bind(arguments_text.map(|t| t.text.as_str()))
+        .bind(arguments_text.map(|t| sat_i64(t.total_bytes)))
+        .bind(result_text.map(|t| t.text.as_str()))
+        .bind(result_text.map(|t| sat_i64(t.total_bytes)))
+}
+
+/// [`CallLog::record_call`](crate::CallLog::record_call).
+pub(crate) async fn record(core: &Core, call: CallRecord) -> Result<(), StoreError> {
+    let call = check_call(call)?;
+    let mut w = core.write_with(Lock::Side).await?;
+    if let (CallSource::Stored, Some(version)) = (call.source, call.version) {
+        let exists = q("SELECT number FROM tool_version WHERE tool = $1 AND number = $2")
+            .bind(&call.tool)
+            .bind(version)
+            .fetch_optional(w.conn())
+            .await?;
+        if exists.is_none() {
+            return Err(version_not_found(&call.tool, version));
+        }
+    }
+    if core.call_log_max_rows > 0 {
+        let id = insert_call(w.conn(), &call).await?;
+        // Ids only grow (rows are removed from the old end, or by purge), so the last
+        // `max` recorded calls are exactly the ids above `id - max`: an index range, no count.
+        q("DELETE FROM call_log WHERE id <= $1")
+            .bind(id.saturating_sub(core.call_log_max_rows))
+            .execute(w.conn())
+            .await?;
+    }
+    hours::add(&mut w, &call, core.call_stats_max_age_ms).await?;
+    w.commit().await
+}
+
+/// [`CallLog::recent_calls`](crate::CallLog::recent_calls).
+pub(crate) async fn recent(
+    core: &Core,
+    name: &str,
+    limit: u32,
+) -> Result<Vec<CallRecord>, StoreError> {
+    let mut tx = core.db.snapshot().await?;
+    if !tool_exists(&mut *tx, name).await? {
+        return Err(tool_not_found(name));
+    }
+    let rows = q(concat!(
+        "SELECT ",
+        call_columns!(),
+        " FROM call_log WHERE tool = $1 AND source = 'stored' ORDER BY id DESC LIMIT $2"
+    ))
+    .bind(name)
+    .bind(i64::from(limit))
+    .fetch_all(&mut *tx)
+    .await?;
+    rows.into_iter()
+        .map(|mut row| call_from_row(&mut row).map(|c| c.call))
+        .collect()
+}
+
+/// [`CallLog::calls`](crate::CallLog::calls).
+pub(crate) async fn calls(core: &Core, filter: &CallFilter) -> Result<Vec<LoggedCall>, StoreError> {
+    if filter.limit == 0 {
+        return Ok(Vec::new());
+    }
+    let before_id = filter
+        .before_id
+        .map(|id| checked_i64("before_id", id))
+        .transpose()?;
+    // One statement for every combination: an absent condition is a NULL parameter.
+    let rows = q(concat!(
+        "SELECT ",
+        call_columns!(),
+        " FROM call_log WHERE ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR source = $2) \
+         AND ($3 IS NULL OR principal = $3) AND ($4 IS NULL OR id < $4) \
+         ORDER BY id DESC LIMIT $5"
+    ))
+    .bind(filter.tool.as_deref())
+    .bind(filter.source.map(CallSource::as_str))
+    .bind(filter.principal.as_deref())
+    .bind(before_id)
+    .bind(i64::from(filter.limit))
+    .fetch_all(&mut *core.db.read().await?)
+    .await?;
+    rows.into_iter()
+        .map(|mut row| call_from_row(&mut row))
+        .collect()
+}
+
+/// [`CallLog::call`](crate::CallLog::call).
+pub(crate) async fn call(core: &Core, id: u64) -> Result<Option<LoggedCall>, StoreError> {
+    let Ok(id) = i64::try_from(id) else {
+        return Ok(None);
+    };
+    let row = q(concat!(
+        "SELECT ",
+        call_columns!(),
+        " FROM call_log WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(&mut *core.db.read().await?)
+    .await?;
+    row.map(|mut row| call_from_row(&mut row)).transpose()
+}
+
+/// The `outcome` and `exit_code` columns of an outcome.
+fn encode_outcome(outcome: CallOutcome) -> (&'static str, Option<i64>) {
+    match outcome {
+        CallOutcome::Ok => ("ok", None),
+        CallOutcome::Error => ("error", None),
+        CallOutcome::Exit(code) => ("exit", Some(i64::from(code))),
+        CallOutcome::Timeout => ("timeout", None),
+        CallOutcome::Cancelled => ("cancelled", None),
+    }
+}
+
+/// A text column and its `*_total_bytes` column.
+fn captured(row: &mut Row, text: &str, total: &str) -> Result<Option<CapturedText>, StoreError> {
+    let t: Option<String> = row.get(text)?;
+    let n: Option<i64> = row.get(total)?;
+    match (t, n) {
+        (Some(text), Some(n)) => Ok(Some(CapturedText {
+            text,
+            total_bytes: u64::try_from(n).map_err(|_| corrupt(format!("{total} {n}")))?,
+        })),
+        (None, None) => Ok(None),
+        _ => Err(corrupt(format!("{text} without {total}"))),
+    }
+}
+
+/// A `call_log` row read with [`call_columns!`].
+pub(super) fn call_from_row(row: &mut Row) -> Result<LoggedCall, StoreError> {
+    let outcome: String = row.get("outcome")?;
+    let exit_code: Option<i64> = row.get("exit_code")?;
+    let outcome = match (outcome.as_str(), exit_code) {
+        ("ok", None) => CallOutcome::Ok,
+        ("error", None) => CallOutcome::Error,
+        ("timeout", None) => CallOutcome::Timeout,
+        ("cancelled", None) => CallOutcome::Cancelled,
+        ("exit", Some(code)) => CallOutcome::Exit(
+            i32::try_from(code).map_err(|_| corrupt(format!("exit code {code} is not an i32")))?,
+        ),
+        (o, c) => {
+            return Err(corrupt(format!(
+                "unknown call outcome {o:?} (exit code {c:?})"
+            )));
+        }
+    };
+    let source: String = row.get("source")?;
+    let sha256: Option<String> = row.get("arguments_sha256")?;
+    let arguments = match sha256 {
+        Some(sha256) => Some(ArgumentsDigest {
+            sha256,
+            bytes: get_u64(row, "arguments_bytes")?,
+        }),
+        None => None,
+    };
+    let call = CallRecord {
+        tool: row.get("tool")?,
+        source: CallSource::parse(&source)
+            .ok_or_else(|| corrupt(format!("unknown call source {source:?}")))?,
+        version: opt_u32(row, "version")?,
+        started_at_ms: row.get("started_at_ms")?,
+        duration_ms: get_u64(row, "duration_ms")?,
+        outcome,
+        bytes_out: get_u64(row, "bytes_out")?,
+        principal: row.get("principal")?,
+        error: row.get("error")?,
+        arguments,
+        arguments_text: captured(row, "arguments_text", "arguments_total_bytes")?,
+        result_text: captured(row, "result_text", "result_total_bytes")?,
+    };
+    Ok(LoggedCall {
+        id: get_u64(row, "id")?,
+        call,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outcomes_encode_as_the_schema_says() {
+        assert_eq!(encode_outcome(CallOutcome::Exit(-9)), ("exit", Some(-9)));
+        assert_eq!(encode_outcome(CallOutcome::Ok), ("ok", None));
+    }
+}

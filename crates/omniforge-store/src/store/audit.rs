@@ -1,0 +1,30 @@
+//! [`AuditLog`]: reading the audit records every authoring and admin write appends, and their
+//! retention prune.
+
+use async_trait::async_trait;
+
+use super::tools::ToolStore;
+use crate::error::StoreError;
+use crate::model::{Actor, AuditFilter, AuditRecord};
+
+/// The audit log (issue 11): one [`AuditRecord`] per authoring or admin action, appended by the
+/// action's own write (see [`store`](crate::store)), never updated, and deleted only by
+/// [`prune_audit`](AuditLog::prune_audit).
+#[async_trait]
+pub trait AuditLog: ToolStore {
+    /// Records that match `filter`, newest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`] if a number does not fit the database; [`StoreError::Corrupt`],
+    /// [`StoreError::Database`].
+    async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError>;
+
+    /// Deletes the records older than `before_ms` (retention), and records that it did so
+    /// (`prune` of `audit_log`, with `before_ms` and `removed` in the detail), in one
+    /// transaction. The cut only moves forward: a `before_ms` below an earlier cut deletes
+    /// nothing more. Returns how many records were deleted.
+    ///
+    /// # Errors
+    /// [`StoreError::Invalid`] (actor); [`StoreError::Database`].
+    async fn prune_audit(&self, actor: &Actor, before_ms: i64) -> Result<u64, StoreError>;
+}
