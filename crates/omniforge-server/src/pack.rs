@@ -12,7 +12,8 @@
 //! [[prompts]]                   # each: the arguments of omniforge_create_prompt
 //! ```
 //!
-//! An import validates every entry first (tool environments are built then), collecting every
+//! An import validates every entry first (tool environments are built and tool examples run
+//! then), collecting every
 //! error with its entry's index and name, and writes nothing if there is one; otherwise it
 //! writes everything in one store transaction (`ContentStore::import`). Entries that are
 //! already stored exactly so are left alone (a tool gets no new version), so importing twice
@@ -105,6 +106,7 @@ pub(crate) async fn import(
         ));
     }
     let mut batch = ImportBatch::default();
+    let mut prepared = Vec::new();
     for (section, key, items) in sections {
         let mut seen = HashSet::new();
         for (index, entry) in items.into_iter().enumerate() {
@@ -125,7 +127,10 @@ pub(crate) async fn import(
                 "tools" => tools
                     .prepare(arguments, cx)
                     .await
-                    .map(|tool| batch.tools.push(tool)),
+                    .map(|(name, spec, report)| {
+                        batch.tools.push((name.clone(), spec.clone()));
+                        prepared.push((name, spec, report));
+                    }),
                 "resources" => parse_arguments::<ResourceArgs>(arguments)
                     .and_then(ResourceArgs::validate)
                     .map(|r| batch.resources.push(r)),
@@ -149,12 +154,14 @@ pub(crate) async fn import(
     if !errors.is_empty() {
         return Err(PackError { problems: errors });
     }
-    store
+    let report = store
         .import(&cx.actor(), batch)
         .await
         .map_err(|e| PackError {
             problems: vec![e.to_string()],
-        })
+        })?;
+    tools.record_imported(&prepared, cx).await;
+    Ok(report)
 }
 
 /// The arguments of `omniforge_create_tool` that recreate a stored tool's current version.

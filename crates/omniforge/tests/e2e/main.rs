@@ -11,6 +11,7 @@ mod client_features;
 mod clients;
 mod content;
 mod escape;
+mod examples;
 mod manifest_tools;
 mod procs;
 mod robustness;
