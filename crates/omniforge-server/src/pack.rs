@@ -13,8 +13,8 @@
 //! ```
 //!
 //! An import validates every entry first (tool environments are built and tool examples run
-//! then), collecting every
-//! error with its entry's index and name, and writes nothing if there is one; otherwise it
+//! then), collecting every error with its entry's index and name, and writes nothing if there
+//! is one; otherwise it
 //! writes everything in one store transaction (`ContentStore::import`). Entries that are
 //! already stored exactly so are left alone (a tool gets no new version), so importing twice
 //! changes nothing. An export writes every enabled entry in the same shape, so it imports back.
@@ -203,6 +203,9 @@ fn tool_arguments(stored: &StoredTool) -> JsonObject {
         "timeout_s".into(),
         json!(spec.limits.timeout_ms as f64 / 1000.0),
     );
+    if !spec.examples.is_empty() {
+        args.insert("examples".into(), json!(spec.examples));
+    }
     if spec.limits.network {
         args.insert("network".into(), json!(true));
     }

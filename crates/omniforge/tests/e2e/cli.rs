@@ -355,10 +355,7 @@ async fn mutating_tool_commands_print_one_line() {
     for (command, says) in [
         (&["tool", "disable", "add_vat"][..], "disabled"),
         (&["tool", "enable", "add_vat"], "enabled"),
-        (
-            &["tool", "rollback", "add_vat", "1"],
-            "version 1 is current",
-        ),
+        (&["tool", "rollback", "add_vat", "1"], "now runs version 1"),
         (&["tool", "rm", "add_vat"], "removed"),
     ] {
         let (ok, out, err) = omniforge_cli(dir.path(), command, None).await;

@@ -331,4 +331,15 @@ async fn a_pack_with_a_failing_example_imports_nothing() {
     cli_ok(d, &["pack", "import", &path]).await;
     let list = cli_ok(d, &["tool", "list"]).await;
     assert!(list.starts_with("double "), "{list}");
+    // An export keeps the examples, and imports back without a new version.
+    let exported: Value = serde_json::from_str(&cli_ok(d, &["pack", "export"]).await).unwrap();
+    assert_eq!(
+        exported["tools"][0]["examples"],
+        two_examples(),
+        "{exported}"
+    );
+    let path = write_json(files.path(), "export.json", &exported);
+    cli_ok(d, &["pack", "import", &path]).await;
+    let history = cli_ok(d, &["tool", "history", "double"]).await;
+    assert_eq!(history.lines().count(), 1, "{history}");
 }

@@ -680,9 +680,9 @@ pub(crate) fn entries(authoring: &Arc<ToolAuthoring>) -> Vec<Entry> {
                 json!({"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "integer", "minimum": 1}}, "required": ["name"], "additionalProperties": false}),
             ),
             ToolAnnotations::new()
-                .read_only(true)
+                .read_only(false)
                 .destructive(false)
-                .idempotent(true)
+                .idempotent(false)
                 .open_world(false),
         ),
     ]
