@@ -225,6 +225,7 @@ async fn subcommand_help_lists_only_its_options() {
                 "--tool-timeout",
                 "--max-tool-timeout",
                 "--memory-limit-bytes",
+                "--keep-failed-drafts",
             ],
         ),
         (&["tool", "list"], &[]),
@@ -256,6 +257,7 @@ async fn subcommand_help_lists_only_its_options() {
         "--ready-file",
         "--no-authoring",
         "--page-size",
+        "--keep-failed-drafts",
     ] {
         assert!(
             serve.iter().any(|o| o == option),
