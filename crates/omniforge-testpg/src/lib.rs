@@ -27,6 +27,9 @@
 //! The cluster trusts local connections (`-A trust`) on 127.0.0.1 only, and runs without
 //! `fsync` (a test cluster never outlives the machine's uptime); connect as `postgres`.
 
+#![deny(missing_docs)]
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
+
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::net::TcpListener;

@@ -545,14 +545,8 @@ async fn infinite_loop_and_closed_stdin(way: Way) {
     for how in ["spin", "sleep"] {
         let mut s = sc.spec(body, json!({"how": how})).await;
         s.timeout = Duration::from_millis(1500);
-        let started = Instant::now();
         let out = sc.attack(s).await;
         assert_eq!(out.exit, Exit::Timeout, "{how}: {out:?}");
-        assert!(
-            started.elapsed() < Duration::from_secs(6),
-            "{how}: {:?}",
-            started.elapsed()
-        );
     }
     sc.healthy().await;
 }
@@ -560,14 +554,12 @@ async fn infinite_loop_and_closed_stdin(way: Way) {
 async fn output_flood(way: Way) {
     let mut sc = Scene::new(way, "flood");
     let body = "chunk = b'z' * (1 << 20)\nfor _ in range(50):\n    sys.stdout.buffer.write(chunk)\n    sys.stderr.buffer.write(chunk)\n";
-    let started = Instant::now();
     let out = sc.attack(sc.spec(body, json!({})).await).await;
     assert_eq!(out.stdout.len(), run::DEFAULT_MAX_CAPTURE_BYTES);
     assert_eq!(
         out.stdout_truncated_bytes,
         50 * (1 << 20) - run::DEFAULT_MAX_CAPTURE_BYTES as u64
     );
-    assert!(started.elapsed() < Duration::from_secs(20));
     sc.healthy().await;
 }
 

@@ -84,14 +84,12 @@ async fn output_is_capped_and_drained() {
     let code = "import sys\nchunk = b'x' * 1_000_000\nfor _ in range(20):\n    sys.stdout.buffer.write(chunk)\n    sys.stderr.buffer.write(chunk)\n";
     let mut s = spec(code).await;
     s.max_capture_bytes = 64 * 1024;
-    let started = Instant::now();
     let out = run(&sandboxed(), s).await;
     assert_eq!(out.exit, Exit::Code(0));
     assert_eq!(out.stdout.len(), 64 * 1024);
     assert_eq!(out.stderr.len(), 64 * 1024);
     assert_eq!(out.stdout_truncated_bytes, 20_000_000 - 64 * 1024);
     assert_eq!(out.stderr_truncated_bytes, 20_000_000 - 64 * 1024);
-    assert!(started.elapsed() < Duration::from_secs(10));
     let (text, _) = prototype_text(&out, None);
     assert!(text.contains(&format!(
         "[stdout truncated: {} bytes]",
@@ -115,15 +113,9 @@ async fn timeout_kills_tree(runner: Runner) {
     let mut s = spec(TREE).await;
     s.env = vec![(k, v.clone())];
     s.timeout = Duration::from_millis(1500);
-    let started = Instant::now();
     let out = run(&runner, s).await;
     assert_eq!(out.exit, Exit::Timeout, "{out:?}");
     assert_eq!(stdout(&out), "started\n");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
     assert_eq!(
         wait_gone(&v, Duration::from_secs(2)).await,
         Vec::<i32>::new(),
@@ -188,14 +180,14 @@ async fn cancellation_kills_the_run() {
     s.env = vec![(k, v.clone())];
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
+    let watched = v.clone();
     tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(700)).await;
+        // Cancel once the whole tree is up.
+        wait_until("the tree is up", || marked_processes(&watched).len() >= 4).await;
         trigger.cancel();
     });
-    let started = Instant::now();
     let out = sandboxed().run(s, cancel).await.unwrap();
     assert_eq!(out.exit, Exit::Cancelled);
-    assert!(started.elapsed() < Duration::from_secs(4));
     assert_eq!(
         wait_gone(&v, Duration::from_secs(2)).await,
         Vec::<i32>::new()
@@ -209,12 +201,16 @@ async fn full_queue_is_busy() {
     config.max_concurrent = 1;
     config.queue = 1;
     let runner = Runner::new(config).unwrap();
-    let slow = spec("import time\ntime.sleep(1)\n").await;
+    let (k, v) = marker();
+    let mut slow = spec("import time\ntime.sleep(1)\n").await;
+    slow.env = vec![(k, v.clone())];
     let (a, b, c) = tokio::join!(
         run(&runner, slow.clone()),
         run(&runner, slow.clone()),
         async {
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            // The first run holds the only slot and the second the only queue place once the
+            // first one's process is up.
+            wait_until("the first run is up", || !marked_processes(&v).is_empty()).await;
             runner.run(slow.clone(), CancellationToken::new()).await
         }
     );
@@ -233,11 +229,9 @@ async fn memory_bomb_gets_memory_error() {
     // A growing list ends the same way, well before the timeout.
     let mut s = spec("xs = []\nwhile True:\n    xs.append(' ' * 1_000_000)\n").await;
     s.memory_bytes = 256 << 20;
-    let started = Instant::now();
     let out = run(&sandboxed(), s).await;
     assert_eq!(out.exit, Exit::Code(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("MemoryError"));
-    assert!(started.elapsed() < Duration::from_secs(10));
 }
 
 #[tokio::test]
@@ -261,22 +255,22 @@ while True:
     s.env = vec![(k, v.clone())];
     s.timeout = Duration::from_secs(3);
     s.max_processes = 32;
-    let started = Instant::now();
-    let run = tokio::spawn({
+    let mut run = tokio::spawn({
         let runner = runner.clone();
         async move { runner.run(s, CancellationToken::new()).await.unwrap() }
     });
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    let during = marked_processes(&v).len();
-    let out = run.await.unwrap();
-    assert!(during <= 32, "{during} processes with a limit of 32");
+    // Count the bomb's processes all through the run, not at one guessed moment.
+    let mut most = 0;
+    let out = loop {
+        most = most.max(marked_processes(&v).len());
+        tokio::select! {
+            out = &mut run => break out.unwrap(),
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    };
+    assert!(most <= 32, "{most} processes with a limit of 32");
     assert_eq!(out.exit, Exit::Timeout);
     assert!(stdout(&out).starts_with("fork refused"), "{out:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(8),
-        "took {:?}",
-        started.elapsed()
-    );
     assert_eq!(
         wait_gone(&v, Duration::from_secs(2)).await,
         Vec::<i32>::new()

@@ -201,3 +201,16 @@ pub(crate) async fn wait_gone(marker: &str, within: Duration) -> Vec<i32> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Waits up to 30 s for `condition` to hold, checking every 20 ms; panics with `what` otherwise.
+/// Tests wait for a state this way rather than sleeping for a guessed time.
+pub(crate) async fn wait_until(what: &str, mut condition: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
