@@ -443,7 +443,7 @@ async fn healthz_counts_tools_and_sessions() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["status"], "ok");
     assert_eq!(body["sessions"], 1);
-    // instructions, 6 tool and 3 secret built-ins, call_tool, 10 content built-ins.
-    assert_eq!(body["tools"]["builtin"], 21);
+    // instructions, 7 tool and 3 secret built-ins, call_tool, 10 content built-ins.
+    assert_eq!(body["tools"]["builtin"], 22);
     assert_eq!(body["tools"]["stored"], 0);
 }
