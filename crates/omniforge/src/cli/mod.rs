@@ -62,7 +62,13 @@ pub(crate) async fn run(settings: Settings) -> Result<()> {
 fn read_json_object(file: &Path) -> Result<serde_json::Map<String, serde_json::Value>> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    match serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))? {
+    let parsed = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "parsing {} as JSON (a JSON object of the built-in's arguments, as in examples/tools/)",
+            file.display()
+        )
+    })?;
+    match parsed {
         serde_json::Value::Object(map) => Ok(map),
         _ => bail!("{}: expected a JSON object", file.display()),
     }
