@@ -41,6 +41,9 @@ pub(crate) struct FileConfig {
     pub(crate) schema_profile: Option<SchemaProfileArg>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) output_ttl: Option<Duration>,
+    pub(crate) warm_pool: Option<usize>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) warm_idle: Option<Duration>,
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) path: Option<String>,
     pub(crate) stateless: Option<bool>,

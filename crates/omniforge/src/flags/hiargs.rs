@@ -108,6 +108,10 @@ pub(crate) struct Scripts {
     pub(crate) call_log_rows: u64,
     /// How long a cut result's whole output stays readable.
     pub(crate) output_ttl: Duration,
+    /// Warm templates at most (0: off).
+    pub(crate) warm_pool: usize,
+    /// Idle expiry of a warm template.
+    pub(crate) warm_idle: Duration,
 }
 
 /// Settings of `serve`.
@@ -239,6 +243,14 @@ impl Settings {
                     .output_ttl
                     .or(file.output_ttl)
                     .unwrap_or(Duration::from_secs(3600)),
+                warm_pool: hosting
+                    .warm_pool
+                    .or(file.warm_pool)
+                    .unwrap_or(omniforge_script::DEFAULT_MAX_TEMPLATES),
+                warm_idle: hosting
+                    .warm_idle
+                    .or(file.warm_idle)
+                    .unwrap_or(omniforge_script::DEFAULT_WARM_IDLE),
             },
             inline_schema_refs: options
                 .manifests

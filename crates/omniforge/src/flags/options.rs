@@ -155,6 +155,15 @@ pub(crate) struct HostingOptions {
     /// link [default: 1h].
     #[arg(long, env = "OMNIFORGE_OUTPUT_TTL", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) output_ttl: Option<Duration>,
+    /// Warm templates at most: a stored tool's calls fork from an interpreter that already
+    /// started in the sandbox and imported the tool's dependencies (one template per tool
+    /// version and calling principal); 0 turns the pool off and every call starts cold
+    /// [default: 8].
+    #[arg(long, env = "OMNIFORGE_WARM_POOL", value_name = "N")]
+    pub(crate) warm_pool: Option<usize>,
+    /// A warm template unused for this long is stopped [default: 10m].
+    #[arg(long, env = "OMNIFORGE_WARM_IDLE", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) warm_idle: Option<Duration>,
 }
 
 /// Streamable HTTP (`serve` only).
@@ -261,7 +270,7 @@ overlay_fields! {
     SandboxOptions { sandbox, sandbox_disable_layer }
     AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes, keep_failed_drafts }
     CallOptions { max_result_bytes, call_log_rows }
-    HostingOptions { no_authoring, output_ttl }
+    HostingOptions { no_authoring, output_ttl, warm_pool, warm_idle }
 }
 
 /// How tool schemas are served.
