@@ -261,8 +261,9 @@ pub(crate) async fn run(tools: &StoredTools, version: &NewVersion, cx: &RequestC
         spec.memory_bytes = version.limits.memory_bytes;
         spec.network = version.limits.network;
         // No secrets: `spec.env` stays empty, and nothing is redacted because nothing secret
-        // was given.
-        let (result, _) = tools.run(spec, output.as_ref(), None, &[], cx).await;
+        // was given. Always a cold run: a version being written has no warm template, and a
+        // check should see the environment as a fresh call would.
+        let (result, _) = tools.run(spec, None, output.as_ref(), None, &[], cx).await;
         let seen = Seen::of(result.unwrap_or_else(|e| {
             CallToolResult::error(vec![rmcp::model::ContentBlock::text(e.to_string())])
         }));
