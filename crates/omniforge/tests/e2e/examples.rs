@@ -207,6 +207,12 @@ async fn example_runs_get_no_secrets() {
     let called = mcp.call("peek", json!({})).await;
     assert_ne!(text_of(&called), "(none)", "{called}");
     assert!(!called.to_string().contains(secret), "{called}");
+    // The version holds a grant now (an admin wrote it): its examples still run without it.
+    let checked = mcp
+        .call("omniforge_check_tool", json!({"name": "peek"}))
+        .await;
+    assert!(!is_error(&checked), "{checked}");
+    assert!(!checked.to_string().contains(secret), "{checked}");
     // A failing example's report shows the actual output: without the secret.
     let refused = mcp
         .call(

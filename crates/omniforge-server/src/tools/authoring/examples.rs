@@ -17,7 +17,7 @@ use rmcp::model::{CallToolResult, JsonObject};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::context::request::RequestCx;
+use crate::context::request::{LogFilter, RequestCx};
 use crate::error::AuthoringError;
 use crate::schema::LazySchema;
 use crate::tools::stored::call::StoredTools;
@@ -260,10 +260,22 @@ pub(crate) async fn run(tools: &StoredTools, version: &NewVersion, cx: &RequestC
         spec.timeout = Duration::from_millis(version.limits.timeout_ms);
         spec.memory_bytes = version.limits.memory_bytes;
         spec.network = version.limits.network;
-        // No secrets: `spec.env` stays empty, and nothing is redacted because nothing secret
-        // was given. Always a cold run: a version being written has no warm template, and a
-        // check should see the environment as a fresh call would.
-        let (result, _) = tools.run(spec, None, output.as_ref(), None, &[], cx).await;
+        // No secrets: `spec.env` stays empty (grants are per version and given after the
+        // examples ran, and even a granted version's examples get none), and nothing is
+        // redacted because nothing secret was given. No built-ins (`omniforge.call_builtin`):
+        // an example is not a call of the tool. Always a cold run: a version being written has
+        // no warm template, and a check should see the environment as a fresh call would.
+        let (result, _) = tools
+            .run(
+                spec,
+                None,
+                output.as_ref(),
+                LogFilter::AtLeast(None),
+                &[],
+                cx,
+                None,
+            )
+            .await;
         let seen = Seen::of(result.unwrap_or_else(|e| {
             CallToolResult::error(vec![rmcp::model::ContentBlock::text(e.to_string())])
         }));

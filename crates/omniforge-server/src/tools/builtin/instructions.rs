@@ -70,13 +70,16 @@ and `omniforge_delete_tool` (`purge: true` removes the history) manage what exis
   never current). Each is `{\"arguments\": {...}, \"expect\": {...}}`; `expect` holds one or more
   of `text` (the exact result text), `contains` (a substring), `structured` (the exact
   `structuredContent`) or `structuredSchema` (a JSON Schema it matches), `isError` (default
-  false). Example runs get no secrets. An update without `examples` keeps the current ones;
-  `omniforge_check_tool {name, version?}` runs them again; `omniforge_rollback_tool` runs
-  the target version's first (`force: true` skips them).
-- Secrets: `secrets: [\"API_KEY\"]` passes stored secrets as environment variables
-  (`os.environ[\"API_KEY\"]`); their exact values are redacted from results. An `admin`
-  stores them with `omniforge_set_secret {name, value}` (`omniforge_list_secrets`,
-  `omniforge_delete_secret`).
+  false). Example runs get no secrets, not even granted ones. An update without `examples`
+  keeps the current ones; `omniforge_check_tool {name, version?}` runs them again;
+  `omniforge_rollback_tool` runs the target version's first (`force: true` skips them).
+- Secrets: `secrets: [\"API_KEY\"]` requests stored secrets as environment variables
+  (`os.environ[\"API_KEY\"]`); their exact values are redacted from results. A version gets
+  one only once an `admin` granted it to that exact version (`omniforge_grant_secret`; a
+  version an admin writes is granted the declared secrets that exist); a new version asks
+  again, and test runs get none. An `admin` stores them with `omniforge_set_secret {name,
+  value}` (`omniforge_list_secrets`, `omniforge_delete_secret`,
+  `omniforge_list_secret_requests`, `omniforge_revoke_secret`).
 - The helper module: `import omniforge`; `omniforge.progress(done, total, message)` reports
   progress to the caller, `omniforge.log(level, data)` logs (sent when at or above the
   client's logging/setLevel, default info), `omniforge.result(content=[...],
