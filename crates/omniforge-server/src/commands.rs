@@ -1,4 +1,4 @@
-//! The one-shot actions of the command line (`omniforge tool add|edit|run`, `resource`,
+//! The one-shot actions of the command line (`omniforge tool add|edit|run|rollback|check`, `resource`,
 //! `prompt`, `pack`), through the same validation, environments and sandbox as MCP. They
 //! answer in plain types: what a person reads, never an MCP wire type.
 
@@ -113,6 +113,44 @@ impl Server {
                 .create_or_update(arguments, &caller.cx(), create)
                 .await,
         )
+    }
+
+    /// Makes live `version` of tool `name` current and enables the tool, after running its
+    /// examples unless `force` (refused, with the failures, when one fails).
+    pub async fn rollback_tool(
+        &self,
+        name: &str,
+        version: u32,
+        force: bool,
+        caller: &Caller,
+    ) -> CallOutput {
+        let Some(stored) = &self.stored else {
+            return CallOutput::refused("this server has no store");
+        };
+        let mut arguments = JsonObject::new();
+        arguments.insert("name".into(), Value::from(name));
+        arguments.insert("version".into(), Value::from(version));
+        arguments.insert("force".into(), Value::from(force));
+        CallOutput::of(stored.tools.rollback(arguments, &caller.cx()).await)
+    }
+
+    /// Runs the examples of version `version` of tool `name` (the current one if `None`) and
+    /// records the outcome: one line per example, an error when one fails.
+    pub async fn check_tool(
+        &self,
+        name: &str,
+        version: Option<u32>,
+        caller: &Caller,
+    ) -> CallOutput {
+        let Some(stored) = &self.stored else {
+            return CallOutput::refused("this server has no store");
+        };
+        let mut arguments = JsonObject::new();
+        arguments.insert("name".into(), Value::from(name));
+        if let Some(version) = version {
+            arguments.insert("version".into(), Value::from(version));
+        }
+        CallOutput::of(stored.tools.check(arguments, &caller.cx()).await)
     }
 
     /// Runs the current version of the stored tool `name` once (it must be enabled).

@@ -12,8 +12,9 @@
 //! [[prompts]]                   # each: the arguments of omniforge_create_prompt
 //! ```
 //!
-//! An import validates every entry first (tool environments are built then), collecting every
-//! error with its entry's index and name, and writes nothing if there is one; otherwise it
+//! An import validates every entry first (tool environments are built and tool examples run
+//! then), collecting every error with its entry's index and name, and writes nothing if there
+//! is one; otherwise it
 //! writes everything in one store transaction (`ContentStore::import`). Entries that are
 //! already stored exactly so are left alone (a tool gets no new version), so importing twice
 //! changes nothing. An export writes every enabled entry in the same shape, so it imports back.
@@ -150,6 +151,7 @@ pub(crate) async fn import(
 ) -> Result<ImportReport, PackError> {
     let (entries, mut errors) = read_document(pack);
     let mut batch = ImportBatch::default();
+    let mut prepared = Vec::new();
     for PackEntry {
         section,
         label,
@@ -160,7 +162,10 @@ pub(crate) async fn import(
             "tools" => tools
                 .prepare(arguments, cx)
                 .await
-                .map(|tool| batch.tools.push(tool)),
+                .map(|(name, spec, report)| {
+                    batch.tools.push((name.clone(), spec.clone()));
+                    prepared.push((name, spec, report));
+                }),
             "resources" => parse_arguments::<ResourceArgs>(arguments)
                 .and_then(ResourceArgs::validate)
                 .map(|r| batch.resources.push(r)),
@@ -183,12 +188,14 @@ pub(crate) async fn import(
     if !errors.is_empty() {
         return Err(PackError { problems: errors });
     }
-    store
+    let report = store
         .import(&cx.actor(), batch)
         .await
         .map_err(|e| PackError {
             problems: vec![e.to_string()],
-        })
+        })?;
+    tools.record_imported(&prepared, cx).await;
+    Ok(report)
 }
 
 /// The arguments of `omniforge_create_tool` that recreate a stored tool's current version.
@@ -230,6 +237,9 @@ fn tool_arguments(stored: &StoredTool) -> JsonObject {
         "timeout_s".into(),
         json!(spec.limits.timeout_ms as f64 / 1000.0),
     );
+    if !spec.examples.is_empty() {
+        args.insert("examples".into(), json!(spec.examples));
+    }
     if spec.limits.network {
         args.insert("network".into(), json!(true));
     }

@@ -60,6 +60,9 @@ pub struct StoreSettings {
     pub max_result_bytes: usize,
     /// How long the whole output of a cut result stays readable through its resource link.
     pub output_ttl: Duration,
+    /// Keep a tool version whose examples fail as a draft instead of refusing it
+    /// (`--keep-failed-drafts`; a call's `keepFailedDrafts` overrides it).
+    pub keep_failed_drafts: bool,
 }
 
 /// A server could not start.
@@ -235,6 +238,7 @@ async fn start_stored(
         tools,
         source.clone(),
         catalog,
+        s.keep_failed_drafts,
     ));
     let builtins = Authoring {
         tools: authoring.clone(),

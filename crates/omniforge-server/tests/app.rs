@@ -56,6 +56,7 @@ async fn fixture() -> Fixture {
             authoring: true,
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
+            keep_failed_drafts: false,
         }),
     };
     Fixture {
@@ -449,8 +450,8 @@ async fn healthz_counts_tools_and_sessions() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["status"], "ok");
     assert_eq!(body["sessions"], 1);
-    // instructions, 6 tool and 3 secret built-ins, call_tool, 10 content built-ins.
-    assert_eq!(body["tools"]["builtin"], 24);
+    // instructions, 7 tool and 6 secret built-ins, call_tool, 10 content built-ins.
+    assert_eq!(body["tools"]["builtin"], 25);
     assert_eq!(body["tools"]["stored"], 0);
 }
 

@@ -48,6 +48,7 @@ async fn server(dir: &std::path::Path) -> Server {
             authoring: false,
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
+            keep_failed_drafts: false,
         }),
     })
     .await

@@ -129,6 +129,7 @@ async fn build(common: &Common, tools: Tools, authoring: bool, once: bool) -> Re
                 authoring,
                 max_result_bytes: scripts.max_result_bytes,
                 output_ttl: scripts.output_ttl,
+                keep_failed_drafts: scripts.keep_failed_drafts,
             })
         }
     };

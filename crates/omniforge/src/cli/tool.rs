@@ -100,13 +100,26 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
                 .context("removing")?;
             out!("removed tool {name} and its history");
         }
-        ToolCommand::Rollback { name, version } => {
-            let store = parts::open_store(common).await?;
-            let current = store
-                .rollback(&super::actor(), &name, version)
-                .await
-                .context("rolling back")?;
-            out!("tool {name}: version {} is current", current.number);
+        ToolCommand::Rollback {
+            name,
+            version,
+            force,
+            ..
+        } => {
+            let server = parts::one_shot(common).await?;
+            let progress = Progress::on_stderr();
+            let caller = Caller::local_with_progress(super::principal(), progress.sink());
+            let result = server.rollback_tool(&name, version, force, &caller).await;
+            progress.finish();
+            render::call_result(&result)?;
+        }
+        ToolCommand::Check { name, version, .. } => {
+            let server = parts::one_shot(common).await?;
+            let progress = Progress::on_stderr();
+            let caller = Caller::local_with_progress(super::principal(), progress.sink());
+            let result = server.check_tool(&name, version, &caller).await;
+            progress.finish();
+            render::call_result(&result)?;
         }
         ToolCommand::Add { file, .. } => {
             let args = read_json_object(&file)?;

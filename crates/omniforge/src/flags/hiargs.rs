@@ -111,6 +111,8 @@ pub(crate) struct Scripts {
     pub(crate) max_tool_timeout: Duration,
     /// Address-space limit of a call, bytes.
     pub(crate) memory_limit_bytes: u64,
+    /// Keep versions whose examples fail as drafts.
+    pub(crate) keep_failed_drafts: bool,
     /// Most bytes of text a call returns.
     pub(crate) max_result_bytes: usize,
     /// Rows kept in the call log.
@@ -271,6 +273,10 @@ impl Settings {
                     .memory_limit_bytes
                     .or(file.memory_limit_bytes)
                     .unwrap_or(2 << 30),
+                keep_failed_drafts: authoring
+                    .keep_failed_drafts
+                    .or(file.keep_failed_drafts)
+                    .unwrap_or(false),
                 max_result_bytes: calls
                     .max_result_bytes
                     .or(file.max_result_bytes)

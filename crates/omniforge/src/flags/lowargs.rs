@@ -351,12 +351,28 @@ pub(crate) enum ToolCommand {
         /// Tool name.
         name: String,
     },
-    /// Make an earlier version current.
+    /// Make an earlier version current (and enable the tool). Its examples run first; a
+    /// failing one refuses the rollback unless --force.
     Rollback {
         /// Tool name.
         name: String,
         /// Version number.
         version: u32,
+        /// Roll back without running the version's examples.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten, next_help_heading = "Script tools")]
+        options: RunArgs,
+    },
+    /// Run a version's examples again (the current version unless VERSION is given) and
+    /// record the results: one line per example; exits 1 when one fails.
+    Check {
+        /// Tool name.
+        name: String,
+        /// Version number.
+        version: Option<u32>,
+        #[command(flatten, next_help_heading = "Script tools")]
+        options: RunArgs,
     },
     /// Show a tool's latest calls, newest first: time (UTC), principal, version, duration,
     /// outcome, error.
@@ -498,7 +514,9 @@ impl Cli {
                 options.sandbox.overlay(take(&mut build.sandbox));
                 options.authoring.overlay(take(&mut build.authoring));
             }
-            Command::Tool(ToolCommand::Run { options: run, .. }) => {
+            Command::Tool(ToolCommand::Run { options: run, .. })
+            | Command::Tool(ToolCommand::Rollback { options: run, .. })
+            | Command::Tool(ToolCommand::Check { options: run, .. }) => {
                 options.interpreter.overlay(take(&mut run.interpreter));
                 options.sandbox.overlay(take(&mut run.sandbox));
                 options.calls.overlay(take(&mut run.calls));

@@ -132,6 +132,10 @@ pub(crate) struct AuthoringOptions {
     /// Address-space limit of a script call, in bytes [default: 2147483648].
     #[arg(long, env = "OMNIFORGE_MEMORY_LIMIT_BYTES", value_name = "BYTES")]
     pub(crate) memory_limit_bytes: Option<u64>,
+    /// Keep a tool version whose examples fail as a draft (never current) instead of refusing
+    /// it; an authoring call's keepFailedDrafts overrides it.
+    #[arg(long, env = "OMNIFORGE_KEEP_FAILED_DRAFTS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) keep_failed_drafts: Option<bool>,
 }
 
 /// How script calls are answered and logged.
@@ -285,7 +289,7 @@ overlay_fields! {
     ManifestOptions { manifest, upstream, upstream_auth, upstream_auth_file, upstream_timeout, upstream_max_response_bytes, inline_schema_refs }
     InterpreterOptions { python, uv }
     SandboxOptions { sandbox, sandbox_disable_layer }
-    AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes }
+    AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes, keep_failed_drafts }
     CallOptions { max_result_bytes, call_log_rows }
     HostingOptions { no_authoring, output_ttl, warm_pool, warm_idle }
 }

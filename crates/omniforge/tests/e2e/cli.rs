@@ -232,6 +232,7 @@ async fn subcommand_help_lists_only_its_options() {
                 "--tool-timeout",
                 "--max-tool-timeout",
                 "--memory-limit-bytes",
+                "--keep-failed-drafts",
             ],
         ),
         (&["tool", "list"], &[]),
@@ -263,6 +264,7 @@ async fn subcommand_help_lists_only_its_options() {
         "--ready-file",
         "--no-authoring",
         "--page-size",
+        "--keep-failed-drafts",
     ] {
         assert!(
             serve.iter().any(|o| o == option),
@@ -362,10 +364,7 @@ async fn mutating_tool_commands_print_one_line() {
     for (command, says) in [
         (&["tool", "disable", "add_vat"][..], "disabled"),
         (&["tool", "enable", "add_vat"], "enabled"),
-        (
-            &["tool", "rollback", "add_vat", "1"],
-            "version 1 is current",
-        ),
+        (&["tool", "rollback", "add_vat", "1"], "now runs version 1"),
         (&["tool", "rm", "add_vat"], "removed"),
     ] {
         let (ok, out, err) = omniforge_cli(dir.path(), command, None).await;

@@ -26,7 +26,7 @@ fn conformance_pack() -> PathBuf {
 }
 
 /// [`omniforge_cli`] that must succeed; returns stdout.
-async fn cli_ok(dir: &Path, args: &[&str]) -> String {
+pub(crate) async fn cli_ok(dir: &Path, args: &[&str]) -> String {
     let (ok, out, err) = omniforge_cli(dir, args, None).await;
     assert!(ok, "omniforge {args:?} failed:\n{out}\n{err}");
     out
@@ -42,7 +42,7 @@ async fn data_with_pack() -> tempfile::TempDir {
 
 /// `omniforge --data-dir DIR --uv UV stdio ARGS...`, initialized (2025-11-25), speaking raw
 /// JSON-RPC lines; notifications that arrive are kept in order.
-struct Mcp {
+pub(crate) struct Mcp {
     child: Child,
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
@@ -53,7 +53,7 @@ struct Mcp {
 }
 
 impl Mcp {
-    async fn start(dir: &Path, extra: &[&str]) -> Mcp {
+    pub(crate) async fn start(dir: &Path, extra: &[&str]) -> Mcp {
         let mut child = spawn_piped(omniforge_in(dir).arg("stdio").args(extra)).unwrap();
         let stderr = Captured::default();
         drain(child.stderr.take().unwrap(), stderr.clone());
@@ -126,7 +126,7 @@ impl Mcp {
     }
 
     /// The `result` of a request that must succeed.
-    async fn result(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) async fn result(&mut self, method: &str, params: Value) -> Value {
         let response = self.request(method, params.clone()).await;
         assert!(
             response.get("error").is_none(),
@@ -145,7 +145,7 @@ impl Mcp {
         response["error"].clone()
     }
 
-    async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+    pub(crate) async fn call(&mut self, tool: &str, arguments: Value) -> Value {
         self.result("tools/call", json!({"name": tool, "arguments": arguments}))
             .await
     }
@@ -178,7 +178,7 @@ impl Drop for Mcp {
     }
 }
 
-fn text_of(result: &Value) -> String {
+pub(crate) fn text_of(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()
         .unwrap_or("")

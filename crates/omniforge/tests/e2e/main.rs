@@ -13,6 +13,7 @@ mod clients;
 mod connections;
 mod content;
 mod escape;
+mod examples;
 mod manifest_tools;
 mod oauth;
 mod postgres;

@@ -1,6 +1,6 @@
 //! The arguments of `omniforge_create_tool` and `omniforge_update_tool` (and a pack's
-//! `tools` entries), and their validation into a version to store: name, schemas, code and
-//! description, limits, then the environment.
+//! `tools` entries), and their validation into a version to store: name, schemas, examples,
+//! code and description, limits, then the environment.
 
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use crate::context::request::RequestCx;
 use crate::error::AuthoringError;
 use crate::script_host::host::ScriptHost;
 use crate::script_host::prepare::TimeoutRule;
+use crate::tools::authoring::examples;
 use crate::tools::authoring::param_headers;
 use crate::tools::stored::shape::cut;
 
@@ -36,6 +37,13 @@ pub(crate) struct Draft {
     timeout_s: Option<f64>,
     network: Option<bool>,
     secrets: Option<Vec<String>>,
+    /// Example calls run before the version goes live; an update without them keeps the
+    /// current version's.
+    examples: Option<Vec<JsonObject>>,
+    /// Keep a version whose examples fail as a draft instead of refusing it (this call only;
+    /// the server's `--keep-failed-drafts` is the default). Not allowed in a pack.
+    #[serde(rename = "keepFailedDrafts")]
+    pub(crate) keep_failed_drafts: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -107,6 +115,11 @@ pub(crate) async fn prepare(
     };
     check_tool_schema("inputSchema", &input_schema)?;
     param_headers::check(&input_schema)?;
+    let examples = draft
+        .examples
+        .or_else(|| previous.map(|p| p.examples.clone()))
+        .unwrap_or_default();
+    examples::check(&examples, &input_schema)?;
     let output_schema = match draft.output_schema {
         Some(schema) => Some(schema),
         None => previous.and_then(|p| p.output_schema.clone()),
@@ -176,7 +189,7 @@ pub(crate) async fn prepare(
             .or_else(|| previous.map(|p| p.secrets.clone()))
             .unwrap_or_default(),
         author: cx.author().to_owned(),
-        examples: Vec::new(),
+        examples,
     };
     Ok((draft.name, version))
 }

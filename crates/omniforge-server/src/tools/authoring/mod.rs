@@ -2,12 +2,14 @@
 //! bound to its operation when registered (never looked up by name):
 //! - [`tool`]: create, update, delete, get, rollback and test tools; [`draft`]: their
 //!   arguments and validation (shared with pack imports), [`param_headers`]: the
-//!   `x-mcp-header` rules of an inputSchema;
+//!   `x-mcp-header` rules of an inputSchema; [`examples`]: a version's example calls, checked
+//!   and run before it goes live, on demand and before a rollback;
 //! - [`secret`]: set, delete and list secrets (`admin`);
 //! - [`content`]: create, update and delete resources, templates and prompts; get a definition.
 
 pub(crate) mod content;
 pub(crate) mod draft;
+pub(crate) mod examples;
 pub(crate) mod param_headers;
 pub(crate) mod secret;
 pub(crate) mod tool;

@@ -1,11 +1,15 @@
 //! The tool authoring built-ins: `omniforge_create_tool`, `omniforge_update_tool`,
-//! `omniforge_delete_tool`, `omniforge_get_tool`, `omniforge_rollback_tool` and
-//! `omniforge_test_tool`. A write updates the written tool's catalog entry only.
+//! `omniforge_delete_tool`, `omniforge_get_tool`, `omniforge_rollback_tool`,
+//! `omniforge_test_tool` and `omniforge_check_tool`. A write runs the version's examples first
+//! (`examples.rs`) and updates the written tool's catalog entry only.
 
 use std::sync::{Arc, Weak};
 
 use omniforge_script::RunSpec;
-use omniforge_store::{CallOutcome, CallRecord, NewStatus, Store, StoredTool, ToolVersion};
+use omniforge_store::{
+    CallOutcome, CallRecord, ExampleTrigger, NewStatus, Store, StoredTool, ToolVersion,
+    VersionStatus,
+};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ToolAnnotations};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -18,6 +22,7 @@ use crate::context::request::{LogFilter, RequestCx};
 use crate::error::{AuthoringError, parse_arguments};
 use crate::script_host::prepare::TimeoutRule;
 use crate::tools::authoring::draft::{self, Draft};
+use crate::tools::authoring::examples;
 use crate::tools::authoring::secret;
 use crate::tools::stored::call::StoredTools;
 use crate::tools::stored::source::StoredSource;
@@ -35,6 +40,9 @@ pub(crate) struct ToolAuthoring {
     /// For the names built-in and manifest tools reserve. Weak: the catalog's entries hold
     /// this value.
     catalog: Weak<Catalog>,
+    /// Whether a version whose examples fail is kept as a draft (`--keep-failed-drafts`)
+    /// rather than refused, unless a call says otherwise.
+    keep_failed_drafts: bool,
 }
 
 /// One tool built-in.
@@ -46,6 +54,7 @@ enum Op {
     Get,
     Rollback,
     Test,
+    Check,
 }
 
 struct ToolBuiltin {
@@ -64,6 +73,7 @@ impl ToolCall for ToolBuiltin {
                 Op::Get => a.get(call.arguments).await,
                 Op::Rollback => a.rollback(call.arguments, call.cx).await,
                 Op::Test => a.test(call.arguments, call.cx).await,
+                Op::Check => a.check(call.arguments, call.cx).await,
             }
         })
     }
@@ -74,18 +84,21 @@ fn text(text: String) -> CallToolResult {
 }
 
 impl ToolAuthoring {
-    /// The tool built-ins over `store`, publishing through `source`.
+    /// The tool built-ins over `store`, publishing through `source`; `keep_failed_drafts`:
+    /// the default of `keepFailedDrafts`.
     pub(crate) fn new(
         store: Arc<dyn Store>,
         tools: Arc<StoredTools>,
         source: Arc<StoredSource>,
         catalog: &Arc<Catalog>,
+        keep_failed_drafts: bool,
     ) -> ToolAuthoring {
         ToolAuthoring {
             store,
             tools,
             source,
             catalog: Arc::downgrade(catalog),
+            keep_failed_drafts,
         }
     }
 
@@ -108,14 +121,17 @@ impl ToolAuthoring {
         create: bool,
     ) -> CallResult {
         let draft: Draft = parse_arguments(arguments)?;
+        let keep_failed = draft.keep_failed_drafts.unwrap_or(self.keep_failed_drafts);
         self.check_name(&draft.name)?;
-        let existing = self
+        // A tool whose versions are all drafts (or pending) exists without a current version.
+        let exists = self
             .store
-            .get(&draft.name)
+            .tool(&draft.name)
             .await
-            .map_err(AuthoringError::from)?;
-        match (create, &existing) {
-            (true, Some(_)) => {
+            .map_err(AuthoringError::from)?
+            .is_some();
+        match (create, exists) {
+            (true, true) => {
                 return Err(AuthoringError::invalid(
                     "name",
                     format!(
@@ -125,7 +141,7 @@ impl ToolAuthoring {
                 )
                 .into());
             }
-            (false, None) => {
+            (false, false) => {
                 return Err(AuthoringError::invalid(
                     "name",
                     format!("no tool named {:?}; use omniforge_create_tool", draft.name),
@@ -134,18 +150,54 @@ impl ToolAuthoring {
             }
             _ => {}
         }
+        let existing = if exists {
+            self.store
+                .get(&draft.name)
+                .await
+                .map_err(AuthoringError::from)?
+        } else {
+            None
+        };
         let previous = existing.as_ref().map(|t| &t.current);
         let (name, spec) = draft::prepare(&self.tools.host, draft, previous, cx).await?;
+        let report = examples::run(&self.tools, &spec, cx).await;
+        let failed = report.failed();
+        let status = match (failed, keep_failed) {
+            (0, _) => NewStatus::Live,
+            (_, true) => NewStatus::Draft {
+                reason: format!("{}\n{}", report.summary(), report.failures()),
+            },
+            (_, false) => {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "Refused: {} of the tool's examples failed ({}); nothing was stored and the \
+                     current version is unchanged. Fix the code or the examples and try again \
+                     (keepFailedDrafts: true keeps a failing version as a draft).\n\n{}",
+                    failed,
+                    report.summary(),
+                    report.failures()
+                ))]));
+            }
+        };
+        let live = status == NewStatus::Live;
         let version = if create {
             self.store
-                .create_tool(&cx.actor(), &name, spec, NewStatus::Live)
+                .create_tool(&cx.actor(), &name, spec, status)
                 .await
         } else {
             self.store
-                .add_version(&cx.actor(), &name, spec, NewStatus::Live)
+                .add_version(&cx.actor(), &name, spec, status)
                 .await
         }
         .map_err(AuthoringError::from)?;
+        let trigger = if create {
+            ExampleTrigger::Create
+        } else {
+            ExampleTrigger::Update
+        };
+        self.record(&name, version.number, &report, trigger, cx)
+            .await;
+        // Grants are per version, given after the examples ran: an example run never has a
+        // secret, whoever the author.
         let pending = secret::grant_declared(&*self.store, cx, &name, version.number)
             .await
             .map_err(AuthoringError::from)?;
@@ -153,10 +205,24 @@ impl ToolAuthoring {
             .reload_and_prepare(&name, cx.author())
             .await
             .map_err(AuthoringError::from)?;
+        if !live {
+            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                "Kept as draft version {} of tool {name}: {}; it is not current and is not \
+                 served (the current version, if any, is unchanged).\n\n{}",
+                version.number,
+                report.summary(),
+                report.failures()
+            ))]));
+        }
         let verb = if create { "Created" } else { "Updated" };
+        let checked = if report.is_empty() {
+            String::new()
+        } else {
+            format!(" {}.", report.summary())
+        };
         let mut sentence = format!(
-            "{verb} tool {name} (version {}). It is listed in tools/list now; clients that ignore \
-             notifications/tools/list_changed can call it with omniforge_call_tool.",
+            "{verb} tool {name} (version {}).{checked} It is listed in tools/list now; clients \
+             that ignore notifications/tools/list_changed can call it with omniforge_call_tool.",
             version.number
         );
         if !pending.is_empty() {
@@ -169,20 +235,88 @@ impl ToolAuthoring {
         Ok(text(sentence))
     }
 
-    /// Validates `omniforge_create_tool` arguments and builds the tool's environment, without
-    /// storing anything; returns the name and the version a pack import would store. Fields
-    /// left out get their defaults (a pack entry is a whole definition).
+    /// Stores the outcome of an examples run (a failure to store is logged: the run's answer
+    /// stands).
+    async fn record(
+        &self,
+        name: &str,
+        number: u32,
+        report: &examples::Report,
+        trigger: ExampleTrigger,
+        cx: &RequestCx<'_>,
+    ) {
+        if report.is_empty() {
+            return;
+        }
+        if let Err(error) = self
+            .store
+            .record_example_results(name, number, report.results(trigger, cx.author()))
+            .await
+        {
+            tracing::warn!(%error, tool = name, version = number, "recording example results failed");
+        }
+    }
+
+    /// Validates `omniforge_create_tool` arguments, builds the tool's environment and runs its
+    /// examples, without storing anything; returns the name, the version a pack import would
+    /// store and the examples' outcome (to record once the version is stored). Fields left out
+    /// get their defaults (a pack entry is a whole definition).
     ///
     /// # Errors
-    /// The same texts as `omniforge_create_tool` (`name: ...`, `inputSchema: ...`, ...).
+    /// The same texts as `omniforge_create_tool` (`name: ...`, `inputSchema: ...`, ...);
+    /// `examples: ...` with each failing example (a pack is all or nothing: no drafts).
     pub(crate) async fn prepare(
         &self,
         arguments: JsonObject,
         cx: &RequestCx<'_>,
-    ) -> Result<(String, omniforge_store::NewVersion), AuthoringError> {
+    ) -> Result<(String, omniforge_store::NewVersion, examples::Report), AuthoringError> {
         let draft: Draft = parse_arguments(arguments)?;
+        if draft.keep_failed_drafts.is_some() {
+            return Err(AuthoringError::invalid(
+                "keepFailedDrafts",
+                "not allowed in a pack (an import is all or nothing)",
+            ));
+        }
         self.check_name(&draft.name)?;
-        draft::prepare(&self.tools.host, draft, None, cx).await
+        let (name, spec) = draft::prepare(&self.tools.host, draft, None, cx).await?;
+        let report = examples::run(&self.tools, &spec, cx).await;
+        if report.failed() > 0 {
+            return Err(AuthoringError::invalid(
+                "examples",
+                format!("{}\n{}", report.summary(), report.failures()),
+            ));
+        }
+        Ok((name, spec, report))
+    }
+
+    /// Records the examples' outcome of tools a pack import stored (`prepared`: what
+    /// [`prepare`](ToolAuthoring::prepare) returned), for each tool whose current version is
+    /// now the prepared definition.
+    pub(crate) async fn record_imported(
+        &self,
+        prepared: &[(String, omniforge_store::NewVersion, examples::Report)],
+        cx: &RequestCx<'_>,
+    ) {
+        for (name, spec, report) in prepared {
+            if report.is_empty() {
+                continue;
+            }
+            if let Ok(Some(stored)) = self.store.get(name).await
+                && stored.current.spec.code == spec.code
+                && stored.current.spec.examples == spec.examples
+                && stored.current.spec.env_id == spec.env_id
+                && stored.current.spec.output_schema == spec.output_schema
+            {
+                self.record(
+                    name,
+                    stored.current.number,
+                    report,
+                    ExampleTrigger::Import,
+                    cx,
+                )
+                .await;
+            }
+        }
     }
 
     async fn delete(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
@@ -215,14 +349,53 @@ impl ToolAuthoring {
         }))
     }
 
-    async fn rollback(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
+    /// Makes a live version current (and enables the tool), after running its examples unless
+    /// `force`; refused with the failures when one fails.
+    ///
+    /// # Errors
+    /// The arguments are wrong, or the store refused or failed.
+    pub(crate) async fn rollback(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Args {
             name: String,
             version: u32,
+            #[serde(default)]
+            force: bool,
         }
         let args: Args = parse_arguments(arguments)?;
+        let target = self
+            .store
+            .version(&args.name, args.version)
+            .await
+            .map_err(AuthoringError::from)?;
+        let mut checked = String::new();
+        // Only a live version can become current; the store refuses the others below.
+        if !args.force
+            && target.state.status == VersionStatus::Live
+            && !target.spec.examples.is_empty()
+        {
+            let report = examples::run(&self.tools, &target.spec, cx).await;
+            self.record(
+                &args.name,
+                args.version,
+                &report,
+                ExampleTrigger::Rollback,
+                cx,
+            )
+            .await;
+            if report.failed() > 0 {
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "Rollback refused: version {} of tool {} fails its examples ({}); the current \
+                     version is unchanged. force: true rolls back without running them.\n\n{}",
+                    args.version,
+                    args.name,
+                    report.summary(),
+                    report.failures()
+                ))]));
+            }
+            checked = format!(" {}.", report.summary());
+        }
         self.store
             .rollback(&cx.actor(), &args.name, args.version)
             .await
@@ -236,9 +409,69 @@ impl ToolAuthoring {
             .await
             .map_err(AuthoringError::from)?;
         Ok(text(format!(
-            "Tool {} now runs version {} and is enabled.",
+            "Tool {} now runs version {} and is enabled.{checked}",
             args.name, args.version
         )))
+    }
+
+    /// Runs the examples of a stored version (the current one unless `version` is given)
+    /// against its environment as it is now, and records the outcome; an `isError` result when
+    /// one fails. One line per example, then the details of each failure.
+    ///
+    /// # Errors
+    /// The arguments are wrong, or the store refused or failed.
+    pub(crate) async fn check(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Args {
+            name: String,
+            #[serde(default)]
+            version: Option<u32>,
+        }
+        let args: Args = parse_arguments(arguments)?;
+        let number = match args.version {
+            Some(n) => n,
+            None => self
+                .store
+                .tool(&args.name)
+                .await
+                .map_err(AuthoringError::from)?
+                .ok_or_else(|| {
+                    AuthoringError::invalid("name", format!("no tool named {:?}", args.name))
+                })?
+                .current_version
+                .ok_or_else(|| {
+                    AuthoringError::invalid(
+                        "version",
+                        format!("tool {:?} has no current version; name one", args.name),
+                    )
+                })?,
+        };
+        let version = self
+            .store
+            .version(&args.name, number)
+            .await
+            .map_err(AuthoringError::from)?;
+        if version.spec.examples.is_empty() {
+            return Ok(text(format!(
+                "Version {number} of tool {} has no examples.",
+                args.name
+            )));
+        }
+        let report = examples::run(&self.tools, &version.spec, cx).await;
+        self.record(&args.name, number, &report, ExampleTrigger::Check, cx)
+            .await;
+        let body = format!(
+            "Tool {} version {number}: {}.\n{}",
+            args.name,
+            report.summary(),
+            report.lines()
+        );
+        Ok(if report.failed() > 0 {
+            CallToolResult::error(vec![ContentBlock::text(body)])
+        } else {
+            text(body)
+        })
     }
 
     async fn get(&self, arguments: JsonObject) -> CallResult {
@@ -361,8 +594,11 @@ pub fn describe_tool(stored: &StoredTool, versions: &[ToolVersion]) -> Value {
         "lock": spec.lock,
         "limits": {"timeout_s": spec.limits.timeout_ms as f64 / 1000.0, "memory_bytes": spec.limits.memory_bytes, "network": spec.limits.network},
         "secrets": spec.secrets,
+        "examples": spec.examples,
         "versions": versions.iter().map(|v| json!({
             "number": v.number,
+            "status": v.state.status.as_str(),
+            "statusReason": v.state.reason,
             "createdAtMs": v.created_at_ms,
             "author": v.spec.author,
             "description": v.spec.description,
@@ -385,7 +621,13 @@ pub(crate) fn entries(authoring: &Arc<ToolAuthoring>) -> Vec<Entry> {
             "idempotentHint": {"type": "boolean"}, "openWorldHint": {"type": "boolean"}}, "additionalProperties": false},
         "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "Wall-clock limit per call, seconds (default 30)."},
         "network": {"type": "boolean", "description": "Allow network access at call time (default false)."},
-        "secrets": {"type": "array", "items": {"type": "string"}, "description": "Names of stored secrets to pass as environment variables."}
+        "secrets": {"type": "array", "items": {"type": "string"}, "description": "Names of stored secrets to pass as environment variables."},
+        "examples": {"type": "array", "maxItems": examples::MAX_EXAMPLES, "description": "Example calls run in the sandbox (without secrets) before the version goes live; if one fails the version is refused. Each {\"arguments\": {...}, \"expect\": {...}} with expect holding one or more of text (exact result text), contains (a substring), structured (exact structuredContent) or structuredSchema (a JSON Schema it matches), isError (default false).",
+            "items": {"type": "object", "properties": {"arguments": {"type": "object"}, "expect": {"type": "object", "properties": {
+                "text": {"type": "string"}, "contains": {"type": "string"}, "structured": {"type": "object"},
+                "structuredSchema": {"type": "object"}, "isError": {"type": "boolean"}}, "additionalProperties": false}},
+                "required": ["expect"], "additionalProperties": false}},
+        "keepFailedDrafts": {"type": "boolean", "description": "If an example fails, keep the version as a draft (never current) instead of refusing it."}
     });
     let draft_schema = |required: &[&str]| {
         object_schema(json!({
@@ -455,9 +697,9 @@ pub(crate) fn entries(authoring: &Arc<ToolAuthoring>) -> Vec<Entry> {
         entry(
             Op::Rollback,
             "omniforge_rollback_tool",
-            "Make an earlier version of a tool current (and enable the tool).",
+            "Make an earlier version of a tool current (and enable the tool). Its examples run first and a failing one refuses the rollback, unless force: true.",
             object_schema(
-                json!({"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "integer", "minimum": 1}}, "required": ["name", "version"], "additionalProperties": false}),
+                json!({"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "integer", "minimum": 1}, "force": {"type": "boolean", "default": false}}, "required": ["name", "version"], "additionalProperties": false}),
             ),
             ToolAnnotations::new()
                 .read_only(false)
@@ -476,6 +718,19 @@ pub(crate) fn entries(authoring: &Arc<ToolAuthoring>) -> Vec<Entry> {
                 "required": ["code"], "additionalProperties": false})),
             ToolAnnotations::new()
                 .read_only(true)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false),
+        ),
+        entry(
+            Op::Check,
+            "omniforge_check_tool",
+            "Run a stored tool version's examples again (the current version unless version is given), e.g. after an environment rebuild, and record the results. An error result lists each failing example with expected and actual.",
+            object_schema(
+                json!({"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "integer", "minimum": 1}}, "required": ["name"], "additionalProperties": false}),
+            ),
+            ToolAnnotations::new()
+                .read_only(false)
                 .destructive(false)
                 .idempotent(false)
                 .open_world(false),

@@ -48,7 +48,8 @@ When two sources offer the same name, the earlier source wins.
 
 ## Forging a tool
 `omniforge_create_tool {name, description, code, inputSchema?, outputSchema?, title?,
-dependencies?, annotations?, timeout_s?, network?}` stores version 1 of a Python tool;
+dependencies?, annotations?, timeout_s?, network?, secrets?, examples?}` stores version 1 of a
+Python tool;
 `omniforge_update_tool` (same fields) adds a version; `omniforge_test_tool {code, arguments?,
 dependencies?}` runs code once without saving; `omniforge_get_tool`, `omniforge_rollback_tool`
 and `omniforge_delete_tool` (`purge: true` removes the history) manage what exists.
@@ -63,6 +64,15 @@ and `omniforge_delete_tool` (`purge: true` removes the history) manage what exis
   call time; the script has no network unless `network: true`.
 - Limits: `timeout_s` (default 30 s), memory, output size; scripts run in a sandbox that sees
   only their environment and a private /tmp.
+- Examples: give every tool `examples`, a few calls with what they must return. They run in
+  the sandbox before a version goes live; if one fails, the version is refused with each
+  failing example's expected and actual result (`keepFailedDrafts: true` keeps it as a draft,
+  never current). Each is `{\"arguments\": {...}, \"expect\": {...}}`; `expect` holds one or more
+  of `text` (the exact result text), `contains` (a substring), `structured` (the exact
+  `structuredContent`) or `structuredSchema` (a JSON Schema it matches), `isError` (default
+  false). Example runs get no secrets, not even granted ones. An update without `examples`
+  keeps the current ones; `omniforge_check_tool {name, version?}` runs them again;
+  `omniforge_rollback_tool` runs the target version's first (`force: true` skips them).
 - Secrets: `secrets: [\"API_KEY\"]` requests stored secrets as environment variables
   (`os.environ[\"API_KEY\"]`); their exact values are redacted from results. A version gets
   one only once an `admin` granted it to that exact version (`omniforge_grant_secret`; a
@@ -91,6 +101,8 @@ Example (`add_vat`):
           a = json.load(sys.stdin); net = Decimal(str(a[\"net\"])); vat = net * Decimal(\"0.2\")
           print(json.dumps({\"net\": str(a[\"net\"]), \"vat\": str(vat.quantize(Decimal(\"0.01\")))}))
     inputSchema: {\"type\": \"object\", \"properties\": {\"net\": {\"type\": \"number\"}}, \"required\": [\"net\"]}
+    examples: [{\"arguments\": {\"net\": 10}, \"expect\": {\"contains\": \"2.00\"}},
+               {\"arguments\": {\"net\": 0}, \"expect\": {\"text\": \"{\\\"net\\\": \\\"0\\\", \\\"vat\\\": \\\"0.00\\\"}\"}}]
 
 ## Resources and prompts
 `omniforge_create_resource {uri, name, text | blob (base64), mimeType?, title?, description?}`
