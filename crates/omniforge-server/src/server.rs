@@ -23,6 +23,7 @@ use crate::peers::{self, Peers};
 use crate::script_host::gc::collect_garbage;
 use crate::script_host::host::{ScriptHost, ScriptSettings};
 use crate::settings::HttpSettings;
+use crate::tasks::{self, TaskSettings, Tasks};
 use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::builtin::instructions::{BRIDGE_INSTRUCTIONS, SERVER_INSTRUCTIONS};
 use crate::tools::manifest::source::{ManifestConfig, ManifestSource, ManifestSourceError};
@@ -60,6 +61,8 @@ pub struct StoreSettings {
     pub max_result_bytes: usize,
     /// How long the whole output of a cut result stays readable through its resource link.
     pub output_ttl: Duration,
+    /// How durable tasks are timed (TTL, poll interval, lease).
+    pub tasks: TaskSettings,
 }
 
 /// A server could not start.
@@ -245,6 +248,11 @@ async fn start_stored(
         content: content.clone(),
     };
     tokio::spawn(changes::follow(store.clone(), seq, sides, stop.clone()));
+    tokio::spawn(tasks::keep_leases(Tasks::new(
+        store.clone(),
+        s.tasks,
+        stop.clone(),
+    )));
     tokio::spawn(collect_garbage(
         Arc::downgrade(&host),
         store.clone(),

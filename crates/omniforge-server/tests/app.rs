@@ -54,6 +54,7 @@ async fn fixture() -> Fixture {
             authoring: true,
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
+            tasks: omniforge_server::TaskSettings::default(),
         }),
     };
     Fixture {

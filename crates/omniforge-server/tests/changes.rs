@@ -46,6 +46,7 @@ async fn server(dir: &std::path::Path) -> Server {
             authoring: false,
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
+            tasks: omniforge_server::TaskSettings::default(),
         }),
     })
     .await

@@ -84,6 +84,7 @@ pub(super) async fn server(common: &Common, tools: Tools, authoring: bool) -> Re
                 authoring,
                 max_result_bytes: scripts.max_result_bytes,
                 output_ttl: scripts.output_ttl,
+                tasks: scripts.tasks,
             })
         }
     };

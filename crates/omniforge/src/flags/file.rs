@@ -40,6 +40,10 @@ pub(crate) struct FileConfig {
     pub(crate) schema_profile: Option<SchemaProfileArg>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) output_ttl: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) task_ttl: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) task_lease: Option<Duration>,
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) path: Option<String>,
     pub(crate) stateless: Option<bool>,
