@@ -142,5 +142,5 @@ pub use sandbox::{
 };
 pub use warm::{
     DEFAULT_MAX_TEMPLATES, DEFAULT_WARM_IDLE, Prepared, TemplateReport, TemplateState, WarmConfig,
-    WarmError, WarmKey, WarmPool, WarmReport,
+    WarmError, WarmKey, WarmPool, WarmReport, warm_off_reason,
 };

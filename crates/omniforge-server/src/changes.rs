@@ -157,6 +157,8 @@ mod tests {
                 memory_bytes: 1 << 28,
                 host: HostEnv::from_vars(std::env::vars_os()),
                 disabled_layers: Vec::new(),
+                warm_pool: 0,
+                warm_idle: std::time::Duration::from_secs(600),
             })
             .unwrap(),
         );

@@ -110,6 +110,10 @@ pub struct Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop.cancel();
+        // The warm templates stop with the server, whoever still holds the script host.
+        if let Some(stored) = &self.stored {
+            stored.host.warm().retire_all();
+        }
     }
 }
 

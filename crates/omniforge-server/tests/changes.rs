@@ -42,6 +42,8 @@ async fn server(dir: &std::path::Path) -> Server {
                 memory_bytes: 512 << 20,
                 host: omniforge_script::HostEnv::from_vars(std::env::vars_os()),
                 disabled_layers: Vec::new(),
+                warm_pool: 0,
+                warm_idle: std::time::Duration::from_secs(600),
             },
             authoring: false,
             max_result_bytes: 64 * 1024,

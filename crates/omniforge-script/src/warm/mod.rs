@@ -553,10 +553,17 @@ impl WarmPool {
 
 /// Why a pool in front of `runner` would be off.
 fn off_reason(runner: &Runner, config: &WarmConfig) -> Option<String> {
-    if config.max_templates == 0 {
+    warm_off_reason(runner.layers(), config.max_templates)
+}
+
+/// Why a pool of at most `max_templates` templates over a runner with these `layers` (as
+/// [`crate::doctor`] reports them) would be off, or `None` when it would run calls warm
+/// (for `omniforge doctor`; [`WarmReport::off`] says the same of a running pool).
+pub fn warm_off_reason(layers: &[crate::Layer], max_templates: usize) -> Option<String> {
+    if max_templates == 0 {
         return Some("--warm-pool 0".to_owned());
     }
-    let active = |name: &str| runner.layers().iter().any(|l| l.name == name && l.active);
+    let active = |name: &str| layers.iter().any(|l| l.name == name && l.active);
     let missing: Vec<&str> = ["namespaces", "landlock", "cgroup-kill"]
         .into_iter()
         .filter(|l| !active(l))

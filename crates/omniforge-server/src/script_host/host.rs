@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use omniforge_script::{
     Env, EnvBuilder, EnvConfig, EnvError, HostEnv, Interpreter, Layout, RunError, RunOutput,
-    RunSpec, Runner, RunnerConfig, SandboxLevel, UvTool, prototype_text,
+    RunSpec, Runner, RunnerConfig, SandboxLevel, UvTool, WarmConfig, prototype_text,
 };
 use omniforge_store::ScriptSpec;
 use serde_json::Value;
@@ -13,6 +13,17 @@ use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::ScriptError;
+use crate::script_host::warm::Warm;
+
+/// Which stored call a run is, for the warm pool: a tool's version and the calling principal.
+pub(crate) struct WarmCall<'a> {
+    /// The tool's name.
+    pub(crate) tool: &'a str,
+    /// Its version's key ([`version_key`](crate::script_host::warm::version_key)).
+    pub(crate) version: String,
+    /// The calling principal (the partition of the pool's key).
+    pub(crate) principal: &'a str,
+}
 
 /// How scripts are built and run.
 #[derive(Debug, Clone)]
@@ -38,12 +49,19 @@ pub struct ScriptSettings {
     pub host: HostEnv,
     /// Sandbox layers to leave out although the machine has them (tests only).
     pub disabled_layers: Vec<String>,
+    /// Warm templates at most (one per tool version and calling principal); 0 turns the
+    /// pool off and every call runs cold (`--warm-pool`, default
+    /// [`omniforge_script::DEFAULT_MAX_TEMPLATES`]).
+    pub warm_pool: usize,
+    /// A warm template unused for this long is stopped (`--warm-idle`, default
+    /// [`omniforge_script::DEFAULT_WARM_IDLE`]).
+    pub warm_idle: Duration,
 }
 
-/// The sandbox runner and the environment builder.
+/// The sandbox runner (behind the warm pool) and the environment builder.
 pub(crate) struct ScriptHost {
     settings: ScriptSettings,
-    runner: Runner,
+    warm: Warm,
     /// Built on first use: resolving the interpreter and finding (or installing) uv takes
     /// time and may need PyPI, which a server that never forges a tool should not pay for.
     envs: OnceCell<EnvBuilder>,
@@ -62,8 +80,13 @@ impl ScriptHost {
         runner_config.host = settings.host.clone();
         runner_config.disabled_layers = settings.disabled_layers.clone();
         runner_config.hidden_dirs = vec![settings.data_dir.clone()];
+        let warm = WarmConfig {
+            max_templates: settings.warm_pool,
+            idle: settings.warm_idle,
+            ..WarmConfig::default()
+        };
         Ok(ScriptHost {
-            runner: Runner::new(runner_config)?,
+            warm: Warm::new(Runner::new(runner_config)?, warm),
             settings,
             envs: OnceCell::new(),
         })
@@ -76,7 +99,7 @@ impl ScriptHost {
 
     /// The sandbox layers in force, for `/healthz`.
     pub(crate) fn layers(&self) -> &[omniforge_script::Layer] {
-        self.runner.layers()
+        self.warm.runner().layers()
     }
 
     /// Where environments, uv and run directories live (the script crate's layout).
@@ -117,16 +140,30 @@ impl ScriptHost {
             .await
     }
 
-    /// Runs one script to its end.
+    /// The warm templates of stored calls.
+    pub(crate) fn warm(&self) -> &Warm {
+        &self.warm
+    }
+
+    /// Runs one script to its end, cold; with `warm`, a call of a stored version, on its
+    /// template when one is ready.
     ///
     /// # Errors
     /// [`RunError::Busy`] when every slot and queue place is taken, or the sandbox failed.
     pub(crate) async fn run(
         &self,
         spec: RunSpec,
+        warm: Option<&WarmCall<'_>>,
         ct: CancellationToken,
     ) -> Result<RunOutput, RunError> {
-        self.runner.run(spec, ct).await
+        match warm {
+            Some(w) => {
+                self.warm
+                    .run(w.tool, &w.version, w.principal, spec, ct)
+                    .await
+            }
+            None => self.warm.runner().run(spec, ct).await,
+        }
     }
 
     /// Runs a stored script (a template's or a completion's) once with `input` as its JSON
@@ -145,7 +182,7 @@ impl ScriptHost {
         spec.timeout = Duration::from_millis(script.timeout_ms);
         spec.memory_bytes = script.memory_bytes;
         spec.network = script.network;
-        let output = match self.run(spec, ct).await {
+        let output = match self.run(spec, None, ct).await {
             Ok(output) => output,
             Err(RunError::Busy) => return Err(ScriptError::Busy),
             Err(e) => return Err(ScriptError::NotStarted(e)),

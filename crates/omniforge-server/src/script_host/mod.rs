@@ -7,7 +7,10 @@
 //!   script crate's), PEP 723 dependencies, the timeout rule, the lock and the environment build
 //!   with progress.
 //! - [`gc`]: the hourly removal of environments no version uses.
+//! - [`warm`]: the warm templates of stored calls (the script crate's pool), told which
+//!   version of each tool is current.
 
 pub(crate) mod gc;
 pub(crate) mod host;
 pub(crate) mod prepare;
+pub(crate) mod warm;

@@ -20,11 +20,23 @@ pub(super) fn doctor(common: &Common, json: bool) -> Result<()> {
     detect.host = omniforge_script::HostEnv::from_vars(std::env::vars_os());
     let layers = omniforge_script::doctor(&detect);
     let missing = level.missing_layers(&layers);
+    // Whether `serve` would run stored calls on warm templates, and why not.
+    let warm_off = if level == omniforge_script::SandboxLevel::Off {
+        Some("--sandbox off: a shared template needs the sandbox's layers".to_owned())
+    } else {
+        omniforge_script::warm_off_reason(&layers, common.scripts.warm_pool)
+    };
     if json {
         let out = serde_json::json!({
             "sandbox": level.as_str(),
             "layers": layers.iter().map(|l| serde_json::json!({"name": l.name, "active": l.active, "detail": l.detail})).collect::<Vec<_>>(),
             "missing": missing,
+            "warm": {
+                "on": warm_off.is_none(),
+                "off_reason": warm_off,
+                "max_templates": common.scripts.warm_pool,
+                "idle_s": common.scripts.warm_idle.as_secs(),
+            },
         });
         out!("{out}");
     } else {
@@ -35,6 +47,16 @@ pub(super) fn doctor(common: &Common, json: bool) -> Result<()> {
                 if l.active { "active" } else { "inactive" },
                 l.detail
             );
+        }
+        match &warm_off {
+            None => out!(
+                "{:<17} {:<8} up to {} templates, idle expiry {}",
+                "warm-pool",
+                "on",
+                common.scripts.warm_pool,
+                humantime::format_duration(common.scripts.warm_idle)
+            ),
+            Some(why) => out!("{:<17} {:<8} {why}", "warm-pool", "off"),
         }
         if !missing.is_empty() {
             out!("missing for --sandbox {level}: {}", missing.join(", "));

@@ -62,6 +62,10 @@ pub(super) enum Tools {
 /// the script tools, stored content and the built-ins with [`Tools::All`] (the authoring
 /// built-ins when `authoring`).
 pub(super) async fn server(common: &Common, tools: Tools, authoring: bool) -> Result<Server> {
+    build(common, tools, authoring, false).await
+}
+
+async fn build(common: &Common, tools: Tools, authoring: bool, once: bool) -> Result<Server> {
     let store = match tools {
         Tools::ManifestOnly => None,
         Tools::All => {
@@ -80,6 +84,9 @@ pub(super) async fn server(common: &Common, tools: Tools, authoring: bool) -> Re
                     memory_bytes: scripts.memory_limit_bytes,
                     host: omniforge_script::HostEnv::from_vars(std::env::vars_os()),
                     disabled_layers: scripts.disabled_layers.clone(),
+                    // A one-shot command answers once and exits: no template to keep warm.
+                    warm_pool: if once { 0 } else { scripts.warm_pool },
+                    warm_idle: scripts.warm_idle,
                 },
                 authoring,
                 max_result_bytes: scripts.max_result_bytes,
@@ -101,5 +108,5 @@ pub(super) async fn server(common: &Common, tools: Tools, authoring: bool) -> Re
 /// A server for a one-shot command: built-in and manifest tool names are reserved as in the
 /// server, and every write goes through the same validation.
 pub(super) async fn one_shot(common: &Common) -> Result<Server> {
-    server(common, Tools::All, true).await
+    build(common, Tools::All, true, true).await
 }

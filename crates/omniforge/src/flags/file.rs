@@ -44,6 +44,9 @@ pub(crate) struct FileConfig {
     pub(crate) task_ttl: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) task_lease: Option<Duration>,
+    pub(crate) warm_pool: Option<usize>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) warm_idle: Option<Duration>,
     pub(crate) listen: Option<SocketAddr>,
     pub(crate) path: Option<String>,
     pub(crate) stateless: Option<bool>,

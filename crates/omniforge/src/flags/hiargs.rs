@@ -108,6 +108,10 @@ pub(crate) struct Scripts {
     pub(crate) output_ttl: Duration,
     /// How durable tasks are timed.
     pub(crate) tasks: omniforge_server::TaskSettings,
+    /// Warm templates at most (0: off).
+    pub(crate) warm_pool: usize,
+    /// Idle expiry of a warm template.
+    pub(crate) warm_idle: Duration,
 }
 
 /// Settings of `serve`.
@@ -246,6 +250,14 @@ impl Settings {
                         .unwrap_or(omniforge_server::DEFAULT_TASK_LEASE),
                     poll_interval: omniforge_server::DEFAULT_TASK_POLL_INTERVAL,
                 },
+                warm_pool: hosting
+                    .warm_pool
+                    .or(file.warm_pool)
+                    .unwrap_or(omniforge_script::DEFAULT_MAX_TEMPLATES),
+                warm_idle: hosting
+                    .warm_idle
+                    .or(file.warm_idle)
+                    .unwrap_or(omniforge_script::DEFAULT_WARM_IDLE),
             },
             inline_schema_refs: options
                 .manifests

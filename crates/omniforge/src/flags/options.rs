@@ -159,6 +159,15 @@ pub(crate) struct HostingOptions {
     /// at most this plus a third after its last renewal [default: 30s].
     #[arg(long, env = "OMNIFORGE_TASK_LEASE", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) task_lease: Option<Duration>,
+    /// Warm templates at most: a stored tool's calls fork from an interpreter that already
+    /// started in the sandbox and imported the tool's dependencies (one template per tool
+    /// version and calling principal); 0 turns the pool off and every call starts cold
+    /// [default: 8].
+    #[arg(long, env = "OMNIFORGE_WARM_POOL", value_name = "N")]
+    pub(crate) warm_pool: Option<usize>,
+    /// A warm template unused for this long is stopped [default: 10m].
+    #[arg(long, env = "OMNIFORGE_WARM_IDLE", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) warm_idle: Option<Duration>,
 }
 
 /// Streamable HTTP (`serve` only).
@@ -265,7 +274,7 @@ overlay_fields! {
     SandboxOptions { sandbox, sandbox_disable_layer }
     AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes }
     CallOptions { max_result_bytes, call_log_rows }
-    HostingOptions { no_authoring, output_ttl, task_ttl, task_lease }
+    HostingOptions { no_authoring, output_ttl, task_ttl, task_lease, warm_pool, warm_idle }
 }
 
 /// How tool schemas are served.

@@ -633,3 +633,55 @@ async fn serving_process_environment_is_unreadable_by_its_uid() {
     assert!(control.status.success(), "{control:?}");
     crate::procs::kill_and_reap(&mut server);
 }
+
+/// `doctor` says whether `serve` would run stored calls on warm templates, and why not:
+/// `--warm-pool 0` (flag or `OMNIFORGE_WARM_POOL`, the flag winning), `--sandbox off`.
+#[tokio::test]
+async fn doctor_says_whether_the_warm_pool_is_on() {
+    let dir = tempfile::tempdir().unwrap();
+    for (env, args, on, reason) in [
+        (None, &["doctor", "--json"][..], true, ""),
+        (Some("0"), &["doctor", "--json"], false, "--warm-pool 0"),
+        (
+            Some("3"),
+            &["--warm-pool", "0", "doctor", "--json"],
+            false,
+            "--warm-pool 0",
+        ),
+        (
+            Some("0"),
+            &["--warm-pool", "2", "doctor", "--json"],
+            true,
+            "",
+        ),
+        (
+            None,
+            &["--sandbox", "off", "doctor", "--json"],
+            false,
+            "--sandbox off",
+        ),
+    ] {
+        let mut cmd = omniforge_in(dir.path());
+        cmd.env_remove("OMNIFORGE_WARM_POOL").args(args);
+        if let Some(n) = env {
+            cmd.env("OMNIFORGE_WARM_POOL", n);
+        }
+        let out = cmd.output().await.unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}: {out:?}"));
+        let warm = &report["warm"];
+        assert_eq!(
+            warm["on"],
+            json!(on),
+            "OMNIFORGE_WARM_POOL={env:?} {args:?}: {report}"
+        );
+        if !on {
+            assert!(
+                warm["off_reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains(reason)),
+                "{args:?}: {report}"
+            );
+        }
+    }
+}

@@ -90,18 +90,25 @@ enum Mode {
     Namespaces,
     /// Without the namespace layer, as on a machine without bubblewrap.
     NoNamespaces,
+    /// Every layer, and the attack tool's calls run on its warm template (`--warm-pool 8`;
+    /// the two modes above run cold, `--warm-pool 0`). `/healthz` must show the template
+    /// that ran the call, or the pool's reason for running the code cold.
+    Warm,
 }
 
 impl Mode {
     fn args(self) -> &'static [&'static str] {
         match self {
-            Mode::Namespaces => &["--sandbox", "strict"],
+            Mode::Namespaces => &["--sandbox", "strict", "--warm-pool", "0"],
             Mode::NoNamespaces => &[
                 "--sandbox",
                 "standard",
                 "--sandbox-disable-layer",
                 "namespaces",
+                "--warm-pool",
+                "0",
             ],
+            Mode::Warm => &["--sandbox", "strict", "--warm-pool", "8"],
         }
     }
 
@@ -109,13 +116,14 @@ impl Mode {
         match self {
             Mode::Namespaces => "with namespaces",
             Mode::NoNamespaces => "without namespaces",
+            Mode::Warm => "warm",
         }
     }
 
     /// The layer that makes a path not exist for the script.
     fn hides(self) -> &'static str {
         match self {
-            Mode::Namespaces => "namespaces (mount or PID ns: not in the sandbox)",
+            Mode::Namespaces | Mode::Warm => "namespaces (mount or PID ns: not in the sandbox)",
             Mode::NoNamespaces => {
                 "unprivileged-uid (the run's mount ns: hidden by a tmpfs, or hidepid /proc)"
             }
@@ -123,9 +131,10 @@ impl Mode {
     }
 }
 
-/// Runs each attack twice, with and without the namespace layer: `NAME::with_namespaces`
-/// and `NAME::without_namespaces` (CI runs both: they are ordinary tests).
-macro_rules! twice {
+/// Runs each attack three times: cold with and without the namespace layer
+/// (`NAME::with_namespaces`, `NAME::without_namespaces`) and on the warm path (`NAME::warm`)
+/// (CI runs all three: they are ordinary tests).
+macro_rules! thrice {
     ($($attack:ident),* $(,)?) => {
         $(
             mod $attack {
@@ -137,6 +146,11 @@ macro_rules! twice {
                 #[tokio::test]
                 async fn without_namespaces() {
                     super::$attack(super::Mode::NoNamespaces).await
+                }
+
+                #[tokio::test]
+                async fn warm() {
+                    super::$attack(super::Mode::Warm).await
                 }
             }
         )*
@@ -890,6 +904,8 @@ struct Scene {
     s: Session,
     marker: String,
     started: Instant,
+    /// The attack tools created (for the warm mode's check).
+    tools: Vec<String>,
 }
 
 impl Scene {
@@ -907,6 +923,7 @@ impl Scene {
             s,
             marker: unique("escape-marker-"),
             started,
+            tools: Vec::new(),
         }
     }
 
@@ -919,6 +936,62 @@ impl Scene {
             args.extend(extra);
         }
         self.s.create(args).await;
+        self.tools.push(name.to_owned());
+    }
+
+    /// Warm mode: each attack tool's current version has a template that ran its calls, or
+    /// the pool says why its code runs cold (`/healthz` `warm`).
+    async fn check_warm(&self, v: &mut Verdict) {
+        let health: Value = match self
+            .s
+            .client
+            .get(format!("{}/healthz", self.omni.base))
+            .timeout(Duration::from_secs(10))
+            .send()
+            .await
+        {
+            Ok(r) => r.json().await.unwrap_or(Value::Null),
+            Err(e) => {
+                v.problem(format!("warm: GET /healthz failed: {e}"));
+                return;
+            }
+        };
+        let warm = &health["warm"];
+        if warm["on"] != true {
+            v.problem(format!("warm: the pool is not on: {warm}"));
+            return;
+        }
+        for tool in &self.tools {
+            let templates: Vec<&Value> = warm["templates"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|t| {
+                    t["version"]
+                        .as_str()
+                        .is_some_and(|k| k.starts_with(&format!("{tool}@")))
+                })
+                .collect();
+            let warm_calls: u64 = templates.iter().filter_map(|t| t["calls"].as_u64()).sum();
+            let cold: Vec<&str> = templates
+                .iter()
+                .filter_map(|t| t["cold_reason"].as_str())
+                .collect();
+            if warm_calls > 0 {
+                v.saw(format!(
+                    "warm: {tool} ran {warm_calls} call(s) on its template"
+                ));
+            } else if !cold.is_empty() {
+                v.saw(format!(
+                    "warm: {tool} runs cold by the pool's decision: {}",
+                    cold.join("; ")
+                ));
+            } else {
+                v.problem(format!(
+                    "warm: no template of {tool} ran a call and none is marked cold: {templates:?}"
+                ));
+            }
+        }
     }
 
     /// Calls the attack tool; a protocol error or no answer is recorded as a problem.
@@ -966,6 +1039,9 @@ impl Scene {
 
     /// Health after the attack, leftover marker processes, then the verdict.
     async fn finish(mut self, mut v: Verdict) {
+        if self.mode == Mode::Warm {
+            self.check_warm(&mut v).await;
+        }
         let left = leftovers(&self.marker, Duration::from_secs(3)).await;
         if !left.is_empty() {
             v.leak(format!(
@@ -1185,7 +1261,7 @@ probe("listdir uv-cache", lambda: sorted(os.listdir(ARGS["cache"])))
                 v.leak(format!("the other environment is listed: {}", o.detail))
             }
             Some(o) if o.ok => v.layer(match mode {
-                Mode::Namespaces => "namespaces (mount ns: only its own env is bound)",
+                Mode::Namespaces | Mode::Warm => "namespaces (mount ns: only its own env is bound)",
                 Mode::NoNamespaces => {
                     "unprivileged-uid (the run's mount ns: only its own env is bound back)"
                 }
@@ -1294,7 +1370,9 @@ probe("every /proc/*/environ", every, limit=None)
         match find(&obs, &server) {
             Some(o) if !o.ok => v.layer(match o.errno.as_str() {
                 "ENOENT" => match mode {
-                    Mode::Namespaces => "namespaces (PID ns: the server is not visible)",
+                    Mode::Namespaces | Mode::Warm => {
+                        "namespaces (PID ns: the server is not visible)"
+                    }
                     Mode::NoNamespaces => {
                         "unprivileged-uid (hidepid /proc: the server is not visible)"
                     }
@@ -1411,7 +1489,7 @@ probe("/tmp (allowed)", lambda: open("/tmp/ok", "wb").write(payload))
                 // The write "worked" inside the sandbox but nothing reached the host: it
                 // landed on the sandbox's own root tmpfs.
                 v.layer(match mode {
-                    Mode::Namespaces => {
+                    Mode::Namespaces | Mode::Warm => {
                         "namespaces (mount ns: the write landed on the sandbox's throwaway root)"
                     }
                     Mode::NoNamespaces => {
@@ -1931,6 +2009,9 @@ async fn escapee_test(sc: &mut Scene, v: &mut Verdict, tool: &str) {
                     (false, Mode::NoNamespaces) => {
                         "cgroup-kill (cgroup.kill takes what left the process group)"
                     }
+                    (false, Mode::Warm) => {
+                        "cgroup-kill (the call's own cgroup, killed when the call ends)"
+                    }
                 });
             }
             Some(o) => v.problem(format!(
@@ -2028,7 +2109,7 @@ async fn escape_kernel_surface_stopped_by_seccomp(mode: Mode) {
     let mut v = Verdict::new("socket families and syscalls", mode);
     let layers = healthz_layers(&sc).await;
     let wanted: &[&str] = match mode {
-        Mode::Namespaces => &["seccomp", "namespaces", "no-network"],
+        Mode::Namespaces | Mode::Warm => &["seccomp", "namespaces", "no-network"],
         Mode::NoNamespaces => &["seccomp"],
     };
     for &name in wanted {
@@ -2179,7 +2260,7 @@ probe("write /dev/shm (allowed)", write("/dev/shm/ok", "x"))
         absorb(&mut v, &obs);
         let init_environ = match mode {
             // The sandbox's own init (bubblewrap), outside the script's Landlock domain.
-            Mode::Namespaces => ("EACCES", "landlock"),
+            Mode::Namespaces | Mode::Warm => ("EACCES", "landlock"),
             // The host's init, root's: another user's process is not in the run's /proc.
             Mode::NoNamespaces => ("ENOENT", mode.hides()),
         };
@@ -2408,7 +2489,7 @@ probe("setgid(0)", lambda: os.setgid(0))
     sc.finish(v).await;
 }
 
-twice!(
+thrice!(
     escape_read_database,
     escape_read_other_tools_env,
     escape_read_server_environment,

@@ -19,4 +19,5 @@ mod script_tools;
 mod secrets;
 mod server;
 mod util;
+mod warm;
 mod wire;

@@ -13,8 +13,8 @@ use crate::util::{self, Auth, HttpServer, http_send, post_headers, uv};
 const WRITER: &str = "writer-token-0123456789abcdef";
 const BOSS: &str = "boss-token-0123456789abcdef";
 
-/// One initialized HTTP session with a bearer token.
-struct Client {
+/// One initialized HTTP session with a bearer token (the warm tests use it too).
+pub(crate) struct Client {
     http: reqwest::Client,
     url: String,
     token: String,
@@ -24,7 +24,7 @@ struct Client {
 }
 
 impl Client {
-    async fn open(server: &HttpServer, token: &str) -> Client {
+    pub(crate) async fn open(server: &HttpServer, token: &str) -> Client {
         let mut c = Client {
             http: util::http_client(),
             url: server.url().to_owned(),
@@ -98,7 +98,7 @@ impl Client {
             .collect()
     }
 
-    async fn call(&mut self, name: &str, arguments: Value) -> (String, bool, Value) {
+    pub(crate) async fn call(&mut self, name: &str, arguments: Value) -> (String, bool, Value) {
         let r = self
             .request("tools/call", json!({"name": name, "arguments": arguments}))
             .await;

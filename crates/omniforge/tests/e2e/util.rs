@@ -405,6 +405,11 @@ impl HttpServer {
         &self.server.base
     }
 
+    /// The server's `--data-dir` (for the command line on the same store).
+    pub(crate) fn data_dir(&self) -> std::path::PathBuf {
+        self._dir.path().join("data")
+    }
+
     /// Everything the server wrote to stderr so far.
     pub(crate) fn stderr_all(&self) -> String {
         self.server.stderr()

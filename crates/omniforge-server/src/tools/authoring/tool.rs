@@ -147,7 +147,7 @@ impl ToolAuthoring {
         }
         .map_err(AuthoringError::from)?;
         self.source
-            .reload(&name)
+            .reload_and_prepare(&name, cx.author())
             .await
             .map_err(AuthoringError::from)?;
         let verb = if create { "Created" } else { "Updated" };
@@ -221,7 +221,7 @@ impl ToolAuthoring {
             .await
             .map_err(AuthoringError::from)?;
         self.source
-            .reload(&args.name)
+            .reload_and_prepare(&args.name, cx.author())
             .await
             .map_err(AuthoringError::from)?;
         Ok(text(format!(
@@ -294,7 +294,7 @@ impl ToolAuthoring {
         spec.timeout = prepared.timeout;
         spec.memory_bytes = host.settings().memory_bytes;
         spec.network = args.network.unwrap_or(false);
-        self.tools.run(spec, None, None, &[], cx).await.0
+        self.tools.run(spec, None, None, None, &[], cx).await.0
     }
 }
 

@@ -16,7 +16,8 @@ use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::schema::LazySchema;
-use crate::script_host::host::ScriptHost;
+use crate::script_host::host::{ScriptHost, WarmCall};
+use crate::script_host::warm::version_key;
 use crate::tools::stored::redact::{redact, redact_error};
 use crate::tools::stored::run::{Reporting, run};
 use crate::tools::stored::shape::Shaper;
@@ -64,11 +65,8 @@ impl StoredTools {
     ) -> CallResult {
         let version = &stored.version;
         let spec_v = &version.spec;
-        let mut spec = RunSpec::new(&self.host.env(&spec_v.env_id), spec_v.code.clone());
+        let mut spec = self.spec(version);
         spec.arguments = Value::Object(arguments);
-        spec.timeout = Duration::from_millis(spec_v.limits.timeout_ms);
-        spec.memory_bytes = spec_v.limits.memory_bytes;
-        spec.network = spec_v.limits.network;
         let mut secrets = Vec::new();
         if !spec_v.secrets.is_empty() {
             let values = self
@@ -83,8 +81,20 @@ impl StoredTools {
             secrets = spec.env.iter().map(|(_, v)| v.clone()).collect();
         }
         let started_at_ms = now_ms();
+        let warm = WarmCall {
+            tool: &version.tool,
+            version: version_key(&version.tool, version.number),
+            principal: cx.author(),
+        };
         let (result, outcome) = self
-            .run(spec, stored.output.as_ref(), log_level, &secrets, cx)
+            .run(
+                spec,
+                Some(&warm),
+                stored.output.as_ref(),
+                log_level,
+                &secrets,
+                cx,
+            )
             .await;
         let result = match result {
             Ok(mut result) => {
@@ -125,10 +135,35 @@ impl StoredTools {
         result
     }
 
-    /// Runs one script and shapes its result (`omniforge_test_tool` too: no schema, no secrets).
+    /// What every run of `version` shares: its environment, code and limits (no arguments,
+    /// no secrets).
+    pub(crate) fn spec(&self, version: &ToolVersion) -> RunSpec {
+        let spec_v = &version.spec;
+        let mut spec = RunSpec::new(&self.host.env(&spec_v.env_id), spec_v.code.clone());
+        spec.timeout = Duration::from_millis(spec_v.limits.timeout_ms);
+        spec.memory_bytes = spec_v.limits.memory_bytes;
+        spec.network = spec_v.limits.network;
+        spec
+    }
+
+    /// Starts the warm template of `version` for `principal` and waits until it is ready (or
+    /// the pool decided its calls run cold): once a version became current, before the write
+    /// is answered.
+    pub(crate) async fn prepare_warm(&self, version: &ToolVersion, principal: &str) {
+        let spec = self.spec(version);
+        let key = version_key(&version.tool, version.number);
+        self.host
+            .warm()
+            .prepare(&version.tool, &key, principal, &spec)
+            .await;
+    }
+
+    /// Runs one script and shapes its result (`omniforge_test_tool` too: no schema, no
+    /// secrets). `warm`: a stored version's call, run on its warm template when one is ready.
     pub(crate) async fn run(
         &self,
         spec: RunSpec,
+        warm: Option<&WarmCall<'_>>,
         output_schema: Option<&LazySchema>,
         log_level: Option<LoggingLevel>,
         secrets: &[String],
@@ -143,7 +178,7 @@ impl StoredTools {
             secrets,
             ct: cx.ct(),
         };
-        let output = match run(&self.host, spec, reporting).await {
+        let output = match run(&self.host, spec, warm, reporting).await {
             Ok(output) => output,
             Err(RunError::Busy) => return (Err(CallError::Busy), CallOutcome::Error),
             Err(e) => return (Err(CallError::NotStarted(e)), CallOutcome::Error),

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::client::ClientLink;
 use crate::context::progress::Progress;
-use crate::script_host::host::ScriptHost;
+use crate::script_host::host::{ScriptHost, WarmCall};
 use crate::tools::stored::client_requests::{self, code};
 use crate::tools::stored::redact::{scrub, scrub_value};
 
@@ -43,19 +43,21 @@ pub(crate) struct Reporting<'a> {
     pub(crate) ct: &'a CancellationToken,
 }
 
-/// Runs `spec` to its end, forwarding what the script sends.
+/// Runs `spec` to its end (warm when `warm` names a stored call whose template is ready),
+/// forwarding what the script sends.
 ///
 /// # Errors
 /// [`RunError::Busy`] when every slot and queue place is taken, or the sandbox failed.
 pub(crate) async fn run(
     host: &ScriptHost,
     mut spec: RunSpec,
+    warm: Option<&WarmCall<'_>>,
     to: Reporting<'_>,
 ) -> Result<RunOutput, RunError> {
     let (tx, mut rx) = mpsc::channel::<ScriptMessage>(64);
     spec.messages = Some(tx);
     let threshold = to.log_level.map_or(1, level_rank);
-    let run = host.run(spec, to.ct.clone());
+    let run = host.run(spec, warm, to.ct.clone());
     tokio::pin!(run);
     let mut heartbeat =
         tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);

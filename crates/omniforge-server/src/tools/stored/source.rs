@@ -4,7 +4,7 @@
 
 use std::sync::{Arc, Weak};
 
-use omniforge_store::{Annotations, Store, StoreError, StoredTool};
+use omniforge_store::{Annotations, Store, StoreError, StoredTool, ToolVersion};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::json;
 
@@ -16,6 +16,7 @@ use crate::catalog::snapshot::Snapshot;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::schema::LazySchema;
+use crate::script_host::warm::version_key;
 use crate::tools::stored::call::{StoredCall, StoredTools};
 
 /// The stored tools of one store, published into one catalog.
@@ -52,6 +53,14 @@ impl StoredSource {
     pub(crate) async fn reload_all(&self) -> Result<(), StoreError> {
         let _one = self.reloading.lock().await;
         let tools = self.store.list_enabled().await?;
+        let current = tools
+            .iter()
+            .map(|t| {
+                let v = &t.current;
+                (v.tool.clone(), version_key(&v.tool, v.number))
+            })
+            .collect();
+        self.tools.host.warm().set_all(current);
         let mut entries: Vec<Entry> = tools.into_iter().map(|t| self.entry(t)).collect();
         // The collect reuses the larger `StoredTool` buffer; give the difference back.
         entries.shrink_to_fit();
@@ -62,19 +71,46 @@ impl StoredSource {
     }
 
     /// Re-reads tool `name` and updates its entry: published when it exists and is enabled,
-    /// removed otherwise.
+    /// removed otherwise. The warm pool hears of it (the templates of a version no longer
+    /// current retire). Returns the published version.
     ///
     /// # Errors
     /// The store cannot be read.
-    pub(crate) async fn reload(&self, name: &str) -> Result<(), StoreError> {
+    pub(crate) async fn reload(&self, name: &str) -> Result<Option<ToolVersion>, StoreError> {
         let _one = self.reloading.lock().await;
         let stored = self.store.get(name).await?;
         let Some(catalog) = self.catalog.upgrade() else {
-            return Ok(());
+            return Ok(None);
         };
+        let warm = self.tools.host.warm();
         match stored.filter(|s| s.tool.enabled) {
-            Some(stored) => catalog.upsert(self.entry(stored)),
-            None => catalog.remove(ToolSource::Stored, name),
+            Some(stored) => {
+                let version = stored.current.clone();
+                warm.set_current(name, version_key(name, version.number));
+                catalog.upsert(self.entry(stored));
+                Ok(Some(version))
+            }
+            None => {
+                warm.set_gone(name);
+                catalog.remove(ToolSource::Stored, name);
+                Ok(None)
+            }
+        }
+    }
+
+    /// [`reload`](Self::reload), then, when the tool is published, its current version's warm
+    /// template for `principal` is started and awaited (create, update, rollback, enable:
+    /// the author's first call is then warm).
+    ///
+    /// # Errors
+    /// The store cannot be read.
+    pub(crate) async fn reload_and_prepare(
+        &self,
+        name: &str,
+        principal: &str,
+    ) -> Result<(), StoreError> {
+        if let Some(version) = self.reload(name).await? {
+            self.tools.prepare_warm(&version, principal).await;
         }
         Ok(())
     }

@@ -1,5 +1,6 @@
 //! `GET /healthz`: liveness plus what a person checking the server wants at a glance: the
-//! tools per source, the sandbox layers (as `omniforge doctor` names them) and the sessions.
+//! tools per source, the sandbox layers (as `omniforge doctor` names them), the sessions and
+//! the warm templates (`warm`: on or why off, each template's state, pid, calls and memory).
 
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -7,8 +8,10 @@ use serde_json::{Value, json};
 use crate::catalog::entry::ToolSource;
 use crate::mcp::state::Shared;
 
-/// The `/healthz` answer; `sessions` is the number of live HTTP sessions.
-pub(super) fn report(shared: &Shared, sessions: usize) -> Response {
+/// The `/healthz` answer; `sessions` is the number of live HTTP sessions; `admin`: the
+/// request carries an `admin` token (or the server has no tokens), so the warm templates are
+/// listed one by one.
+pub(super) fn report(shared: &Shared, sessions: usize, admin: bool) -> Response {
     let snapshot = shared.catalog.snapshot();
     let tools: serde_json::Map<String, Value> = [
         ToolSource::Builtin,
@@ -34,6 +37,7 @@ pub(super) fn report(shared: &Shared, sessions: usize) -> Response {
         "sandbox": sandbox,
         "sandbox_layers": sandbox_layers,
         "sessions": sessions,
+        "warm": shared.host.as_ref().map(|h| h.warm().report(admin)),
     }))
     .into_response()
 }

@@ -94,8 +94,13 @@ pub(crate) fn app(
         .with_state(front)
 }
 
-async fn health(State(front): State<Arc<Front>>) -> Response {
-    healthz::report(&front.shared, front.book.len())
+async fn health(State(front): State<Arc<Front>>, headers: http::HeaderMap) -> Response {
+    // Which tools run warm for whom (tool and principal names, host pids) is for `admin` only.
+    let admin = front
+        .access
+        .authenticate(&headers)
+        .is_ok_and(|p| p.allows(crate::auth::Scope::Admin));
+    healthz::report(&front.shared, front.book.len(), admin)
 }
 
 /// Serves `app` on `listener` until `shutdown` fires, then stops accepting, lets in-flight
