@@ -9,6 +9,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::Tasks;
+use crate::auth::PrincipalId;
 
 /// How long the watcher waits for a change before it reads the task anyway (a safety poll:
 /// PostgreSQL's `LISTEN` and this instance's own writes wake it at once; another process's
@@ -21,8 +22,9 @@ const INTERNAL_ERROR: i64 = -32603;
 /// What a task runs.
 #[derive(Debug, Clone)]
 pub(crate) struct TaskCall {
-    /// The principal that calls: the task's owner.
-    pub(crate) owner: String,
+    /// The principal that calls: the task's owner (stored as its canonical text, the one
+    /// namespace kept outputs and sessions share).
+    pub(crate) owner: PrincipalId,
     /// Stored or manifest.
     pub(crate) source: CallSource,
     /// The tool's name.
@@ -61,7 +63,7 @@ impl Tasks {
             .store
             .create_task(NewTask {
                 task_id: format!("task-{}", uuid::Uuid::new_v4().simple()),
-                owner: call.owner,
+                owner: call.owner.as_str().to_owned(),
                 source: call.source,
                 tool: call.tool,
                 version: call.version,

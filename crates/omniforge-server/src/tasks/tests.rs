@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::lease::beat_once;
 use super::runner::TaskCall;
 use super::{TaskSettings, Tasks};
+use crate::auth::PrincipalId;
 
 async fn stores() -> (tempfile::TempDir, Arc<dyn Store>, Arc<dyn Store>) {
     let dir = tempfile::tempdir().unwrap();
@@ -24,7 +25,7 @@ async fn stores() -> (tempfile::TempDir, Arc<dyn Store>, Arc<dyn Store>) {
 
 fn call(owner: &str) -> TaskCall {
     TaskCall {
-        owner: owner.into(),
+        owner: PrincipalId::parse(owner).unwrap(),
         source: CallSource::Manifest,
         tool: "svc_Slow".into(),
         version: None,

@@ -138,6 +138,7 @@ impl Core {
             conn: self.db.write(lock).await?,
             core: self,
             last_seq: None,
+            audited: Vec::new(),
         })
     }
 
@@ -168,6 +169,8 @@ pub(crate) struct Write<'c> {
     core: &'c Core,
     /// The `seq` of the newest change made in this transaction, announced at the commit.
     last_seq: Option<u64>,
+    /// The audit records appended in this transaction, written to the log once it commits.
+    audited: Vec<audit::Logged>,
 }
 
 impl Write<'_> {
@@ -185,6 +188,9 @@ impl Write<'_> {
         self.conn.commit().await?;
         if let Some(seq) = self.last_seq {
             self.core.raise(seq);
+        }
+        for record in &self.audited {
+            record.log();
         }
         Ok(())
     }
