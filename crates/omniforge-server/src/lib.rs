@@ -41,6 +41,7 @@ mod schema;
 mod script_host;
 mod server;
 mod settings;
+mod tasks;
 mod tools;
 mod transport;
 
@@ -55,6 +56,7 @@ pub use pack::{PackError, export as export_pack};
 pub use script_host::host::ScriptSettings;
 pub use server::{Server, Settings, StartError, StoreSettings};
 pub use settings::HttpSettings;
+pub use tasks::{DEFAULT_TASK_LEASE, DEFAULT_TASK_POLL_INTERVAL, DEFAULT_TASK_TTL, TaskSettings};
 pub use tools::authoring::secret::{change_grant, secret_requests};
 pub use tools::authoring::tool::{call_json, describe_tool};
 pub use tools::manifest::source::{ManifestConfig, ManifestSourceError};

@@ -23,6 +23,7 @@ use crate::peers::{self, Peers};
 use crate::script_host::gc::collect_garbage;
 use crate::script_host::host::{ScriptHost, ScriptSettings};
 use crate::settings::HttpSettings;
+use crate::tasks::{self, TaskSettings, Tasks};
 use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::builtin::instructions::{BRIDGE_INSTRUCTIONS, SERVER_INSTRUCTIONS};
 use crate::tools::manifest::source::{ManifestConfig, ManifestSource, ManifestSourceError};
@@ -63,6 +64,8 @@ pub struct StoreSettings {
     /// Keep a tool version whose examples fail as a draft instead of refusing it
     /// (`--keep-failed-drafts`; a call's `keepFailedDrafts` overrides it).
     pub keep_failed_drafts: bool,
+    /// How durable tasks are timed (TTL, poll interval, lease).
+    pub tasks: TaskSettings,
 }
 
 /// A server could not start.
@@ -255,6 +258,11 @@ async fn start_stored(
         content: content.clone(),
     };
     tokio::spawn(changes::follow(store.clone(), seq, sides, stop.clone()));
+    tokio::spawn(tasks::keep_leases(Tasks::new(
+        store.clone(),
+        s.tasks,
+        stop.clone(),
+    )));
     tokio::spawn(collect_garbage(
         Arc::downgrade(&host),
         store.clone(),

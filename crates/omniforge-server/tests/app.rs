@@ -57,6 +57,7 @@ async fn fixture() -> Fixture {
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
             keep_failed_drafts: false,
+            tasks: omniforge_server::TaskSettings::default(),
         }),
     };
     Fixture {

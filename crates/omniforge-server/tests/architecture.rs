@@ -16,7 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["catalog", "script_host"],
     &["content"],
     &["tools"],
-    &["changes", "pack"],
+    &["changes", "pack", "tasks"],
     &["mcp"],
     &["transport"],
     &["server"],

@@ -6,7 +6,7 @@
 //! (status included), their example results, its enabled state and times; the call log with its
 //! ids and the hourly statistics; secrets with their times, **opened with the source's keyring
 //! and sealed again with the target's** (a sealed value is bound to its key id, so the bytes
-//! are never copied); grants; the audit log with its ids and retention cut; kept outputs;
+//! are never copied); grants; the audit log with its ids and retention cut; kept outputs; tasks;
 //! resources, templates and prompts with their row state; the change counter, the kept changes
 //! and the floors. So the copy answers every trait method exactly as the original did, `seq`s,
 //! `updated_seq`s and ids included, and a reader of the change feed may move from one to the
@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use crate::error::StoreError;
 use crate::model::{
     AuditRecord, CallSource, Change, ChangeKind, ExampleResult, Grant, KeptOutput, LoggedCall,
-    SecretValue, StoredPrompt, StoredResource, StoredTemplate, Tool, ToolVersion,
+    SecretValue, StoredPrompt, StoredResource, StoredTask, StoredTemplate, Tool, ToolVersion,
 };
 use crate::store::Store;
 
@@ -76,6 +76,8 @@ pub struct StoreDump {
     pub audit: Vec<AuditRecord>,
     /// Every kept output (expired ones too, until purged), by run id.
     pub outputs: Vec<KeptOutput>,
+    /// Every task (expired ones too, until purged), by task id, with its lease as it was.
+    pub tasks: Vec<StoredTask>,
     /// Every resource with its body, by URI.
     pub resources: Vec<StoredResource>,
     /// Every resource template, by URI template.
@@ -163,6 +165,8 @@ pub struct CopyReport {
     pub audit: usize,
     /// Kept outputs.
     pub outputs: usize,
+    /// Tasks.
+    pub tasks: usize,
     /// Resources, resource templates and prompts.
     pub content: usize,
     /// Kept changes of the feed.
@@ -188,6 +192,7 @@ pub async fn copy_store(from: &dyn Backend, to: &dyn Backend) -> Result<CopyRepo
         grants: dump.grants.len(),
         audit: dump.audit.len(),
         outputs: dump.outputs.len(),
+        tasks: dump.tasks.len(),
         content: dump.resources.len() + dump.templates.len() + dump.prompts.len(),
         changes: dump.changes.len(),
     })

@@ -22,6 +22,8 @@ pub enum NameKind {
     Grant,
     /// A kept output, named by its run id.
     Output,
+    /// A durable task, named by its task id.
+    Task,
 }
 
 impl NameKind {
@@ -35,6 +37,7 @@ impl NameKind {
             NameKind::Prompt => "1 to 64 characters from [a-zA-Z0-9_-]",
             NameKind::Grant => "a secret name, a tool name and a version",
             NameKind::Output => "1 to 128 characters from [a-zA-Z0-9_.:-]",
+            NameKind::Task => "1 to 128 characters from [a-zA-Z0-9_.:-]",
         }
     }
 }
@@ -49,6 +52,7 @@ impl fmt::Display for NameKind {
             NameKind::Prompt => "prompt",
             NameKind::Grant => "secret grant",
             NameKind::Output => "kept output",
+            NameKind::Task => "task",
         })
     }
 }

@@ -42,7 +42,7 @@
 //! server and the CLI do.
 //!
 //! # Change feed
-//! Every committed change to a tool, secret, grant, resource, resource template or prompt gets
+//! Every committed change to a tool, secret, grant, resource, resource template, prompt or task gets
 //! the next number (`seq`) of one change counter and a row naming its [`ChangeKind`] and key
 //! (tool name, URI, URI template, prompt name, secret name), in the writer's own transaction. A
 //! reader remembers the `seq` it has seen and asks [`ToolStore::changes_since`] what came after
@@ -60,7 +60,7 @@
 //!
 //! # Layout
 //! - [`store`] holds the traits, the API boundary, one file per family: [`ToolStore`],
-//!   [`SecretStore`], [`CallLog`], [`AuditLog`], [`OutputStore`], [`ContentStore`], and
+//!   [`SecretStore`], [`CallLog`], [`AuditLog`], [`OutputStore`], [`TaskStore`], [`ContentStore`], and
 //!   [`Store`], all of them. They name only model types and [`StoreError`].
 //! - [`model`] holds the plain data types and the name rules.
 //! - Backend-neutral logic every backend shares: [`keyring`] (keys, the key file, sealing
@@ -147,14 +147,17 @@ pub use model::{
     ExampleResult, ExampleTrigger, Grant, HourStats, ImportBatch, ImportReport, JsonObject,
     KeptOutput, Limits, LoggedCall, MAX_CALL_ERROR_BYTES, MAX_CALL_TEXT_BYTES, MAX_CALL_TOOL_BYTES,
     MAX_EXAMPLE_TEXT_BYTES, MAX_KEPT_STREAM_BYTES, MAX_NAME_LEN, MAX_PRINCIPAL_BYTES,
-    MAX_RUN_ID_LEN, MAX_STATUS_REASON_BYTES, NewKeptOutput, NewPrompt, NewResource, NewStatus,
-    NewTemplate, NewVersion, OutputReader, PromptArgumentSpec, ResourceBody, ResourceInfo,
-    RowState, Runtime, STORE_PRINCIPAL, ScriptSpec, SecretInfo, SecretRequest, SecretValue,
-    StoredPrompt, StoredResource, StoredTemplate, StoredTool, TemplateBody, Tool, ToolActivity,
-    ToolVersion, VersionState, VersionStatus, WriteMode, validate_principal, validate_run_id,
-    validate_secret_name, validate_tool_name,
+    MAX_REPLICA_ID_LEN, MAX_RUN_ID_LEN, MAX_STATUS_REASON_BYTES, MAX_TASK_ID_LEN,
+    MAX_TASK_MESSAGE_BYTES, NewKeptOutput, NewPrompt, NewResource, NewStatus, NewTask, NewTemplate,
+    NewVersion, OutputReader, PromptArgumentSpec, ResourceBody, ResourceInfo, RowState, Runtime,
+    STORE_PRINCIPAL, ScriptSpec, SecretInfo, SecretRequest, SecretValue, StoredPrompt,
+    StoredResource, StoredTask, StoredTemplate, StoredTool, TaskEnd, TaskStatus, TemplateBody,
+    Tool, ToolActivity, ToolVersion, VersionState, VersionStatus, WriteMode, validate_principal,
+    validate_run_id, validate_secret_name, validate_task_id, validate_tool_name,
 };
 pub use open::{StoreUrl, open};
 pub use postgres::{LISTENER_APPLICATION_NAME, PgEnv, PgStore};
 pub use sqlite::SqliteStore;
-pub use store::{AuditLog, CallLog, ContentStore, OutputStore, SecretStore, Store, ToolStore};
+pub use store::{
+    AuditLog, CallLog, ContentStore, OutputStore, SecretStore, Store, TaskStore, ToolStore,
+};

@@ -6,8 +6,9 @@ use crate::digest::is_sha256_hex;
 use crate::error::StoreError;
 use crate::model::{
     CallRecord, CallSource, CapturedText, ExampleResult, MAX_CALL_ERROR_BYTES, MAX_CALL_TEXT_BYTES,
-    MAX_CALL_TOOL_BYTES, MAX_EXAMPLE_TEXT_BYTES, MAX_KEPT_STREAM_BYTES, NewKeptOutput, NewStatus,
-    NewVersion, validate_principal, validate_run_id, validate_secret_name,
+    MAX_CALL_TOOL_BYTES, MAX_EXAMPLE_TEXT_BYTES, MAX_KEPT_STREAM_BYTES, MAX_REPLICA_ID_LEN,
+    NewKeptOutput, NewStatus, NewTask, NewVersion, validate_principal, validate_run_id,
+    validate_secret_name, validate_task_id,
 };
 
 /// A [`StoreError::Invalid`] for `field`.
@@ -192,6 +193,63 @@ pub(crate) fn check_output(output: &NewKeptOutput, now_ms: i64) -> Result<i64, S
     const LATEST_MS: i64 = 253_402_300_800_000;
     match now_ms.checked_add(ttl_ms) {
         Some(expires) if expires <= LATEST_MS => Ok(expires),
+        _ => Err(invalid("ttl", "expires after the year 10000")),
+    }
+}
+
+/// Checks a new task; returns its TTL and expiry in milliseconds (both `None` without a TTL).
+///
+/// # Errors
+/// [`StoreError::InvalidName`] for a bad task id; [`StoreError::Invalid`] for an owner that
+/// breaks the principal rule, a tool name empty or over
+/// [`MAX_CALL_TOOL_BYTES`], a version given for a manifest tool or missing (or 0) for a stored
+/// one, a source other than stored or manifest, a replica id empty or over
+/// [`MAX_REPLICA_ID_LEN`], a zero TTL or one past the year 10000.
+pub(crate) fn check_task(
+    task: &NewTask,
+    now_ms: i64,
+) -> Result<(Option<i64>, Option<i64>), StoreError> {
+    validate_task_id(&task.task_id)?;
+    validate_principal("owner", &task.owner)?;
+    if task.tool.is_empty() || task.tool.len() > MAX_CALL_TOOL_BYTES {
+        return Err(invalid(
+            "tool",
+            format!("must be 1 to {MAX_CALL_TOOL_BYTES} bytes"),
+        ));
+    }
+    match (task.source, task.version) {
+        (CallSource::Stored, Some(v)) if v >= 1 => {}
+        (CallSource::Manifest, None) => {}
+        (CallSource::Stored | CallSource::Manifest, _) => {
+            return Err(invalid(
+                "version",
+                "a stored tool's task names its version (1 or more), a manifest tool's none",
+            ));
+        }
+        (other, _) => {
+            return Err(invalid(
+                "source",
+                format!("{} tools do not run as tasks", other.as_str()),
+            ));
+        }
+    }
+    if task.replica.is_empty() || task.replica.len() > MAX_REPLICA_ID_LEN {
+        return Err(invalid(
+            "replica",
+            format!("must be 1 to {MAX_REPLICA_ID_LEN} bytes"),
+        ));
+    }
+    let Some(ttl) = task.ttl else {
+        return Ok((None, None));
+    };
+    let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+    if ttl_ms == 0 {
+        return Err(invalid("ttl", "must be at least 1 ms"));
+    }
+    // The year 10000 in unix milliseconds, as for kept outputs.
+    const LATEST_MS: i64 = 253_402_300_800_000;
+    match now_ms.checked_add(ttl_ms) {
+        Some(expires) if expires <= LATEST_MS => Ok((Some(ttl_ms), Some(expires))),
         _ => Err(invalid("ttl", "expires after the year 10000")),
     }
 }

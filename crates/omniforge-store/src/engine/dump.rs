@@ -18,6 +18,7 @@ use super::hours::{HourRow, hour_columns, hour_from_row, upsert_hour};
 use super::outputs::{insert_output, output_columns, output_from_row};
 use super::rows::{corrupt, get_u32, get_u64};
 use super::secrets::{open_row, upsert_sealed};
+use super::tasks::{insert_task, task_columns, task_from_row};
 use super::tools::{
     encode_spec, insert_version_row, tool_columns, tool_from_row, version_columns, version_from_row,
 };
@@ -160,6 +161,17 @@ pub(crate) async fn export(core: &Core) -> Result<StoreDump, StoreError> {
     {
         outputs.push(output_from_row(&mut row)?);
     }
+    let mut tasks = Vec::new();
+    for mut row in q(concat!(
+        "SELECT ",
+        task_columns!(),
+        " FROM task ORDER BY task_id"
+    ))
+    .fetch_all(c)
+    .await?
+    {
+        tasks.push(task_from_row(&mut row)?);
+    }
     let mut resources = Vec::new();
     for mut row in q(concat!(resource_select!(), " ORDER BY uri"))
         .fetch_all(c)
@@ -212,6 +224,7 @@ pub(crate) async fn export(core: &Core) -> Result<StoreDump, StoreError> {
         grants,
         audit,
         outputs,
+        tasks,
         resources,
         templates,
         prompts,
@@ -249,6 +262,7 @@ pub(crate) async fn import(core: &Core, dump: &StoreDump) -> Result<(), StoreErr
         "SELECT count(*) FROM call_hour",
         "SELECT count(*) FROM audit_log",
         "SELECT count(*) FROM kept_output",
+        "SELECT count(*) FROM task",
     ] {
         if q(table).scalar::<i64>(c).await? != 0 {
             return Err(not_empty());
@@ -297,6 +311,9 @@ pub(crate) async fn import(core: &Core, dump: &StoreDump) -> Result<(), StoreErr
     }
     for o in &dump.outputs {
         insert_output(c, o).await?;
+    }
+    for t in &dump.tasks {
+        insert_task(c, t).await?;
     }
     for r in &dump.resources {
         upsert_resource(c, &r.spec, &r.state).await?;

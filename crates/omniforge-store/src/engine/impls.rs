@@ -366,6 +366,107 @@ macro_rules! store_traits {
         }
 
         #[async_trait::async_trait]
+        impl $crate::store::TaskStore for $t {
+            async fn create_task(
+                &self,
+                task: $crate::model::NewTask,
+            ) -> Result<$crate::model::StoredTask, $crate::error::StoreError> {
+                $crate::engine::tasks::create(&self.core, task).await
+            }
+
+            async fn task(
+                &self,
+                task_id: &str,
+                owner: &str,
+            ) -> Result<Option<$crate::model::StoredTask>, $crate::error::StoreError> {
+                $crate::engine::tasks::read(&self.core, task_id, owner).await
+            }
+
+            async fn task_for_replica(
+                &self,
+                task_id: &str,
+            ) -> Result<Option<$crate::model::StoredTask>, $crate::error::StoreError> {
+                $crate::engine::tasks::read_any(&self.core, task_id).await
+            }
+
+            async fn heartbeat_tasks(
+                &self,
+                replica: &str,
+                lease: std::time::Duration,
+            ) -> Result<u64, $crate::error::StoreError> {
+                $crate::engine::tasks::heartbeat(&self.core, replica, lease).await
+            }
+
+            async fn require_task_input(
+                &self,
+                task_id: &str,
+                replica: &str,
+                requests: $crate::model::JsonObject,
+                status_message: Option<&str>,
+            ) -> Result<bool, $crate::error::StoreError> {
+                $crate::engine::tasks::require_input(
+                    &self.core,
+                    task_id,
+                    replica,
+                    requests,
+                    status_message,
+                )
+                .await
+            }
+
+            async fn update_task(
+                &self,
+                task_id: &str,
+                owner: &str,
+                responses: $crate::model::JsonObject,
+            ) -> Result<Vec<String>, $crate::error::StoreError> {
+                $crate::engine::tasks::update(&self.core, task_id, owner, responses).await
+            }
+
+            async fn take_task_responses(
+                &self,
+                task_id: &str,
+                replica: &str,
+            ) -> Result<$crate::model::JsonObject, $crate::error::StoreError> {
+                $crate::engine::tasks::take_responses(&self.core, task_id, replica).await
+            }
+
+            async fn finish_task(
+                &self,
+                task_id: &str,
+                replica: &str,
+                end: $crate::model::TaskEnd,
+                status_message: Option<&str>,
+            ) -> Result<bool, $crate::error::StoreError> {
+                $crate::engine::tasks::finish(&self.core, task_id, replica, end, status_message)
+                    .await
+            }
+
+            async fn cancel_task(
+                &self,
+                task_id: &str,
+                owner: &str,
+            ) -> Result<$crate::model::StoredTask, $crate::error::StoreError> {
+                $crate::engine::tasks::cancel(&self.core, task_id, owner).await
+            }
+
+            async fn fail_lapsed_tasks(&self) -> Result<Vec<String>, $crate::error::StoreError> {
+                $crate::engine::tasks::fail_lapsed(&self.core).await
+            }
+
+            async fn fail_replica_tasks(
+                &self,
+                replica: &str,
+            ) -> Result<Vec<String>, $crate::error::StoreError> {
+                $crate::engine::tasks::fail_replica(&self.core, replica).await
+            }
+
+            async fn purge_expired_tasks(&self) -> Result<u64, $crate::error::StoreError> {
+                $crate::engine::tasks::purge_expired(&self.core).await
+            }
+        }
+
+        #[async_trait::async_trait]
         impl $crate::store::ContentStore for $t {
             async fn list_resources(
                 &self,

@@ -1,7 +1,7 @@
 //! The store's logic, written once for both backends: every trait method of
 //! [`store`](crate::store) as a function over [`Core`], one file per table family (`tools.rs`,
 //! `review.rs`, `examples.rs`, `content.rs`, `calls.rs`, `hours.rs`, `secrets.rs`,
-//! `grants.rs`, `audit.rs`, `outputs.rs`, `changes.rs`, `dump.rs`), and `impls.rs`, which
+//! `grants.rs`, `audit.rs`, `outputs.rs`, `tasks.rs`, `changes.rs`, `dump.rs`), and `impls.rs`, which
 //! implements the traits for a backend type by calling them.
 //!
 //! What a function does around its SQL (validation, existence checks, the order of a write:
@@ -28,6 +28,7 @@ pub(crate) mod outputs;
 pub(crate) mod review;
 mod rows;
 pub(crate) mod secrets;
+pub(crate) mod tasks;
 pub(crate) mod tools;
 
 use std::sync::Arc;

@@ -26,21 +26,25 @@ pub enum ChangeKind {
     /// The secret grants of a tool's versions: granted or revoked, or removed with their secret
     /// or an approval that granted. Key: the tool name (re-read its grants).
     Grant,
+    /// A durable task: created, its status or pending input changed, cancelled. Key: the task
+    /// id (the replica running it re-reads it, e.g. to stop a cancelled task).
+    Task,
 }
 
 impl ChangeKind {
     /// Every kind, in a fixed order.
-    pub const ALL: [ChangeKind; 6] = [
+    pub const ALL: [ChangeKind; 7] = [
         ChangeKind::Tool,
         ChangeKind::Resource,
         ChangeKind::ResourceTemplate,
         ChangeKind::Prompt,
         ChangeKind::Secret,
         ChangeKind::Grant,
+        ChangeKind::Task,
     ];
 
     /// The stored spelling: `tool`, `resource`, `resource_template`, `prompt`, `secret`,
-    /// `grant`.
+    /// `grant`, `task`.
     pub fn as_str(self) -> &'static str {
         match self {
             ChangeKind::Tool => "tool",
@@ -49,6 +53,7 @@ impl ChangeKind {
             ChangeKind::Prompt => "prompt",
             ChangeKind::Secret => "secret",
             ChangeKind::Grant => "grant",
+            ChangeKind::Task => "task",
         }
     }
 

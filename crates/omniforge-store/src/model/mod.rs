@@ -1,5 +1,5 @@
 //! The stored data: tools and their versions, call records, secrets and their grants, audit
-//! records, kept outputs, example results, resources, resource templates and prompts, the
+//! records, kept outputs, durable tasks, example results, resources, resource templates and prompts, the
 //! change feed's changes, and the name rules. Plain data with no database or MCP types; every
 //! backend reads and writes these.
 
@@ -11,6 +11,7 @@ mod example;
 mod names;
 mod output;
 mod secret;
+mod task;
 mod tool;
 
 pub(crate) use audit::AuditEntry;
@@ -34,6 +35,10 @@ pub use output::{
     KeptOutput, MAX_KEPT_STREAM_BYTES, MAX_RUN_ID_LEN, NewKeptOutput, OutputReader, validate_run_id,
 };
 pub use secret::{Grant, SecretInfo, SecretRequest, SecretValue};
+pub use task::{
+    MAX_REPLICA_ID_LEN, MAX_TASK_ID_LEN, MAX_TASK_MESSAGE_BYTES, NewTask, StoredTask, TaskEnd,
+    TaskStatus, validate_task_id,
+};
 pub use tool::{
     Annotations, Limits, MAX_STATUS_REASON_BYTES, NewStatus, NewVersion, Runtime, StoredTool, Tool,
     ToolVersion, VersionState, VersionStatus,

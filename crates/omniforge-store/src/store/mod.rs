@@ -1,7 +1,7 @@
 //! The store traits, the API boundary, one file per family: [`ToolStore`] (tools, versions and
 //! their status, example results, the change feed, backups), [`SecretStore`] (secrets, grants,
 //! the keyring), [`CallLog`] (calls and hourly statistics), [`AuditLog`], [`OutputStore`] (kept
-//! outputs) and [`ContentStore`] (resources, resource templates, prompts, pack imports).
+//! outputs), [`TaskStore`] (durable tasks) and [`ContentStore`] (resources, resource templates, prompts, pack imports).
 //! [`Store`] is all of them: what the server holds as `Arc<dyn Store>`.
 //!
 //! They name only [`model`](crate::model) types and [`StoreError`](crate::StoreError): no SQL
@@ -24,6 +24,7 @@ mod calls;
 mod content;
 mod outputs;
 mod secrets;
+mod tasks;
 mod tools;
 
 pub use audit::AuditLog;
@@ -31,10 +32,14 @@ pub use calls::CallLog;
 pub use content::ContentStore;
 pub use outputs::OutputStore;
 pub use secrets::SecretStore;
+pub use tasks::TaskStore;
 pub use tools::ToolStore;
 
 /// The whole store: every trait of this module. Implemented for every type that implements
 /// them all, so `Arc<SqliteStore>` coerces to `Arc<dyn Store>`.
-pub trait Store: ContentStore + SecretStore + CallLog + AuditLog + OutputStore {}
+pub trait Store: ContentStore + SecretStore + CallLog + AuditLog + OutputStore + TaskStore {}
 
-impl<T> Store for T where T: ContentStore + SecretStore + CallLog + AuditLog + OutputStore + ?Sized {}
+impl<T> Store for T where
+    T: ContentStore + SecretStore + CallLog + AuditLog + OutputStore + TaskStore + ?Sized
+{
+}

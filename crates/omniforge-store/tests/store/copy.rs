@@ -9,9 +9,9 @@ use std::time::Duration;
 use omniforge_store::{
     ArgumentsDigest, AuditFilter, Backend, CallFilter, CallOutcome, CallRecord, CallSource,
     CapturedText, ExampleResult, ExampleTrigger, ImportBatch, Keyring, NewKeptOutput, NewPrompt,
-    NewResource, NewStatus, NewTemplate, NewVersion, OutputReader, PromptArgumentSpec,
-    ResourceBody, ScriptSpec, StoreConfig, StoreError, TemplateBody, VersionStatus, WriteMode,
-    copy_store,
+    NewResource, NewStatus, NewTask, NewTemplate, NewVersion, OutputReader, PromptArgumentSpec,
+    ResourceBody, ScriptSpec, StoreConfig, StoreError, TaskEnd, TemplateBody, VersionStatus,
+    WriteMode, copy_store,
 };
 use serde_json::json;
 
@@ -136,6 +136,33 @@ async fn fill(s: &dyn Backend) {
     })
     .await
     .unwrap();
+    for (id, source, tool, version) in [
+        ("task-done", CallSource::Stored, "alpha", Some(1)),
+        ("task-asking", CallSource::Manifest, "svc_Echo", None),
+    ] {
+        s.create_task(NewTask {
+            task_id: id.into(),
+            owner: "tester".into(),
+            source,
+            tool: tool.into(),
+            version,
+            replica: "replica-a".into(),
+            ttl: Some(Duration::from_secs(3600)),
+            poll_interval: Duration::from_millis(500),
+            lease: Duration::from_secs(30),
+        })
+        .await
+        .unwrap();
+    }
+    let result =
+        object(json!({"content": [{"type": "text", "text": "done ünï"}], "isError": false}));
+    s.finish_task("task-done", "replica-a", TaskEnd::Completed(result), None)
+        .await
+        .unwrap();
+    let ask = object(json!({"confirm": {"method": "elicitation/create", "params": {}}}));
+    s.require_task_input("task-asking", "replica-a", ask, Some("waits"))
+        .await
+        .unwrap();
     s.prune_audit(&w, 1).await.unwrap();
     let text = NewResource {
         uri: "test://readme".into(),
@@ -365,6 +392,9 @@ async fn answers(s: &dyn Backend) -> String {
             format!("{:?}", s.kept_output("run-1", reader).await.unwrap()),
         );
     }
+    for id in ["task-done", "task-asking"] {
+        line("task", format!("{:?}", s.task(id, "tester").await.unwrap()));
+    }
     line(
         "resources",
         format!("{:?}", s.list_resources().await.unwrap()),
@@ -433,9 +463,10 @@ async fn round_trip(from: Kind, to: Kind) {
             report.secrets,
             report.grants,
             report.outputs,
+            report.tasks,
             report.content
         ),
-        (4, 8, 7, 2, 2, 1, 5)
+        (4, 8, 7, 2, 2, 1, 2, 5)
     );
     assert!(report.audit > 10 && report.hours == 3, "{report:?}");
     // Sealed again under the target's key: its key ids name the target's key.

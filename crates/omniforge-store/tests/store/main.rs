@@ -16,6 +16,8 @@
 //! - `audit`: one record per action with its principal, in the action's transaction,
 //!   append-only, queries and the retention prune.
 //! - `outputs`: kept outputs, readable by their owner only, expiry and purge.
+//! - `tasks`: durable tasks: ownership, input in parts, cancels on the feed, leases, TTLs,
+//!   restarts.
 //! - `hours`: the call log of every source, digests and texts, and the hourly statistics.
 //! - `migrations`: a database of the previous schema opens with its data intact.
 
@@ -34,5 +36,6 @@ mod processes;
 mod schema;
 mod secrets;
 mod status;
+mod tasks;
 mod tools;
 mod util;

@@ -36,7 +36,7 @@ pub(super) async fn run(common: &Common, migrate: &Migrate) -> Result<()> {
             )
         })?;
     out!(
-        "copied {} tool(s) ({} version(s)), {} secret(s), {} grant(s), {} resource(s)/template(s)/prompt(s), {} call(s), {} audit record(s), {} kept output(s) from {} to {}",
+        "copied {} tool(s) ({} version(s)), {} secret(s), {} grant(s), {} resource(s)/template(s)/prompt(s), {} call(s), {} audit record(s), {} kept output(s), {} task(s) from {} to {}",
         report.tools,
         report.versions,
         report.secrets,
@@ -45,6 +45,7 @@ pub(super) async fn run(common: &Common, migrate: &Migrate) -> Result<()> {
         report.calls,
         report.audit,
         report.outputs,
+        report.tasks,
         shown(&migrate.from),
         shown(&migrate.to)
     );

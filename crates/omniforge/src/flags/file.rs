@@ -44,6 +44,10 @@ pub(crate) struct FileConfig {
     pub(crate) schema_profile: Option<SchemaProfileArg>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) output_ttl: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) task_ttl: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) task_lease: Option<Duration>,
     pub(crate) warm_pool: Option<usize>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) warm_idle: Option<Duration>,

@@ -119,6 +119,8 @@ pub(crate) struct Scripts {
     pub(crate) call_log_rows: u64,
     /// How long a cut result's whole output stays readable.
     pub(crate) output_ttl: Duration,
+    /// How durable tasks are timed.
+    pub(crate) tasks: omniforge_server::TaskSettings,
     /// Warm templates at most (0: off).
     pub(crate) warm_pool: usize,
     /// Idle expiry of a warm template.
@@ -286,6 +288,17 @@ impl Settings {
                     .output_ttl
                     .or(file.output_ttl)
                     .unwrap_or(Duration::from_secs(3600)),
+                tasks: omniforge_server::TaskSettings {
+                    ttl: hosting
+                        .task_ttl
+                        .or(file.task_ttl)
+                        .unwrap_or(omniforge_server::DEFAULT_TASK_TTL),
+                    lease: hosting
+                        .task_lease
+                        .or(file.task_lease)
+                        .unwrap_or(omniforge_server::DEFAULT_TASK_LEASE),
+                    poll_interval: omniforge_server::DEFAULT_TASK_POLL_INTERVAL,
+                },
                 warm_pool: hosting
                     .warm_pool
                     .or(file.warm_pool)

@@ -160,6 +160,14 @@ pub(crate) struct HostingOptions {
     /// link [default: 1h].
     #[arg(long, env = "OMNIFORGE_OUTPUT_TTL", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) output_ttl: Option<Duration>,
+    /// How long a durable task is kept from its creation (never shorter than its call's
+    /// timeout); a task still running then is stopped and failed [default: 24h].
+    #[arg(long, env = "OMNIFORGE_TASK_TTL", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) task_ttl: Option<Duration>,
+    /// How long a task's lease holds without renewal: a task whose server died reads failed
+    /// at most this plus a third after its last renewal [default: 30s].
+    #[arg(long, env = "OMNIFORGE_TASK_LEASE", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) task_lease: Option<Duration>,
     /// Warm templates at most: a stored tool's calls fork from an interpreter that already
     /// started in the sandbox and imported the tool's dependencies (one template per tool
     /// version and calling principal); 0 turns the pool off and every call starts cold
@@ -291,7 +299,7 @@ overlay_fields! {
     SandboxOptions { sandbox, sandbox_disable_layer }
     AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes, keep_failed_drafts }
     CallOptions { max_result_bytes, call_log_rows }
-    HostingOptions { no_authoring, output_ttl, warm_pool, warm_idle }
+    HostingOptions { no_authoring, output_ttl, task_ttl, task_lease, warm_pool, warm_idle }
 }
 
 /// How tool schemas are served.
