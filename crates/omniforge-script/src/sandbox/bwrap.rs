@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use super::probe::{Unavailable, probe, true_program};
-use super::uid::UidSwitch;
+use super::uid::{Needed, UidSwitch, View};
 use crate::filter::{self, Filters};
 use crate::helper::{Confine, SANDBOX_HELPER};
 use crate::host::HostEnv;
@@ -304,7 +304,7 @@ pub(crate) fn build_sandbox(host: &HostEnv) -> Result<&'static BuildSandbox, &'s
             // capabilities): it must work under a leased uid, or there is no build sandbox.
             let switch = if rustix::process::geteuid().is_root() {
                 let switch = UidSwitch::detect()?;
-                super::probe_bwrap_as(&bwrap, &switch, None)?;
+                probe_bwrap_as(&bwrap, &switch, None)?;
                 Some(switch)
             } else {
                 None
@@ -380,4 +380,55 @@ impl BuildSandbox {
         a.extend(["--chdir".into(), cwd.into(), "--".into(), SANDBOX_UV.into()]);
         (self.bwrap.path.clone(), a)
     }
+}
+
+/// Runs bubblewrap once with the flags real runs use (and the seccomp program, when given)
+/// under a uid leased from `switch`, as a root server's runs start it. An error says why
+/// bubblewrap cannot run unprivileged here (e.g. unprivileged user namespaces are off).
+pub(crate) fn probe_bwrap_as(
+    bwrap: &Bwrap,
+    switch: &UidSwitch,
+    filters: Option<&Filters>,
+) -> Result<(), Unavailable> {
+    let start = |what: &str, e: std::io::Error| Unavailable::Start {
+        what: what.to_owned(),
+        error: e.to_string(),
+    };
+    let lease = switch
+        .lease(0, false)
+        .map_err(|e| start("a uid lease for bubblewrap's self-test", e))?;
+    let program = std::fs::canonicalize(&bwrap.path)
+        .map_err(|e| start(&bwrap.path.display().to_string(), e))?;
+    let needed = [Needed {
+        path: &program,
+        writable: false,
+    }];
+    let setup = switch
+        .plan(lease.uid(), &needed, &[], View::for_bwrap(), Path::new("/"))
+        .map_err(|e| start("bubblewrap under a run uid", e))?;
+    let seccomp = filters
+        .map(|f| filter::memfd(f.for_run(false), false))
+        .transpose()
+        .map_err(|e| start("the seccomp filter (a memory file)", e))?;
+    let fd = seccomp.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(bwrap.probe_args(fd)?);
+    crate::sys::install_std(
+        &mut cmd,
+        crate::sys::ChildSetup {
+            drop_privileges: Some(setup),
+            inherit_fds: fd.into_iter().collect(),
+            ..crate::sys::ChildSetup::default()
+        },
+    );
+    let what = format!(
+        "{} under an unprivileged uid{}",
+        bwrap.path.display(),
+        if fd.is_some() {
+            " with --add-seccomp-fd"
+        } else {
+            ""
+        }
+    );
+    probe(cmd, &what).map(drop)
 }
