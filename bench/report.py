@@ -355,7 +355,7 @@ def main():
           "mean, std, percentiles of 20 numbers), `bench_add_vat` (`examples/tools/add_vat.json`, no dependency). "
           f"Medians over {rounds} rounds" + (f"; 1-min load during these runs {min(load):.2f} to {max(load):.2f}" if load else "")
           + ".\n")
-        w("| tool | calls | bare p50 / p99 (ms) | cold p50 / p99 (ms) | warm p50 / p99 (ms) | warm / bare (p50) | warm / cold (p50) | errors |")
+        w("| tool | calls (bare / cold / warm) | bare p50 / p99 (ms) | cold p50 / p99 (ms) | warm p50 / p99 (ms) | warm / bare (p50) | warm / cold (p50) | errors |")
         w("|---|---:|---:|---:|---:|---:|---:|---:|")
         WM = {}
         for t in tools:
@@ -385,13 +385,13 @@ def main():
             for t in tools:
                 fw = [ms(r["lat_us"]["p50"]) for r in first if r.get("tool") == t and r["system"] == "warm" and r.get("count")]
                 fc = [ms(r["lat_us"]["p50"]) for r in first if r.get("tool") == t and r["system"] == "cold" and r.get("count")]
-                a, c1, c2 = med(fw), med(fc), WM.get((t, "cold"), {}).get("p50")
-                r1 = a / c1 if a and c1 else None
-                r2 = a / c2 if a and c2 else None
-                w(f"| {t} | {len(fw)} / {len(fc)} | {fmt(a)} | {fmt(c1)} | {fmt(r1, 3)} | {fmt(c2)} | {fmt(r2, 3)} |")
+                fa, c1, c2 = med(fw), med(fc), WM.get((t, "cold"), {}).get("p50")
+                r1 = fa / c1 if fa and c1 else None
+                r2 = fa / c2 if fa and c2 else None
+                w(f"| {t} | {len(fw)} / {len(fc)} | {fmt(fa)} | {fmt(c1)} | {fmt(r1, 3)} | {fmt(c2)} | {fmt(r2, 3)} |")
                 if r2 is not None:
                     tg.append(("4 / issue 15", f"{t} through MCP: first call after create ≤ 1.1× a cold call (pool off, p50)",
-                               f"{r2:.3f}× ({a:.2f} vs {c2:.2f} ms)", r2 <= 1.1,
+                               f"{r2:.3f}× ({fa:.2f} vs {c2:.2f} ms)", r2 <= 1.1,
                                f"{1.1 / r2:.1f}× under" if r2 <= 1.1 else f"missed by {r2 / 1.1:.2f}×"))
             w("")
         tput = by.get("w4-mcp-tput", [])
@@ -405,16 +405,16 @@ def main():
             w("|---:|---:|---:|---:|---:|---:|---:|")
             ratios = []
             for i, rnd in enumerate(rr):
-                a = next((r for r in tput if r.get("round") == rnd and r["system"] == "warm"), None)
+                ta = next((r for r in tput if r.get("round") == rnd and r["system"] == "warm"), None)
                 c = next((r for r in tput if r.get("round") == rnd and r["system"] == "cold"), None)
-                if not a or not c:
+                if not ta or not c:
                     continue
-                x = a["rps"] / c["rps"] if c["rps"] else None
+                x = ta["rps"] / c["rps"] if c["rps"] else None
                 if x is not None:
                     ratios.append(x)
-                la, lc = a.get("lat_us") or {}, c.get("lat_us") or {}
-                w(f"| {i + 1} | {a['rps']:.1f} | {fmt(ms(la.get('p50')))} / {fmt(ms(la.get('p99')))} | {c['rps']:.1f} | "
-                  f"{fmt(ms(lc.get('p50')))} / {fmt(ms(lc.get('p99')))} | {fmt(x)} | {int(a.get('errors', 0)) + int(c.get('errors', 0))} |")
+                la, lc = ta.get("lat_us") or {}, c.get("lat_us") or {}
+                w(f"| {i + 1} | {ta['rps']:.1f} | {fmt(ms(la.get('p50')))} / {fmt(ms(la.get('p99')))} | {c['rps']:.1f} | "
+                  f"{fmt(ms(lc.get('p50')))} / {fmt(ms(lc.get('p99')))} | {fmt(x)} | {int(ta.get('errors', 0)) + int(c.get('errors', 0))} |")
             w("")
             if ratios:
                 x = med(ratios)
@@ -425,7 +425,7 @@ def main():
         if pool:
             warm = (pool[-1].get("data") or {}).get("warm") or {}
             mib = lambda b: None if b is None else b / (1 << 20)
-            w(f"Memory, from the warm server's `/healthz` after the latency runs (last round; pool on: {warm.get('on')}, "
+            w(f"Memory, from the warm server's `/healthz` after the latency runs (last round; pool {'on' if warm.get('on') else 'off: ' + str(warm.get('off_reason'))}, "
               f"at most {warm.get('max_templates')} templates). A template is its bubblewrap, init and interpreter; "
               "its ready spare shares most pages with it, so RSS counts those twice and PSS splits them.\n")
             w("| template | calls on it | template RSS (MiB) | spare RSS (MiB) | PSS, both (MiB) | ready after (ms) |")
