@@ -410,7 +410,7 @@ def main():
                 if not ta or not c:
                     continue
                 x = ta["rps"] / c["rps"] if c["rps"] else None
-                if x is not None:
+                if x:
                     ratios.append(x)
                 la, lc = ta.get("lat_us") or {}, c.get("lat_us") or {}
                 w(f"| {i + 1} | {ta['rps']:.1f} | {fmt(ms(la.get('p50')))} / {fmt(ms(la.get('p99')))} | {c['rps']:.1f} | "
