@@ -129,6 +129,7 @@ pub use channel::{LogMessage, Progress, RpcError, ScriptMessage, ScriptRequest, 
 pub use env::{
     Env, EnvBuilder, EnvConfig, EnvError, HELPER_MODULE, Interpreter, Layout, Lock, ProgressEvent,
     SYNTAX_CHECK_TIMEOUT, SyntaxError, UV_VERSION, UvTool, gc, pep723_dependencies,
+    pep723_tool_table,
 };
 pub use format::prototype_text;
 pub use helper::{HELPER_ARG, main_if_helper};

@@ -11,6 +11,9 @@ Installed into every tool environment by OmniForge, so a script can ``import omn
     reply = omniforge.sample("Summarise: ...", max_tokens=200)   # sampling/createMessage
     answer = omniforge.elicit("Your name?", {"type": "object", "properties": {...}})
     folders = omniforge.roots()             # roots/list
+    caps = omniforge.client_capabilities()  # what the calling client declared
+    omniforge.call_builtin("omniforge_get_tool", {"name": "x"})  # declared in its PEP 723 block
+    omniforge.protocol_error(-32021, "needs sampling", {"requiredCapabilities": {"sampling": {}}})
 
 Content builders (``text``, ``image``, ``audio``, ``resource``, ``resource_link``) return MCP
 content items as dicts; bytes are base64-encoded for you.
@@ -49,6 +52,9 @@ __all__ = [
     "elicit",
     "roots",
     "close_sse_stream",
+    "client_capabilities",
+    "protocol_error",
+    "call_builtin",
     "request",
     "RequestError",
 ]
@@ -387,3 +393,58 @@ def close_sse_stream(retry_ms=None):
         params["retry_ms"] = int(retry_ms)
     answer = request("close_sse_stream", params, timeout=30.0) or {}
     return bool(answer.get("closed"))
+
+
+def call_builtin(name, arguments=None, timeout=600.0):
+    """Runs one OmniForge authoring built-in (e.g. ``omniforge_update_tool``) for this call's
+    caller, with the caller's own permissions, and returns its result as a dict
+    (``content``, ``isError``, ``structuredContent``).
+
+    The tool's code must declare every built-in it calls in its PEP 723 block::
+
+        # /// script
+        # [tool.omniforge]
+        # builtins = ["omniforge_update_tool"]
+        # ///
+
+    Secret built-ins, ``omniforge_call_tool`` and ``omniforge_test_tool`` cannot be called.
+    Raises ``RequestError`` when the built-in may not be called.
+    """
+    return request("call_builtin", {"name": str(name), "arguments": arguments or {}}, timeout=timeout)
+
+
+def client_capabilities():
+    """The capabilities the client that called this tool declared, as a dict.
+
+    Under protocol revision 2026-07-28 those of this very request (its ``_meta``), under
+    earlier revisions those of the session's ``initialize``; ``{}`` when unknown (a script
+    run by hand or from the command line). A tool can adapt to it, for example ask for
+    sampling only where ``"sampling" in omniforge.client_capabilities()``.
+    """
+    if _channel is None:
+        return {}
+    answer = request("client_capabilities", {}, timeout=30.0) or {}
+    return answer.get("capabilities") or {}
+
+
+# The JSON-RPC error codes a script may end its call with (``protocol_error``).
+PROTOCOL_ERROR_CODES = (-32021, -32602, -32603)
+
+
+def protocol_error(code, message, data=None):
+    """Ends the call with a JSON-RPC error instead of a tool result; does not return.
+
+    ``code``: -32021 (a client capability the request did not declare; ``data`` should be
+    ``{"requiredCapabilities": {"sampling": {}}}``), -32602 (invalid params) or -32603
+    (internal error). Any other code makes the call a tool error result instead. Secret
+    values in ``message`` and ``data`` are redacted like every result.
+    """
+    params = {"code": int(code), "message": str(message)}
+    if data is not None:
+        params["data"] = data
+    if _channel is None:
+        sys.stderr.write("protocol_error: %s\n" % json.dumps(params, default=str))
+        raise SystemExit(1)
+    request("protocol_error", params, timeout=30.0)
+    sys.stdout.flush()
+    raise SystemExit(0)

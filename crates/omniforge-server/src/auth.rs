@@ -3,9 +3,15 @@
 //! A token file has one `NAME TOKEN SCOPES` line per token; scopes are separated by commas.
 //! Blank lines and lines starting with `#` are ignored. Scopes: `tools:call`, `tools:write`
 //! (implies `tools:call`) and `admin` (implies everything). Tokens are compared in constant
-//! time and never logged; only the token's NAME appears in logs and as a tool's author.
+//! time and never logged; only the token's principal id
+//! (`token:NAME`) appears in logs and as a tool's author.
 //!
 //! stdio has no tokens: it trusts its parent process, which gets [`Principal::local`].
+//!
+//! Every principal has one [`PrincipalId`], the namespace sessions, kept outputs, the call
+//! log, tool authors and audit records share.
+
+pub(crate) mod oauth;
 
 use std::fmt;
 use std::sync::Arc;
@@ -24,7 +30,17 @@ pub enum Scope {
 }
 
 impl Scope {
-    fn parse(s: &str) -> Option<Scope> {
+    /// OmniForge's name of the scope.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Call => "tools:call",
+            Scope::Write => "tools:write",
+            Scope::Admin => "admin",
+        }
+    }
+
+    /// The scope named `s` (`tools:call`, `tools:write`, `admin`).
+    pub fn parse(s: &str) -> Option<Scope> {
         match s {
             "tools:call" => Some(Scope::Call),
             "tools:write" => Some(Scope::Write),
@@ -34,39 +50,150 @@ impl Scope {
     }
 }
 
-/// Who is calling: a token's name and its strongest scope.
+/// What kind of principal an id names (the prefix of its canonical form).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PrincipalKind {
+    /// A static token from the token file: `token:NAME`.
+    Token,
+    /// The parent process of a stdio server: `stdio`.
+    Stdio,
+    /// The OS user running a one-shot command: `cli:USER`.
+    Cli,
+    /// An HTTP caller when no tokens are configured: `anonymous`.
+    Anonymous,
+    /// The subject of an OAuth access token: `oauth:ISSUER|SUB`.
+    OAuth,
+}
+
+impl PrincipalKind {
+    /// The kind's name, as in logs and span attributes (`token`, `stdio`, `cli`, `anonymous`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PrincipalKind::Token => "token",
+            PrincipalKind::Stdio => "stdio",
+            PrincipalKind::Cli => "cli",
+            PrincipalKind::Anonymous => "anonymous",
+            PrincipalKind::OAuth => "oauth",
+        }
+    }
+}
+
+/// Who acts, in the one namespace sessions, kept outputs, the call log, tool authors and audit
+/// records share: `token:NAME`, `stdio`, `cli:USER`, `anonymous`. Held in its canonical text
+/// (cheap to clone and compare; the store keeps that text); equality and ownership use the id
+/// only, never the scope. A new kind (e.g. `oauth:ISSUER|SUB`) is one more constructor, one
+/// more [`PrincipalKind`] and one more arm in [`PrincipalId::parse`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct PrincipalId {
+    canonical: Arc<str>,
+    kind: PrincipalKind,
+}
+
+/// A text that is not a principal id.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "not a principal (expected token:NAME, oauth:ISSUER|SUB, cli:USER, stdio or anonymous): {0:?}"
+)]
+pub struct PrincipalIdError(String);
+
+impl PrincipalId {
+    fn with(kind: PrincipalKind, canonical: String) -> PrincipalId {
+        PrincipalId {
+            canonical: canonical.into(),
+            kind,
+        }
+    }
+
+    /// The static token named `name` in the token file.
+    pub fn token(name: &str) -> PrincipalId {
+        PrincipalId::with(PrincipalKind::Token, format!("token:{name}"))
+    }
+
+    /// The subject `subject` of an OAuth access token from `issuer` (`sub`, or the configured
+    /// claim): `oauth:ISSUER|SUBJECT`.
+    pub fn oauth(issuer: &str, subject: &str) -> PrincipalId {
+        PrincipalId::with(PrincipalKind::OAuth, format!("oauth:{issuer}|{subject}"))
+    }
+
+    /// The OS user `user` running a one-shot command.
+    pub fn cli(user: &str) -> PrincipalId {
+        PrincipalId::with(PrincipalKind::Cli, format!("cli:{user}"))
+    }
+
+    /// The parent process of a stdio server.
+    pub fn stdio() -> PrincipalId {
+        PrincipalId::with(PrincipalKind::Stdio, "stdio".into())
+    }
+
+    /// An HTTP caller when no tokens are configured.
+    pub fn anonymous() -> PrincipalId {
+        PrincipalId::with(PrincipalKind::Anonymous, "anonymous".into())
+    }
+
+    /// Reads a canonical form back (`omniforge audit --principal`, stored owners).
+    ///
+    /// # Errors
+    /// The text has no known prefix, or an empty name after it.
+    pub fn parse(text: &str) -> Result<PrincipalId, PrincipalIdError> {
+        let bad = || PrincipalIdError(text.to_owned());
+        match text.split_once(':') {
+            Some(("token", name)) if !name.is_empty() => Ok(PrincipalId::token(name)),
+            Some(("cli", user)) if !user.is_empty() => Ok(PrincipalId::cli(user)),
+            // An issuer is a URL (no raw '|'); a subject may hold one (Auth0: `auth0|123`).
+            Some(("oauth", rest)) => match rest.split_once('|') {
+                Some((issuer, subject)) if !issuer.is_empty() && !subject.is_empty() => {
+                    Ok(PrincipalId::oauth(issuer, subject))
+                }
+                _ => Err(bad()),
+            },
+            Some(_) => Err(bad()),
+            None if text == "stdio" => Ok(PrincipalId::stdio()),
+            None if text == "anonymous" => Ok(PrincipalId::anonymous()),
+            None => Err(bad()),
+        }
+    }
+
+    /// The canonical text, as stored.
+    pub fn as_str(&self) -> &str {
+        &self.canonical
+    }
+
+    /// What kind of principal this is.
+    pub fn kind(&self) -> PrincipalKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for PrincipalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.canonical)
+    }
+}
+
+/// Who is calling: their id and, for this request, their strongest scope.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
-    /// The token's NAME from the token file, `stdio`, `cli`, or `anonymous` (HTTP without
-    /// tokens). Shared: a principal is cloned per request.
-    pub name: Arc<str>,
+    /// Who: the same id across requests (sessions and kept outputs belong to it).
+    pub id: PrincipalId,
     /// The strongest scope held; weaker scopes are implied.
     pub scope: Scope,
 }
 
 impl Principal {
-    /// The principal `name` holding `scope`.
-    pub fn new(name: &str, scope: Scope) -> Principal {
-        Principal {
-            name: name.into(),
-            scope,
-        }
+    /// The principal `id` holding `scope`.
+    pub fn new(id: PrincipalId, scope: Scope) -> Principal {
+        Principal { id, scope }
     }
 
     /// The parent process of a stdio server: trusted with everything.
     pub fn local() -> Principal {
-        Principal {
-            name: "stdio".into(),
-            scope: Scope::Admin,
-        }
+        Principal::new(PrincipalId::stdio(), Scope::Admin)
     }
 
     /// An HTTP caller when no tokens are configured (the server then binds loopback only).
     pub fn anonymous() -> Principal {
-        Principal {
-            name: "anonymous".into(),
-            scope: Scope::Admin,
-        }
+        Principal::new(PrincipalId::anonymous(), Scope::Admin)
     }
 
     /// Whether this principal holds `scope`, directly or by implication.
@@ -85,7 +212,7 @@ impl fmt::Debug for TokenSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never print the secrets themselves.
         f.debug_list()
-            .entries(self.entries.iter().map(|(_, p)| &p.name))
+            .entries(self.entries.iter().map(|(_, p)| p.id.as_str()))
             .finish()
     }
 }
@@ -142,19 +269,14 @@ impl TokenSet {
                 best = best.max(Some(scope));
             }
             let scope = best.ok_or(TokenFileError::Shape { line })?;
+            let id = PrincipalId::token(name);
             if entries
                 .iter()
-                .any(|(t, p)| &*p.name == name || t == token.as_bytes())
+                .any(|(t, p)| p.id == id || t == token.as_bytes())
             {
                 return Err(TokenFileError::Duplicate { line });
             }
-            entries.push((
-                token.as_bytes().to_vec(),
-                Principal {
-                    name: name.into(),
-                    scope,
-                },
-            ));
+            entries.push((token.as_bytes().to_vec(), Principal::new(id, scope)));
         }
         Ok(TokenSet { entries })
     }
@@ -194,7 +316,7 @@ mod tests {
         .unwrap();
         assert_eq!(set.len(), 3);
         let bob = set.authenticate("t0ken").unwrap();
-        assert_eq!(&*bob.name, "bob");
+        assert_eq!(bob.id.as_str(), "token:bob");
         assert!(bob.allows(Scope::Call) && bob.allows(Scope::Write) && !bob.allows(Scope::Admin));
         let alice = set.authenticate("s3cret").unwrap();
         assert!(alice.allows(Scope::Call) && !alice.allows(Scope::Write));
@@ -216,6 +338,39 @@ mod tests {
             TokenSet::parse("a b admin\na c admin"),
             Err(TokenFileError::Duplicate { line: 2 })
         ));
+    }
+
+    #[test]
+    fn principal_ids_round_trip_through_their_canonical_text() {
+        for id in [
+            PrincipalId::token("alice"),
+            PrincipalId::cli("root"),
+            PrincipalId::stdio(),
+            PrincipalId::anonymous(),
+            PrincipalId::token("a:b"),
+            PrincipalId::oauth("https://id.example", "alice"),
+            PrincipalId::oauth("https://id.example/tenant", "auth0|123"),
+        ] {
+            assert_eq!(PrincipalId::parse(id.as_str()).unwrap(), id);
+        }
+        assert_eq!(PrincipalId::token("alice").to_string(), "token:alice");
+        assert_eq!(PrincipalId::cli("bob").kind(), PrincipalKind::Cli);
+        assert_eq!(
+            PrincipalId::oauth("https://id.example", "auth0|1").kind(),
+            PrincipalKind::OAuth
+        );
+        for bad in [
+            "",
+            "alice",
+            "token:",
+            "cli:",
+            "oauth:x",
+            "oauth:|sub",
+            "oauth:iss|",
+            "stdio:x",
+        ] {
+            assert!(PrincipalId::parse(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -168,7 +168,7 @@ mod tests {
             host: host.clone(),
             shaper: Shaper {
                 max_result_bytes: 1024,
-                kept: Arc::new(KeptOutputs::new(Duration::from_secs(60))),
+                kept: Arc::new(KeptOutputs::new(store.clone(), Duration::from_secs(60))),
             },
         });
         let source = Arc::new(StoredSource::new(store.clone(), tools, &catalog));

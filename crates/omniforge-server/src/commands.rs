@@ -6,7 +6,7 @@ use omniforge_store::{ImportReport, StoreError, WriteMode};
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
 
-use crate::auth::{Principal, Scope};
+use crate::auth::{Principal, PrincipalId, Scope};
 use crate::content::definitions::Kind;
 use crate::context::progress::ProgressSink;
 use crate::context::request::RequestCx;
@@ -24,20 +24,20 @@ pub struct Caller {
 }
 
 impl Caller {
-    /// `name`, e.g. `cli`; progress messages are dropped.
-    pub fn local(name: &str) -> Caller {
+    /// `id`, e.g. `cli:USER` ([`PrincipalId::cli`]); progress messages are dropped.
+    pub fn local(id: PrincipalId) -> Caller {
         Caller {
-            principal: Principal::new(name, Scope::Admin),
+            principal: Principal::new(id, Scope::Admin),
             progress: None,
         }
     }
 
-    /// `name`, with every progress message (environment builds, a script's own progress)
+    /// `id`, with every progress message (environment builds, a script's own progress)
     /// going to `sink`.
-    pub fn local_with_progress(name: &str, sink: ProgressSink) -> Caller {
+    pub fn local_with_progress(id: PrincipalId, sink: ProgressSink) -> Caller {
         Caller {
             progress: Some(sink),
-            ..Caller::local(name)
+            ..Caller::local(id)
         }
     }
 

@@ -10,8 +10,10 @@
 //! - [`ContentError`]: `resources/read`, `prompts/get` and `completion/complete` failures,
 //!   each with its JSON-RPC code.
 //! - [`ScriptError`]: a template or completion script that produced no output.
+//! - [`InstallError`]: an environment made elsewhere that could not be installed here.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use omniforge_script::{EnvError, RunError};
 use omniforge_store::StoreError;
@@ -51,6 +53,9 @@ pub(crate) enum CallError {
     /// The sandbox could not start the script.
     #[error("the script could not be started: {0}")]
     NotStarted(#[source] RunError),
+    /// The version's environment (made through another replica) could not be installed here.
+    #[error("the tool's environment could not be installed on this server: {0}")]
+    Environment(#[source] InstallError),
     /// The version's secrets could not be read.
     #[error("secrets: {0}")]
     Secrets(#[source] StoreError),
@@ -66,6 +71,20 @@ pub(crate) enum CallError {
     /// An authoring built-in refused.
     #[error(transparent)]
     Authoring(#[from] AuthoringError),
+    /// The script ended the call with a JSON-RPC error (`omniforge.protocol_error`); its
+    /// message and data are already redacted.
+    #[error("JSON-RPC error {code}: {message}")]
+    Protocol {
+        /// One of the codes a script may use.
+        code: i32,
+        /// The script's message.
+        message: String,
+        /// The script's `data`.
+        data: Option<serde_json::Value>,
+    },
+    /// The script asked for a JSON-RPC error it may not send.
+    #[error("protocol_error: {0}")]
+    ProtocolRefused(String),
 }
 
 /// A tool's result that breaks its own contract.
@@ -173,6 +192,25 @@ pub(crate) enum ScriptError {
     /// It failed: its output, `[stderr] ...`, `[exit N]` or `[timeout]`.
     #[error("{0}")]
     Failed(String),
+    /// Its environment (made through another replica) could not be installed here.
+    #[error("the script's environment could not be installed on this server: {0}")]
+    Environment(#[source] InstallError),
+}
+
+/// Why an environment made through another replica could not be installed on this server
+/// (shared by every run waiting for the same install, hence `Clone`).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum InstallError {
+    /// The version's lock could not be read from the store.
+    #[error("reading the lock: {0}")]
+    Lock(#[source] Arc<StoreError>),
+    /// The builder is unavailable (interpreter, uv) or the build failed.
+    #[error("{0}")]
+    Build(#[source] Arc<EnvError>),
+    /// The server is stopping.
+    #[error("the server is stopping")]
+    Stopped,
 }
 
 /// A `resources/*`, `prompts/*` or `completion/complete` request that cannot be answered.

@@ -44,7 +44,8 @@ mod settings;
 mod tools;
 mod transport;
 
-pub use auth::{TokenFileError, TokenSet};
+pub use auth::oauth::{IntrospectionSettings, OAuth, OAuthError, OAuthSettings, ScopeMap};
+pub use auth::{PrincipalId, PrincipalIdError, PrincipalKind, Scope, TokenFileError, TokenSet};
 pub use catalog::schema_profile::SchemaProfile;
 pub use commands::{CallOutput, Caller, CommandError};
 pub use content::definitions::Kind as DefinitionKind;
@@ -54,7 +55,8 @@ pub use pack::{PackError, export as export_pack};
 pub use script_host::host::ScriptSettings;
 pub use server::{Server, Settings, StartError, StoreSettings};
 pub use settings::HttpSettings;
-pub use tools::authoring::tool::describe_tool;
+pub use tools::authoring::secret::{change_grant, secret_requests};
+pub use tools::authoring::tool::{call_json, describe_tool};
 pub use tools::manifest::source::{ManifestConfig, ManifestSourceError};
 
 /// Re-exported so the binary can configure manifest upstreams without naming the bridge crate.

@@ -57,22 +57,27 @@ fn entry_label(section: &str, index: usize, entry: &Value, key: &str) -> String 
     }
 }
 
-/// Imports a parsed pack. On success, says what changed.
-///
-/// # Errors
-/// Every problem found, each prefixed with its entry (`tools[2] (add_vat): code: ...`); when
-/// there is any, nothing was written.
-pub(crate) async fn import(
-    tools: &ToolAuthoring,
-    host: &ScriptHost,
-    store: &dyn Store,
-    pack: Value,
-    cx: &RequestCx<'_>,
-) -> Result<ImportReport, PackError> {
+/// One entry of a pack whose shape is right: a table in a known section, its name unique
+/// there.
+pub(crate) struct PackEntry {
+    /// `tools`, `resources`, `resource_templates` or `prompts`.
+    pub(crate) section: &'static str,
+    /// `tools[2] (add_vat)`, for errors.
+    pub(crate) label: String,
+    /// The entry: the authoring arguments of its kind.
+    pub(crate) arguments: JsonObject,
+}
+
+/// Reads the shape of a parsed pack (format, name, description, the sections, each entry a
+/// table with a unique name) without looking into the entries: the entries whose shape is
+/// right, and every problem found, each naming its key or entry. Never panics, whatever the
+/// document (a property of `tests::pack_documents_never_panic`).
+pub(crate) fn read_document(pack: Value) -> (Vec<PackEntry>, Vec<String>) {
     let Value::Object(mut pack) = pack else {
-        return Err(PackError {
-            problems: vec!["the pack must be a table (TOML) or an object (JSON)".into()],
-        });
+        return (
+            Vec::new(),
+            vec!["the pack must be a table (TOML) or an object (JSON)".into()],
+        );
     };
     let mut errors = Vec::new();
     match pack.remove("format") {
@@ -91,10 +96,10 @@ pub(crate) async fn import(
             errors.push(format!("{key}: must be a string"));
         }
     }
-    let mut sections: Vec<(&str, &str, Vec<Value>)> = Vec::new();
+    let mut sections: Vec<(&'static str, &'static str, Vec<Value>)> = Vec::new();
     for (section, key) in SECTIONS {
         match pack.remove(*section) {
-            None => sections.push((section, key, Vec::new())),
+            None => {}
             Some(Value::Array(items)) => sections.push((section, key, items)),
             Some(_) => errors.push(format!("{section}: must be an array of tables")),
         }
@@ -104,7 +109,7 @@ pub(crate) async fn import(
             "{unknown}: unknown key (a pack has format, name, description, tools, resources, resource_templates, prompts)"
         ));
     }
-    let mut batch = ImportBatch::default();
+    let mut entries = Vec::new();
     for (section, key, items) in sections {
         let mut seen = HashSet::new();
         for (index, entry) in items.into_iter().enumerate() {
@@ -121,29 +126,58 @@ pub(crate) async fn import(
                 ));
                 continue;
             }
-            let result = match section {
-                "tools" => tools
-                    .prepare(arguments, cx)
+            entries.push(PackEntry {
+                section,
+                label,
+                arguments,
+            });
+        }
+    }
+    (entries, errors)
+}
+
+/// Imports a parsed pack. On success, says what changed.
+///
+/// # Errors
+/// Every problem found, each prefixed with its entry (`tools[2] (add_vat): code: ...`); when
+/// there is any, nothing was written.
+pub(crate) async fn import(
+    tools: &ToolAuthoring,
+    host: &ScriptHost,
+    store: &dyn Store,
+    pack: Value,
+    cx: &RequestCx<'_>,
+) -> Result<ImportReport, PackError> {
+    let (entries, mut errors) = read_document(pack);
+    let mut batch = ImportBatch::default();
+    for PackEntry {
+        section,
+        label,
+        arguments,
+    } in entries
+    {
+        let result = match section {
+            "tools" => tools
+                .prepare(arguments, cx)
+                .await
+                .map(|tool| batch.tools.push(tool)),
+            "resources" => parse_arguments::<ResourceArgs>(arguments)
+                .and_then(ResourceArgs::validate)
+                .map(|r| batch.resources.push(r)),
+            "resource_templates" => match parse_arguments::<TemplateArgs>(arguments) {
+                Ok(args) => args
+                    .validate(host, cx)
                     .await
-                    .map(|tool| batch.tools.push(tool)),
-                "resources" => parse_arguments::<ResourceArgs>(arguments)
-                    .and_then(ResourceArgs::validate)
-                    .map(|r| batch.resources.push(r)),
-                "resource_templates" => match parse_arguments::<TemplateArgs>(arguments) {
-                    Ok(args) => args
-                        .validate(host, cx)
-                        .await
-                        .map(|t| batch.templates.push(t)),
-                    Err(e) => Err(e),
-                },
-                _ => match parse_arguments::<PromptArgs>(arguments) {
-                    Ok(args) => args.validate(host, cx).await.map(|p| batch.prompts.push(p)),
-                    Err(e) => Err(e),
-                },
-            };
-            if let Err(e) = result {
-                errors.push(format!("{label}: {e}"));
-            }
+                    .map(|t| batch.templates.push(t)),
+                Err(e) => Err(e),
+            },
+            _ => match parse_arguments::<PromptArgs>(arguments) {
+                Ok(args) => args.validate(host, cx).await.map(|p| batch.prompts.push(p)),
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = result {
+            errors.push(format!("{label}: {e}"));
         }
     }
     if !errors.is_empty() {
@@ -248,4 +282,120 @@ pub async fn export(store: &dyn Store) -> Result<Value, StoreError> {
         "resource_templates": templates,
         "prompts": prompts,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// What every problem of [`read_document`] starts with: a key of the pack, a section's
+    /// entry, or the document itself.
+    fn names_its_place(problem: &str) -> bool {
+        let keys = ["format:", "name:", "description:"];
+        problem.starts_with("the pack must be")
+            || keys.iter().any(|k| problem.starts_with(k))
+            || SECTIONS.iter().any(|(s, _)| problem.starts_with(s))
+            || problem.contains(": unknown key (a pack has")
+    }
+
+    fn check(value: Value) {
+        let items: usize = match &value {
+            Value::Object(o) => SECTIONS
+                .iter()
+                .filter_map(|(s, _)| o.get(*s).and_then(Value::as_array).map(Vec::len))
+                .sum(),
+            _ => 0,
+        };
+        let (entries, errors) = read_document(value);
+        for e in &errors {
+            assert!(!e.is_empty() && names_its_place(e), "{e:?}");
+        }
+        assert!(entries.len() <= items);
+        for entry in &entries {
+            assert!(entry.label.starts_with(entry.section), "{}", entry.label);
+        }
+    }
+
+    /// JSON values shaped like packs: known and unknown keys, entries of every type.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>().prop_map(|n| json!(n)),
+            "\\PC{0,12}".prop_map(Value::String),
+        ];
+        let key = prop_oneof![
+            Just("format".to_owned()),
+            Just("name".to_owned()),
+            Just("uri".to_owned()),
+            Just("tools".to_owned()),
+            Just("resources".to_owned()),
+            Just("resource_templates".to_owned()),
+            Just("prompts".to_owned()),
+            "\\PC{0,8}",
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(key.clone(), inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Arbitrary text, read as JSON or TOML as the binary does, never panics the pack
+        /// reader, and every problem names its place.
+        #[test]
+        fn pack_documents_never_panic(text in "\\PC{0,200}") {
+            if let Ok(value) = serde_json::from_str::<Value>(&text) {
+                check(value);
+            }
+            if let Ok(value) = toml::from_str::<Value>(&text) {
+                check(value);
+            }
+        }
+
+        /// Arbitrary pack-shaped JSON: the same, and a resource entry's own checks (the ones
+        /// that need no script host) never panic either.
+        #[test]
+        fn pack_shaped_values_never_panic(value in json_value(), format in prop::option::of(0u64..3)) {
+            let mut value = value;
+            if let (Value::Object(o), Some(f)) = (&mut value, format) {
+                o.insert("format".into(), json!(f));
+            }
+            check(value.clone());
+            let (entries, _) = read_document(value);
+            for entry in entries.into_iter().filter(|e| e.section == "resources") {
+                let checked = parse_arguments::<ResourceArgs>(entry.arguments)
+                    .and_then(ResourceArgs::validate);
+                if let Err(e) = checked {
+                    prop_assert!(!e.to_string().is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_good_document_has_its_entries_and_no_problem() {
+        let (entries, errors) = read_document(json!({
+            "format": 1, "name": "p",
+            "tools": [{"name": "a"}, {"name": "a"}, 3],
+            "resources": [{"uri": "doc://x"}],
+        }));
+        let labels: Vec<&str> = entries.iter().map(|e| e.label.as_str()).collect();
+        assert_eq!(labels, ["tools[0] (a)", "resources[0] (doc://x)"]);
+        assert_eq!(
+            errors,
+            [
+                "tools[1] (a): name \"a\" appears twice in this pack",
+                "tools[2]: must be a table"
+            ]
+        );
+    }
 }

@@ -23,17 +23,34 @@ pub(crate) struct Peers {
 struct Inner {
     sessions: Vec<Peer<RoleServer>>,
     subscriptions: Vec<(SubscriptionSink, CancellationToken)>,
+    /// The session count at which `add_session` prunes next.
+    prune_at: usize,
 }
 
 impl Peers {
     /// Adds a peer of the handshake lifecycle (stdio, or one HTTP session).
     pub(crate) fn add_session(&self, peer: Peer<RoleServer>) {
-        self.lock().sessions.push(peer);
+        let mut inner = self.lock();
+        // Without a broadcast the closed peers of expired sessions would pile up: prune
+        // whenever the list has doubled since the last prune (amortized O(1) per add).
+        if inner.sessions.len() >= inner.prune_at {
+            inner.prune();
+            inner.prune_at = (inner.sessions.len() * 2).max(64);
+        }
+        inner.sessions.push(peer);
     }
 
     /// Adds a 2026-07-28 subscription stream; it is dropped once `ended` is cancelled.
     pub(crate) fn add_subscription(&self, sink: SubscriptionSink, ended: CancellationToken) {
         self.lock().subscriptions.push((sink, ended));
+    }
+
+    /// Forgets the peers whose connection or session has ended (their channels and client
+    /// info are freed with them).
+    pub(crate) fn prune_closed(&self) {
+        let mut inner = self.lock();
+        inner.prune();
+        inner.prune_at = (inner.sessions.len() * 2).max(64);
     }
 
     /// Sends `notifications/tools/list_changed` to every open peer.

@@ -137,6 +137,7 @@ impl Server {
             instructions: BRIDGE_INSTRUCTIONS,
             content: None,
             kept: None,
+            call_log: None,
             host: None,
         };
         let stored = match settings.store {
@@ -147,6 +148,7 @@ impl Server {
                 shared.content = Some(stored.content.clone());
                 shared.host = Some(stored.host.clone());
                 shared.kept = Some(stored.kept.clone());
+                shared.call_log = Some(stored.store.clone());
                 Some(stored)
             }
         };
@@ -213,7 +215,7 @@ async fn start_stored(
 ) -> Result<Stored, StartError> {
     let store = s.store;
     let host = Arc::new(ScriptHost::new(s.scripts).map_err(StartError::Sandbox)?);
-    let kept = Arc::new(KeptOutputs::new(s.output_ttl));
+    let kept = Arc::new(KeptOutputs::new(store.clone(), s.output_ttl));
     let tools = Arc::new(StoredTools {
         store: store.clone(),
         host: host.clone(),

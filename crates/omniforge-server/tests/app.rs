@@ -72,8 +72,13 @@ fn http_settings(tokens: &str) -> HttpSettings {
         allowed_hosts: Vec::new(),
         check_host: true,
         tokens: TokenSet::parse(tokens).unwrap(),
+        oauth: None,
         max_body_bytes: LIMIT,
         session_idle_timeout: Duration::from_secs(300),
+        max_sessions: 1000,
+        header_read_timeout: Duration::from_secs(30),
+        keep_alive_timeout: Duration::from_secs(75),
+        max_connections: 1024,
     }
 }
 
@@ -445,6 +450,209 @@ async fn healthz_counts_tools_and_sessions() {
     assert_eq!(body["status"], "ok");
     assert_eq!(body["sessions"], 1);
     // instructions, 6 tool and 3 secret built-ins, call_tool, 10 content built-ins.
-    assert_eq!(body["tools"]["builtin"], 21);
+    assert_eq!(body["tools"]["builtin"], 24);
     assert_eq!(body["tools"]["stored"], 0);
+}
+
+// --- The 2026-07-28 request rules (SEP-2575, issue 12) -------------------------------------
+
+const STATELESS: &str = "2026-07-28";
+
+/// A 2026-07-28 request body: `method` with `meta` as `params._meta` (plus `params`).
+fn stateless_request(id: i64, method: &str, meta: Value, params: Value) -> String {
+    let mut params = params;
+    params["_meta"] = meta;
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+fn full_meta(version: &str) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+    })
+}
+
+/// POSTs `body` with `MCP-Protocol-Version: header` and the routing header `Mcp-Method`
+/// (SEP-2243); (status, body).
+async fn send_versioned(app: &Router, body: &str, header: &str) -> (StatusCode, Value) {
+    let message: Value = serde_json::from_str(body).unwrap();
+    let method = message["method"].as_str().unwrap();
+    let headers = [("mcp-protocol-version", header), ("mcp-method", method)];
+    let (status, _, body) = send(app, post(body, &headers)).await;
+    (status, body)
+}
+
+#[tokio::test]
+async fn stateless_missing_or_incomplete_meta_is_invalid_params_400() {
+    let f = fixture().await;
+    let app = app(&f, "");
+    let no_meta = json!({"jsonrpc": "2.0", "id": 101, "method": "server/discover", "params": {}});
+    let (status, body) = send_versioned(&app, &no_meta.to_string(), STATELESS).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["id"], 101);
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    let no_version = json!({
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "0"},
+    });
+    let request = stateless_request(102, "server/discover", no_version, json!({}));
+    let (status, body) = send_versioned(&app, &request, STATELESS).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        (body["id"].clone(), body["error"]["code"].clone()),
+        (json!(102), json!(-32602))
+    );
+    let no_caps = json!({"io.modelcontextprotocol/protocolVersion": STATELESS});
+    let request = stateless_request(103, "tools/list", no_caps, json!({}));
+    let (status, body) = send_versioned(&app, &request, STATELESS).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    // clientInfo is optional.
+    let mut meta = full_meta(STATELESS);
+    meta.as_object_mut()
+        .unwrap()
+        .remove("io.modelcontextprotocol/clientInfo");
+    let request = stateless_request(104, "server/discover", meta, json!({}));
+    let (status, body) = send_versioned(&app, &request, STATELESS).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["result"]["supportedVersions"].is_array(), "{body}");
+}
+
+#[tokio::test]
+async fn stateless_removed_and_unknown_methods_are_method_not_found_404() {
+    let f = fixture().await;
+    let app = app(&f, "");
+    let methods = [
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "unknown/method",
+    ];
+    for (i, method) in (500..).zip(methods) {
+        let request = stateless_request(i, method, full_meta(STATELESS), json!({}));
+        let (status, body) = send_versioned(&app, &request, STATELESS).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method}: {body}");
+        assert_eq!(body["id"], i, "{method}: {body}");
+        assert_eq!(body["error"]["code"], -32601, "{method}: {body}");
+    }
+}
+
+#[tokio::test]
+async fn stateless_unsupported_version_lists_the_supported_ones_with_the_id() {
+    let f = fixture().await;
+    let app = app(&f, "");
+    let discover = stateless_request(1, "server/discover", full_meta(STATELESS), json!({}));
+    let (_, discovered) = send_versioned(&app, &discover, STATELESS).await;
+    let request = stateless_request(301, "server/discover", full_meta("v999.0.0"), json!({}));
+    let (status, body) = send_versioned(&app, &request, "v999.0.0").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["id"], 301, "{body}");
+    assert_eq!(body["error"]["code"], -32022, "{body}");
+    assert_eq!(body["error"]["data"]["requested"], "v999.0.0");
+    assert_eq!(
+        body["error"]["data"]["supported"], discovered["result"]["supportedVersions"],
+        "{body} vs {discovered}"
+    );
+}
+
+#[tokio::test]
+async fn stateless_header_and_meta_disagreeing_is_header_mismatch_400() {
+    let f = fixture().await;
+    let app = app(&f, "");
+    let request = stateless_request(9, "tools/list", full_meta("v999.0.0"), json!({}));
+    let (status, body) = send_versioned(&app, &request, STATELESS).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        (body["id"].clone(), body["error"]["code"].clone()),
+        (json!(9), json!(-32020))
+    );
+    let request = stateless_request(10, "tools/list", full_meta(STATELESS), json!({}));
+    let (status, body) = send_versioned(&app, &request, "2025-06-18").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+}
+
+#[tokio::test]
+async fn legacy_requests_keep_their_answers() {
+    let f = fixture().await;
+    let app = app(&f, "");
+    let session = open_session(&app, "2025-06-18", &[]).await;
+    let in_session = [("mcp-session-id", session.as_str())];
+    // WIRE-14: an empty-params server/discover probe is -32601 (HTTP 200), so the client
+    // falls back to initialize.
+    let probe = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}"#;
+    let (status, _, body) = send(&app, post(probe, &[])).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (StatusCode::OK, json!(-32601)),
+        "{body}"
+    );
+    let unknown = r#"{"jsonrpc":"2.0","id":2,"method":"unknown/method"}"#;
+    let (status, _, body) = send(&app, post(unknown, &in_session)).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (StatusCode::OK, json!(-32601)),
+        "{body}"
+    );
+    let ping = r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#;
+    let (status, _, body) = send(&app, post(ping, &in_session)).await;
+    assert_eq!(
+        (status, body),
+        (
+            StatusCode::OK,
+            json!({"jsonrpc": "2.0", "id": 3, "result": {}})
+        )
+    );
+    // An unsupported header on a legacy request: today's -32600, now with the request's id.
+    let headers = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "1999-01-01"),
+    ];
+    let (status, _, body) = send(&app, post(ping, &headers)).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        (body["id"].clone(), body["error"]["code"].clone()),
+        (json!(3), json!(-32600))
+    );
+}
+
+#[tokio::test]
+async fn authoring_refuses_invalid_x_mcp_header_declarations() {
+    let f = fixture().await;
+    let app = app(&f, "");
+    let session = open_session(&app, "2025-06-18", &[]).await;
+    let create = |properties: Value| {
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "omniforge_create_tool", "arguments": {
+                "name": "headed", "description": "d", "code": "print(1)",
+                "inputSchema": {"type": "object", "properties": properties}}}})
+        .to_string()
+    };
+    let cases = [
+        (
+            json!({"a": {"type": "number", "x-mcp-header": "A"}}),
+            "properties.a",
+        ),
+        (
+            json!({"a": {"type": "string", "x-mcp-header": "Two Words"}}),
+            "HTTP token",
+        ),
+        (
+            json!({"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "A"}}}),
+            "properties.a.items",
+        ),
+    ];
+    for (properties, needle) in cases {
+        let request = create(properties.clone());
+        let (_, _, body) = send(&app, post(&request, &[("mcp-session-id", &session)])).await;
+        assert_eq!(body["result"]["isError"], true, "{properties}: {body}");
+        let text = body["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("inputSchema") && text.contains("x-mcp-header") && text.contains(needle),
+            "{properties}: {text}"
+        );
+    }
 }

@@ -63,8 +63,13 @@ fn app(server: &Server) -> Router {
             allowed_hosts: Vec::new(),
             check_host: false,
             tokens: TokenSet::default(),
+            oauth: None,
             max_body_bytes: 1 << 20,
             session_idle_timeout: Duration::from_secs(300),
+            max_sessions: 1000,
+            header_read_timeout: Duration::from_secs(30),
+            keep_alive_timeout: Duration::from_secs(75),
+            max_connections: 1024,
         },
         CancellationToken::new(),
     )

@@ -182,13 +182,16 @@ impl Cluster {
         checked("psql", out).map(|o| String::from_utf8_lossy(&o.stdout).trim_end().to_owned())
     }
 
-    /// Restarts the server (`pg_ctl restart -m fast`): every connection is cut. Only for a
-    /// [`private`](Cluster::private) cluster: other tests share the [`shared`] one.
+    /// Restarts the server ([`stop`](Cluster::stop), then [`start_again`](Cluster::start_again)):
+    /// every connection is cut. Only for a [`private`](Cluster::private) cluster: other tests
+    /// share the [`shared`] one. (Not `pg_ctl restart`: the server it starts writes its log to
+    /// pg_ctl's stdout, the pipe this process reads to the end, so the call never returned.)
     ///
     /// # Errors
     /// `pg_ctl` failed.
     pub fn restart(&self) -> io::Result<()> {
-        self.pg_ctl(&["restart", "-m", "fast", "-w", "-t", "60"])
+        self.stop()?;
+        self.start_again()
     }
 
     /// Stops the server now (`pg_ctl stop -m fast`), for a test of a database that is down;

@@ -43,6 +43,37 @@ pub fn pep723_dependencies(code: &str) -> Result<Vec<String>, EnvError> {
         #[serde(default)]
         dependencies: Vec<String>,
     }
+    match pep723_block(code)? {
+        None => Ok(Vec::new()),
+        Some(text) => {
+            let meta: Metadata =
+                toml::from_str(&text).map_err(|e| EnvError::Pep723(e.to_string()))?;
+            Ok(meta.dependencies)
+        }
+    }
+}
+
+/// The `[tool.<tool>]` table of the PEP 723 `# /// script` block in `code` (PEP 723: "Tools
+/// MAY read their own configuration from the `[tool]` table"), as JSON; `None` when there is
+/// no block or no such table.
+///
+/// # Errors
+/// As [`pep723_dependencies`].
+pub fn pep723_tool_table(code: &str, tool: &str) -> Result<Option<serde_json::Value>, EnvError> {
+    let Some(text) = pep723_block(code)? else {
+        return Ok(None);
+    };
+    let table: toml::Table = toml::from_str(&text).map_err(|e| EnvError::Pep723(e.to_string()))?;
+    let Some(section) = table.get("tool").and_then(|t| t.get(tool)) else {
+        return Ok(None);
+    };
+    serde_json::to_value(section)
+        .map(Some)
+        .map_err(|e| EnvError::Pep723(e.to_string()))
+}
+
+/// The TOML text of the one `# /// script` block in `code`.
+fn pep723_block(code: &str) -> Result<Option<String>, EnvError> {
     let mut blocks = Vec::new();
     let mut lines = code.lines();
     while let Some(line) = lines.next() {
@@ -79,13 +110,9 @@ pub fn pep723_dependencies(code: &str) -> Result<Vec<String>, EnvError> {
         }
         blocks.push(toml_text);
     }
-    match blocks.as_slice() {
-        [] => Ok(Vec::new()),
-        [one] => {
-            let meta: Metadata =
-                toml::from_str(one).map_err(|e| EnvError::Pep723(e.to_string()))?;
-            Ok(meta.dependencies)
-        }
+    match blocks.len() {
+        0 => Ok(None),
+        1 => Ok(blocks.pop()),
         _ => Err(EnvError::Pep723(
             "more than one `# /// script` block".into(),
         )),
@@ -111,6 +138,17 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn pep723_tool_tables() {
+        let code = "# /// script\n# dependencies = []\n# [tool.omniforge]\n# builtins = [\"omniforge_update_tool\"]\n# ///\n";
+        assert_eq!(
+            pep723_tool_table(code, "omniforge").unwrap(),
+            Some(serde_json::json!({"builtins": ["omniforge_update_tool"]}))
+        );
+        assert_eq!(pep723_tool_table(code, "other").unwrap(), None);
+        assert_eq!(pep723_tool_table("print(1)", "omniforge").unwrap(), None);
     }
 
     #[test]

@@ -15,6 +15,9 @@ use std::time::{Duration, SystemTime};
 
 use super::error::{EnvError, io_err};
 
+/// Name of the file whose presence marks a complete environment.
+pub(super) const COMPLETE_MARKER: &str = ".omniforge-env";
+
 /// A built environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Env {
@@ -28,6 +31,13 @@ impl Env {
     /// The environment's interpreter, `<path>/bin/python`.
     pub fn python(&self) -> PathBuf {
         self.path.join("bin").join("python")
+    }
+
+    /// Whether the environment is complete ([`EnvBuilder::build`](crate::EnvBuilder::build)
+    /// finished it): its marker file exists. A replica that has not built it yet builds it
+    /// from the stored lock before a run uses it.
+    pub fn is_built(&self) -> bool {
+        self.path.join(COMPLETE_MARKER).is_file()
     }
 }
 

@@ -40,8 +40,8 @@ use sha2::{Digest, Sha256};
 use tokio::process::Command;
 
 use self::command::run_captured;
-pub use self::deps::pep723_dependencies;
 use self::deps::validate_dependency;
+pub use self::deps::{pep723_dependencies, pep723_tool_table};
 use self::error::io_err;
 pub use self::error::{EnvError, SyntaxError};
 pub use self::layout::{Env, Layout, gc};
@@ -51,8 +51,7 @@ use crate::host::HostEnv;
 /// The helper module installed into every environment as `omniforge.py`.
 pub const HELPER_MODULE: &str = include_str!("../omniforge.py");
 
-/// Name of the file whose presence marks a complete environment.
-const COMPLETE_MARKER: &str = ".omniforge-env";
+use layout::COMPLETE_MARKER;
 
 /// Settings of an [`EnvBuilder`].
 #[derive(Debug, Clone)]

@@ -14,6 +14,47 @@ pub(crate) type CallResult = Result<CallToolResult, CallError>;
 /// ready costs no allocation for its future (the built-ins on the hot path).
 pub(crate) type CallFuture<'a> = Either<Ready<CallResult>, BoxFuture<'a, CallResult>>;
 
+/// The most bytes of a failed call's reason the call log keeps.
+const MAX_REASON_BYTES: usize = 300;
+
+/// A short reason for a failed call, for the call log's `error` (issue 11, finding 12): the
+/// error's text, or the last non-empty line of an `isError` result's first text (a traceback's
+/// exception line, `[exit 1]`, `[timeout]`), cut to a few hundred bytes. `None` for a success.
+/// A stored call's result is already redacted when this reads it.
+pub(crate) fn failure_reason(result: &CallResult) -> Option<String> {
+    let text = match result {
+        Err(error) => error.to_string(),
+        Ok(r) if r.is_error == Some(true) => {
+            let first = r
+                .content
+                .iter()
+                .find_map(|c| c.as_text().map(|t| t.text.as_str()));
+            let mut lines = first
+                .unwrap_or("")
+                .lines()
+                .rev()
+                .map(str::trim)
+                .filter(|l| !l.is_empty());
+            // A script's text ends in a marker (`[exit 1]`, `[timeout]`): keep the line before
+            // it too (a traceback's exception line).
+            let is_marker = |l: &str| l.starts_with('[') && l.ends_with(']');
+            match (lines.next(), lines.next()) {
+                (Some(last), Some(before)) if is_marker(last) && !is_marker(before) => {
+                    format!("{before} {last}")
+                }
+                (Some(last), _) => last.to_owned(),
+                (None, _) => "(an error result without text)".to_owned(),
+            }
+        }
+        Ok(_) => return None,
+    };
+    let mut end = text.len().min(MAX_REASON_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(text[..end].to_owned())
+}
+
 /// An answer that is ready now.
 pub(crate) fn ready<'a>(result: CallResult) -> CallFuture<'a> {
     Either::Left(futures::future::ready(result))
@@ -51,4 +92,38 @@ pub(crate) trait Router: Send + Sync {
         arguments: JsonObject,
         cx: &'a RequestCx<'a>,
     ) -> BoxFuture<'a, CallResult>;
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::ContentBlock;
+
+    use super::*;
+
+    #[test]
+    fn failure_reasons_are_short_and_name_the_failure() {
+        let ok = CallToolResult::success(vec![ContentBlock::text("fine")]);
+        assert_eq!(failure_reason(&Ok(ok)), None);
+        let failed = CallToolResult::error(vec![ContentBlock::text(
+            "Traceback (most recent call last):\n  File x\nValueError: bad net\n\n",
+        )]);
+        assert_eq!(
+            failure_reason(&Ok(failed)).as_deref(),
+            Some("ValueError: bad net")
+        );
+        let exited = CallToolResult::error(vec![ContentBlock::text(
+            "[stderr] Traceback:\nValueError: bad net\n[exit 1]",
+        )]);
+        assert_eq!(
+            failure_reason(&Ok(exited)).as_deref(),
+            Some("ValueError: bad net [exit 1]")
+        );
+        assert_eq!(
+            failure_reason(&Err(CallError::UnknownTool)).as_deref(),
+            Some(CallError::UnknownTool.to_string().as_str())
+        );
+        let long = CallToolResult::error(vec![ContentBlock::text("é".repeat(1000))]);
+        let reason = failure_reason(&Ok(long)).unwrap();
+        assert!(reason.len() <= MAX_REASON_BYTES && reason.starts_with('é'));
+    }
 }

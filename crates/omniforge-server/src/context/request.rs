@@ -17,7 +17,7 @@ use rmcp::model::LoggingLevel;
 use rmcp::service::{RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::{Principal, Scope};
+use crate::auth::{Principal, PrincipalId, Scope};
 use crate::context::client::ClientLink;
 use crate::context::progress::{Progress, ProgressSink};
 use crate::context::stream::StreamLink;
@@ -35,6 +35,18 @@ pub(crate) struct FrontInfo {
     /// `application/json`, or sent a batch): nothing else on the request's SSE stream reaches
     /// the client, so a tool cannot ask it anything or close the stream for a resume.
     pub(crate) json_reply: bool,
+}
+
+/// Which of a script's log messages a request receives as `notifications/message`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum LogFilter {
+    /// Those at or above this level: the peer's `logging/setLevel`, or a 2026-07-28
+    /// request's `_meta` `io.modelcontextprotocol/logLevel`; `None`: info (the default of
+    /// earlier revisions).
+    AtLeast(Option<LoggingLevel>),
+    /// None: a 2026-07-28 request without `_meta` logLevel (SEP-2575: the server emits log
+    /// messages for a request only at the level it asks for).
+    Off,
 }
 
 /// The parent process of a stdio server.
@@ -119,14 +131,20 @@ impl<'a> RequestCx<'a> {
         Actor::new(self.author())
     }
 
+    /// The caller's id; `None` for an HTTP request without the front's marker.
+    pub(crate) fn principal(&self) -> Option<&PrincipalId> {
+        self.principal.map(|p| &p.id)
+    }
+
     /// Whether the caller holds `scope`.
     pub(crate) fn allows(&self, scope: Scope) -> bool {
         self.principal.is_some_and(|p| p.allows(scope))
     }
 
-    /// The caller's name, recorded as an author: a token's name, `stdio`, `cli`.
+    /// The caller's principal id as text, recorded as an author and in the call and audit
+    /// logs: `token:NAME`, `stdio`, `cli:USER`, `anonymous`.
     pub(crate) fn author(&self) -> &str {
-        self.principal.map_or("anonymous", |p| &p.name)
+        self.principal.map_or("anonymous", |p| p.id.as_str())
     }
 
     /// Fires when the request is cancelled (or the server shuts down).
@@ -137,15 +155,19 @@ impl<'a> RequestCx<'a> {
         }
     }
 
-    /// The level the peer asked for with `logging/setLevel`.
-    pub(crate) fn log_level(&self) -> Option<LoggingLevel> {
+    /// Which log messages the request receives: under 2026-07-28 what its `_meta` asks for
+    /// (none without `logLevel`), before it the level the peer set with `logging/setLevel`.
+    pub(crate) fn log_filter(&self) -> LogFilter {
         match &self.origin {
+            Origin::Mcp { ctx, .. } if ctx.meta.protocol_version().is_some() => ctx
+                .meta
+                .log_level()
+                .map_or(LogFilter::Off, |level| LogFilter::AtLeast(Some(level))),
             Origin::Mcp {
                 log_level: Some(level),
                 ..
-            } => *level.lock().unwrap_or_else(|e| e.into_inner()),
-            Origin::Mcp { .. } => None,
-            Origin::Local { .. } => None,
+            } => LogFilter::AtLeast(*level.lock().unwrap_or_else(|e| e.into_inner())),
+            Origin::Mcp { .. } | Origin::Local { .. } => LogFilter::AtLeast(None),
         }
     }
 

@@ -5,9 +5,9 @@ use rmcp::model::{
     ErrorData, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
 };
-use rmcp::service::{Peer, RoleServer};
-use tokio_util::sync::CancellationToken;
+use rmcp::service::{Peer, RequestContext, RoleServer};
 
+use crate::context::request::RequestCx;
 use crate::error::ContentError;
 use crate::mcp::pagination::paginate;
 use crate::mcp::state::Shared;
@@ -60,11 +60,17 @@ pub(crate) fn list_templates(
 pub(crate) async fn read(
     shared: &Shared,
     request: ReadResourceRequestParams,
-    ct: CancellationToken,
+    ctx: &RequestContext<RoleServer>,
 ) -> Result<ReadResourceResponse, ErrorData> {
+    let ct = ctx.ct.clone();
     let uri = request.uri;
     if uri.starts_with(RUN_OUTPUT_PREFIX) {
-        return match shared.kept.as_ref().and_then(|k| k.read(&uri)) {
+        let cx = RequestCx::of(ctx, None);
+        let text = match &shared.kept {
+            Some(kept) => kept.read(&uri, &cx).await,
+            None => None,
+        };
+        return match text {
             Some(text) => Ok(ReadResourceResult::new(vec![
                 ResourceContents::text(text, uri).with_mime_type("text/plain"),
             ])

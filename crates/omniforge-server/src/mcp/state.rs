@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use omniforge_store::Store;
 use tokio_util::task::TaskTracker;
 
 use crate::catalog::publish::Catalog;
@@ -27,6 +28,9 @@ pub(crate) struct Shared {
     pub(crate) content: Option<Arc<Content>>,
     /// The outputs behind the resource links of cut results; `None` in bridge mode.
     pub(crate) kept: Option<Arc<KeptOutputs>>,
+    /// Where built-in and manifest calls are recorded (stored calls record themselves);
+    /// `None` in bridge mode.
+    pub(crate) call_log: Option<Arc<dyn Store>>,
     /// The script host (for `/healthz`'s sandbox layers); `None` in bridge mode.
     pub(crate) host: Option<Arc<ScriptHost>>,
 }

@@ -1,8 +1,8 @@
 //! The one place the server's own errors become MCP wire types: a [`CallError`] is a
-//! tool-level `isError` result (the model can correct itself), except a cancelled call; a
-//! [`ContentError`] is a JSON-RPC error with its code.
+//! tool-level `isError` result (the model can correct itself), except a cancelled call and a
+//! script's `protocol_error` (a JSON-RPC error with the script's code); a [`ContentError`] is a JSON-RPC error with its code.
 
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorData};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData};
 use serde_json::json;
 
 use crate::error::{CallError, ContentError};
@@ -17,6 +17,11 @@ pub(crate) fn call_response(
     match result {
         Ok(result) => Ok(result.into()),
         Err(CallError::Cancelled) => Err(ErrorData::internal_error("cancelled", None)),
+        Err(CallError::Protocol {
+            code,
+            message,
+            data,
+        }) => Err(ErrorData::new(ErrorCode(code), message, data)),
         Err(error) => Ok(call_error(&error).into()),
     }
 }

@@ -5,6 +5,9 @@
 // earlier revision we serve.
 #![allow(deprecated)]
 use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use omniforge_store::{CallOutcome, CallRecord, CallSource};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorData, ListToolsResult, LoggingLevel,
@@ -12,6 +15,8 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 
+use crate::catalog::call::{CallResult, failure_reason};
+use crate::catalog::entry::ToolSource;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::mcp::pagination::{encode_cursor, offset};
@@ -62,10 +67,11 @@ pub(crate) async fn call(
 ) -> Result<CallToolResponse, ErrorData> {
     let _in_flight = shared.calls.token();
     let cx = RequestCx::of(ctx, Some(log_level));
+    let started = SystemTime::now();
+    let snapshot = shared.catalog.snapshot();
     let result = if cx.arguments_not_object() {
         Err(CallError::ArgumentsNotObject)
     } else {
-        let snapshot = shared.catalog.snapshot();
         snapshot
             .call(
                 &request.name,
@@ -75,5 +81,62 @@ pub(crate) async fn call(
             )
             .await
     };
+    // A stored tool's call records itself (with its version); built-ins and manifest tools
+    // are recorded here, off the answer's path. Unknown or hidden tools are not recorded.
+    if let Some(store) = &shared.call_log
+        && let Some(entry) = snapshot.get(&request.name).filter(|e| cx.allows(e.scope))
+        && let Some(source) = match entry.source {
+            ToolSource::Builtin => Some(CallSource::BuiltIn),
+            ToolSource::Manifest => Some(CallSource::Manifest),
+            ToolSource::Stored => None,
+        }
+    {
+        let record = record(&request.name, source, started, &result, cx.author());
+        let store = store.clone();
+        shared.calls.spawn(async move {
+            if let Err(error) = store.record_call(record).await {
+                tracing::warn!(%error, "recording a call failed");
+            }
+        });
+    }
     to_wire::call_response(result)
+}
+
+/// The call log row of a built-in or manifest call.
+fn record(
+    tool: &str,
+    source: CallSource,
+    started: SystemTime,
+    result: &CallResult,
+    principal: &str,
+) -> CallRecord {
+    let ms = |t: SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    };
+    let outcome = match result {
+        Ok(r) if r.is_error != Some(true) => CallOutcome::Ok,
+        Err(CallError::Cancelled) => CallOutcome::Cancelled,
+        _ => CallOutcome::Error,
+    };
+    let bytes_out = result.as_ref().map_or(0, |r| {
+        r.content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.len() as u64))
+            .sum()
+    });
+    CallRecord {
+        tool: tool.to_owned(),
+        source,
+        version: None,
+        started_at_ms: ms(started),
+        duration_ms: u64::try_from(ms(SystemTime::now()) - ms(started)).unwrap_or(0),
+        outcome,
+        bytes_out,
+        principal: Some(principal.to_owned()),
+        error: failure_reason(result),
+        arguments: None,
+        arguments_text: None,
+        result_text: None,
+    }
 }

@@ -1,18 +1,21 @@
 //! [`ScriptHost`]: the sandbox [`Runner`] and the [`EnvBuilder`], shared by every script run.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_script::{
     Env, EnvBuilder, EnvConfig, EnvError, HostEnv, Interpreter, Layout, RunError, RunOutput,
     RunSpec, Runner, RunnerConfig, SandboxLevel, UvTool, WarmConfig, prototype_text,
 };
-use omniforge_store::ScriptSpec;
+use omniforge_store::{ScriptSpec, StoreError};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::ScriptError;
+use crate::context::progress::Progress;
+use crate::error::{InstallError, ScriptError};
+use crate::script_host::install::Installs;
 use crate::script_host::warm::Warm;
 
 /// Which stored call a run is, for the warm pool: a tool's version and the calling principal.
@@ -65,6 +68,8 @@ pub(crate) struct ScriptHost {
     /// Built on first use: resolving the interpreter and finding (or installing) uv takes
     /// time and may need PyPI, which a server that never forges a tool should not pay for.
     envs: OnceCell<EnvBuilder>,
+    /// Environments being installed from stored locks (`install.rs`).
+    installs: Arc<Installs>,
 }
 
 impl ScriptHost {
@@ -89,6 +94,7 @@ impl ScriptHost {
             warm: Warm::new(Runner::new(runner_config)?, warm),
             settings,
             envs: OnceCell::new(),
+            installs: Arc::new(Installs::default()),
         })
     }
 
@@ -105,6 +111,48 @@ impl ScriptHost {
     /// Where environments, uv and run directories live (the script crate's layout).
     pub(crate) fn layout(&self) -> Layout {
         Layout::new(&self.settings.data_dir)
+    }
+
+    /// Starts installing environment `env_id` from the stored `lock` (requirements text) unless
+    /// it is built or being installed; returns at once. For versions made through another
+    /// replica (`install.rs`).
+    pub(crate) fn install_in_background(self: &Arc<Self>, env_id: &str, lock: &str) {
+        if env_id.is_empty() || self.env(env_id).is_built() {
+            return;
+        }
+        let host = self.clone();
+        let _ =
+            self.installs
+                .join_or_start(env_id, lock, async move { host.envs().await.cloned() });
+    }
+
+    /// Waits until environment `env_id` is built, installing it from `lock` if nobody is
+    /// (`lock` is asked for only then: the catalog keeps no locks); sends the install's lines
+    /// to `progress`.
+    ///
+    /// # Errors
+    /// The lock cannot be read, or the install failed.
+    pub(crate) async fn ready<F>(
+        self: &Arc<Self>,
+        env_id: &str,
+        lock: F,
+        progress: &Progress,
+    ) -> Result<(), InstallError>
+    where
+        F: AsyncFnOnce() -> Result<String, StoreError>,
+    {
+        if self.env(env_id).is_built() {
+            return Ok(());
+        }
+        let host = self.clone();
+        self.installs
+            .wait(
+                env_id,
+                lock,
+                async move { host.envs().await.cloned() },
+                progress,
+            )
+            .await
     }
 
     /// The built environment with id `env_id`.
@@ -172,11 +220,19 @@ impl ScriptHost {
     /// # Errors
     /// The script could not start, failed (its output, `[stderr]`, `[exit N]`), or timed out.
     pub(crate) async fn run_script(
-        &self,
+        self: &Arc<Self>,
         script: &ScriptSpec,
         input: Value,
         ct: CancellationToken,
     ) -> Result<String, ScriptError> {
+        // Made through another replica: install it here first (no one to report progress to).
+        self.ready(
+            &script.env_id,
+            async || Ok(script.lock.clone()),
+            &Progress::new(None, None),
+        )
+        .await
+        .map_err(ScriptError::Environment)?;
         let mut spec = RunSpec::new(&self.env(&script.env_id), script.code.clone());
         spec.arguments = input;
         spec.timeout = Duration::from_millis(script.timeout_ms);

@@ -6,11 +6,14 @@
 //! - [`prepare`]: turning code and dependencies into something runnable: the syntax check (the
 //!   script crate's), PEP 723 dependencies, the timeout rule, the lock and the environment build
 //!   with progress.
+//! - [`install`]: environments of versions made through another replica, installed from
+//!   their stored locks as soon as this server hears of them; a run waits for its own.
 //! - [`gc`]: the hourly removal of environments no version uses.
 //! - [`warm`]: the warm templates of stored calls (the script crate's pool), told which
 //!   version of each tool is current.
 
 pub(crate) mod gc;
 pub(crate) mod host;
+pub(crate) mod install;
 pub(crate) mod prepare;
 pub(crate) mod warm;

@@ -8,8 +8,10 @@
 //! arguments out of the way and leaves a marker in `_meta` ([`INVALID_ARGUMENTS_META`]) that
 //! the handler turns into that `isError` result.
 
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorData};
 use serde_json::{Map, Value, json};
+
+use crate::transport::stateless;
 
 pub(crate) use crate::context::request::INVALID_ARGUMENTS_META;
 
@@ -97,6 +99,15 @@ pub(crate) fn error_response(id: Option<&Value>, code: i64, message: impl Into<S
     })
 }
 
+/// A JSON-RPC error response object from an rmcp [`ErrorData`] (code, message, data).
+pub(crate) fn error_data_response(id: Option<&Value>, error: &ErrorData) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id.cloned().unwrap_or(Value::Null),
+        "error": error,
+    })
+}
+
 /// What one inbound message is, after the envelope checks.
 #[derive(Debug)]
 pub(crate) enum Checked {
@@ -123,11 +134,16 @@ pub(crate) enum Checked {
     Reject {
         /// The error response.
         response: Value,
+        /// The request is a 2026-07-28 request: over HTTP its status follows the error code
+        /// ([`stateless::http_status`]).
+        stateless: bool,
     },
 }
 
 /// Checks one message (not a batch) and applies the `tools/call` arguments rewrite.
-pub(crate) fn check_message(mut value: Value) -> Checked {
+/// `version_header`: the HTTP request's `MCP-Protocol-Version` (`None` on stdio), which with
+/// the `_meta` decides whether the 2026-07-28 rules apply ([`stateless::applies`]).
+pub(crate) fn check_message(mut value: Value, version_header: Option<&str>) -> Checked {
     let Some(obj) = value.as_object_mut() else {
         return reject(
             None,
@@ -184,6 +200,18 @@ pub(crate) fn check_message(mut value: Value) -> Checked {
             };
         }
         None => None,
+    };
+    if let (Some(id), Some(method)) = (&id, &method)
+        && stateless::applies(version_header, &value)
+        && let Some(error) = stateless::check(version_header, method, &value, &SUPPORTED_VERSIONS)
+    {
+        return Checked::Reject {
+            response: error_data_response(Some(id), &error),
+            stateless: true,
+        };
+    }
+    let Some(obj) = value.as_object_mut() else {
+        return reject(None, code::INVALID_REQUEST, "Invalid Request");
     };
     if let Some("tools/call") = method.as_deref() {
         rewrite_call_arguments(obj);
@@ -269,6 +297,7 @@ fn parse_error_text(err: Option<serde_json::Error>) -> String {
 fn reject(id: Option<&Value>, code: i64, message: impl Into<String>) -> Checked {
     Checked::Reject {
         response: error_response(id, code, message),
+        stateless: false,
     }
 }
 
@@ -310,12 +339,12 @@ mod tests {
     use super::*;
 
     fn check(text: &str) -> Checked {
-        check_message(serde_json::from_str(text).unwrap())
+        check_message(serde_json::from_str(text).unwrap(), None)
     }
 
     fn rejected_code(c: Checked) -> (Value, i64) {
         match c {
-            Checked::Reject { response } => (
+            Checked::Reject { response, .. } => (
                 response["id"].clone(),
                 response["error"]["code"].as_i64().unwrap(),
             ),

@@ -10,7 +10,11 @@
 //!   (2025-03-26 and earlier), and with one -32600 error otherwise;
 //! - `\r\n` line ends and blank lines are accepted; every message we write ends with a
 //!   single `\n`;
-//! - a line longer than the limit is discarded and answered with -32600, never buffered whole.
+//! - a line longer than the limit is discarded and answered with -32600, never buffered whole;
+//! - a request rmcp would drop unanswered (nested past serde_json's depth limit when rmcp
+//!   parses it again) gets -32700 with its id, and an unparsable line gets -32700 with the id
+//!   recovered by scanning when there is one ([`unparsable`]). Every line refused here is
+//!   answered unless it is a notification or a response.
 //!
 //! Only this module writes to stdout, and only whole JSON-RPC messages.
 
@@ -27,6 +31,7 @@ use tokio_util::sync::CancellationToken;
 use crate::mcp::handler::OmniForge;
 use crate::mcp::state::Shared;
 use crate::transport::jsonrpc::{self, Checked, code};
+use crate::transport::unparsable;
 
 /// The longest accepted input line, in bytes (16 MiB).
 pub(crate) const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -168,9 +173,14 @@ async fn read_input<R: AsyncRead + Unpin>(
         let value: Value = match serde_json::from_slice(text) {
             Ok(v) => v,
             Err(e) => {
+                let id = unparsable::recover_id(text);
                 send(
                     &out,
-                    &jsonrpc::error_response(None, code::PARSE_ERROR, format!("Parse error: {e}")),
+                    &jsonrpc::error_response(
+                        id.as_ref(),
+                        code::PARSE_ERROR,
+                        format!("Parse error: {e}"),
+                    ),
                 );
                 continue;
             }
@@ -194,13 +204,17 @@ fn filter_one(
     state: &Mutex<FilterState>,
 ) -> Option<Value> {
     let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
-    match jsonrpc::check_message(value) {
+    match jsonrpc::check_message(value, None) {
         Checked::Request {
             id,
             method,
             message,
         } => {
             let key = id.to_string();
+            if let Some(reason) = unparsable::rmcp_drops(&message) {
+                send(out, &parse_error(&id, &reason));
+                return None;
+            }
             if method == "initialize" && st.initialize_id.is_some() {
                 // A second handshake would replace the negotiated session state under rmcp.
                 send(
@@ -230,11 +244,20 @@ fn filter_one(
             tracing::debug!(%reason, "dropped a message that cannot be answered");
             None
         }
-        Checked::Reject { response } => {
+        Checked::Reject { response, .. } => {
             send(out, &response);
             None
         }
     }
+}
+
+/// The -32700 answer to a request rmcp could not parse.
+fn parse_error(id: &Value, reason: &str) -> Value {
+    jsonrpc::error_response(
+        Some(id),
+        code::PARSE_ERROR,
+        format!("Parse error: {reason}"),
+    )
 }
 
 /// Checks a batch; answers it at once or registers it for regrouping.
@@ -275,7 +298,7 @@ fn filter_batch(
     };
     let mut forward = Vec::new();
     for (i, item) in items.into_iter().enumerate() {
-        match jsonrpc::check_message(item) {
+        match jsonrpc::check_message(item, None) {
             Checked::Request {
                 id,
                 method,
@@ -290,6 +313,10 @@ fn filter_batch(
                     ));
                     continue;
                 }
+                if let Some(reason) = unparsable::rmcp_drops(&message) {
+                    batch.responses.push(parse_error(&id, &reason));
+                    continue;
+                }
                 let internal = format!("{}{batch_no}/{i}", st.batch_prefix);
                 message["id"] = Value::String(internal.clone());
                 batch.original_ids.insert(internal, id);
@@ -298,7 +325,7 @@ fn filter_batch(
             }
             Checked::Notification { message } => forward.push(message),
             Checked::Drop { reason } => tracing::debug!(%reason, "dropped a batch member"),
-            Checked::Reject { response } => batch.responses.push(response),
+            Checked::Reject { response, .. } => batch.responses.push(response),
         }
     }
     if batch.outstanding == 0 {
@@ -438,6 +465,7 @@ mod tests {
                 instructions: SERVER_INSTRUCTIONS,
                 content: None,
                 kept: None,
+                call_log: None,
                 host: None,
             });
             let (input, server_in) = tokio::io::duplex(1 << 16);

@@ -39,11 +39,46 @@ impl Write<'_> {
         .bind(entry.object.as_str())
         .bind(&entry.name)
         .bind(entry.version)
-        .bind(entry.definition_sha256)
+        .bind(entry.definition_sha256.clone())
         .bind(detail)
         .execute(self.conn())
         .await?;
+        self.audited.push(Logged {
+            principal: actor.principal.clone(),
+            action: entry.action.as_str(),
+            object: entry.object.as_str(),
+            name: entry.name,
+            version: entry.version,
+            definition_sha256: entry.definition_sha256,
+        });
         Ok(())
+    }
+}
+
+/// An audit record as written to the log once its transaction commits (the detail stays in
+/// the store: it can be long; no record holds a secret value).
+pub(crate) struct Logged {
+    principal: String,
+    action: &'static str,
+    object: &'static str,
+    name: String,
+    version: Option<u32>,
+    definition_sha256: Option<String>,
+}
+
+impl Logged {
+    /// One `info` line, target `omniforge_store::audit`.
+    pub(crate) fn log(&self) {
+        tracing::info!(
+            target: "omniforge_store::audit",
+            principal = %self.principal,
+            action = self.action,
+            object = self.object,
+            name = %self.name,
+            version = self.version,
+            sha256 = self.definition_sha256.as_deref(),
+            "audit"
+        );
     }
 }
 

@@ -137,6 +137,7 @@ impl Core {
             conn: self.db.write(lock).await?,
             core: self,
             last_seq: None,
+            audited: Vec::new(),
         })
     }
 
@@ -167,6 +168,8 @@ pub(crate) struct Write<'c> {
     core: &'c Core,
     /// The `seq` of the newest change made in this transaction, announced at the commit.
     last_seq: Option<u64>,
+    /// The audit records appended in this transaction, written to the log once it commits.
+    audited: Vec<audit::Logged>,
 }
 
 impl Write<'_> {
@@ -184,6 +187,9 @@ impl Write<'_> {
         self.conn.commit().await?;
         if let Some(seq) = self.last_seq {
             self.core.raise(seq);
+        }
+        for record in &self.audited {
+            record.log();
         }
         Ok(())
     }

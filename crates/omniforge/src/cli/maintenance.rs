@@ -3,7 +3,6 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use omniforge_store::ToolStore as _;
 
 use super::parts;
 use crate::flags::Common;

@@ -34,7 +34,7 @@ async fn import(common: &Common, file: &Path) -> Result<()> {
     };
     let server = parts::one_shot(common).await?;
     let progress = Progress::on_stderr();
-    let caller = Caller::local_with_progress("cli", progress.sink());
+    let caller = Caller::local_with_progress(super::principal(), progress.sink());
     let imported = server.import_pack(value, &caller).await;
     progress.finish();
     match imported {
@@ -68,7 +68,7 @@ async fn import(common: &Common, file: &Path) -> Result<()> {
 
 async fn export(common: &Common, output: Option<&Path>) -> Result<()> {
     let store = parts::open_store(common).await?;
-    let pack = omniforge_server::export_pack(&store)
+    let pack = omniforge_server::export_pack(store.as_ref())
         .await
         .context("reading the store")?;
     match output {

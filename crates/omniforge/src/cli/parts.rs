@@ -1,35 +1,73 @@
 //! The server library's parts, built from the settings: the store and the [`Server`]. The only
 //! module that maps settings onto the library's configuration types.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use omniforge_script::SandboxLevel;
 use omniforge_server::{SchemaProfile, ScriptSettings, Server, StoreSettings};
 use omniforge_store::{
-    DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_STATS_MAX_AGE, DEFAULT_CHANGE_LOG_MAX_ROWS,
-    DEFAULT_MAX_READERS, Keyring, SqliteStore, Store, StoreConfig,
+    Backend, DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_STATS_MAX_AGE, DEFAULT_CHANGE_LOG_MAX_ROWS,
+    DEFAULT_MAX_READERS, Keyring, PgEnv, Store, StoreConfig, StoreUrl,
 };
 
 use crate::flags::{Common, SandboxArg, SchemaProfileArg};
 
-/// Opens the tool store in the data directory.
-pub(super) async fn open_store(common: &Common) -> Result<SqliteStore> {
-    let db = common.data_dir.join("omniforge.db");
-    // The embedded default: the secret key lives in the data directory (made on first use).
-    let key_file = common.data_dir.join("secret.key");
-    let keyring = Keyring::load_or_generate(&key_file).context("loading the secret key")?;
+/// Opens the store of the settings (`--database`) with its keyring (see [`keyring`]).
+pub(super) async fn open_store(common: &Common) -> Result<Arc<dyn Backend>> {
+    let keyring = keyring(common, &common.database, common.secret_key_file.as_deref())?;
+    open_url(common, &common.database, keyring).await
+}
+
+/// Opens the store at `url` (applying its migrations) with `keyring`.
+pub(super) async fn open_url(
+    common: &Common,
+    url: &str,
+    keyring: Option<Keyring>,
+) -> Result<Arc<dyn Backend>> {
+    let shown = StoreUrl::parse(url)
+        .map(|u| u.redacted())
+        .context("reading the database URL")?;
     let config = StoreConfig {
         busy_timeout: DEFAULT_BUSY_TIMEOUT,
         call_log_max_rows: common.scripts.call_log_rows,
         max_readers: DEFAULT_MAX_READERS,
         change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
         call_stats_max_age: DEFAULT_CALL_STATS_MAX_AGE,
-        keyring: Some(keyring),
+        keyring,
     };
-    SqliteStore::open_with(&db, &config)
+    // Only the binary reads the environment: the standard PG* variables complete the URL.
+    let env = PgEnv::from_vars(std::env::vars());
+    omniforge_store::open(url, &env, &config)
         .await
-        .with_context(|| format!("opening the tool store {}", db.display()))
+        .with_context(|| format!("opening the store {shown}"))
+}
+
+/// The keyring that seals the secrets of the store at `url`: the `file` given (it must exist:
+/// replicas must share one keyring, so none is made up here); without one, for a SQLite store,
+/// `<data-dir>/secret.key`, made with mode 0600 on first use (the embedded default); for
+/// PostgreSQL none, and the store refuses secrets with a clear error.
+pub(super) fn keyring(common: &Common, url: &str, file: Option<&Path>) -> Result<Option<Keyring>> {
+    if let Some(file) = file {
+        return Keyring::load(file)
+            .map(Some)
+            .with_context(|| format!("loading the secret keyring {}", file.display()));
+    }
+    match StoreUrl::parse(url).context("reading the database URL")? {
+        StoreUrl::Sqlite(_) => {
+            let file = common.data_dir.join("secret.key");
+            Keyring::load_or_generate(&file)
+                .map(Some)
+                .with_context(|| format!("loading the secret key {}", file.display()))
+        }
+        _ => {
+            tracing::warn!(
+                "no --secret-key-file: secrets cannot be set or given to tools on this store"
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// The script sandbox level of the settings.
@@ -70,7 +108,7 @@ async fn build(common: &Common, tools: Tools, authoring: bool, once: bool) -> Re
         Tools::ManifestOnly => None,
         Tools::All => {
             let scripts = &common.scripts;
-            let store: Arc<dyn Store> = Arc::new(open_store(common).await?);
+            let store: Arc<dyn Store> = open_store(common).await?;
             Some(StoreSettings {
                 store,
                 scripts: ScriptSettings {

@@ -2,7 +2,6 @@
 
 use anyhow::{Context, Result, bail};
 use omniforge_server::{Caller, DefinitionKind};
-use omniforge_store::ContentStore as _;
 
 use super::progress::Progress;
 use super::{parts, read_json_object, render};
@@ -44,7 +43,7 @@ pub(super) async fn run(command: PromptCommand, common: &Common) -> Result<()> {
         PromptCommand::Add { file, .. } => {
             let args = read_json_object(&file)?;
             let progress = Progress::on_stderr();
-            let caller = Caller::local_with_progress("cli", progress.sink());
+            let caller = Caller::local_with_progress(super::principal(), progress.sink());
             let written = server
                 .write_definition(
                     DefinitionKind::Prompt,
@@ -59,7 +58,7 @@ pub(super) async fn run(command: PromptCommand, common: &Common) -> Result<()> {
         }
         PromptCommand::Rm { name } => {
             let text = server
-                .remove_definition(DefinitionKind::Prompt, &name, &Caller::local("cli"))
+                .remove_definition(DefinitionKind::Prompt, &name, &super::caller())
                 .await?;
             out!("{text}");
         }

@@ -2,7 +2,6 @@
 
 use anyhow::{Context, Result, bail};
 use omniforge_server::{Caller, DefinitionKind};
-use omniforge_store::ContentStore as _;
 
 use super::progress::Progress;
 use super::{parts, read_json_object};
@@ -57,7 +56,7 @@ pub(super) async fn run(command: ResourceCommand, common: &Common) -> Result<()>
                 DefinitionKind::Resource
             };
             let progress = Progress::on_stderr();
-            let caller = Caller::local_with_progress("cli", progress.sink());
+            let caller = Caller::local_with_progress(super::principal(), progress.sink());
             let written = server
                 .write_definition(kind, args, omniforge_store::WriteMode::Upsert, &caller)
                 .await;
@@ -85,7 +84,7 @@ pub(super) async fn run(command: ResourceCommand, common: &Common) -> Result<()>
                 bail!("no resource or resource template {key:?}")
             };
             let text = server
-                .remove_definition(kind, &key, &Caller::local("cli"))
+                .remove_definition(kind, &key, &super::caller())
                 .await?;
             out!("{text}");
         }

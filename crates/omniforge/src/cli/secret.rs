@@ -1,15 +1,20 @@
 //! `omniforge secret ...`: secrets that tool versions receive as environment variables.
 
 use anyhow::{Context, Result, bail};
-use omniforge_store::{Actor, SecretStore as _};
+use omniforge_store::{Actor, Keyring, KeyringError, StoreUrl};
 
 use super::parts;
 use crate::flags::{Common, SecretCommand};
 
 /// Runs one `secret` subcommand.
 pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
+    if let SecretCommand::RotateKey = command {
+        return rotate_key(common).await;
+    }
     let store = parts::open_store(common).await?;
     match command {
+        // Opens the store with the new keyring: above.
+        SecretCommand::RotateKey => {}
         SecretCommand::Set { name } => {
             let mut value = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
@@ -20,14 +25,14 @@ pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
                 bail!("the secret's value is read from stdin, and stdin was empty");
             }
             store
-                .set_secret(&Actor::new("cli"), &name, value)
+                .set_secret(&super::actor(), &name, value)
                 .await
                 .context("storing the secret")?;
             out!("stored secret {name}");
         }
         SecretCommand::Rm { name } => {
             store
-                .delete_secret(&Actor::new("cli"), &name)
+                .delete_secret(&super::actor(), &name)
                 .await
                 .context("removing the secret")?;
             out!("removed secret {name}");
@@ -37,6 +42,93 @@ pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
                 out!("{name}");
             }
         }
+        SecretCommand::Grant {
+            name,
+            tool,
+            version,
+        } => {
+            let said = omniforge_server::change_grant(
+                &*store,
+                &super::actor(),
+                &name,
+                &tool,
+                version,
+                true,
+            )
+            .await?;
+            out!("{said}");
+        }
+        SecretCommand::Revoke {
+            name,
+            tool,
+            version,
+        } => {
+            let said = omniforge_server::change_grant(
+                &*store,
+                &super::actor(),
+                &name,
+                &tool,
+                version,
+                false,
+            )
+            .await?;
+            out!("{said}");
+        }
+        SecretCommand::Requests { tool } => {
+            let requests = omniforge_server::secret_requests(&*store, tool.as_deref())
+                .await
+                .context("listing secret requests")?;
+            for r in requests {
+                let state = match (&r["granted"], r["secretSet"] == true) {
+                    (serde_json::Value::Object(g), _) => {
+                        format!("granted by {}", g["by"].as_str().unwrap_or("?"))
+                    }
+                    (_, true) => "pending".to_owned(),
+                    (_, false) => "pending (secret not set)".to_owned(),
+                };
+                out!(
+                    "{} v{} {} {state}",
+                    r["tool"].as_str().unwrap_or(""),
+                    r["version"],
+                    r["secret"].as_str().unwrap_or("")
+                );
+            }
+        }
     }
+    Ok(())
+}
+
+/// `secret rotate-key`: a new first key in the keyring file (the file is made when it does not
+/// exist yet), then every secret sealed again under it. Replicas that still run with the old
+/// file keep reading (the old keys stay in the file) until they get the new one.
+async fn rotate_key(common: &Common) -> Result<()> {
+    let file = match &common.secret_key_file {
+        Some(file) => file.clone(),
+        None => match StoreUrl::parse(&common.database).context("reading the database URL")? {
+            StoreUrl::Sqlite(_) => common.data_dir.join("secret.key"),
+            _ => bail!("give the keyring with --secret-key-file (or OMNIFORGE_SECRET_KEY_FILE)"),
+        },
+    };
+    let id = match Keyring::generate_file(&file) {
+        Ok(keyring) => keyring.current_key_id().to_owned(),
+        Err(KeyringError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::AlreadyExists =>
+        {
+            Keyring::add_key_to_file(&file)
+                .with_context(|| format!("adding a key to {}", file.display()))?
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("making the keyring {}", file.display()));
+        }
+    };
+    out!("new key {id} first in {}", file.display());
+    let keyring = Keyring::load(&file)
+        .with_context(|| format!("loading the secret keyring {}", file.display()))?;
+    let store = parts::open_url(common, &common.database, Some(keyring)).await?;
+    let resealed = store
+        .rotate_key(&Actor::new("cli"))
+        .await
+        .context("sealing the secrets under the new key")?;
+    out!("sealed {resealed} secret(s) under key {id}");
     Ok(())
 }

@@ -2,7 +2,9 @@
 //! signal (or, on stdio, the end of stdin).
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::{HttpSettings, TokenSet};
+use std::sync::Arc;
+
+use omniforge_server::{HttpSettings, OAuth, TokenSet};
 use tokio_util::sync::CancellationToken;
 
 use super::parts::{self, Tools};
@@ -53,10 +55,11 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
         None => TokenSet::default(),
     };
     let loopback = settings.listen.ip().is_loopback();
-    if tokens.is_empty() && !loopback && !settings.insecure_no_auth {
+    if tokens.is_empty() && settings.oauth.is_none() && !loopback && !settings.insecure_no_auth {
         bail!(
-            "refusing to listen on {} without authentication: give --token-file, bind a loopback \
-             address (127.0.0.1 or [::1]), or pass --insecure-no-auth",
+            "refusing to listen on {} without authentication: give --token-file or \
+             --oauth-issuer, bind a loopback address (127.0.0.1 or [::1]), or pass \
+             --insecure-no-auth",
             settings.listen
         );
     }
@@ -68,6 +71,21 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
         .with_context(|| format!("binding {}", settings.listen))?;
     let addr = listener.local_addr().context("reading the bound address")?;
     let url = format!("http://{addr}{}", settings.path);
+    let oauth = match settings.oauth {
+        Some(mut oauth) => {
+            if oauth.audiences.is_empty() {
+                if !loopback {
+                    bail!(
+                        "--oauth-audience is required on a non-loopback bind: give this server's \
+                         public MCP URL (e.g. https://mcp.example.com/mcp)"
+                    );
+                }
+                oauth.audiences.push(url.clone());
+            }
+            Some(Arc::new(OAuth::new(*oauth).context("OAuth settings")?))
+        }
+        None => None,
+    };
     let config = HttpSettings {
         path: settings.path,
         stateless: settings.stateless,
@@ -75,14 +93,20 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
         allowed_origins: settings.allow_origin,
         allowed_hosts: settings.allow_host,
         tokens,
+        oauth,
         max_body_bytes: settings.max_body_bytes,
         session_idle_timeout: settings.session_idle_timeout,
+        max_sessions: settings.max_sessions,
+        header_read_timeout: settings.header_read_timeout,
+        keep_alive_timeout: settings.keep_alive_timeout,
+        max_connections: settings.max_connections,
     };
     tracing::info!(
         %url,
         version = env!("CARGO_PKG_VERSION"),
         stateless = config.stateless,
         tokens = config.tokens.len(),
+        oauth_issuer = config.oauth.as_ref().map(|o| o.settings().issuer.as_str()),
         "listening"
     );
     // The socket is listening (connections queue from here on), so clients may connect now.

@@ -2,7 +2,6 @@
 
 use anyhow::{Context, Result, bail};
 use omniforge_server::Caller;
-use omniforge_store::{Actor, ToolStore as _};
 
 use super::progress::Progress;
 use super::{parts, read_json_object, render};
@@ -52,10 +51,33 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
                 );
             }
         }
+        ToolCommand::Calls { name, limit } => {
+            let store = parts::open_store(common).await?;
+            let calls = store
+                .recent_calls(&name, limit)
+                .await
+                .context("reading the call log")?;
+            for call in &calls {
+                let c = omniforge_server::call_json(call);
+                let outcome = match &c["exitCode"] {
+                    serde_json::Value::Number(n) => format!("exit {n}"),
+                    _ => c["outcome"].as_str().unwrap_or("").to_owned(),
+                };
+                out!(
+                    "{}  v{:<4} {:<24} {:>7} ms  {:<9} {}",
+                    render::time(call.started_at_ms),
+                    call.version.map_or(String::from("-"), |v| v.to_string()),
+                    call.principal.as_deref().unwrap_or("-"),
+                    call.duration_ms,
+                    outcome,
+                    call.error.as_deref().unwrap_or("")
+                );
+            }
+        }
         ToolCommand::Enable { name } => {
             let store = parts::open_store(common).await?;
             store
-                .set_enabled(&Actor::new("cli"), &name, true)
+                .set_enabled(&super::actor(), &name, true)
                 .await
                 .context("enabling")?;
             out!("enabled tool {name}");
@@ -63,7 +85,7 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
         ToolCommand::Disable { name } => {
             let store = parts::open_store(common).await?;
             store
-                .set_enabled(&Actor::new("cli"), &name, false)
+                .set_enabled(&super::actor(), &name, false)
                 .await
                 .context("disabling")?;
             out!(
@@ -73,7 +95,7 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
         ToolCommand::Rm { name } => {
             let store = parts::open_store(common).await?;
             store
-                .purge(&Actor::new("cli"), &name)
+                .purge(&super::actor(), &name)
                 .await
                 .context("removing")?;
             out!("removed tool {name} and its history");
@@ -81,7 +103,7 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
         ToolCommand::Rollback { name, version } => {
             let store = parts::open_store(common).await?;
             let current = store
-                .rollback(&Actor::new("cli"), &name, version)
+                .rollback(&super::actor(), &name, version)
                 .await
                 .context("rolling back")?;
             out!("tool {name}: version {} is current", current.number);
@@ -104,7 +126,7 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
             };
             let server = parts::one_shot(common).await?;
             let progress = Progress::on_stderr();
-            let caller = Caller::local_with_progress("cli", progress.sink());
+            let caller = Caller::local_with_progress(super::principal(), progress.sink());
             let result = server.run_tool(&name, args, &caller).await;
             progress.finish();
             render::call_result(&result)?;
@@ -122,7 +144,7 @@ async fn write(
 ) -> Result<()> {
     let server = parts::one_shot(common).await?;
     let progress = Progress::on_stderr();
-    let caller = Caller::local_with_progress("cli", progress.sink());
+    let caller = Caller::local_with_progress(super::principal(), progress.sink());
     let result = server.write_tool(args, &caller, create).await;
     progress.finish();
     render::call_result(&result)

@@ -15,6 +15,8 @@ use super::options::{LogFormat, SandboxArg, SchemaProfileArg};
 #[serde(deny_unknown_fields)]
 pub(crate) struct FileConfig {
     pub(crate) data_dir: Option<PathBuf>,
+    pub(crate) database: Option<String>,
+    pub(crate) secret_key_file: Option<PathBuf>,
     pub(crate) log_level: Option<String>,
     pub(crate) log_format: Option<LogFormat>,
     pub(crate) page_size: Option<usize>,
@@ -24,6 +26,7 @@ pub(crate) struct FileConfig {
     pub(crate) manifest: Vec<FileManifest>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) upstream_timeout: Option<Duration>,
+    pub(crate) upstream_max_response_bytes: Option<u64>,
     pub(crate) inline_schema_refs: Option<bool>,
     pub(crate) python: Option<PathBuf>,
     pub(crate) uv: Option<PathBuf>,
@@ -55,7 +58,15 @@ pub(crate) struct FileConfig {
     pub(crate) max_body_bytes: Option<usize>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) session_idle_timeout: Option<Duration>,
+    pub(crate) max_sessions: Option<u32>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) header_read_timeout: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) keep_alive_timeout: Option<Duration>,
+    pub(crate) max_connections: Option<u32>,
     pub(crate) ready_file: Option<PathBuf>,
+    /// `[oauth]`.
+    pub(crate) oauth: Option<super::oauth::FileOAuth>,
 }
 
 /// A `[[manifest]]` entry of the config file.
@@ -74,6 +85,8 @@ pub(crate) struct FileManifest {
     pub(crate) timeout: Option<Duration>,
     #[serde(default)]
     pub(crate) headers: std::collections::BTreeMap<String, String>,
+    /// The largest response body accepted from this upstream, in bytes.
+    pub(crate) max_response_bytes: Option<u64>,
 }
 
 /// Reads and parses the config file at `path`.

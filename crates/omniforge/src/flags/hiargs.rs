@@ -8,12 +8,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use omniforge_server::ManifestConfig;
 use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
+use omniforge_server::{HttpSettings, ManifestConfig};
 
 use super::file::{self, FileConfig, FileManifest};
 use super::lowargs::{
-    Command, LowArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand, ToolCommand,
+    AuditArgs, Command, LowArgs, MigrateArgs, PackCommand, PromptCommand, ResourceCommand,
+    SecretCommand, ToolCommand,
 };
 use super::options::{HttpOptions, LogFormat, ManifestOptions, SandboxArg, SchemaProfileArg};
 
@@ -44,6 +45,8 @@ pub(crate) enum Task {
     Gc,
     /// `backup FILE`.
     Backup(PathBuf),
+    /// `migrate --from URL --to URL`.
+    Migrate(Migrate),
     /// `secret ...`.
     Secret(SecretCommand),
     /// `tool ...` (its option groups are already merged into [`Common`]).
@@ -54,6 +57,8 @@ pub(crate) enum Task {
     Prompt(PromptCommand),
     /// `pack ...`.
     Pack(PackCommand),
+    /// `audit ...`.
+    Audit(AuditArgs),
 }
 
 /// Settings every command shares.
@@ -61,6 +66,12 @@ pub(crate) enum Task {
 pub(crate) struct Common {
     /// Data directory (created if missing), absolute.
     pub(crate) data_dir: PathBuf,
+    /// The store's URL (`sqlite:PATH` or `postgres://...`); may hold a password, so it is
+    /// never logged whole.
+    pub(crate) database: String,
+    /// The keyring file given (absolute); `None`: the SQLite default
+    /// (`<data-dir>/secret.key`) or no keyring for PostgreSQL.
+    pub(crate) secret_key_file: Option<PathBuf>,
     /// Log filter.
     pub(crate) log_level: String,
     /// Log format.
@@ -112,6 +123,17 @@ pub(crate) struct Scripts {
     pub(crate) warm_idle: Duration,
 }
 
+/// Settings of `migrate`.
+#[derive(Debug)]
+pub(crate) struct Migrate {
+    /// The source store's URL.
+    pub(crate) from: String,
+    /// The target store's URL.
+    pub(crate) to: String,
+    /// The target's keyring file (absolute); `None`: the source's.
+    pub(crate) to_secret_key_file: Option<PathBuf>,
+}
+
 /// Settings of `serve`.
 #[derive(Debug)]
 pub(crate) struct Http {
@@ -133,8 +155,18 @@ pub(crate) struct Http {
     pub(crate) max_body_bytes: usize,
     /// Idle session lifetime.
     pub(crate) session_idle_timeout: Duration,
+    /// Most live sessions.
+    pub(crate) max_sessions: usize,
+    /// Header read timeout.
+    pub(crate) header_read_timeout: Duration,
+    /// Keep-alive idle timeout.
+    pub(crate) keep_alive_timeout: Duration,
+    /// Most open connections.
+    pub(crate) max_connections: usize,
     /// Where to write the endpoint URL once the server accepts connections.
     pub(crate) ready_file: Option<PathBuf>,
+    /// OAuth access tokens; `None` without an issuer. Empty audiences: the endpoint's URL.
+    pub(crate) oauth: Option<Box<omniforge_server::OAuthSettings>>,
 }
 
 impl Settings {
@@ -162,6 +194,15 @@ impl Settings {
         // Paths handed to subprocesses (uv runs in other directories, the sandbox binds paths)
         // must not depend on the working directory.
         let data_dir = absolute(data_dir)?;
+        let database = global
+            .database
+            .or(file.database.take())
+            .unwrap_or_else(|| format!("sqlite:{}", data_dir.join("omniforge.db").display()));
+        let secret_key_file = global
+            .secret_key_file
+            .or(file.secret_key_file.take())
+            .map(absolute)
+            .transpose()?;
         let serves_mcp = matches!(
             command,
             Command::Serve(_) | Command::Stdio(_) | Command::Bridge(_)
@@ -176,6 +217,8 @@ impl Settings {
         );
         let common = Common {
             data_dir,
+            database,
+            secret_key_file,
             // One-shot commands print their own output; only problems are logged.
             log_level: global
                 .log_level
@@ -255,6 +298,7 @@ impl Settings {
                 options.manifests,
                 std::mem::take(&mut file.manifest),
                 file.upstream_timeout,
+                file.upstream_max_response_bytes,
                 serves_mcp,
             )?,
             shutdown_grace: server
@@ -271,22 +315,32 @@ impl Settings {
             }
             Command::Bridge(_) => Task::Bridge,
             Command::Stdio(_) => Task::Stdio,
-            Command::Serve(args) => Task::Serve(http(args.http, &file)?),
+            Command::Serve(args) => Task::Serve(http(args.http, *args.oauth, &file)?),
             Command::Doctor(args) => Task::Doctor { json: args.json },
             Command::Gc => Task::Gc,
             Command::Backup { file } => Task::Backup(file),
+            Command::Migrate(MigrateArgs {
+                from,
+                to,
+                to_secret_key_file,
+            }) => Task::Migrate(Migrate {
+                from: from.unwrap_or_else(|| common.database.clone()),
+                to,
+                to_secret_key_file: to_secret_key_file.map(absolute).transpose()?,
+            }),
             Command::Secret(command) => Task::Secret(command),
             Command::Tool(command) => Task::Tool(command),
             Command::Resource(command) => Task::Resource(command),
             Command::Prompt(command) => Task::Prompt(command),
             Command::Pack(command) => Task::Pack(command),
+            Command::Audit(args) => Task::Audit(args),
         };
         Ok(Settings { common, task })
     }
 }
 
 /// The settings of `serve`.
-fn http(args: HttpOptions, file: &FileConfig) -> Result<Http> {
+fn http(args: HttpOptions, oauth: super::oauth::OAuthOptions, file: &FileConfig) -> Result<Http> {
     let path = args
         .path
         .or_else(|| file.path.clone())
@@ -294,7 +348,9 @@ fn http(args: HttpOptions, file: &FileConfig) -> Result<Http> {
     if !path.starts_with('/') || path == "/healthz" {
         bail!("--path must start with '/' and must not be /healthz (got {path:?})");
     }
+    let oauth = super::oauth::resolve(oauth, file.oauth.as_ref())?.map(Box::new);
     Ok(Http {
+        oauth,
         listen: args
             .listen
             .or(file.listen)
@@ -324,6 +380,22 @@ fn http(args: HttpOptions, file: &FileConfig) -> Result<Http> {
             .session_idle_timeout
             .or(file.session_idle_timeout)
             .unwrap_or(Duration::from_secs(300)),
+        max_sessions: args
+            .max_sessions
+            .or(file.max_sessions)
+            .map_or(HttpSettings::DEFAULT_MAX_SESSIONS, |n| n as usize),
+        header_read_timeout: args
+            .header_read_timeout
+            .or(file.header_read_timeout)
+            .unwrap_or(HttpSettings::DEFAULT_HEADER_READ_TIMEOUT),
+        keep_alive_timeout: args
+            .keep_alive_timeout
+            .or(file.keep_alive_timeout)
+            .unwrap_or(HttpSettings::DEFAULT_KEEP_ALIVE_TIMEOUT),
+        max_connections: args
+            .max_connections
+            .or(file.max_connections)
+            .map_or(HttpSettings::DEFAULT_MAX_CONNECTIONS, |n| n as usize),
         ready_file: args
             .ready_file
             .or_else(|| file.ready_file.clone())
@@ -340,6 +412,7 @@ fn manifests(
     flags: ManifestOptions,
     file: Vec<FileManifest>,
     file_timeout: Option<Duration>,
+    file_max_response_bytes: Option<u64>,
     read_credentials: bool,
 ) -> Result<Vec<ManifestConfig>> {
     let ManifestOptions {
@@ -348,9 +421,13 @@ fn manifests(
         upstream_auth: auths,
         upstream_auth_file: auth_files,
         upstream_timeout: timeout,
+        upstream_max_response_bytes: max_bytes,
         ..
     } = flags;
     let default_timeout = timeout.or(file_timeout).unwrap_or(Duration::from_secs(30));
+    let default_max_bytes = max_bytes
+        .or(file_max_response_bytes)
+        .unwrap_or(DEFAULT_MAX_RESPONSE_BYTES);
     if paths.is_empty() {
         if !upstreams.is_empty() && file.is_empty() {
             bail!(
@@ -376,7 +453,9 @@ fn manifests(
                         auth_header,
                         timeout: timeout.or(m.timeout).unwrap_or(default_timeout),
                         headers: m.headers.into_iter().collect(),
-                        max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+                        max_response_bytes: max_bytes
+                            .or(m.max_response_bytes)
+                            .unwrap_or(default_max_bytes),
                     },
                 })
             })
@@ -410,7 +489,7 @@ fn manifests(
                     auth_header,
                     timeout: default_timeout,
                     headers: Vec::new(),
-                    max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+                    max_response_bytes: default_max_bytes,
                 },
             })
         })
@@ -495,6 +574,45 @@ mod tests {
         assert_eq!(serve.path, "/y");
         assert_eq!(serve.allow_origin, ["https://a.example"]);
         assert!(serve.ready_file.unwrap().is_absolute());
+    }
+
+    /// `--database` defaults to the SQLite file in the data directory; the config file sets it,
+    /// a flag anywhere on the line beats the file; `migrate --from` defaults to it.
+    #[test]
+    fn the_database_and_the_keyring() {
+        let s = resolve(&["omniforge", "--data-dir", "/tmp/x", "secret", "list"]).unwrap();
+        assert_eq!(s.common.database, "sqlite:/tmp/x/omniforge.db");
+        assert_eq!(s.common.secret_key_file, None);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(
+            &file,
+            "database = \"postgres://db/forge\"\nsecret_key_file = \"keys/ring\"\n",
+        )
+        .unwrap();
+        let c = file.to_str().unwrap();
+        let s = resolve(&["omniforge", "--config", c, "--data-dir", "/tmp/x", "gc"]).unwrap();
+        assert_eq!(s.common.database, "postgres://db/forge");
+        assert!(s.common.secret_key_file.unwrap().is_absolute());
+        let s = resolve(&[
+            "omniforge",
+            "--config",
+            c,
+            "migrate",
+            "--to",
+            "sqlite:/tmp/y.db",
+            "--database",
+            "sqlite:/tmp/z.db",
+        ])
+        .unwrap();
+        match s.task {
+            Task::Migrate(m) => {
+                assert_eq!(m.from, "sqlite:/tmp/z.db");
+                assert_eq!(m.to, "sqlite:/tmp/y.db");
+                assert_eq!(m.to_secret_key_file, None);
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// An option given before the subcommand and one given after it: the later one wins, and

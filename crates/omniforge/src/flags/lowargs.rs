@@ -1,6 +1,7 @@
 //! The raw command line: what clap parses, before the config file and the defaults apply.
 //!
-//! Three options are global (`--config`, `--data-dir`, `--log-level`): every command takes them,
+//! Five options are global (`--config`, `--data-dir`, `--log-level`, `--database`,
+//! `--secret-key-file`): every command takes them,
 //! anywhere on the line. Every other option belongs to the commands that use it, so
 //! `omniforge tool add --help` lists only what `tool add` reads. The top level also takes every
 //! option (so `omniforge --manifest m.json serve` and `omniforge --no-authoring tool list` keep
@@ -54,7 +55,8 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-/// `--config`, `--data-dir`, `--log-level`: taken by every command.
+/// `--config`, `--data-dir`, `--log-level`, `--database`, `--secret-key-file`: taken by every
+/// command.
 #[derive(Debug, Args)]
 pub(crate) struct GlobalOptions {
     /// TOML config file; its values sit below flags and environment variables.
@@ -74,15 +76,37 @@ pub(crate) struct GlobalOptions {
         value_name = "FILTER"
     )]
     pub(crate) log_level: Option<String>,
+    /// The store: `sqlite:PATH` or `postgres://USER@HOST:PORT/DB` (completed from the standard
+    /// `PG*` variables, e.g. PGPASSWORD) [default: sqlite:<data-dir>/omniforge.db]. Replicas
+    /// share one PostgreSQL database.
+    #[arg(
+        long,
+        global = true,
+        env = "OMNIFORGE_DATABASE",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    pub(crate) database: Option<String>,
+    /// The keyring that seals secrets at rest (one `ID BASE64KEY` line per key; new values use
+    /// the first). Every replica needs the same file; keep it out of backups [default: with
+    /// SQLite, <data-dir>/secret.key, made on first use; with PostgreSQL, none: secrets are
+    /// refused].
+    #[arg(
+        long,
+        global = true,
+        env = "OMNIFORGE_SECRET_KEY_FILE",
+        value_name = "FILE"
+    )]
+    pub(crate) secret_key_file: Option<PathBuf>,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Serve MCP over Streamable HTTP (also GET /healthz).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Serve MCP over stdin/stdout; the parent process is trusted.
-    Stdio(StdioArgs),
+    Stdio(Box<StdioArgs>),
     /// Serve one manifest's RPCs, and nothing else, over stdio: the drop-in equivalent of
     /// `forge mcp serve` (`omniforge bridge --manifest gen/mcp/manifest.json --addr http://localhost:8080`).
     Bridge(BridgeArgs),
@@ -97,6 +121,10 @@ pub(crate) enum Command {
         /// Where to write the copy.
         file: PathBuf,
     },
+    /// Copy a whole store into an empty one, e.g. from the embedded SQLite file to the
+    /// PostgreSQL database replicas share: every table, secrets sealed again under the target
+    /// keyring. Stop the servers of the source first.
+    Migrate(MigrateArgs),
     /// Manage secrets that tool versions declare and receive as environment variables.
     #[command(subcommand)]
     Secret(SecretCommand),
@@ -114,6 +142,26 @@ pub(crate) enum Command {
     /// Import or export packs: one TOML or JSON file of tools, resources and prompts.
     #[command(subcommand)]
     Pack(PackCommand),
+    /// Read the audit log: every authoring and admin action, newest first (time, principal,
+    /// action, object, version, definition hash). Never a secret value.
+    Audit(AuditArgs),
+}
+
+/// Options of `omniforge audit`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct AuditArgs {
+    /// Only records since this long ago (`1h`, `2days`) or this time (`2026-12-01T10:00:00Z`).
+    #[arg(long, value_name = "WHEN")]
+    pub(crate) since: Option<String>,
+    /// Only records of this principal (`token:NAME`, `cli:USER`, `stdio`, `anonymous`).
+    #[arg(long, value_name = "PRINCIPAL")]
+    pub(crate) principal: Option<String>,
+    /// One JSON object per line.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// At most this many records.
+    #[arg(long, default_value_t = 100)]
+    pub(crate) limit: u32,
 }
 
 /// Options of `omniforge serve`.
@@ -121,6 +169,9 @@ pub(crate) enum Command {
 pub(crate) struct ServeArgs {
     #[command(flatten, next_help_heading = "HTTP options")]
     pub(crate) http: HttpOptions,
+    /// Boxed: the largest group, and `serve` is one command of many.
+    #[command(flatten, next_help_heading = "OAuth options")]
+    pub(crate) oauth: Box<super::oauth::OAuthOptions>,
     #[command(flatten)]
     pub(crate) stdio: StdioArgs,
 }
@@ -307,6 +358,15 @@ pub(crate) enum ToolCommand {
         /// Version number.
         version: u32,
     },
+    /// Show a tool's latest calls, newest first: time (UTC), principal, version, duration,
+    /// outcome, error.
+    Calls {
+        /// Tool name.
+        name: String,
+        /// At most this many calls.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
     /// Run a tool once with JSON arguments and print its result; exits 1 when it is an error.
     Run {
         /// Tool name.
@@ -334,13 +394,54 @@ pub(crate) enum SecretCommand {
     },
     /// List secret names (never values).
     List,
+    /// Grant a secret to one version of a tool (default: its current version), which must
+    /// declare it. Only that version gets it: a new version asks again.
+    Grant {
+        /// Secret name.
+        name: String,
+        /// Tool name.
+        tool: String,
+        /// Version number (default: the current version).
+        version: Option<u32>,
+    },
+    /// Revoke a secret's grant from one version of a tool (default: its current version).
+    Revoke {
+        /// Secret name.
+        name: String,
+        /// Tool name.
+        tool: String,
+        /// Version number (default: the current version).
+        version: Option<u32>,
+    },
+    /// List the secrets each tool's current version declares: set or not, granted or pending.
+    Requests {
+        /// Only this tool.
+        tool: Option<String>,
+    },
+    /// Put a new key first in the keyring file (made if missing) and seal every secret under
+    /// it; the older keys stay in the file. Copy the file to every replica afterwards.
+    RotateKey,
+}
+
+/// Options of `omniforge migrate`.
+#[derive(Debug, Args)]
+pub(crate) struct MigrateArgs {
+    /// The store to copy: `sqlite:PATH` or `postgres://...` [default: --database].
+    #[arg(long, value_name = "URL")]
+    pub(crate) from: Option<String>,
+    /// The empty store to fill: `sqlite:PATH` or `postgres://...` (its schema is made).
+    #[arg(long, value_name = "URL")]
+    pub(crate) to: String,
+    /// The keyring that seals secrets in the target [default: the source's keyring].
+    #[arg(long, value_name = "FILE")]
+    pub(crate) to_secret_key_file: Option<PathBuf>,
 }
 
 /// The command line, with the options given before the subcommand and after it merged
 /// (after wins).
 #[derive(Debug)]
 pub(crate) struct LowArgs {
-    /// `--config`, `--data-dir`, `--log-level`.
+    /// `--config`, `--data-dir`, `--log-level`, `--database`, `--secret-key-file`.
     pub(crate) global: GlobalOptions,
     /// Every other option except the HTTP ones.
     pub(crate) options: Options,
@@ -384,9 +485,8 @@ impl Cli {
             hosting,
         };
         match &mut command {
-            Command::Serve(ServeArgs { stdio, .. }) | Command::Stdio(stdio) => {
-                stdio.move_into(&mut options)
-            }
+            Command::Serve(serve) => serve.stdio.move_into(&mut options),
+            Command::Stdio(stdio) => stdio.move_into(&mut options),
             Command::Bridge(bridge) => bridge.move_into(&mut options),
             Command::Doctor(doctor) => options.sandbox.overlay(take(&mut doctor.sandbox)),
             Command::Tool(ToolCommand::Add { options: build, .. })
@@ -405,11 +505,13 @@ impl Cli {
             }
             Command::Gc
             | Command::Backup { .. }
+            | Command::Migrate(_)
             | Command::Secret(_)
             | Command::Tool(_)
             | Command::Resource(_)
             | Command::Prompt(_)
-            | Command::Pack(_) => {}
+            | Command::Pack(_)
+            | Command::Audit(_) => {}
         }
         LowArgs {
             global,

@@ -10,6 +10,7 @@
 mod file;
 mod hiargs;
 mod lowargs;
+mod oauth;
 mod options;
 
 use std::ffi::OsString;
@@ -17,9 +18,9 @@ use std::ffi::OsString;
 use clap::parser::ValueSource;
 use clap::{CommandFactory, FromArgMatches};
 
-pub(crate) use hiargs::{Common, Http, Settings, Task};
+pub(crate) use hiargs::{Common, Http, Migrate, Settings, Task};
 pub(crate) use lowargs::{
-    LowArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand, ToolCommand,
+    AuditArgs, LowArgs, PackCommand, PromptCommand, ResourceCommand, SecretCommand, ToolCommand,
 };
 pub(crate) use options::{LogFormat, SandboxArg, SchemaProfileArg};
 

@@ -77,6 +77,11 @@ pub(crate) struct ManifestOptions {
     /// Per-call timeout for manifest tools, also sent as Connect-Timeout-Ms [default: 30s].
     #[arg(long, env = "OMNIFORGE_UPSTREAM_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) upstream_timeout: Option<Duration>,
+    /// The largest upstream response body accepted for a manifest tool call, in bytes
+    /// [default: 16777216]; past it the call is an error result naming the cap, and the body is
+    /// not read further.
+    #[arg(long, env = "OMNIFORGE_UPSTREAM_MAX_RESPONSE_BYTES", value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) upstream_max_response_bytes: Option<u64>,
     /// Inline local $ref/$defs in manifest tool schemas, for strict clients that cannot resolve
     /// references (bounded depth; a cycle is an error naming the tool).
     #[arg(long, env = "OMNIFORGE_INLINE_SCHEMA_REFS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
@@ -204,6 +209,22 @@ pub(crate) struct HttpOptions {
     /// How long an idle HTTP session lives, e.g. 5m [default: 5m]; then its id gets 404.
     #[arg(long, env = "OMNIFORGE_SESSION_IDLE_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) session_idle_timeout: Option<Duration>,
+    /// Most live HTTP sessions [default: 1000]; past it a new session gets 503 and existing
+    /// sessions go on.
+    #[arg(long, env = "OMNIFORGE_MAX_SESSIONS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_sessions: Option<u32>,
+    /// How long a connection may take to send a request's whole head, from when it opens or
+    /// from the first byte of a later request, e.g. 30s [default: 30s]; then it is closed.
+    #[arg(long, env = "OMNIFORGE_HEADER_READ_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) header_read_timeout: Option<Duration>,
+    /// How long a connection with no request in flight and nothing received stays open
+    /// [default: 75s].
+    #[arg(long, env = "OMNIFORGE_KEEP_ALIVE_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) keep_alive_timeout: Option<Duration>,
+    /// Most open HTTP connections [default: 1024]; past it new connections wait until one
+    /// closes.
+    #[arg(long, env = "OMNIFORGE_MAX_CONNECTIONS", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) max_connections: Option<u32>,
     /// Once the server accepts connections, write the MCP endpoint's URL and a newline
     /// (e.g. "http://127.0.0.1:43125/mcp") to FILE, atomically (a temporary file renamed into
     /// place): the readiness signal for supervisors and tests that listen on port 0. Removed at
@@ -261,7 +282,7 @@ macro_rules! overlay_fields {
 
 overlay_fields! {
     ServerOptions { log_format, page_size, shutdown_grace, schema_profile }
-    ManifestOptions { manifest, upstream, upstream_auth, upstream_auth_file, upstream_timeout, inline_schema_refs }
+    ManifestOptions { manifest, upstream, upstream_auth, upstream_auth_file, upstream_timeout, upstream_max_response_bytes, inline_schema_refs }
     InterpreterOptions { python, uv }
     SandboxOptions { sandbox, sandbox_disable_layer }
     AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes }

@@ -213,7 +213,14 @@ fn options_of(help: &str) -> Vec<String> {
 /// server options every command used to repeat.
 #[tokio::test]
 async fn subcommand_help_lists_only_its_options() {
-    const GLOBAL: [&str; 4] = ["--config", "--data-dir", "--log-level", "--help"];
+    const GLOBAL: [&str; 6] = [
+        "--config",
+        "--data-dir",
+        "--log-level",
+        "--database",
+        "--secret-key-file",
+        "--help",
+    ];
     let cases: [(&[&str], &[&str]); 6] = [
         (
             &["tool", "add"],
@@ -312,7 +319,7 @@ async fn tool_history_shows_readable_times() {
     let (ok, out, err) = omniforge_cli(dir.path(), &["tool", "history", "add_vat"], None).await;
     assert!(ok, "{err}");
     let line =
-        Regex::new(r"^([ *])v(\d+)\s+(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) UTC\s+by cli\s+\S")
+        Regex::new(r"^([ *])v(\d+)\s+(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) UTC\s+by cli:\S+\s+\S")
             .unwrap();
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");

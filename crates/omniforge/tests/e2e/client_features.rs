@@ -59,7 +59,7 @@ fn pack_tools() -> Vec<Value> {
 
 /// Adds `tools` (omniforge_create_tool argument objects) to the store in `data` with
 /// `omniforge tool add`.
-fn add_tools(data: &Path, tools: &[Value]) {
+pub(crate) fn add_tools(data: &Path, tools: &[Value]) {
     let dir = tempfile::tempdir().unwrap();
     for tool in tools {
         let name = tool["name"].as_str().unwrap();

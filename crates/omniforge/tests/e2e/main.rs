@@ -6,18 +6,25 @@
 //!
 //! Run: `cargo nextest run -p omniforge --test e2e` (or `cargo test -p omniforge --test e2e`).
 
+mod authoring_audit;
 mod cli;
 mod client_features;
 mod clients;
+mod connections;
 mod content;
 mod escape;
 mod manifest_tools;
+mod oauth;
+mod postgres;
 mod procs;
+mod replicas;
 mod robustness;
 mod schema_profile;
 mod script_tools;
 mod secrets;
 mod server;
+mod sessions;
+mod stateless;
 mod util;
 mod warm;
 mod wire;

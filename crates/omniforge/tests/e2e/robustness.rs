@@ -1306,3 +1306,90 @@ async fn robust_http_answers_odd_request_ids() {
         server.output_tail()
     );
 }
+
+/// A `tools/call` request whose text nests `depth` arrays and objects (the top-level object
+/// counts as one), with id `id`.
+fn nested_request(id: u64, depth: usize) -> String {
+    let arrays = depth - 3;
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"omniforge_instructions","arguments":{{"x":{}1{}}}}}}}"#,
+        "[".repeat(arrays),
+        "]".repeat(arrays)
+    )
+}
+
+/// Issue 11, finding 9: over stdio every request gets an answer. Requests nested 100 to 300
+/// levels deep (127 and more went unanswered: rmcp parses the text again and drops what
+/// passes its depth limit) and cut-off lines get -32700 with their id when it can be
+/// recovered, or a result; a notification nested as deep gets none; the server goes on.
+#[tokio::test]
+async fn stdio_answers_every_request_however_deep_or_broken() {
+    let mut server = crate::util::StdioServer::start(&[]);
+    crate::util::init_stdio(&mut server, "2025-11-25")
+        .await
+        .unwrap();
+    let wait = Duration::from_secs(10);
+    for (id, depth) in [
+        (100, 100),
+        (126, 126),
+        (127, 127),
+        (128, 128),
+        (129, 129),
+        (300, 300),
+    ] {
+        server.send_line(&nested_request(id, depth)).await.unwrap();
+        let m = server
+            .read_message(wait)
+            .await
+            .unwrap_or_else(|e| panic!("a request nested {depth} deep got no answer: {e}"));
+        assert_eq!(m["jsonrpc"], "2.0", "{m}");
+        assert_eq!(
+            m["id"], id,
+            "the answer to a request nested {depth} deep: {m}"
+        );
+        assert!(
+            m.get("result").is_some() || m["error"]["code"] == -32700,
+            "depth {depth}: a result or -32700, got {m}"
+        );
+    }
+    // A cut-off line: -32700 with the id recovered by scanning.
+    server
+        .send_line(r#"{"jsonrpc":"2.0","id":"cut","method":"tools/list","params":{"#)
+        .await
+        .unwrap();
+    let m = server.read_message(wait).await.unwrap();
+    assert_eq!(
+        (m["id"].clone(), m["error"]["code"].clone()),
+        (json!("cut"), json!(-32700)),
+        "{m}"
+    );
+    // A deep notification that parses is not answered; one that does not parse is a parse
+    // error, answered with id null as JSON-RPC 2.0 says.
+    let note = nested_request(0, 127).replace(r#""id":0,"#, "");
+    server.send_line(&note).await.unwrap();
+    server.expect_silence(300).await.unwrap_or_else(|line| {
+        panic!(
+            "a notification was answered: {}",
+            String::from_utf8_lossy(&line)
+        )
+    });
+    let note = nested_request(0, 200).replace(r#""id":0,"#, "");
+    server.send_line(&note).await.unwrap();
+    let m = server.read_message(wait).await.unwrap();
+    assert_eq!(
+        (m["id"].clone(), m["error"]["code"].clone()),
+        (Value::Null, json!(-32700)),
+        "{m}"
+    );
+    server
+        .send_line(r#"{"jsonrpc":"2.0","id":"last","method":"ping"}"#)
+        .await
+        .unwrap();
+    let m = server.read_message(wait).await.unwrap();
+    assert_eq!(m, json!({"jsonrpc":"2.0","id":"last","result":{}}));
+    assert!(
+        !server.stderr_all().contains("panicked"),
+        "{}",
+        server.stderr_text()
+    );
+}

@@ -39,7 +39,7 @@ fn with_builtins(rest: &[&str]) -> Vec<String> {
 
 /// The built-in tools of a default server, in catalog order (as an `admin` principal, such
 /// as `anonymous` without tokens, sees them).
-const BUILTINS: [&str; 21] = [
+const BUILTINS: [&str; 24] = [
     "omniforge_instructions",
     "omniforge_create_tool",
     "omniforge_update_tool",
@@ -50,6 +50,9 @@ const BUILTINS: [&str; 21] = [
     "omniforge_set_secret",
     "omniforge_delete_secret",
     "omniforge_list_secrets",
+    "omniforge_grant_secret",
+    "omniforge_revoke_secret",
+    "omniforge_list_secret_requests",
     "omniforge_call_tool",
     "omniforge_create_resource",
     "omniforge_update_resource",

@@ -344,6 +344,11 @@ impl StdioServer {
     pub(crate) fn stderr_text(&self) -> String {
         self.stderr.tail(6000)
     }
+
+    /// Everything the server wrote to stderr so far.
+    pub(crate) fn stderr_all(&self) -> String {
+        self.stderr.text()
+    }
 }
 
 impl Drop for StdioServer {

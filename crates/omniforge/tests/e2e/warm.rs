@@ -76,7 +76,7 @@ async fn only_template(server: &HttpServer, tool: &str, version: u32) -> (u32, u
     let t = &found[0];
     assert_eq!(t["version"], format!("{tool}@{version}"), "{t}");
     assert_eq!(t["state"], "ready", "{t}");
-    assert_eq!(t["principal"], "writer", "{t}");
+    assert_eq!(t["principal"], "token:writer", "{t}");
     let pid = u32::try_from(t["pid"].as_u64().unwrap()).unwrap();
     assert!(
         alive(pid),
@@ -247,6 +247,9 @@ async fn a_secret_changed_between_two_warm_calls_reaches_only_the_second() {
     let create = json!({"name": "use_key", "description": "Uses E2E_WARM_KEY.", "code": code,
                         "secrets": ["E2E_WARM_KEY"]});
     ok(&mut writer, "omniforge_create_tool", create).await;
+    // A writer's declaration is a request (issue 11): the admin grants it to version 1.
+    let grant = json!({"secret": "E2E_WARM_KEY", "tool": "use_key", "version": 1});
+    ok(&mut boss, "omniforge_grant_secret", grant).await;
     let (pid, _) = only_template(&server, "use_key", 1).await;
 
     let text = ok(&mut writer, "use_key", json!({})).await;

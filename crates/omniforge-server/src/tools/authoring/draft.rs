@@ -14,6 +14,7 @@ use crate::context::request::RequestCx;
 use crate::error::AuthoringError;
 use crate::script_host::host::ScriptHost;
 use crate::script_host::prepare::TimeoutRule;
+use crate::tools::authoring::param_headers;
 use crate::tools::stored::shape::cut;
 
 /// The arguments of create and update.
@@ -46,13 +47,36 @@ struct DraftAnnotations {
     open_world_hint: Option<bool>,
 }
 
-/// The name must be valid and not taken by a built-in or manifest tool.
+/// The prefix of built-in tools' names, which no stored tool may use (issue 11, finding 12).
+pub(crate) const RESERVED_PREFIX: &str = "omniforge_";
+
+/// The name must be valid and not start with [`RESERVED_PREFIX`] (in any case).
+///
+/// # Errors
+/// A text naming `name`.
+pub(crate) fn check_name_shape(name: &str) -> Result<(), AuthoringError> {
+    omniforge_store::validate_tool_name(name)
+        .map_err(|e| AuthoringError::invalid("name", e.to_string()))?;
+    let reserved = name
+        .get(..RESERVED_PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(RESERVED_PREFIX));
+    if reserved {
+        return Err(AuthoringError::invalid(
+            "name",
+            format!(
+                "{name:?} starts with {RESERVED_PREFIX:?}, which is reserved for OmniForge's built-in tools; choose another name"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The name must be valid, not reserved, and not taken by a built-in or manifest tool.
 ///
 /// # Errors
 /// A text naming `name`.
 pub(crate) fn check_name(catalog: &Catalog, name: &str) -> Result<(), AuthoringError> {
-    omniforge_store::validate_tool_name(name)
-        .map_err(|e| AuthoringError::invalid("name", e.to_string()))?;
+    check_name_shape(name)?;
     if catalog.is_reserved(name) {
         return Err(AuthoringError::invalid(
             "name",
@@ -82,6 +106,7 @@ pub(crate) async fn prepare(
         },
     };
     check_tool_schema("inputSchema", &input_schema)?;
+    param_headers::check(&input_schema)?;
     let output_schema = match draft.output_schema {
         Some(schema) => Some(schema),
         None => previous.and_then(|p| p.output_schema.clone()),
@@ -221,5 +246,29 @@ mod tests {
         let remote =
             json!({"type": "object", "properties": {"a": {"$ref": "https://example.com/x.json"}}});
         assert!(check_tool_schema("inputSchema", remote.as_object().unwrap()).is_err());
+    }
+
+    #[test]
+    fn omniforge_prefix_is_reserved_for_builtins() {
+        for name in [
+            "omniforge_x",
+            "OmniForge_x",
+            "OMNIFORGE_instructions",
+            "omniforge_",
+        ] {
+            let err = check_name_shape(name).unwrap_err().to_string();
+            assert!(
+                err.starts_with("name: ") && err.contains("reserved"),
+                "{name}: {err}"
+            );
+        }
+        for name in [
+            "omniforge",
+            "omniforgex",
+            "my_omniforge_tool",
+            "omniforge-x",
+        ] {
+            assert!(check_name_shape(name).is_ok(), "{name}");
+        }
     }
 }

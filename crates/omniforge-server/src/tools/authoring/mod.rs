@@ -1,11 +1,13 @@
 //! The authoring built-ins, one file per family, each a [`ToolCall`](crate::catalog::call::ToolCall)
 //! bound to its operation when registered (never looked up by name):
 //! - [`tool`]: create, update, delete, get, rollback and test tools; [`draft`]: their
-//!   arguments and validation (shared with pack imports);
+//!   arguments and validation (shared with pack imports), [`param_headers`]: the
+//!   `x-mcp-header` rules of an inputSchema;
 //! - [`secret`]: set, delete and list secrets (`admin`);
 //! - [`content`]: create, update and delete resources, templates and prompts; get a definition.
 
 pub(crate) mod content;
 pub(crate) mod draft;
+pub(crate) mod param_headers;
 pub(crate) mod secret;
 pub(crate) mod tool;

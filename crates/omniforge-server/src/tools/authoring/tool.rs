@@ -5,7 +5,7 @@
 use std::sync::{Arc, Weak};
 
 use omniforge_script::RunSpec;
-use omniforge_store::{NewStatus, Store, StoredTool, ToolVersion};
+use omniforge_store::{CallOutcome, CallRecord, NewStatus, Store, StoredTool, ToolVersion};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ToolAnnotations};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -14,10 +14,11 @@ use crate::auth::Scope;
 use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
 use crate::catalog::entry::{Entry, object_schema};
 use crate::catalog::publish::Catalog;
-use crate::context::request::RequestCx;
+use crate::context::request::{LogFilter, RequestCx};
 use crate::error::{AuthoringError, parse_arguments};
 use crate::script_host::prepare::TimeoutRule;
 use crate::tools::authoring::draft::{self, Draft};
+use crate::tools::authoring::secret;
 use crate::tools::stored::call::StoredTools;
 use crate::tools::stored::source::StoredSource;
 
@@ -91,8 +92,7 @@ impl ToolAuthoring {
     fn check_name(&self, name: &str) -> Result<(), AuthoringError> {
         match self.catalog.upgrade() {
             Some(catalog) => draft::check_name(&catalog, name),
-            None => omniforge_store::validate_tool_name(name)
-                .map_err(|e| AuthoringError::invalid("name", e.to_string())),
+            None => draft::check_name_shape(name),
         }
     }
 
@@ -146,16 +146,27 @@ impl ToolAuthoring {
                 .await
         }
         .map_err(AuthoringError::from)?;
+        let pending = secret::grant_declared(&*self.store, cx, &name, version.number)
+            .await
+            .map_err(AuthoringError::from)?;
         self.source
             .reload_and_prepare(&name, cx.author())
             .await
             .map_err(AuthoringError::from)?;
         let verb = if create { "Created" } else { "Updated" };
-        Ok(text(format!(
+        let mut sentence = format!(
             "{verb} tool {name} (version {}). It is listed in tools/list now; clients that ignore \
              notifications/tools/list_changed can call it with omniforge_call_tool.",
             version.number
-        )))
+        );
+        if !pending.is_empty() {
+            sentence.push_str(&format!(
+                " Secrets {} are requested, not granted: this version runs without them until \
+                 an admin grants them to it (omniforge_grant_secret).",
+                pending.join(", ")
+            ));
+        }
+        Ok(text(sentence))
     }
 
     /// Validates `omniforge_create_tool` arguments and builds the tool's environment, without
@@ -252,7 +263,13 @@ impl ToolAuthoring {
             .versions(&args.name)
             .await
             .map_err(AuthoringError::from)?;
-        let view = describe_tool(&stored, &versions);
+        let calls = self
+            .store
+            .recent_calls(&args.name, RECENT_CALLS)
+            .await
+            .map_err(AuthoringError::from)?;
+        let mut view = describe_tool(&stored, &versions);
+        view["recentCalls"] = calls.iter().map(call_json).collect();
         let mut result = text(serde_json::to_string_pretty(&view).unwrap_or_default());
         result.structured_content = Some(view);
         Ok(result)
@@ -294,8 +311,36 @@ impl ToolAuthoring {
         spec.timeout = prepared.timeout;
         spec.memory_bytes = host.settings().memory_bytes;
         spec.network = args.network.unwrap_or(false);
-        self.tools.run(spec, None, None, None, &[], cx).await.0
+        self.tools
+            .run(spec, None, None, LogFilter::AtLeast(None), &[], cx, None)
+            .await
+            .0
     }
+}
+
+/// How many of a tool's latest calls `omniforge_get_tool` shows.
+const RECENT_CALLS: u32 = 20;
+
+/// One call of the call log as `omniforge_get_tool` shows it (issue 11, finding 12): time,
+/// principal, version, duration, outcome, exit status and the failure's reason.
+pub fn call_json(call: &CallRecord) -> Value {
+    let (outcome, exit) = match call.outcome {
+        CallOutcome::Ok => ("ok", None),
+        CallOutcome::Error => ("error", None),
+        CallOutcome::Exit(n) => ("exit", Some(n)),
+        CallOutcome::Timeout => ("timeout", None),
+        CallOutcome::Cancelled => ("cancelled", None),
+        _ => ("other", None),
+    };
+    json!({
+        "startedAtMs": call.started_at_ms,
+        "principal": call.principal,
+        "version": call.version,
+        "durationMs": call.duration_ms,
+        "outcome": outcome,
+        "exitCode": exit,
+        "error": call.error,
+    })
 }
 
 /// What `omniforge_get_tool` and `omniforge tool show` print: a stored tool's current version
@@ -397,7 +442,7 @@ pub(crate) fn entries(authoring: &Arc<ToolAuthoring>) -> Vec<Entry> {
         entry(
             Op::Get,
             "omniforge_get_tool",
-            "Show a stored tool: its source, schemas, dependencies, lock, limits and versions.",
+            "Show a stored tool: its source, schemas, dependencies, lock, limits, versions and latest calls (time, principal, version, duration, outcome, error).",
             object_schema(
                 json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false}),
             ),

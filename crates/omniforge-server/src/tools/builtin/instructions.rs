@@ -63,10 +63,13 @@ and `omniforge_delete_tool` (`purge: true` removes the history) manage what exis
   call time; the script has no network unless `network: true`.
 - Limits: `timeout_s` (default 30 s), memory, output size; scripts run in a sandbox that sees
   only their environment and a private /tmp.
-- Secrets: `secrets: [\"API_KEY\"]` passes stored secrets as environment variables
-  (`os.environ[\"API_KEY\"]`); their exact values are redacted from results. An `admin`
-  stores them with `omniforge_set_secret {name, value}` (`omniforge_list_secrets`,
-  `omniforge_delete_secret`).
+- Secrets: `secrets: [\"API_KEY\"]` requests stored secrets as environment variables
+  (`os.environ[\"API_KEY\"]`); their exact values are redacted from results. A version gets
+  one only once an `admin` granted it to that exact version (`omniforge_grant_secret`; a
+  version an admin writes is granted the declared secrets that exist); a new version asks
+  again, and test runs get none. An `admin` stores them with `omniforge_set_secret {name,
+  value}` (`omniforge_list_secrets`, `omniforge_delete_secret`,
+  `omniforge_list_secret_requests`, `omniforge_revoke_secret`).
 - The helper module: `import omniforge`; `omniforge.progress(done, total, message)` reports
   progress to the caller, `omniforge.log(level, data)` logs (sent when at or above the
   client's logging/setLevel, default info), `omniforge.result(content=[...],

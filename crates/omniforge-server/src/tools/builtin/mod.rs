@@ -2,4 +2,5 @@
 //! server-level instructions text) and [`forward`] (`omniforge_call_tool`).
 
 pub(crate) mod forward;
+pub(crate) mod from_scripts;
 pub(crate) mod instructions;

@@ -1,23 +1,21 @@
 //! A call of a stored tool's current version: its secrets, the run, the result shaped and
 //! redacted, and the call log row.
 
-// `LoggingLevel` is deprecated by SEP-2577 (2026-07-28) but `logging/setLevel` is part of every
-// earlier revision we serve.
-#![allow(deprecated)]
 use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_script::{Exit, RunError, RunSpec};
 use omniforge_store::{CallOutcome, CallRecord, CallSource, Store, ToolVersion};
-use rmcp::model::{JsonObject, LoggingLevel};
+use rmcp::model::JsonObject;
 use serde_json::Value;
 
-use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
-use crate::context::request::RequestCx;
+use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, failure_reason, running};
+use crate::context::request::{LogFilter, RequestCx};
 use crate::error::CallError;
 use crate::schema::LazySchema;
 use crate::script_host::host::{ScriptHost, WarmCall};
 use crate::script_host::warm::version_key;
+use crate::tools::builtin::from_scripts::{self, BuiltinAccess};
 use crate::tools::stored::redact::{redact, redact_error};
 use crate::tools::stored::run::{Reporting, run};
 use crate::tools::stored::shape::Shaper;
@@ -43,8 +41,15 @@ pub(crate) struct StoredCall {
 impl ToolCall for StoredCall {
     fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a> {
         running(async move {
-            let level = call.cx.log_level();
-            self.tools.call(self, call.arguments, level, call.cx).await
+            let level = call.cx.log_filter();
+            let builtins = BuiltinAccess {
+                router: call.catalog,
+                cx: call.cx,
+                declared: from_scripts::declared(&self.version.spec.code),
+            };
+            self.tools
+                .call(self, call.arguments, level, call.cx, Some(&builtins))
+                .await
         })
     }
 }
@@ -60,18 +65,37 @@ impl StoredTools {
         &self,
         stored: &StoredCall,
         arguments: JsonObject,
-        log_level: Option<LoggingLevel>,
+        log_level: LogFilter,
         cx: &RequestCx<'_>,
+        builtins: Option<&BuiltinAccess<'_>>,
     ) -> CallResult {
         let version = &stored.version;
         let spec_v = &version.spec;
+        // Made through another replica: wait for this server's install of its environment
+        // (started when the version arrived), with progress. The catalog keeps no lock; the
+        // store has it.
+        let store = &self.store;
+        self.host
+            .ready(
+                &spec_v.env_id,
+                async || {
+                    store
+                        .version(&version.tool, version.number)
+                        .await
+                        .map(|v| v.spec.lock)
+                },
+                &cx.progress(),
+            )
+            .await
+            .map_err(CallError::Environment)?;
         let mut spec = self.spec(version);
         spec.arguments = Value::Object(arguments);
         let mut secrets = Vec::new();
         if !spec_v.secrets.is_empty() {
+            // Only what an admin granted to this exact version (issue 11, finding 1).
             let values = self
                 .store
-                .secret_values(&spec_v.secrets)
+                .granted_secrets(&version.tool, version.number)
                 .await
                 .map_err(CallError::Secrets)?;
             spec.env = values
@@ -94,6 +118,7 @@ impl StoredTools {
                 log_level,
                 &secrets,
                 cx,
+                builtins,
             )
             .await;
         let result = match result {
@@ -123,8 +148,9 @@ impl StoredTools {
             outcome,
             bytes_out: bytes_out as u64,
             principal: Some(cx.author().to_owned()),
-            // Already redacted (see above); the store keeps the first few words.
-            error: result.as_ref().err().map(ToString::to_string),
+            // Already redacted (see above): a short reason for a failed call, an error result
+            // (a traceback, an exit status) included.
+            error: failure_reason(&result),
             arguments: None,
             arguments_text: None,
             result_text: None,
@@ -160,29 +186,42 @@ impl StoredTools {
 
     /// Runs one script and shapes its result (`omniforge_test_tool` too: no schema, no
     /// secrets). `warm`: a stored version's call, run on its warm template when one is ready.
+    // One argument per thing a run reads (the warm template and the declared built-ins came
+    // with issues 15 and 12); a bundle struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn run(
         &self,
         spec: RunSpec,
         warm: Option<&WarmCall<'_>>,
         output_schema: Option<&LazySchema>,
-        log_level: Option<LoggingLevel>,
+        log_level: LogFilter,
         secrets: &[String],
         cx: &RequestCx<'_>,
+        builtins: Option<&BuiltinAccess<'_>>,
     ) -> (CallResult, CallOutcome) {
+        // A kept output names its tool; a test run has none.
+        let tool = warm.map_or("omniforge_test_tool", |w| w.tool);
         let progress = cx.progress();
         let client = cx.client();
+        let ended_with = std::sync::Mutex::new(None);
         let reporting = Reporting {
             progress: &progress,
             client: &client,
             log_level,
             secrets,
             ct: cx.ct(),
+            ended_with: &ended_with,
+            builtins,
         };
         let output = match run(&self.host, spec, warm, reporting).await {
             Ok(output) => output,
             Err(RunError::Busy) => return (Err(CallError::Busy), CallOutcome::Error),
             Err(e) => return (Err(CallError::NotStarted(e)), CallOutcome::Error),
         };
+        // The script ended its call with a JSON-RPC error (`omniforge.protocol_error`).
+        if let Some(error) = ended_with.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return (Err(error), CallOutcome::Error);
+        }
         let outcome = match output.exit {
             Exit::Code(0) => CallOutcome::Ok,
             Exit::Code(n) => CallOutcome::Exit(n),
@@ -192,7 +231,8 @@ impl StoredTools {
         };
         let result = self
             .shaper
-            .shape(&output, output_schema, secrets, cx.resource_links())
+            .shape(&output, output_schema, secrets, tool, cx)
+            .await
             .map_err(CallError::from);
         (result, outcome)
     }

@@ -15,7 +15,9 @@
 //! ends or is cancelled first, the client's request is cancelled too.
 //!
 //! `close_sse_stream` is the fourth script request: it closes the call's POST SSE stream so the
-//! client resumes it with `Last-Event-ID` ([`crate::context::stream`]).
+//! client resumes it with `Last-Event-ID` ([`crate::context::stream`]). `client_capabilities`
+//! answers what the client declared for this call (the request's `_meta` under 2026-07-28,
+//! the session's `initialize` before; `null` without a client), so a tool can adapt.
 
 use std::time::Duration;
 
@@ -115,11 +117,12 @@ pub(crate) async fn answer(
         "elicit" => forward(link, Kind::Elicitation, &params, ended).await,
         "roots" => forward(link, Kind::Roots, &params, ended).await,
         "close_sse_stream" => close_stream(link, request.params()).await,
+        "client_capabilities" => Ok(json!({"capabilities": link.capabilities})),
         other => Err(error(
             code::METHOD_NOT_FOUND,
             format!(
-                "unknown request {other:?}: scripts can send sample, elicit, roots and \
-                 close_sse_stream"
+                "unknown request {other:?}: scripts can send sample, elicit, roots, \
+                 close_sse_stream, client_capabilities and protocol_error"
             ),
         )),
     };

@@ -1,64 +1,90 @@
 //! Kept outputs: the whole output of a call whose result text was cut, readable through the
 //! resource link in that result (`omniforge://runs/{id}/output`) for a while (WIRE-30: clients
 //! cap what they take from one result).
+//!
+//! They live in the store's [`OutputStore`](omniforge_store::OutputStore), so they outlast a
+//! restart and every replica serves them. Each belongs to the principal that made the call
+//! (issue 11, finding 8): only that principal, or an admin, reads it; anyone else gets the
+//! same answer as for an unknown id (the owner check is in the store's query).
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
+
+use omniforge_store::{MAX_KEPT_STREAM_BYTES, NewKeptOutput, OutputReader, Store};
+
+use crate::auth::Scope;
+use crate::context::request::RequestCx;
 
 /// The URI prefix of kept outputs.
 pub(crate) const RUN_OUTPUT_PREFIX: &str = "omniforge://runs/";
 
-/// Whole outputs by resource URI, with when they were kept.
+/// Whole outputs in the store, kept for `ttl`.
 pub(crate) struct KeptOutputs {
+    store: Arc<dyn Store>,
     ttl: Duration,
-    /// A std lock: held for map operations only.
-    outputs: Mutex<HashMap<String, (Instant, String)>>,
 }
 
 impl KeptOutputs {
-    /// Outputs kept for `ttl`.
-    pub(crate) fn new(ttl: Duration) -> KeptOutputs {
-        KeptOutputs {
-            ttl,
-            outputs: Mutex::default(),
+    /// Outputs kept in `store` for `ttl`.
+    pub(crate) fn new(store: Arc<dyn Store>, ttl: Duration) -> KeptOutputs {
+        KeptOutputs { store, ttl }
+    }
+
+    /// Keeps `text` (its first MiB) for the caller of `cx`, from a call of `tool`; returns its
+    /// `omniforge://runs/{id}/output` URI, or `None` when the store refused it (logged).
+    /// Expired outputs go first.
+    pub(crate) async fn keep(&self, cx: &RequestCx<'_>, tool: &str, text: &str) -> Option<String> {
+        if let Err(error) = self.store.purge_expired_outputs().await {
+            tracing::warn!(%error, "removing expired kept outputs failed");
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let output = NewKeptOutput {
+            run_id: id.clone(),
+            owner: cx.author().to_owned(),
+            tool: tool.to_owned(),
+            stdout: cut(text, MAX_KEPT_STREAM_BYTES).to_owned(),
+            stderr: String::new(),
+            ttl: self.ttl,
+        };
+        match self.store.keep_output(output).await {
+            Ok(_) => Some(format!("{RUN_OUTPUT_PREFIX}{id}/output")),
+            Err(error) => {
+                tracing::warn!(%error, %tool, "keeping a cut output failed");
+                None
+            }
         }
     }
 
-    /// Keeps `text`; returns its `omniforge://runs/{id}/output` URI. Expired outputs go.
-    pub(crate) fn keep(&self, text: String) -> String {
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let uri = format!("{RUN_OUTPUT_PREFIX}{id}/output");
-        let mut outputs = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        outputs.retain(|_, (at, _)| now.duration_since(*at) < self.ttl);
-        outputs.insert(uri.clone(), (now, text));
-        uri
-    }
-
-    /// The output `uri` points to, while it lasts.
-    pub(crate) fn read(&self, uri: &str) -> Option<String> {
-        let outputs = self.outputs.lock().unwrap_or_else(|e| e.into_inner());
-        outputs
-            .get(uri)
-            .filter(|(at, _)| at.elapsed() < self.ttl)
-            .map(|(_, text)| text.clone())
+    /// The output `uri` points to, while it lasts, if the caller of `cx` made it or is an
+    /// admin; `None` otherwise, exactly as for an unknown id.
+    pub(crate) async fn read(&self, uri: &str, cx: &RequestCx<'_>) -> Option<String> {
+        let id = uri
+            .strip_prefix(RUN_OUTPUT_PREFIX)?
+            .strip_suffix("/output")?;
+        let principal = cx.principal()?;
+        let reader = OutputReader {
+            principal: principal.as_str(),
+            read_all: cx.allows(Scope::Admin),
+        };
+        match self.store.kept_output(id, reader).await {
+            Ok(found) => found.map(|o| o.stdout),
+            Err(error) => {
+                // A malformed id is refused by the store's checks: the same answer as unknown.
+                tracing::debug!(%error, "reading a kept output failed");
+                None
+            }
+        }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn kept_until_the_ttl() {
-        let kept = KeptOutputs::new(Duration::from_secs(3600));
-        let uri = kept.keep("whole".into());
-        assert!(uri.starts_with(RUN_OUTPUT_PREFIX) && uri.ends_with("/output"));
-        assert_eq!(kept.read(&uri).as_deref(), Some("whole"));
-        assert_eq!(kept.read("omniforge://runs/nope/output"), None);
-        let gone = KeptOutputs::new(Duration::ZERO);
-        let uri = gone.keep("x".into());
-        assert_eq!(gone.read(&uri), None);
+/// `text` cut to at most `max` bytes at a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
     }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }

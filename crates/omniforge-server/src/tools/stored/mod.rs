@@ -3,7 +3,9 @@
 //! - [`source`]: the enabled tools as catalog entries; one entry updated per change.
 //! - [`call`]: one call: secrets, the run, the result shaped and redacted, the call log.
 //! - [`run`]: the call loop (progress, logs, heartbeat, the script's requests to the client).
-//! - [`client_requests`]: a script's `sample`, `elicit`, `roots` and `close_sse_stream`.
+//! - [`client_requests`]: a script's `sample`, `elicit`, `roots`, `close_sse_stream` and
+//!   `client_capabilities`.
+//! - [`protocol_error`]: a script ending its call with a JSON-RPC error.
 //! - [`shape`]: a run's output to a result (helper result, outputSchema, size cap).
 //! - [`kept`]: the whole output behind a cut result's resource link.
 //! - [`redact`]: secret values out of everything a call sends.
@@ -11,6 +13,7 @@
 pub(crate) mod call;
 pub(crate) mod client_requests;
 pub(crate) mod kept;
+pub(crate) mod protocol_error;
 pub(crate) mod redact;
 pub(crate) mod run;
 pub(crate) mod shape;

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use futures::StreamExt as _;
+use futures::future::BoxFuture;
 use omniforge_script::{RunError, RunOutput, RunSpec, ScriptMessage};
 use rmcp::model::LoggingLevel;
 use serde_json::Value;
@@ -17,8 +18,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::client::ClientLink;
 use crate::context::progress::Progress;
+use crate::context::request::LogFilter;
+use crate::error::CallError;
 use crate::script_host::host::{ScriptHost, WarmCall};
+use crate::tools::builtin::from_scripts::{self, BuiltinAccess};
 use crate::tools::stored::client_requests::{self, code};
+use crate::tools::stored::protocol_error;
 use crate::tools::stored::redact::{scrub, scrub_value};
 
 /// Most requests one run may have waiting for the client at once: a script cannot flood the
@@ -35,12 +40,16 @@ pub(crate) struct Reporting<'a> {
     pub(crate) progress: &'a Progress,
     /// The client, for log messages and the script's requests.
     pub(crate) client: &'a ClientLink,
-    /// Script log messages at or above this level are sent (default: info).
-    pub(crate) log_level: Option<LoggingLevel>,
+    /// Which script log messages are sent.
+    pub(crate) log_level: LogFilter,
     /// Exact values scrubbed from everything sent.
     pub(crate) secrets: &'a [String],
     /// Fires when the request is cancelled.
     pub(crate) ct: &'a CancellationToken,
+    /// Set when the script ended its call with `protocol_error`: the call's answer.
+    pub(crate) ended_with: &'a std::sync::Mutex<Option<CallError>>,
+    /// The built-ins the script may call (`None`: none, e.g. `omniforge_test_tool`).
+    pub(crate) builtins: Option<&'a BuiltinAccess<'a>>,
 }
 
 /// Runs `spec` to its end (warm when `warm` names a stored call whose template is ready),
@@ -56,14 +65,18 @@ pub(crate) async fn run(
 ) -> Result<RunOutput, RunError> {
     let (tx, mut rx) = mpsc::channel::<ScriptMessage>(64);
     spec.messages = Some(tx);
-    let threshold = to.log_level.map_or(1, level_rank);
+    // `None`: no log message is sent.
+    let threshold = match to.log_level {
+        LogFilter::AtLeast(level) => Some(level.map_or(1, level_rank)),
+        LogFilter::Off => None,
+    };
     let run = host.run(spec, warm, to.ct.clone());
     tokio::pin!(run);
     let mut heartbeat =
         tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
     // `ended` cancels the client requests still waiting when the run ends.
     let ended = CancellationToken::new();
-    let mut asks = futures::stream::FuturesUnordered::new();
+    let mut asks = futures::stream::FuturesUnordered::<BoxFuture<'_, ()>>::new();
     let output = loop {
         tokio::select! {
             // What the script sent comes first: nothing it said before it ended is lost to
@@ -75,6 +88,11 @@ pub(crate) async fn run(
                     send_progress(p, &to).await;
                 }
                 ScriptMessage::Log(log) => forward_log(log, threshold, &to).await,
+                ScriptMessage::Request(request) if request.method() == "protocol_error" => {
+                    let error = protocol_error::from_script(request.params(), to.secrets);
+                    *to.ended_with.lock().unwrap_or_else(|e| e.into_inner()) = Some(error);
+                    request.respond(Ok(Value::Object(serde_json::Map::new())));
+                }
                 ScriptMessage::Request(request) if asks.len() >= MAX_PENDING_ASKS => {
                     request.respond(Err(omniforge_script::RpcError {
                         code: code::INVALID_REQUEST,
@@ -85,8 +103,16 @@ pub(crate) async fn run(
                         data: None,
                     }));
                 }
+                ScriptMessage::Request(request) if request.method() == "call_builtin" => {
+                    asks.push(Box::pin(from_scripts::answer(request, to.builtins, to.secrets)));
+                }
                 ScriptMessage::Request(request) => {
-                    asks.push(client_requests::answer(request, to.client, &ended, to.secrets));
+                    asks.push(Box::pin(client_requests::answer(
+                        request,
+                        to.client,
+                        &ended,
+                        to.secrets,
+                    )));
                 }
                 _ => {}
             },
@@ -122,7 +148,8 @@ async fn send_progress(p: omniforge_script::Progress, to: &Reporting<'_>) {
 
 /// Sends a script's log message as `notifications/message` when it is at or above the
 /// threshold.
-async fn forward_log(log: omniforge_script::LogMessage, threshold: u8, to: &Reporting<'_>) {
+async fn forward_log(log: omniforge_script::LogMessage, threshold: Option<u8>, to: &Reporting<'_>) {
+    let Some(threshold) = threshold else { return };
     let rank = level_name_rank(&log.level);
     if rank.is_none_or(|r| r < threshold) {
         return;

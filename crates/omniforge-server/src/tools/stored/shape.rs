@@ -10,6 +10,7 @@ use omniforge_script::{RunOutput, ScriptResult, prototype_text};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 
+use crate::context::request::RequestCx;
 use crate::error::{InvalidContent, ResultError};
 use crate::schema::LazySchema;
 use crate::tools::stored::kept::KeptOutputs;
@@ -24,18 +25,21 @@ pub(crate) struct Shaper {
 }
 
 impl Shaper {
-    /// The result of `output`. `output_schema`: the version's, if it declares one. Exact
-    /// `secrets` are scrubbed from a kept output (the result itself is redacted by the caller).
+    /// The result of `output`, a call of `tool` by the caller of `cx`. `output_schema`: the
+    /// version's, if it declares one. Exact `secrets` are scrubbed from a kept output (the
+    /// result itself is redacted by the caller); a kept output belongs to the caller.
     ///
     /// # Errors
     /// The result breaks the tool's contract: outputSchema, content items.
-    pub(crate) fn shape(
+    pub(crate) async fn shape(
         &self,
         output: &RunOutput,
         output_schema: Option<&LazySchema>,
         secrets: &[String],
-        resource_links: bool,
+        tool: &str,
+        cx: &RequestCx<'_>,
     ) -> Result<CallToolResult, ResultError> {
+        let resource_links = cx.resource_links();
         let failed = !output.exit.is_success();
         // A result given through the helper module wins over stdout.
         if !failed && let Some(given) = &output.result {
@@ -57,12 +61,19 @@ impl Shaper {
         let mut blocks = Vec::new();
         if text.len() > self.max_result_bytes {
             // Keep the whole captured output for a while and link to it.
-            let uri = self.kept.keep(scrub(&text, secrets));
-            let cut_text = format!(
-                "{}\n[the whole output: {uri}]",
-                cut(&text, self.max_result_bytes)
-            );
-            blocks.push(ContentBlock::text(cut_text));
+            let kept = self.kept.keep(cx, tool, &scrub(&text, secrets)).await;
+            let shown = cut(&text, self.max_result_bytes);
+            let Some(uri) = kept else {
+                blocks.push(ContentBlock::text(format!(
+                    "{shown}\n[cut: the whole output could not be kept]"
+                )));
+                let mut result = CallToolResult::success(blocks);
+                result.is_error = Some(is_error);
+                return Ok(result);
+            };
+            blocks.push(ContentBlock::text(format!(
+                "{shown}\n[the whole output: {uri}]"
+            )));
             if resource_links {
                 blocks.push(ContentBlock::resource_link(
                     rmcp::model::Resource::new(uri, "output")

@@ -185,6 +185,11 @@ impl StoredSource {
             annotations.open_world_hint = a.open_world_hint;
             tool = tool.with_annotations(annotations);
         }
+        // Made through another replica (or process on another machine): install its
+        // environment now, so that the first call does not wait for it.
+        self.tools
+            .host
+            .install_in_background(&spec.env_id, &spec.lock);
         // A call needs neither of these; `omniforge_get_tool` reads them from the store.
         spec.lock = String::new();
         spec.dependencies = Vec::new();

@@ -1,16 +1,22 @@
 //! Who may reach the MCP endpoint: the `Host` check (DNS rebinding), `Origin` validation with
-//! its CORS answers, and bearer tokens. A refusal is a ready response with a JSON-RPC body.
+//! its CORS answers, and bearer tokens: the static token file's, then OAuth access tokens
+//! ([`crate::auth::oauth`]). A refusal is a ready response with a JSON-RPC body; its
+//! `WWW-Authenticate` comes from [`challenge`](super::challenge).
 
 // A rejection is a ready `Response` (axum's idiom); it is built once per refused request, so
 // its size on the stack does not matter.
 #![allow(clippy::result_large_err)]
 
+use std::sync::Arc;
+
 use axum::response::{IntoResponse, Response};
-use http::header::{ALLOW, HOST, ORIGIN, VARY, WWW_AUTHENTICATE};
+use http::header::{ALLOW, AUTHORIZATION, HOST, ORIGIN, VARY};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
+use crate::auth::oauth::{Grant, OAuth, TokenError};
 use crate::auth::{Principal, TokenSet};
 use crate::settings::HttpSettings;
+use crate::transport::http::challenge::Challenge;
 use crate::transport::http::wire::{SERVER_ERROR, rpc_error};
 
 /// The methods the MCP endpoint answers.
@@ -22,6 +28,8 @@ pub(super) struct Access {
     allowed_hosts: Vec<String>,
     allowed_origins: Vec<String>,
     tokens: TokenSet,
+    oauth: Option<Arc<OAuth>>,
+    challenge: Challenge,
 }
 
 impl Access {
@@ -32,6 +40,8 @@ impl Access {
             allowed_hosts: settings.allowed_hosts.clone(),
             allowed_origins: settings.allowed_origins.clone(),
             tokens: settings.tokens.clone(),
+            oauth: settings.oauth.clone(),
+            challenge: Challenge::new(settings.oauth.as_deref()),
         }
     }
 
@@ -97,34 +107,51 @@ impl Access {
         }
     }
 
-    /// The principal of the request's bearer token; [`Principal::anonymous`] without tokens.
-    pub(super) fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Response> {
-        if self.tokens.is_empty() {
+    /// The principal of the request's bearer token: a static token's, else an OAuth access
+    /// token's. [`Principal::anonymous`] when neither is configured.
+    pub(super) async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Response> {
+        if self.tokens.is_empty() && self.oauth.is_none() {
             return Ok(Principal::anonymous());
         }
-        let presented = headers
-            .get(http::header::AUTHORIZATION)
+        let mut values = headers.get_all(AUTHORIZATION).iter();
+        let first = values.next();
+        if values.next().is_some() {
+            return Err(self.challenge.bad_request());
+        }
+        // Another scheme (`Basic ...`) counts as no bearer token.
+        let presented = first
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            });
-        let (challenge, message) = match presented.map(|t| self.tokens.authenticate(t.trim())) {
-            Some(Some(principal)) => return Ok(principal),
-            Some(None) => (
-                r#"Bearer realm="omniforge", error="invalid_token", error_description="the token is not valid""#,
-                "Unauthorized: the bearer token is not valid",
-            ),
-            None => (
-                r#"Bearer realm="omniforge""#,
-                "Unauthorized: a bearer token is required",
-            ),
+            .and_then(|v| v.trim().split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token.trim())
+            .filter(|token| !token.is_empty());
+        let Some(token) = presented else {
+            return Err(self.challenge.missing());
         };
-        let mut response = rpc_error(StatusCode::UNAUTHORIZED, None, SERVER_ERROR, message);
-        response
-            .headers_mut()
-            .insert(WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
-        Err(response)
+        if let Some(principal) = self.tokens.authenticate(token) {
+            return Ok(principal);
+        }
+        let Some(oauth) = &self.oauth else {
+            return Err(self.challenge.invalid("the token is not valid"));
+        };
+        match oauth.check(token).await {
+            Ok(Grant {
+                principal,
+                scope: Some(scope),
+            }) => Ok(Principal::new(principal, scope)),
+            Ok(Grant {
+                principal,
+                scope: None,
+            }) => {
+                tracing::info!(%principal, "refused an OAuth access token: it grants no OmniForge scope");
+                Err(self.challenge.insufficient_scope(None))
+            }
+            Err(TokenError::Unavailable) => Err(self.challenge.unavailable()),
+            Err(error) => {
+                tracing::info!(reason = error.kind(), "refused an OAuth access token");
+                Err(self.challenge.invalid(&error.to_string()))
+            }
+        }
     }
 }
 

@@ -28,6 +28,7 @@ use crate::transport::http::wire::{
     JSON, PROTOCOL_VERSION, SERVER_ERROR, SESSION_ID, json_errors, json_response, rpc_error,
 };
 use crate::transport::jsonrpc::{self, Checked, code};
+use crate::transport::stateless;
 
 /// The endpoint's state.
 pub(super) struct Front {
@@ -60,7 +61,7 @@ pub(super) async fn endpoint(State(front): State<Arc<Front>>, request: Request<B
 
 impl Front {
     async fn dispatch(self: &Arc<Self>, request: Request<Body>) -> Response {
-        let principal = match self.access.authenticate(request.headers()) {
+        let principal = match self.access.authenticate(request.headers()).await {
             Ok(principal) => principal,
             Err(response) => return response,
         };
@@ -70,7 +71,7 @@ impl Front {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         if let Some(id) = &session
-            && !self.book.may_use(id, &principal.name)
+            && !self.book.may_use(id, &principal.id)
         {
             return rpc_error(
                 StatusCode::FORBIDDEN,
@@ -85,7 +86,7 @@ impl Front {
             Method::GET | Method::DELETE => {
                 let negotiated = session.as_deref().and_then(|id| self.book.version(id));
                 if let Err(response) =
-                    negotiation::fill_protocol_version(&mut parts.headers, negotiated)
+                    negotiation::fill_protocol_version(&mut parts.headers, negotiated, None)
                 {
                     return response;
                 }
@@ -99,13 +100,14 @@ impl Front {
                 if deleting && response.status() == StatusCode::ACCEPTED {
                     *response.status_mut() = StatusCode::NO_CONTENT;
                 }
+                let response = json_errors(response.map(Body::new), None).await;
                 if let Some(id) = &session
                     && (response.status() == StatusCode::NOT_FOUND
                         || (deleting && response.status().is_success()))
                 {
                     self.book.close(id);
                 }
-                json_errors(response.map(Body::new), None).await
+                response
             }
             _ => {
                 let mut response = rpc_error(
@@ -151,9 +153,13 @@ impl Front {
                 );
             }
         };
+        let version_header = parts
+            .headers
+            .get(PROTOCOL_VERSION)
+            .map(|v| v.to_str().unwrap_or("").to_owned());
         match value {
             Value::Array(items) => self.batch(parts, items, principal, session).await,
-            single => match jsonrpc::check_message(single) {
+            single => match jsonrpc::check_message(single, version_header.as_deref()) {
                 Checked::Request {
                     id,
                     method,
@@ -177,6 +183,23 @@ impl Front {
                             .and_then(Value::as_str)
                             .map(str::to_owned)
                     });
+                    // A new session holds a place under `--max-sessions` while it opens.
+                    let _admission = match init.is_some() && session.is_none() {
+                        false => None,
+                        true => match self.book.admit() {
+                            Some(admission) => Some(admission),
+                            None => {
+                                tracing::warn!("--max-sessions reached; a new session was refused");
+                                return rpc_error(
+                                    StatusCode::SERVICE_UNAVAILABLE,
+                                    Some(&id),
+                                    SERVER_ERROR,
+                                    "Service Unavailable: the server has reached its \
+                                     --max-sessions limit; retry later",
+                                );
+                            }
+                        },
+                    };
                     let response = self
                         .forward(
                             &parts,
@@ -202,8 +225,13 @@ impl Front {
                     code::INVALID_REQUEST,
                     format!("Bad Request: message not accepted ({reason})"),
                 ),
-                Checked::Reject { response } => {
-                    let status = match response.pointer("/error/code").and_then(Value::as_i64) {
+                Checked::Reject {
+                    response,
+                    stateless,
+                } => {
+                    let code = response.pointer("/error/code").and_then(Value::as_i64);
+                    let status = match code {
+                        Some(code) if stateless => stateless::http_status(code),
                         Some(code::INVALID_REQUEST | code::PARSE_ERROR) => StatusCode::BAD_REQUEST,
                         _ => StatusCode::OK,
                     };
@@ -244,7 +272,9 @@ impl Front {
             headers.remove(PROTOCOL_VERSION);
         } else {
             let negotiated = session.and_then(|id| self.book.version(id));
-            if let Err(response) = negotiation::fill_protocol_version(headers, negotiated) {
+            if let Err(response) =
+                negotiation::fill_protocol_version(headers, negotiated, id.as_ref())
+            {
                 return response;
             }
         }
@@ -261,14 +291,15 @@ impl Front {
                 .and_then(|v| v.to_str().ok())
         {
             let version = jsonrpc::negotiated_version(requested.as_deref());
-            self.book.open(new_id, version, principal.name.clone());
+            self.book.open(new_id, version, principal.id.clone());
         }
+        let response = json_errors(response, id.as_ref()).await;
         if let Some(session) = session
             && response.status() == StatusCode::NOT_FOUND
         {
             self.book.close(session);
         }
-        json_errors(response, id.as_ref()).await
+        response
     }
 
     /// A JSON array body: processed under revisions that allow batches, refused otherwise.
@@ -283,12 +314,17 @@ impl Front {
         if let Err(response) = negotiation::check_batch(items.len(), negotiated, &parts.headers) {
             return response;
         }
+        let version_header = parts
+            .headers
+            .get(PROTOCOL_VERSION)
+            .map(|v| v.to_str().unwrap_or("").to_owned());
         let work = items.into_iter().map(|item| {
+            let version_header = version_header.as_deref();
             let parts = &parts;
             let principal = &principal;
             let session = session.as_deref();
             async move {
-                match jsonrpc::check_message(item) {
+                match jsonrpc::check_message(item, version_header) {
                     Checked::Request { id, method, .. } if method == "initialize" => {
                         Some(jsonrpc::error_response(
                             Some(&id),
@@ -309,7 +345,7 @@ impl Front {
                         None
                     }
                     Checked::Drop { .. } => None,
-                    Checked::Reject { response } => Some(response),
+                    Checked::Reject { response, .. } => Some(response),
                 }
             }
         });

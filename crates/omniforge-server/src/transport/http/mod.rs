@@ -12,7 +12,9 @@
 //!   the session's negotiated revision is used, where rmcp assumes 2025-03-26) and whether a
 //!   **batch** is allowed (answered as an array under 2025-03-26 and earlier; 400 / -32600
 //!   under later revisions, where rmcp answers 415).
-//! - [`sessions`]: the front's record of each session (negotiated revision, owning token).
+//! - [`sessions`]: the front's record of each session (negotiated revision, owning token,
+//!   what keeps it alive, the `--max-sessions` cap); [`expiry`] closes idle ones and
+//!   [`memory`] hands the freed heap back; [`request_ids`]: requests that reuse an id in flight.
 //! - [`resume`]: rmcp's session manager, wrapped so a tool can close its POST stream for a
 //!   `Last-Event-ID` resume (SEP-1699).
 //! - [`sse_json`]: an SSE answer collapsed into one JSON response.
@@ -20,20 +22,30 @@
 //!   gets one).
 //! - [`front`]: the endpoint that runs these in order and forwards each message to rmcp.
 //! - [`healthz`]: `GET /healthz`.
+//! - [`connections`]: the accept loop: header read timeout, keep-alive idle timeout, connection
+//!   cap.
+//! - [`challenge`]: the `WWW-Authenticate` answers (static tokens; OAuth with
+//!   `resource_metadata` and `scope`); [`well_known`]: the OAuth protected-resource metadata
+//!   (RFC 9728), only when OAuth is configured.
 //!
 //! `tools/call` arguments that are `null` or not an object reach the handler
 //! ([`crate::transport::jsonrpc`]).
 
 pub(crate) mod access;
+pub(crate) mod challenge;
+pub(crate) mod connections;
+pub(crate) mod expiry;
 pub(crate) mod front;
 pub(crate) mod healthz;
+pub(crate) mod memory;
 pub(crate) mod negotiation;
+pub(crate) mod request_ids;
 pub(crate) mod resume;
 pub(crate) mod sessions;
 pub(crate) mod sse_json;
+pub(crate) mod well_known;
 pub(crate) mod wire;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,7 +53,6 @@ use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::{any, get};
-use axum::serve::ListenerExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
@@ -63,9 +74,12 @@ pub(crate) fn app(
     settings: HttpSettings,
     rmcp_ct: CancellationToken,
 ) -> Router {
+    let book = Arc::new(SessionBook::new(settings.max_sessions));
     let mut session_manager = LocalSessionManager::default();
-    session_manager.session_config.keep_alive = Some(settings.session_idle_timeout);
-    let session_manager = Arc::new(ResumableSessions::new(session_manager));
+    // rmcp's idle timer restarts only when a message passes, so it ended silent calls:
+    // `expiry` closes sessions by what they are doing instead.
+    session_manager.session_config.keep_alive = None;
+    let session_manager = Arc::new(ResumableSessions::new(session_manager, book.clone()));
     let rmcp_config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(!settings.stateless)
         // The front checks Host and Origin; rmcp's checks would answer in plain text.
@@ -79,8 +93,16 @@ pub(crate) fn app(
         session_manager.clone(),
         rmcp_config,
     );
-    let book = Arc::new(SessionBook::default());
-    tokio::spawn(sessions::prune(Arc::downgrade(&book), session_manager));
+    tokio::spawn(expiry::expire(
+        Arc::downgrade(&book),
+        session_manager,
+        shared.peers.clone(),
+        settings.session_idle_timeout,
+    ));
+    let metadata = settings
+        .oauth
+        .as_deref()
+        .map(|oauth| well_known::routes(oauth, &settings.path));
     let front = Arc::new(Front {
         shared,
         access: Access::new(&settings),
@@ -88,10 +110,14 @@ pub(crate) fn app(
         mcp,
         book,
     });
-    Router::new()
+    let router = Router::new()
         .route("/healthz", get(health))
         .route(&settings.path, any(front::endpoint))
-        .with_state(front)
+        .with_state(front);
+    match metadata {
+        Some(metadata) => router.merge(metadata),
+        None => router,
+    }
 }
 
 async fn health(State(front): State<Arc<Front>>, headers: http::HeaderMap) -> Response {
@@ -99,6 +125,7 @@ async fn health(State(front): State<Arc<Front>>, headers: http::HeaderMap) -> Re
     let admin = front
         .access
         .authenticate(&headers)
+        .await
         .is_ok_and(|p| p.allows(crate::auth::Scope::Admin));
     healthz::report(&front.shared, front.book.len(), admin)
 }
@@ -116,6 +143,11 @@ pub(crate) async fn serve(
     grace: Duration,
 ) -> std::io::Result<()> {
     let rmcp_ct = CancellationToken::new();
+    let limits = connections::Limits {
+        header_read_timeout: settings.header_read_timeout,
+        keep_alive_timeout: settings.keep_alive_timeout,
+        max_connections: settings.max_connections,
+    };
     let router = app(shared.clone(), settings, rmcp_ct.clone());
     let drain = {
         let shutdown = shutdown.clone();
@@ -133,18 +165,7 @@ pub(crate) async fn serve(
         }
     };
     tokio::spawn(drain);
-    // SSE answers are written in pieces (headers, priming event, message); without
-    // TCP_NODELAY each later piece waits for the client's delayed ACK (about 40 ms on Linux).
-    let listener = listener.tap_io(|tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!(%error, "setting TCP_NODELAY failed");
-        }
-    });
-    let server = axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+    let server = connections::serve(listener, router, limits, shutdown.clone());
     tokio::select! {
         result = server => result,
         // Connections that outlive the cancelled sessions (idle keep-alives) do not hold us.

@@ -125,10 +125,12 @@ pub(super) async fn read_body(
 /// must name a revision we serve (2025-06-18, Basic > Transports > Protocol Version Header:
 /// "invalid or unsupported" gets 400). A supported revision other than the negotiated one
 /// is tolerated, as the reference servers do (the conformance suite sends 2025-03-26
-/// inside 2025-11-25 sessions); the session keeps its negotiated revision.
+/// inside 2025-11-25 sessions); the session keeps its negotiated revision. `id`: the
+/// request's, which the error names.
 pub(super) fn fill_protocol_version(
     headers: &mut HeaderMap,
     negotiated: Option<&'static str>,
+    id: Option<&serde_json::Value>,
 ) -> Result<(), Response> {
     match headers
         .get(PROTOCOL_VERSION)
@@ -152,7 +154,7 @@ pub(super) fn fill_protocol_version(
         }
         Some(sent) => Err(rpc_error(
             StatusCode::BAD_REQUEST,
-            None,
+            id,
             code::INVALID_REQUEST,
             format!(
                 "Bad Request: unsupported MCP-Protocol-Version '{sent}' (supported: {})",

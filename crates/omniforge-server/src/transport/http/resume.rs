@@ -14,13 +14,17 @@
 //! after that finds nothing. So a call whose stream was closed holds its result until the
 //! client has resumed ([`ResumableStream::settle`], bounded by [`RESUME_WAIT`]); [`ResumableSessions::resume`]
 //! tells it when.
+//!
+//! The wrapper is also where the session lifecycle is seen whole: each session, message and
+//! stream is recorded in the [`SessionBook`] (what keeps a session alive, see `sessions.rs`),
+//! and requests that reuse an id in flight are renamed (`request_ids.rs`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::Stream;
 use futures::future::BoxFuture;
+use futures::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, GetExtensions, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionHandle, LocalSessionManager, LocalSessionManagerError,
@@ -32,6 +36,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::context::stream::{CloseError, ResumableStream, StreamLink};
+use crate::transport::http::request_ids;
+use crate::transport::http::sessions::SessionBook;
 
 /// How long a call whose stream was closed waits for the client to resume before it answers
 /// anyway (the answer is then lost for a client that never comes back).
@@ -45,14 +51,16 @@ type Waiting = Arc<Mutex<HashMap<(SessionId, u64), watch::Sender<bool>>>>;
 pub(crate) struct ResumableSessions {
     inner: LocalSessionManager,
     waiting: Waiting,
+    book: Arc<SessionBook>,
 }
 
 impl ResumableSessions {
-    /// Wraps `inner`.
-    pub(crate) fn new(inner: LocalSessionManager) -> ResumableSessions {
+    /// Wraps `inner` (whose own idle timer should be off: `book` decides expiry).
+    pub(crate) fn new(inner: LocalSessionManager, book: Arc<SessionBook>) -> ResumableSessions {
         ResumableSessions {
             inner,
             waiting: Arc::default(),
+            book,
         }
     }
 }
@@ -139,7 +147,9 @@ impl SessionManager for ResumableSessions {
     type Transport = <LocalSessionManager as SessionManager>::Transport;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        self.inner.create_session().await
+        let (id, transport) = self.inner.create_session().await?;
+        self.book.create(&id);
+        Ok((id, transport))
     }
 
     async fn initialize_session(
@@ -147,6 +157,7 @@ impl SessionManager for ResumableSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        let _busy = self.book.busy(id);
         self.inner.initialize_session(id, message).await
     }
 
@@ -156,6 +167,7 @@ impl SessionManager for ResumableSessions {
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
         lock(&self.waiting).retain(|(session, _), _| session != id);
+        self.book.close(id);
         self.inner.close_session(id).await
     }
 
@@ -173,6 +185,8 @@ impl SessionManager for ResumableSessions {
             .get(id)
             .cloned()
             .ok_or_else(|| LocalSessionManagerError::SessionNotFound(id.clone()))?;
+        let busy = self.book.busy(id);
+        let flight = request_ids::depart(&self.book, id, &mut message);
         let receiver = handle.establish_request_wise_channel().await?;
         if let (ClientJsonRpcMessage::Request(request), Some(http_request_id)) =
             (&mut message, receiver.http_request_id)
@@ -198,7 +212,11 @@ impl SessionManager for ResumableSessions {
             .push_message(message, receiver.http_request_id)
             .await?;
         let mut rx = receiver.inner;
-        Ok(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)))
+        Ok(futures::stream::poll_fn(move |cx| {
+            // The session stays busy, and the request's id in flight, until the stream ends.
+            let _held = (&busy, &flight);
+            rx.poll_recv(cx).map(|m| m.map(request_ids::restore))
+        }))
     }
 
     async fn accept_message(
@@ -206,14 +224,25 @@ impl SessionManager for ResumableSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<(), Self::Error> {
-        self.inner.accept_message(id, message).await
+        self.book.touch(id);
+        let also = request_ids::cancellations(&self.book, id, &message);
+        self.inner.accept_message(id, message).await?;
+        for cancel in also {
+            self.inner.accept_message(id, cancel).await?;
+        }
+        Ok(())
     }
 
     async fn create_standalone_stream(
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
-        self.inner.create_standalone_stream(id).await
+        let busy = self.book.busy(id);
+        let stream = self.inner.create_standalone_stream(id).await?;
+        Ok(stream.map(move |m| {
+            let _held = &busy;
+            m
+        }))
     }
 
     /// As `LocalSessionManager::resume`; then wakes a call waiting for this stream's resume.
@@ -223,7 +252,11 @@ impl SessionManager for ResumableSessions {
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         let stream = stream_of(&last_event_id);
-        let resumed = self.inner.resume(id, last_event_id).await?;
+        let busy = self.book.busy(id);
+        let resumed = self.inner.resume(id, last_event_id).await?.map(move |m| {
+            let _held = &busy;
+            request_ids::restore(m)
+        });
         if let Some(stream) = stream
             && let Some(tx) = lock(&self.waiting).get(&(id.clone(), stream))
         {

@@ -24,6 +24,9 @@ pub(super) const SERVER_ERROR: i64 = -32001;
 /// JSON-RPC "Internal error".
 pub(super) const INTERNAL_ERROR: i64 = -32603;
 
+/// What rmcp's 500 says when the session's worker has ended.
+const SESSION_ENDED: &str = "Session service terminated";
+
 /// A JSON-RPC error response with an HTTP status.
 pub(super) fn rpc_error(
     status: StatusCode,
@@ -60,7 +63,18 @@ pub(super) async fn json_errors(response: Response, id: Option<&Value>) -> Respo
         Ok(c) => String::from_utf8_lossy(&c.to_bytes()).into_owned(),
         Err(_) => String::new(),
     };
-    let message = if text.is_empty() {
+    // A session whose worker has ended (closed or expired while this request waited for it)
+    // is gone: rmcp says 500 "Session service terminated", clients need 404 to start anew.
+    let status = if status.is_server_error() && text.contains(SESSION_ENDED) {
+        parts.status = StatusCode::NOT_FOUND;
+        StatusCode::NOT_FOUND
+    } else {
+        status
+    };
+    let message = if status == StatusCode::NOT_FOUND && !text.starts_with("Not Found") {
+        "Not Found: the session does not exist or has expired; start a new one with initialize"
+            .to_owned()
+    } else if text.is_empty() {
         status.canonical_reason().unwrap_or("error").to_owned()
     } else {
         text

@@ -1,0 +1,906 @@
+//! OAuth 2.1 resource server (issue 16), against a real authorization server: `oidc-provider`
+//! (`tests/fixtures/oidc/server.mjs`, started per test on loopback) issuing real JWT access
+//! tokens for OmniForge's resource URL, and the official Python SDK's OAuth client
+//! (`drivers/oauth_client.py`) for the discovery flows.
+//!
+//! The server under test runs with `--oauth-issuer ISSUER` (its audience defaults to its own
+//! loopback URL), and the provider is told that URL once the server is listening
+//! (`POST /_fixture/resources`).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+
+use crate::procs::{Captured, Serve, drain, kill_and_reap};
+use crate::util::{
+    ANY_TOOL, e2e_dir, http_client, initialize_request, no_proxy, node22, python_driver, python2,
+    repo_root, require,
+};
+
+fn oidc_dir() -> PathBuf {
+    repo_root().join("tests/fixtures/oidc")
+}
+
+/// The authorization server: `node22 tests/fixtures/oidc/server.mjs ARGS`.
+struct Provider {
+    child: Child,
+    /// Kept open: the provider exits when its stdin reaches EOF.
+    _stdin: ChildStdin,
+    /// `http://127.0.0.1:PORT`, its issuer identifier.
+    issuer: String,
+    stderr: Captured,
+}
+
+impl Provider {
+    async fn start(args: &[&str]) -> Provider {
+        require(&[
+            node22(),
+            oidc_dir().join("node_modules/oidc-provider/package.json"),
+        ]);
+        let mut child = Command::new(node22())
+            .arg(oidc_dir().join("server.mjs"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start the oidc fixture: {e}"));
+        let stdin = child.stdin.take().unwrap();
+        let stderr = Captured::default();
+        drain(child.stderr.take().unwrap(), stderr.clone());
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let issuer = match tokio::time::timeout(Duration::from_secs(20), lines.next_line()).await {
+            Ok(Ok(Some(line))) if line.starts_with("ISSUER http://127.0.0.1:") => {
+                line["ISSUER ".len()..].to_owned()
+            }
+            other => {
+                kill_and_reap(&mut child);
+                panic!(
+                    "the oidc fixture did not print `ISSUER http://127.0.0.1:PORT` within 20 s \
+                     (got {other:?}); stderr:\n{}",
+                    stderr.tail(4000)
+                )
+            }
+        };
+        Provider {
+            child,
+            _stdin: stdin,
+            issuer,
+            stderr,
+        }
+    }
+
+    /// Registers a resource server (RFC 8707 resource indicator).
+    async fn add_resource(&self, resource: &str) {
+        self.control("resources", json!({ "resource": resource }))
+            .await;
+    }
+
+    /// `POST /_fixture/rotate`: new signing keys; `keep_old: false` withdraws the old ones.
+    async fn rotate(&self, keep_old: bool) {
+        self.control("rotate", json!({ "keep_old": keep_old }))
+            .await;
+    }
+
+    async fn control(&self, what: &str, body: Value) {
+        let reply = http_client()
+            .post(format!("{}/_fixture/{what}", self.issuer))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            reply.status(),
+            200,
+            "/_fixture/{what}: {:?}",
+            reply.text().await
+        );
+    }
+
+    /// A client-credentials token (client_secret_basic) for `resource` with `scope`.
+    async fn token(&self, client: &str, resource: &str, scope: Option<&str>) -> String {
+        let mut form = vec![("grant_type", "client_credentials"), ("resource", resource)];
+        if let Some(scope) = scope {
+            form.push(("scope", scope));
+        }
+        let reply = http_client()
+            .post(format!("{}/token", self.issuer))
+            .basic_auth(client, Some(format!("{client}-secret")))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        let status = reply.status();
+        let body: Value = reply.json().await.unwrap();
+        assert_eq!(
+            status,
+            200,
+            "token for {client}: {body}\n{}",
+            self.stderr.tail(2000)
+        );
+        body["access_token"].as_str().unwrap().to_owned()
+    }
+
+    /// RFC 7009 revocation of `token` (as the client that owns it).
+    async fn revoke(&self, client: &str, token: &str) {
+        let reply = http_client()
+            .post(format!("{}/token/revocation", self.issuer))
+            .basic_auth(client, Some(format!("{client}-secret")))
+            .form(&[("token", token)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 200, "revocation: {:?}", reply.text().await);
+    }
+}
+
+impl Drop for Provider {
+    fn drop(&mut self) {
+        kill_and_reap(&mut self.child);
+    }
+}
+
+/// A provider and an `omniforge serve --oauth-issuer` whose resource it knows.
+struct Setup {
+    provider: Provider,
+    server: Serve,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    async fn start(provider_args: &[&str], server_args: &[&str]) -> Setup {
+        Setup::start_with(provider_args, server_args, "").await
+    }
+
+    /// `token_lines`: a static token file beside OAuth (empty: none).
+    async fn start_with(provider_args: &[&str], server_args: &[&str], token_lines: &str) -> Setup {
+        let provider = Provider::start(provider_args).await;
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let mut command = Serve::command()
+            .args(&["--data-dir".as_ref(), data.as_os_str()])
+            .args(&["--oauth-issuer", &provider.issuer])
+            .args(server_args);
+        if !token_lines.is_empty() {
+            let file = dir.path().join("tokens");
+            std::fs::write(&file, token_lines).unwrap();
+            command = command.args(&["--token-file".as_ref(), file.as_os_str()]);
+        }
+        no_proxy(command.cmd());
+        let server = command.start().await;
+        provider.add_resource(&server.url).await;
+        Setup {
+            provider,
+            server,
+            dir,
+        }
+    }
+
+    fn url(&self) -> &str {
+        &self.server.url
+    }
+
+    async fn token(&self, client: &str, scope: Option<&str>) -> String {
+        self.provider.token(client, self.url(), scope).await
+    }
+
+    /// The principals of the audit records about `object`, read from the server's SQLite store
+    /// (Python's `sqlite3`: the CLI has no audit reader yet).
+    async fn audit_principals(&self, object: &str) -> Vec<String> {
+        let db = self.dir.path().join("data/omniforge.db");
+        let output = Command::new(python2())
+            .args([
+                "-c",
+                "import sqlite3, sys; c = sqlite3.connect(f'file:{sys.argv[1]}?mode=ro', uri=True); \
+                 print('\\n'.join(r[0] for r in c.execute('SELECT principal FROM audit_log WHERE object_name = ?', (sys.argv[2],))))",
+            ])
+            .arg(&db)
+            .arg(object)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The server's stderr, for failure messages.
+    fn logs(&self) -> String {
+        format!(
+            "server stderr:\n{}\nprovider stderr:\n{}",
+            self.server.output_tail(),
+            self.provider.stderr.tail(3000)
+        )
+    }
+}
+
+const ALL_SCOPES: &str = "tools:call tools:write admin";
+
+/// One MCP exchange over HTTP with a bearer token: status, `WWW-Authenticate`, session id, and
+/// the JSON-RPC messages of the answer.
+struct Reply {
+    status: u16,
+    challenge: Option<String>,
+    session: Option<String>,
+    messages: Vec<Value>,
+}
+
+impl Reply {
+    fn result(&self) -> &Value {
+        self.messages
+            .iter()
+            .find_map(|m| m.get("result"))
+            .unwrap_or_else(|| panic!("no result in {:?}", self.messages))
+    }
+}
+
+/// POSTs one message asking for a plain JSON answer (no SSE), with a timeout long enough for
+/// a tool creation's environment build.
+async fn post(url: &str, token: Option<&str>, session: Option<&str>, body: Value) -> Reply {
+    let mut request = http_client()
+        .post(url)
+        .timeout(Duration::from_secs(120))
+        .header("Accept", "application/json")
+        .json(&body);
+    if let Some(session) = session {
+        request = request
+            .header("Mcp-Session-Id", session)
+            .header("MCP-Protocol-Version", "2025-11-25");
+    }
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let reply = request.send().await.unwrap();
+    let header = |name: &str| {
+        reply
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (challenge, session) = (header("www-authenticate"), header("mcp-session-id"));
+    let status = reply.status().as_u16();
+    let text = reply.text().await.unwrap();
+    let messages = match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Array(items)) => items,
+        Ok(one) => vec![one],
+        Err(_) => Vec::new(),
+    };
+    Reply {
+        status,
+        challenge,
+        session,
+        messages,
+    }
+}
+
+/// `initialize` + `notifications/initialized` with `token`; the session id.
+async fn open_session(url: &str, token: &str) -> String {
+    let reply = post(url, Some(token), None, initialize_request(1, "2025-11-25")).await;
+    assert_eq!(reply.status, 200, "initialize: {:?}", reply.messages);
+    let session = reply.session.expect("a session id");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let reply = post(url, Some(token), Some(&session), note).await;
+    assert_eq!(reply.status, 202);
+    session
+}
+
+fn call(id: u64, tool: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": arguments}})
+}
+
+fn list(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}})
+}
+
+fn text_of(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn add_vat_args() -> Value {
+    let path = repo_root().join("examples/tools/add_vat.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The JWT payload of `token` (unverified; for assertions only).
+fn claims(token: &str) -> Value {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1).expect("a JWT");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+fn param<'a>(challenge: &'a str, name: &str) -> Option<&'a str> {
+    let start = challenge.find(&format!("{name}=\""))? + name.len() + 2;
+    let len = challenge[start..].find('"')?;
+    Some(&challenge[start..start + len])
+}
+
+/// Runs `drivers/oauth_client.py ARGS` (the Python SDK's OAuth client) and returns its stdout
+/// lines by tag.
+async fn sdk_driver(args: &[&str]) -> Vec<(String, Value)> {
+    require(&[python2()]);
+    let mut cmd = python_driver(&python2(), &e2e_dir("drivers").join("oauth_client.py"));
+    no_proxy(cmd.args(args));
+    let output = tokio::time::timeout(Duration::from_secs(90), cmd.output())
+        .await
+        .expect("the OAuth driver finished within 90 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "oauth_client.py {args:?} failed ({:?}):\nstdout:\n{stdout}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+        .lines()
+        .map(|line| match line.split_once(' ') {
+            Some((tag, rest)) => (
+                tag.to_owned(),
+                serde_json::from_str(rest).unwrap_or(Value::Null),
+            ),
+            None => (line.to_owned(), Value::Null),
+        })
+        .collect()
+}
+
+fn tagged<'a>(lines: &'a [(String, Value)], tag: &str) -> Vec<&'a Value> {
+    lines
+        .iter()
+        .filter(|(t, _)| t == tag)
+        .map(|(_, v)| v)
+        .collect()
+}
+
+/// What both SDK flows must show: discovery from the 401 through the path-form metadata to the
+/// provider, a token for this server, and a working tool call.
+fn check_sdk_flow(setup: &Setup, lines: &[(String, Value)]) {
+    let http = tagged(lines, "HTTP");
+    let first = http.first().expect("HTTP lines");
+    assert_eq!(first["status"], 401, "first exchange: {first}");
+    let challenge = first["www_authenticate"].as_str().unwrap();
+    let metadata = format!(
+        "{}/.well-known/oauth-protected-resource/mcp",
+        setup.server.base
+    );
+    assert_eq!(
+        param(challenge, "resource_metadata"),
+        Some(metadata.as_str())
+    );
+    assert_eq!(param(challenge, "scope"), Some("tools:call"));
+    assert!(
+        http.iter()
+            .any(|h| h["url"] == metadata.as_str() && h["status"] == 200),
+        "the SDK fetched the metadata: {http:?}"
+    );
+    assert!(
+        http.iter().any(|h| h["url"]
+            .as_str()
+            .is_some_and(|u| u.starts_with(&setup.provider.issuer) && u.ends_with("/token"))
+            && h["status"] == 200),
+        "the SDK got a token from the provider: {http:?}"
+    );
+    let token = tagged(lines, "TOKEN");
+    assert_eq!(token[0]["claims"]["aud"], setup.url(), "{:?}", token[0]);
+    let calls = tagged(lines, "CALL");
+    assert_eq!(calls.len(), 1, "{lines:?}");
+    assert_ne!(calls[0]["result"]["isError"], true, "{:?}", calls[0]);
+}
+
+#[tokio::test]
+async fn sdk_client_credentials_discovers_the_server_and_calls_a_tool() {
+    let setup = Setup::start(&[], &[]).await;
+    let lines = sdk_driver(&[
+        "client-credentials",
+        setup.url(),
+        "--issuer",
+        &setup.provider.issuer,
+        "--client-id",
+        "cc-admin",
+        "--client-secret",
+        "cc-admin-secret",
+        "--call",
+        ANY_TOOL,
+        "{}",
+    ])
+    .await;
+    check_sdk_flow(&setup, &lines);
+}
+
+#[tokio::test]
+async fn sdk_authorization_code_with_pkce_signs_in_and_calls_a_tool() {
+    let setup = Setup::start(&[], &[]).await;
+    let lines = sdk_driver(&[
+        "authorization-code",
+        setup.url(),
+        "--issuer",
+        &setup.provider.issuer,
+        "--client-id",
+        "pkce-app",
+        "--login",
+        "alice",
+        "--call",
+        ANY_TOOL,
+        "{}",
+    ])
+    .await;
+    check_sdk_flow(&setup, &lines);
+    let authorize = tagged(&lines, "AUTHORIZE");
+    assert_eq!(authorize[0]["pages"], json!(["login", "consent"]));
+    let url = authorize[0]["url"].as_str().unwrap();
+    assert!(
+        url.contains("code_challenge_method=S256") && url.contains("resource="),
+        "{url}"
+    );
+    assert_eq!(tagged(&lines, "TOKEN")[0]["claims"]["sub"], "alice");
+}
+
+#[tokio::test]
+async fn protected_resource_metadata_and_challenges() {
+    let setup = Setup::start(&[], &[]).await;
+    let base = &setup.server.base;
+    let expected = json!({
+        "resource": setup.url(),
+        "authorization_servers": [setup.provider.issuer],
+        "scopes_supported": ["tools:call", "tools:write", "admin"],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "OmniForge",
+    });
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let reply = http_client()
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 200, "{path}");
+        let body: Value = reply.json().await.unwrap();
+        assert_eq!(body, expected, "{path}");
+    }
+    // No token: 401 pointing to the metadata, with the scope to ask for, and no error code.
+    let reply = post(setup.url(), None, None, initialize_request(1, "2025-11-25")).await;
+    assert_eq!(reply.status, 401);
+    let challenge = reply.challenge.unwrap();
+    assert!(challenge.starts_with("Bearer "), "{challenge}");
+    assert_eq!(
+        param(&challenge, "resource_metadata"),
+        Some(format!("{base}/.well-known/oauth-protected-resource/mcp").as_str())
+    );
+    assert_eq!(param(&challenge, "scope"), Some("tools:call"));
+    assert_eq!(param(&challenge, "error"), None);
+    // Garbage: invalid_token.
+    let reply = post(setup.url(), Some("not-a-token"), None, list(2)).await;
+    assert_eq!(reply.status, 401);
+    let challenge = reply.challenge.unwrap();
+    assert_eq!(
+        param(&challenge, "error"),
+        Some("invalid_token"),
+        "{challenge}"
+    );
+    assert!(param(&challenge, "resource_metadata").is_some());
+}
+
+#[tokio::test]
+async fn static_tokens_alone_keep_their_challenge_and_serve_no_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "alice s3cret tools:call\n").unwrap();
+    let server = Serve::start(&[
+        "--data-dir".as_ref(),
+        dir.path().as_os_str(),
+        "--token-file".as_ref(),
+        tokens.as_os_str(),
+    ])
+    .await;
+    for path in [
+        "/.well-known/oauth-protected-resource/mcp",
+        "/.well-known/oauth-protected-resource",
+    ] {
+        let reply = http_client()
+            .get(format!("{}{path}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), 404, "{path}");
+    }
+    let reply = post(&server.url, None, None, list(1)).await;
+    assert_eq!(reply.status, 401);
+    assert_eq!(
+        reply.challenge.as_deref(),
+        Some(r#"Bearer realm="omniforge""#)
+    );
+    let reply = post(&server.url, Some("wrong"), None, list(1)).await;
+    assert_eq!(
+        reply.challenge.as_deref(),
+        Some(
+            r#"Bearer realm="omniforge", error="invalid_token", error_description="the token is not valid""#
+        )
+    );
+}
+
+#[tokio::test]
+async fn token_for_another_resource_is_refused() {
+    let other = "http://127.0.0.1:2/other";
+    let setup = Setup::start(&["--resource", other], &["--log-level", "trace"]).await;
+    let token = setup
+        .provider
+        .token("cc-admin", other, Some(ALL_SCOPES))
+        .await;
+    assert_eq!(claims(&token)["aud"], other);
+    let reply = post(
+        setup.url(),
+        Some(&token),
+        None,
+        initialize_request(1, "2025-11-25"),
+    )
+    .await;
+    assert_eq!(reply.status, 401, "{}", setup.logs());
+    let challenge = reply.challenge.unwrap();
+    assert_eq!(param(&challenge, "error"), Some("invalid_token"));
+    assert_eq!(
+        param(&challenge, "error_description"),
+        Some("the access token was not issued for this resource")
+    );
+    // The same client's token for this server works.
+    let good = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    open_session(setup.url(), &good).await;
+    // Neither token reaches the log, even at trace level.
+    let stderr = setup.server.stderr();
+    assert!(stderr.contains("refused an OAuth access token"), "{stderr}");
+    for t in [&token, &good] {
+        let signature = t.rsplit('.').next().unwrap();
+        assert!(!stderr.contains(signature), "a token reached the log");
+    }
+}
+
+#[tokio::test]
+async fn expired_token_is_refused() {
+    let setup = Setup::start(&["--short-ttl", "2"], &["--oauth-leeway", "0s"]).await;
+    let token = setup.token("cc-short", Some(ALL_SCOPES)).await;
+    let exp = claims(&token)["exp"].as_u64().unwrap();
+    let reply = post(
+        setup.url(),
+        Some(&token),
+        None,
+        initialize_request(1, "2025-11-25"),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{}", setup.logs());
+    // Wait for the token's own clock, not a fixed sleep.
+    while std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        <= exp
+    {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let reply = post(
+        setup.url(),
+        Some(&token),
+        None,
+        initialize_request(1, "2025-11-25"),
+    )
+    .await;
+    assert_eq!(reply.status, 401);
+    assert_eq!(
+        param(&reply.challenge.unwrap(), "error_description"),
+        Some("the access token expired")
+    );
+}
+
+#[tokio::test]
+async fn token_without_tools_write_cannot_author() {
+    let setup = Setup::start(&[], &[]).await;
+    let caller = setup.token("cc-call", Some(ALL_SCOPES)).await;
+    assert_eq!(claims(&caller)["scope"], "tools:call");
+    let session = open_session(setup.url(), &caller).await;
+    let tools = post(setup.url(), Some(&caller), Some(&session), list(2)).await;
+    let names: Vec<&str> = tools.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&ANY_TOOL), "{names:?}");
+    assert!(!names.contains(&"omniforge_create_tool"), "{names:?}");
+    let reply = post(
+        setup.url(),
+        Some(&caller),
+        Some(&session),
+        call(3, "omniforge_create_tool", add_vat_args()),
+    )
+    .await;
+    let result = reply.result();
+    assert_eq!(result["isError"], true);
+    assert!(
+        text_of(result).contains("Unknown or inactive tool"),
+        "{result}"
+    );
+    // An admin token creates it, and the version's author is the OAuth principal.
+    let admin = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    let session = open_session(setup.url(), &admin).await;
+    let reply = post(
+        setup.url(),
+        Some(&admin),
+        Some(&session),
+        call(4, "omniforge_create_tool", add_vat_args()),
+    )
+    .await;
+    assert_ne!(
+        reply.result()["isError"],
+        true,
+        "{:?}\n{}",
+        reply.messages,
+        setup.logs()
+    );
+    let reply = post(
+        setup.url(),
+        Some(&admin),
+        Some(&session),
+        call(5, "omniforge_get_tool", json!({"name": "add_vat"})),
+    )
+    .await;
+    let text = text_of(reply.result());
+    let principal = format!("oauth:{}|cc-admin", setup.provider.issuer);
+    assert!(text.contains(&principal), "author {principal} in {text}");
+}
+
+#[tokio::test]
+async fn valid_token_without_omniforge_scope_gets_403() {
+    let setup = Setup::start(&[], &[]).await;
+    let token = setup.token("cc-admin", None).await;
+    assert!(
+        claims(&token).get("scope").is_none_or(|s| s == ""),
+        "{}",
+        claims(&token)
+    );
+    let reply = post(
+        setup.url(),
+        Some(&token),
+        None,
+        initialize_request(1, "2025-11-25"),
+    )
+    .await;
+    assert_eq!(reply.status, 403, "{}", setup.logs());
+    let challenge = reply.challenge.unwrap();
+    assert_eq!(param(&challenge, "error"), Some("insufficient_scope"));
+    assert_eq!(param(&challenge, "scope"), Some("tools:call"));
+}
+
+#[tokio::test]
+async fn scope_map_translates_provider_scopes() {
+    let setup = Setup::start(
+        &[
+            "--scope-name",
+            "call=mcp.read",
+            "--scope-name",
+            "write=mcp.write",
+            "--scope-name",
+            "admin=mcp.admin",
+        ],
+        &[
+            "--oauth-scope",
+            "mcp.read=tools:call",
+            "--oauth-scope",
+            "mcp.write=tools:write",
+            "--oauth-scope",
+            "mcp.admin=admin",
+        ],
+    )
+    .await;
+    let reply = post(setup.url(), None, None, list(1)).await;
+    assert_eq!(param(&reply.challenge.unwrap(), "scope"), Some("mcp.read"));
+    let metadata: Value = http_client()
+        .get(format!(
+            "{}/.well-known/oauth-protected-resource/mcp",
+            setup.server.base
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        metadata["scopes_supported"],
+        json!(["mcp.read", "mcp.write", "mcp.admin"])
+    );
+    let token = setup
+        .token("cc-call", Some("mcp.read mcp.write mcp.admin"))
+        .await;
+    assert_eq!(claims(&token)["scope"], "mcp.read");
+    let session = open_session(setup.url(), &token).await;
+    let reply = post(
+        setup.url(),
+        Some(&token),
+        Some(&session),
+        call(2, ANY_TOOL, json!({})),
+    )
+    .await;
+    assert_ne!(reply.result()["isError"], true);
+    let tools = post(setup.url(), Some(&token), Some(&session), list(3)).await;
+    assert!(!tools.result().to_string().contains("omniforge_create_tool"));
+}
+
+#[tokio::test]
+async fn jwks_rotation_is_picked_up() {
+    let setup = Setup::start(&[], &["--oauth-jwks-min-refresh", "0s"]).await;
+    let old = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    open_session(setup.url(), &old).await;
+    setup.provider.rotate(false).await;
+    let new = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    let kid = |t: &str| {
+        use base64::Engine as _;
+        let header = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(t.split('.').next().unwrap())
+            .unwrap();
+        serde_json::from_slice::<Value>(&header).unwrap()["kid"].clone()
+    };
+    assert_ne!(kid(&old), kid(&new), "the provider rotated its signing key");
+    open_session(setup.url(), &new).await;
+    // The refresh that found the new key dropped the withdrawn one.
+    let reply = post(
+        setup.url(),
+        Some(&old),
+        None,
+        initialize_request(1, "2025-11-25"),
+    )
+    .await;
+    assert_eq!(reply.status, 401, "{}", setup.logs());
+    assert_eq!(
+        param(&reply.challenge.unwrap(), "error_description"),
+        Some("the access token is signed with an unknown key")
+    );
+}
+
+#[tokio::test]
+async fn es256_tokens_are_verified() {
+    let setup = Setup::start(&["--alg", "ES256"], &[]).await;
+    let token = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    use base64::Engine as _;
+    let header: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.split('.').next().unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(header["alg"], "ES256");
+    open_session(setup.url(), &token).await;
+}
+
+#[tokio::test]
+async fn opaque_token_is_checked_by_introspection() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, "omniforge-rs-secret\n").unwrap();
+    let secret = secret.to_str().unwrap();
+    let setup = Setup::start(
+        &[],
+        &[
+            "--oauth-client-id",
+            "omniforge-rs",
+            "--oauth-client-secret-file",
+            secret,
+        ],
+    )
+    .await;
+    let token = setup.token("cc-opaque", Some(ALL_SCOPES)).await;
+    assert_eq!(token.split('.').count(), 1, "an opaque token");
+    let session = open_session(setup.url(), &token).await;
+    // An admin action (no environment build): its log line and audit record name the principal.
+    let reply = post(
+        setup.url(),
+        Some(&token),
+        Some(&session),
+        call(
+            2,
+            "omniforge_set_secret",
+            json!({"name": "OAUTH_E2E", "value": "v"}),
+        ),
+    )
+    .await;
+    assert_ne!(
+        reply.result()["isError"],
+        true,
+        "{:?}\n{}",
+        reply.messages,
+        setup.logs()
+    );
+    let principal = format!("oauth:{}|cc-opaque", setup.provider.issuer);
+    assert!(
+        setup.server.stderr().contains(&principal),
+        "{principal} in the log: {}",
+        setup.logs()
+    );
+    assert_eq!(setup.audit_principals("OAUTH_E2E").await, [principal]);
+    // A revoked token (never used, so not cached) and garbage are not active.
+    let revoked = setup.token("cc-opaque", Some(ALL_SCOPES)).await;
+    setup.provider.revoke("cc-opaque", &revoked).await;
+    for bad in [revoked.as_str(), "garbage"] {
+        let reply = post(
+            setup.url(),
+            Some(bad),
+            None,
+            initialize_request(1, "2025-11-25"),
+        )
+        .await;
+        assert_eq!(reply.status, 401, "{bad}");
+        assert_eq!(
+            param(&reply.challenge.unwrap(), "error_description"),
+            Some("the access token is not active")
+        );
+    }
+}
+
+#[tokio::test]
+async fn static_tokens_and_oauth_together_and_sessions_follow_the_principal() {
+    let setup = Setup::start_with(&[], &[], "alice s3cret admin\n").await;
+    let alice = open_session(setup.url(), "s3cret").await;
+    let token = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    let session = open_session(setup.url(), &token).await;
+    // A session belongs to its principal, not to a token value: a second token of the same
+    // client (a refresh) continues it; the static token's owner and another subject cannot.
+    let refreshed = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    assert_ne!(refreshed, token);
+    let reply = post(setup.url(), Some(&refreshed), Some(&session), list(2)).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.messages);
+    let reply = post(setup.url(), Some("s3cret"), Some(&session), list(3)).await;
+    assert_eq!(reply.status, 403);
+    let other = setup.token("cc-call", Some(ALL_SCOPES)).await;
+    let reply = post(setup.url(), Some(&other), Some(&session), list(4)).await;
+    assert_eq!(reply.status, 403);
+    let reply = post(setup.url(), Some(&token), Some(&alice), list(5)).await;
+    assert_eq!(reply.status, 403);
+}
+
+#[tokio::test]
+async fn unreachable_issuer_answers_503_and_static_tokens_keep_working() {
+    // Port 9 (discard) on loopback: nothing listens, so discovery fails at once.
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "alice s3cret tools:call\n").unwrap();
+    let mut command = Serve::command().args(&[
+        "--data-dir".as_ref(),
+        dir.path().as_os_str(),
+        "--token-file".as_ref(),
+        tokens.as_os_str(),
+        "--oauth-issuer".as_ref(),
+        "http://127.0.0.1:9".as_ref(),
+    ]);
+    no_proxy(command.cmd());
+    let server = command.start().await;
+    let reply = post(
+        &server.url,
+        Some("eyJhbGciOiJSUzI1NiJ9.e30.c2ln"),
+        None,
+        initialize_request(1, "2025-11-25"),
+    )
+    .await;
+    assert_eq!(reply.status, 503, "{:?}", reply.messages);
+    open_session(&server.url, "s3cret").await;
+}

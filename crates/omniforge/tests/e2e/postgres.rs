@@ -1,0 +1,298 @@
+//! OmniForge on PostgreSQL (issue 14): `--database`, `--secret-key-file`, `secret rotate-key`,
+//! `omniforge migrate`, and a server whose data directory has none of the environments of the
+//! tools it serves (they were made elsewhere) installing them from the stored locks.
+//!
+//! A real PostgreSQL cluster (`omniforge-testpg`: Debian's binaries, one database per test),
+//! the real binary, raw JSON-RPC over Streamable HTTP.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::procs::Serve;
+use crate::util::{self, http_send, omniforge_cli, post_headers, repo_root, uv};
+
+/// The shared test cluster of this run.
+pub(crate) fn cluster() -> &'static omniforge_testpg::Cluster {
+    omniforge_testpg::shared(Path::new(env!("CARGO_TARGET_TMPDIR")))
+        .expect("a PostgreSQL cluster (run scripts/bootstrap for the binaries)")
+}
+
+/// One MCP client over Streamable HTTP: a 2025-06-18 session, or stateless requests.
+pub(crate) struct Mcp {
+    http: reqwest::Client,
+    pub(crate) url: String,
+    /// `None`: no session (a `--stateless` server).
+    pub(crate) session: Option<String>,
+    next_id: u64,
+}
+
+/// The revision the sessions speak.
+const VERSION: &str = "2025-06-18";
+
+impl Mcp {
+    /// Initializes a session at `url`.
+    pub(crate) async fn session(url: &str) -> Result<Mcp, String> {
+        let http = util::http_client();
+        let body = serde_json::to_vec(&util::initialize_request(0, VERSION)).unwrap();
+        let reply = http_send(
+            &http,
+            "POST",
+            url,
+            &post_headers(None, None),
+            Some(body),
+            &[json!(0)],
+        )
+        .await?;
+        if reply.status != 200 {
+            return Err(format!("initialize: HTTP {}", reply.status));
+        }
+        let session = reply
+            .header("mcp-session-id")
+            .ok_or("no Mcp-Session-Id")?
+            .to_owned();
+        let mcp = Mcp {
+            http,
+            url: url.to_owned(),
+            session: Some(session),
+            next_id: 1,
+        };
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let reply = mcp.post(note, &[]).await?;
+        if reply.status != 202 {
+            return Err(format!("initialized: HTTP {}", reply.status));
+        }
+        Ok(mcp)
+    }
+
+    /// The same session, sent to `url` (another replica, the balancer).
+    pub(crate) fn same_session_at(&self, url: &str) -> Mcp {
+        Mcp {
+            http: self.http.clone(),
+            url: url.to_owned(),
+            session: self.session.clone(),
+            next_id: self.next_id + 1000,
+        }
+    }
+
+    async fn post(&self, body: Value, wait: &[Value]) -> Result<util::HttpReply, String> {
+        let headers = post_headers(
+            self.session.as_deref(),
+            self.session.as_ref().map(|_| VERSION),
+        );
+        http_send(
+            &self.http,
+            "POST",
+            &self.url,
+            &headers,
+            Some(serde_json::to_vec(&body).unwrap()),
+            wait,
+        )
+        .await
+    }
+
+    /// One request: its whole response message (`result` or `error`), or why there was none
+    /// (`HTTP 404`, a transport failure).
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let reply = self.post(body, std::slice::from_ref(&id)).await?;
+        if reply.status != 200 {
+            return Err(format!("HTTP {}", reply.status));
+        }
+        reply
+            .messages
+            .iter()
+            .find(|m| m["id"] == id)
+            .cloned()
+            .ok_or_else(|| format!("{method}: no response ({:?})", reply.notes))
+    }
+
+    /// One request's `result`; panics on anything else.
+    pub(crate) async fn result(&mut self, method: &str, params: Value) -> Value {
+        let m = self
+            .request(method, params.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{method} {params}: {e}"));
+        assert!(m.get("error").is_none(), "{method} {params}: {m}");
+        m["result"].clone()
+    }
+}
+
+/// What a store answers through a server, for comparing two stores.
+async fn answers(mcp: &mut Mcp) -> Vec<(String, Value)> {
+    let asks = [
+        ("tools/list", json!({})),
+        (
+            "tools/call",
+            json!({"name": "add_vat", "arguments": {"net": 10}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "test_simple_text", "arguments": {}}),
+        ),
+        ("resources/list", json!({})),
+        ("resources/templates/list", json!({})),
+        ("resources/read", json!({"uri": "test://static-text"})),
+        ("resources/read", json!({"uri": "test://template/7/data"})),
+        ("prompts/list", json!({})),
+        ("prompts/get", json!({"name": "test_simple_prompt"})),
+    ];
+    let mut out = Vec::new();
+    for (method, params) in asks {
+        let result = mcp.result(method, params.clone()).await;
+        out.push((format!("{method} {params}"), result));
+    }
+    out
+}
+
+/// The first key id of a keyring file (`ID BASE64` lines, `#` comments).
+fn first_key_id(file: &Path) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_owned()
+}
+
+/// `omniforge migrate` copies a SQLite store into PostgreSQL, and a server on the copy, in a
+/// data directory without any environment, answers every tool, resource and prompt request
+/// exactly as the original did (the environments installed from the stored locks); secrets
+/// are sealed under the target keyring, and `secret rotate-key` works on PostgreSQL.
+#[tokio::test]
+async fn a_migrated_store_answers_like_the_original() {
+    let db = cluster().database("migrate").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let pack = repo_root().join("packs/conformance.toml");
+    let vat = repo_root().join("examples/tools/add_vat.json");
+    for args in [
+        vec!["pack", "import", pack.to_str().unwrap()],
+        vec!["tool", "add", vat.to_str().unwrap()],
+        vec!["tool", "run", "add_vat", r#"{"net": 7}"#],
+    ] {
+        let (ok, out, err) = omniforge_cli(&a, &args, None).await;
+        assert!(ok, "{args:?}: {out}\n{err}");
+    }
+    let (ok, _, err) = omniforge_cli(&a, &["secret", "set", "API_KEY"], Some("v-1234\n")).await;
+    assert!(ok, "{err}");
+
+    let original = {
+        let server = Serve::start(&[
+            "--data-dir".as_ref(),
+            a.as_os_str(),
+            "--uv".as_ref(),
+            uv().as_os_str(),
+        ])
+        .await;
+        let mut mcp = Mcp::session(&server.url).await.unwrap();
+        answers(&mut mcp).await
+    };
+
+    // The target's own keyring, made by `secret rotate-key` (on a scratch SQLite store).
+    let key = dir.path().join("pg.key");
+    let scratch = dir.path().join("scratch");
+    let key_arg = key.to_str().unwrap();
+    let (ok, out, err) = omniforge_cli(
+        &scratch,
+        &["--secret-key-file", key_arg, "secret", "rotate-key"],
+        None,
+    )
+    .await;
+    assert!(ok && out.contains("sealed 0 secret(s)"), "{out}\n{err}");
+
+    let url = db.url();
+    let (ok, out, err) = omniforge_cli(
+        &a,
+        &["migrate", "--to", &url, "--to-secret-key-file", key_arg],
+        None,
+    )
+    .await;
+    assert!(ok, "{out}\n{err}");
+    assert!(
+        out.contains("copied 15 tool(s)") && out.contains("1 secret(s)"),
+        "{out}"
+    );
+    // The target is no longer empty: a second copy is refused, and nothing changes.
+    let (ok, out, err) = omniforge_cli(
+        &a,
+        &["migrate", "--to", &url, "--to-secret-key-file", key_arg],
+        None,
+    )
+    .await;
+    assert!(!ok && err.contains("not empty"), "{out}\n{err}");
+
+    let stored_key = db
+        .sql("SELECT key_id FROM secret WHERE name = 'API_KEY'")
+        .unwrap();
+    assert_eq!(
+        stored_key,
+        first_key_id(&key),
+        "sealed under the target keyring"
+    );
+
+    // A replica: its own (empty) data directory, the shared database and keyring.
+    let b = dir.path().join("b");
+    std::fs::create_dir(&b).unwrap();
+    let uv = uv();
+    let pg = [
+        "--data-dir",
+        b.to_str().unwrap(),
+        "--database",
+        &url,
+        "--secret-key-file",
+        key_arg,
+    ];
+    let copied = {
+        let server = Serve::start(&[&pg[..], &["--uv", uv.to_str().unwrap()]].concat()).await;
+        let mut mcp = Mcp::session(&server.url).await.unwrap();
+        answers(&mut mcp).await
+    };
+    for ((what, want), (_, got)) in original.iter().zip(&copied) {
+        assert_eq!(want, got, "{what}");
+    }
+    assert_eq!(original.len(), copied.len());
+
+    // The command line on the PostgreSQL store: secrets, the tool list, a key rotation.
+    let (ok, out, err) = omniforge_cli(
+        &b,
+        &pg[2..]
+            .iter()
+            .copied()
+            .chain(["secret", "list"])
+            .collect::<Vec<_>>(),
+        None,
+    )
+    .await;
+    assert!(ok && out.trim() == "API_KEY", "{out}\n{err}");
+    let (ok, out, err) = omniforge_cli(
+        &b,
+        &pg[2..]
+            .iter()
+            .copied()
+            .chain(["secret", "rotate-key"])
+            .collect::<Vec<_>>(),
+        None,
+    )
+    .await;
+    assert!(ok && out.contains("sealed 1 secret(s)"), "{out}\n{err}");
+    let stored_key = db
+        .sql("SELECT key_id FROM secret WHERE name = 'API_KEY'")
+        .unwrap();
+    assert_eq!(
+        stored_key,
+        first_key_id(&key),
+        "sealed under the new first key"
+    );
+    // Without the keyring, PostgreSQL secrets are refused with a clear error.
+    let (ok, out, err) = omniforge_cli(
+        &b,
+        &["--database", &url, "secret", "set", "OTHER"],
+        Some("x\n"),
+    )
+    .await;
+    assert!(!ok && err.contains("key"), "{out}\n{err}");
+}

@@ -1,0 +1,465 @@
+//! Three replicas on one PostgreSQL database behind HAProxy, configured with
+//! `deploy/haproxy.cfg` as it is (issue 14): a tool created through the balancer is announced
+//! (`list_changed`) on sessions of all three and callable on each (each installs its
+//! environment from the stored lock in its own data directory); a secret set through one
+//! replica reaches a tool run by another; `kill -9` of replica 1 during a burst of 50 creates
+//! and updates loses no acknowledged write, and its sessions get 404 and initialize again
+//! elsewhere; after a database restart the replicas reconnect, `list_changed` resumes and
+//! nothing acknowledged is lost.
+//!
+//! Everything is started here and ended here by pid: a private PostgreSQL cluster
+//! (`omniforge-testpg`), three `omniforge serve` processes, one `haproxy` (Debian's).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use crate::postgres::Mcp;
+use crate::procs::{Captured, Serve, drain, kill_and_reap};
+use crate::util::{self, omniforge_cli, repo_root, uv};
+
+/// How long a change may take to reach another replica in these tests (the target is well
+/// under a second; the machine is shared).
+const PROPAGATION: Duration = Duration::from_secs(20);
+
+/// `haproxy -db -f deploy/haproxy.cfg`, ended by pid when dropped.
+struct Balancer {
+    child: Child,
+    log: Captured,
+    url: String,
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        kill_and_reap(&mut self.child);
+    }
+}
+
+/// A free port on 127.0.0.1 (bound and released: HAProxy binds it right after).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `host:port` of a replica's URL.
+fn authority(url: &str) -> &str {
+    url.trim_start_matches("http://").split('/').next().unwrap()
+}
+
+async fn balancer(replicas: &[&Serve]) -> Balancer {
+    let port = free_port();
+    let mut cmd = Command::new("haproxy");
+    cmd.args(["-db", "-f"])
+        .arg(repo_root().join("deploy/haproxy.cfg"))
+        .env("OMNIFORGE_LB_BIND", format!("127.0.0.1:{port}"))
+        .env("OMNIFORGE_HEALTH_HOST", "localhost")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    for (i, r) in replicas.iter().enumerate() {
+        cmd.env(format!("OMNIFORGE_REPLICA_{}", i + 1), authority(&r.url));
+    }
+    let mut child = cmd
+        .spawn()
+        .expect("haproxy (installed by scripts/bootstrap)");
+    let log = Captured::default();
+    drain(child.stdout.take().unwrap(), log.clone());
+    drain(child.stderr.take().unwrap(), log.clone());
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let lb = Balancer { child, log, url };
+    // Ready when an initialize goes through it.
+    for _ in 0..100 {
+        if Mcp::session(&lb.url).await.is_ok() {
+            return lb;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!(
+        "haproxy did not forward within 10 s:\n{}",
+        lb.log.tail(4000)
+    );
+}
+
+/// The messages of a session's GET SSE stream (server-to-client notifications).
+fn listen(mcp: &Mcp) -> mpsc::UnboundedReceiver<Value> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let req = util::http_client()
+        .get(&mcp.url)
+        .header("Accept", "text/event-stream")
+        .header("Mcp-Session-Id", mcp.session.clone().unwrap())
+        .header("MCP-Protocol-Version", "2025-06-18");
+    tokio::spawn(async move {
+        let Ok(mut resp) = req.send().await else {
+            return;
+        };
+        let mut buf = Vec::new();
+        while let Ok(Some(chunk)) = resp.chunk().await {
+            buf.extend_from_slice(&chunk);
+            while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = buf.drain(..end + 2).collect();
+                for line in String::from_utf8_lossy(&event).lines() {
+                    if let Some(data) = line.strip_prefix("data:")
+                        && let Ok(v) = serde_json::from_str::<Value>(data.trim())
+                        && tx.send(v).is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a `notifications/tools/list_changed` on `rx`.
+async fn list_changed(rx: &mut mpsc::UnboundedReceiver<Value>) -> bool {
+    tokio::time::timeout(PROPAGATION, async {
+        while let Some(m) = rx.recv().await {
+            if m["method"] == "notifications/tools/list_changed" {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false)
+}
+
+/// Forgets the notifications received so far.
+fn drain_notes(rx: &mut mpsc::UnboundedReceiver<Value>) {
+    while rx.try_recv().is_ok() {}
+}
+
+/// A tool's arguments for `omniforge_create_tool`: prints its own name.
+fn tool(name: &str, description: &str) -> Value {
+    json!({
+        "name": name,
+        "description": description,
+        "code": format!("print({name:?})"),
+        "inputSchema": {"type": "object", "properties": {}},
+    })
+}
+
+/// Calls a tool; `Ok((text, is_error))`, or why no result came.
+async fn call(mcp: &mut Mcp, name: &str, arguments: Value) -> Result<(String, bool), String> {
+    let m = mcp
+        .request("tools/call", json!({"name": name, "arguments": arguments}))
+        .await?;
+    if let Some(e) = m.get("error") {
+        return Err(e.to_string());
+    }
+    let r = &m["result"];
+    Ok((
+        r["content"][0]["text"].as_str().unwrap_or("").to_owned(),
+        r["isError"] == true,
+    ))
+}
+
+/// Tools listed by a session: name → description.
+async fn listed(mcp: &mut Mcp) -> BTreeMap<String, String> {
+    let r = mcp.result("tools/list", json!({})).await;
+    r["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_owned(),
+                t["description"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Polls `mcp`'s tool list until every tool of `want` is there with one of its accepted
+/// descriptions; the missing or different ones otherwise.
+async fn converged(mcp: &mut Mcp, want: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + PROPAGATION;
+    loop {
+        let have = listed(mcp).await;
+        let wrong: Vec<String> = want
+            .iter()
+            .filter(|(name, ok)| !have.get(*name).is_some_and(|d| ok.contains(d)))
+            .map(|(name, ok)| format!("{name}: have {:?}, want one of {ok:?}", have.get(name)))
+            .collect();
+        if wrong.is_empty() || tokio::time::Instant::now() > deadline {
+            return wrong;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// One writer of the burst: `writes` creates and updates through the balancer, in its own
+/// session, initializing a new one whenever its session is gone (its replica died). Returns
+/// the accepted descriptions of every tool it touched (an acknowledged write: exactly its
+/// description; an unanswered one: either), and whether it saw a 404.
+async fn writer(
+    lb: String,
+    who: usize,
+    writes: usize,
+    acked: Arc<AtomicUsize>,
+) -> (BTreeMap<String, BTreeSet<String>>, bool) {
+    let mut mcp = Mcp::session(&lb).await.unwrap();
+    let mut want: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut created: Vec<String> = Vec::new();
+    let mut saw_404 = false;
+    for i in 0..writes {
+        let (built_in, args, name, description) = match created.last() {
+            Some(last) if i % 3 == 2 => {
+                let d = format!("updated by {who} at {i}");
+                (
+                    "omniforge_update_tool",
+                    json!({"name": last, "description": d}),
+                    last.clone(),
+                    d,
+                )
+            }
+            _ => {
+                let name = format!("burst_{who}_{i}");
+                let d = format!("created by {who} at {i}");
+                ("omniforge_create_tool", tool(&name, &d), name, d)
+            }
+        };
+        match call(&mut mcp, built_in, args).await {
+            Ok((text, false)) => {
+                let _ = text;
+                if built_in == "omniforge_create_tool" {
+                    created.push(name.clone());
+                }
+                want.insert(name, BTreeSet::from([description]));
+                acked.fetch_add(1, Ordering::SeqCst);
+            }
+            Ok((text, true)) => panic!("{built_in} {name}: refused: {text}"),
+            Err(error) => {
+                // Not acknowledged: it may or may not have committed.
+                saw_404 |= error == "HTTP 404";
+                if built_in == "omniforge_update_tool" {
+                    want.entry(name).or_default().insert(description);
+                }
+                // The session's replica is gone: a new session, on a survivor.
+                for _ in 0..50 {
+                    match Mcp::session(&lb).await {
+                        Ok(new) => {
+                            mcp = new;
+                            break;
+                        }
+                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                    }
+                }
+            }
+        }
+    }
+    (want, saw_404)
+}
+
+#[tokio::test]
+async fn three_replicas_behind_haproxy_lose_nothing() {
+    tokio::time::timeout(Duration::from_secs(300), replicas_scenario())
+        .await
+        .expect("the replica scenario did not finish within 300 s");
+}
+
+async fn replicas_scenario() {
+    let cluster =
+        omniforge_testpg::Cluster::private(Path::new(env!("CARGO_TARGET_TMPDIR"))).unwrap();
+    let db = cluster.database("replicas").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("replicas.key");
+    let key_arg = key.to_str().unwrap().to_owned();
+    let (ok, out, err) = omniforge_cli(
+        &dir.path().join("scratch"),
+        &["--secret-key-file", &key_arg, "secret", "rotate-key"],
+        None,
+    )
+    .await;
+    assert!(ok, "{out}\n{err}");
+    let url = db.url();
+    let uv = uv();
+    let mut replicas = Vec::new();
+    for i in 1..=3 {
+        let data = dir.path().join(format!("replica{i}"));
+        std::fs::create_dir(&data).unwrap();
+        let data = data.to_str().unwrap().to_owned();
+        let args = [
+            "--data-dir",
+            &data,
+            "--database",
+            &url,
+            "--secret-key-file",
+            &key_arg,
+            "--uv",
+            uv.to_str().unwrap(),
+        ];
+        replicas.push(Serve::start(&args).await);
+    }
+    let lb = balancer(&replicas.iter().collect::<Vec<_>>()).await;
+    eprintln!("replicas: 3 replicas and haproxy up");
+
+    // Sessions on each replica, with their notification streams.
+    let mut direct = Vec::new();
+    let mut notes = Vec::new();
+    for r in &replicas {
+        let mcp = Mcp::session(&r.url).await.unwrap();
+        notes.push(listen(&mcp));
+        direct.push(mcp);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // A secret set through replica 1; a tool that reads it, created through the balancer.
+    let value = format!("pg-secret-{}", std::process::id());
+    let (text, is_error) = call(
+        &mut direct[0],
+        "omniforge_set_secret",
+        json!({"name": "REPLICA_KEY", "value": value}),
+    )
+    .await
+    .unwrap();
+    assert!(!is_error, "{text}");
+    let mut through_lb = Mcp::session(&lb.url).await.unwrap();
+    let mut spy = tool("spy", "shows a secret, reversed");
+    spy["code"] = json!("import os\nprint(os.environ['REPLICA_KEY'][::-1])");
+    spy["secrets"] = json!(["REPLICA_KEY"]);
+    let (text, is_error) = call(&mut through_lb, "omniforge_create_tool", spy)
+        .await
+        .unwrap();
+    assert!(!is_error, "{text}");
+    for (i, rx) in notes.iter_mut().enumerate() {
+        assert!(
+            list_changed(rx).await,
+            "no list_changed on replica {}",
+            i + 1
+        );
+    }
+    let reversed: String = value.chars().rev().collect();
+    for (i, mcp) in direct.iter_mut().enumerate() {
+        let (text, is_error) = call(mcp, "spy", json!({})).await.unwrap();
+        assert_eq!(
+            (text.trim(), is_error),
+            (reversed.as_str(), false),
+            "spy on replica {}",
+            i + 1
+        );
+    }
+
+    eprintln!("replicas: propagation, list_changed and the secret checked");
+
+    // A session that lives on replica 1, learned by the balancer.
+    let mut on_replica_1 = None;
+    for _ in 0..30 {
+        let mcp = Mcp::session(&lb.url).await.unwrap();
+        let mut probe = mcp.same_session_at(&replicas[0].url);
+        if probe
+            .request("ping", json!({}))
+            .await
+            .is_ok_and(|m| m.get("result").is_some())
+        {
+            on_replica_1 = Some(mcp);
+            break;
+        }
+    }
+    let on_replica_1 = on_replica_1.expect("no balanced session landed on replica 1");
+
+    // The burst: 5 writers x 10 writes through the balancer; replica 1 is killed after 15
+    // acknowledged writes.
+    for rx in &mut notes {
+        drain_notes(rx);
+    }
+    let acked = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..5)
+        .map(|who| tokio::spawn(writer(lb.url.clone(), who, 10, acked.clone())))
+        .collect();
+    while acked.load(Ordering::SeqCst) < 15 && !tasks.iter().all(|t| t.is_finished()) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    replicas[0].kill();
+    eprintln!(
+        "replicas: replica 1 killed after {} acknowledged writes",
+        acked.load(Ordering::SeqCst)
+    );
+    let mut want = BTreeMap::new();
+    for task in tasks {
+        let (w, _) = task.await.unwrap();
+        want.extend(w);
+    }
+    assert!(want.len() >= 15, "{want:?}");
+    for i in [1, 2] {
+        let mut fresh = Mcp::session(&replicas[i].url).await.unwrap();
+        let wrong = converged(&mut fresh, &want).await;
+        assert!(wrong.is_empty(), "replica {}: {wrong:#?}", i + 1);
+    }
+    // Every acknowledged tool runs on the survivors.
+    for (n, name) in want.keys().enumerate() {
+        let mcp = &mut direct[1 + n % 2];
+        let (text, is_error) = call(mcp, name, json!({})).await.unwrap();
+        assert_eq!((text.trim(), is_error), (name.as_str(), false));
+    }
+
+    eprintln!(
+        "replicas: {} tools present and callable on the survivors",
+        want.len()
+    );
+    // The session of the dead replica: 404 through the balancer, then a new one works.
+    let mut dead = on_replica_1;
+    let mut status = String::new();
+    for _ in 0..50 {
+        match dead.request("ping", json!({})).await {
+            Err(e) if e == "HTTP 404" => {
+                status = e;
+                break;
+            }
+            other => status = format!("{other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(status, "HTTP 404", "{}", lb.log.tail(3000));
+    let mut again = Mcp::session(&lb.url).await.unwrap();
+    assert!(listed(&mut again).await.contains_key("spy"));
+
+    eprintln!("replicas: dead session answered 404");
+    // A database restart: the survivors reconnect, nothing acknowledged is lost, and
+    // list_changed resumes.
+    cluster.restart().unwrap();
+    for rx in &mut notes {
+        drain_notes(rx);
+    }
+    let mut created = false;
+    for _ in 0..50 {
+        // The first statements after a restart may meet connections the restart cut.
+        if let Ok((_, false)) = call(
+            &mut direct[1],
+            "omniforge_create_tool",
+            tool("after_restart", "made after the database restarted"),
+        )
+        .await
+        {
+            created = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(created, "{}", replicas[1].output_tail());
+    assert!(
+        list_changed(&mut notes[2]).await,
+        "no list_changed on replica 3 after the restart"
+    );
+    want.insert(
+        "after_restart".into(),
+        BTreeSet::from(["made after the database restarted".to_owned()]),
+    );
+    let wrong = converged(&mut direct[2], &want).await;
+    assert!(wrong.is_empty(), "replica 3 after the restart: {wrong:#?}");
+    let (text, is_error) = call(&mut direct[2], "after_restart", json!({}))
+        .await
+        .unwrap();
+    assert_eq!((text.trim(), is_error), ("after_restart", false));
+}
