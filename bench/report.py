@@ -339,13 +339,111 @@ def main():
                     w(f"| {h} | {v['mkdir']:.3f} | {v['migrate']:.3f} | {v['migrate_p90']:.3f} | {v['migrate_again']:.3f} | {v['rmdir']:.3f} |")
             w("")
 
+    # ---- w4: warm templates end to end through MCP (issue 15)
+    wm = by.get("w4-mcp", [])
+    if wm:
+        tools = [t for t in ["dateutil", "numpy", "add_vat"] if any(r.get("tool") == t for r in wm)]
+        rounds = len({r.get("round") for r in wm})
+        load = [float(r["load1"]) for r in wm if r.get("load1")]
+        w("### Warm templates end to end through MCP (issue 15)\n")
+        w("The release `omniforge serve` with its default pool (`--warm-pool 8`, `warm`) against `--warm-pool 0` "
+          "(`cold`), both `--sandbox standard` (every layer), one after the other in each round, and the tool's code "
+          "run bare (`<env>/bin/python -I tool.py`, arguments on stdin), all on the server core; one MCP client, "
+          "sequential `tools/call`, each 50 ms after the previous answer (as an agent spaces its calls), after 1 s of "
+          "warm-up calls (the first of which starts the template on the warm server). Tools: `bench_dateutil` "
+          "(`bench/peers/dateutil_tool.py`), `bench_numpy` (`examples/tools/describe_numbers.json`: `import numpy`, "
+          "mean, std, percentiles of 20 numbers), `bench_add_vat` (`examples/tools/add_vat.json`, no dependency). "
+          f"Medians over {rounds} rounds" + (f"; 1-min load during these runs {min(load):.2f} to {max(load):.2f}" if load else "")
+          + ".\n")
+        w("| tool | calls (bare / cold / warm) | bare p50 / p99 (ms) | cold p50 / p99 (ms) | warm p50 / p99 (ms) | warm / bare (p50) | warm / cold (p50) | errors |")
+        w("|---|---:|---:|---:|---:|---:|---:|---:|")
+        WM = {}
+        for t in tools:
+            for sysn in ["bare", "cold", "warm"]:
+                rs = [r for r in wm if r.get("tool") == t and r["system"] == sysn]
+                WM[(t, sysn)] = {q: med([ms((r.get("lat_us") or {}).get(q)) for r in rs]) for q in ["p50", "p99"]}
+                WM[(t, sysn)]["n"] = sum(int(r.get("count", 0)) for r in rs)
+                WM[(t, sysn)]["errors"] = sum(int(r.get("errors", 0)) for r in rs)
+            b, c, x = WM[(t, "bare")], WM[(t, "cold")], WM[(t, "warm")]
+            ratio = lambda a_, b_: (a_["p50"] / b_["p50"]) if a_["p50"] and b_["p50"] else None
+            wb, wc = ratio(x, b), ratio(x, c)
+            w(f"| {t} | {b['n']} / {c['n']} / {x['n']} | {fmt(b['p50'])} / {fmt(b['p99'])} | {fmt(c['p50'])} / {fmt(c['p99'])} | "
+              f"{fmt(x['p50'])} / {fmt(x['p99'])} | {fmt(wb, 3)} | {fmt(wc, 3)} | {c['errors'] + x['errors'] + b['errors']} |")
+            goal = {"dateutil": 0.3, "numpy": 0.15}.get(t)
+            if goal and wb is not None:
+                tg.append(("4 / issue 15", f"{t} tool through MCP: warm p50 ≤ {goal}× bare",
+                           f"{wb:.3f}× ({x['p50']:.2f} vs {b['p50']:.2f} ms)", wb <= goal,
+                           f"{goal / wb:.1f}× under" if wb <= goal else f"missed by {wb / goal:.2f}×"))
+        w("")
+        first = by.get("w4-mcp-first", [])
+        if first:
+            w("First call after create: a new tool with the same code and dependencies is created over MCP (the server "
+              "prepares its template for the author before `omniforge_create_tool` answers), then called once; against "
+              "the first call of the same tools on the `--warm-pool 0` server, and against that server's cold p50 above.\n")
+            w("| tool | samples | first call after create p50 (ms) | first call, pool off p50 (ms) | ratio | cold p50, pool off (ms) | ratio |")
+            w("|---|---:|---:|---:|---:|---:|---:|")
+            for t in tools:
+                fw = [ms(r["lat_us"]["p50"]) for r in first if r.get("tool") == t and r["system"] == "warm" and r.get("count")]
+                fc = [ms(r["lat_us"]["p50"]) for r in first if r.get("tool") == t and r["system"] == "cold" and r.get("count")]
+                fa, c1, c2 = med(fw), med(fc), WM.get((t, "cold"), {}).get("p50")
+                r1 = fa / c1 if fa and c1 else None
+                r2 = fa / c2 if fa and c2 else None
+                w(f"| {t} | {len(fw)} / {len(fc)} | {fmt(fa)} | {fmt(c1)} | {fmt(r1, 3)} | {fmt(c2)} | {fmt(r2, 3)} |")
+                if r2 is not None:
+                    tg.append(("4 / issue 15", f"{t} through MCP: first call after create ≤ 1.1× a cold call (pool off, p50)",
+                               f"{r2:.3f}× ({fa:.2f} vs {c2:.2f} ms)", r2 <= 1.1,
+                               f"{1.1 / r2:.1f}× under" if r2 <= 1.1 else f"missed by {r2 / 1.1:.2f}×"))
+            w("")
+        tput = by.get("w4-mcp-tput", [])
+        if tput:
+            rr = sorted({r.get("round") for r in tput})
+            w(f"Throughput: {tput[0].get('clients')} closed-loop MCP clients (one session each) calling `bench_dateutil` "
+              f"for {tput[0].get('window_s', 0):.0f} s after warm-up, `--warm-pool 8` then `--warm-pool 0` in each round; "
+              "the server, its templates and every call on the server core (the runner's slots: 2 × the cores it may "
+              "use = 2 at once, the rest queue).\n")
+            w("| round | warm calls/s | p50 / p99 (ms) | pool off calls/s | p50 / p99 (ms) | ratio | errors |")
+            w("|---:|---:|---:|---:|---:|---:|---:|")
+            ratios = []
+            for i, rnd in enumerate(rr):
+                ta = next((r for r in tput if r.get("round") == rnd and r["system"] == "warm"), None)
+                c = next((r for r in tput if r.get("round") == rnd and r["system"] == "cold"), None)
+                if not ta or not c:
+                    continue
+                x = ta["rps"] / c["rps"] if c["rps"] else None
+                if x:
+                    ratios.append(x)
+                la, lc = ta.get("lat_us") or {}, c.get("lat_us") or {}
+                w(f"| {i + 1} | {ta['rps']:.1f} | {fmt(ms(la.get('p50')))} / {fmt(ms(la.get('p99')))} | {c['rps']:.1f} | "
+                  f"{fmt(ms(lc.get('p50')))} / {fmt(ms(lc.get('p99')))} | {fmt(x)} | {int(ta.get('errors', 0)) + int(c.get('errors', 0))} |")
+            w("")
+            if ratios:
+                x = med(ratios)
+                tg.append(("4 / issue 15", f"{tput[0].get('clients')} MCP clients on the dateutil tool: calls/s ≥ 5× `--warm-pool 0`",
+                           f"{x:.2f}× (median of {len(ratios)} rounds)", x >= 5,
+                           f"{x / 5:.2f}× the target" if x >= 5 else f"missed by {5 / x:.2f}×"))
+        pool = by.get("w4-mcp-pool", [])
+        if pool:
+            warm = (pool[-1].get("data") or {}).get("warm") or {}
+            mib = lambda b: None if b is None else b / (1 << 20)
+            w(f"Memory, from the warm server's `/healthz` after the latency runs (last round; pool {'on' if warm.get('on') else 'off: ' + str(warm.get('off_reason'))}, "
+              f"at most {warm.get('max_templates')} templates). A template is its bubblewrap, init and interpreter; "
+              "its ready spare shares most pages with it, so RSS counts those twice and PSS splits them.\n")
+            w("| template | calls on it | template RSS (MiB) | spare RSS (MiB) | PSS, both (MiB) | ready after (ms) |")
+            w("|---|---:|---:|---:|---:|---:|")
+            for t in warm.get("templates") or []:
+                w(f"| `{t.get('version')}` | {t.get('calls')} | {fmt(mib(t.get('template_rss_bytes')), 1)} | "
+                  f"{fmt(mib(t.get('spares_rss_bytes')), 1)} | {fmt(mib(t.get('pss_bytes')), 1)} | {fmt(t.get('boot_ms'), 0)} |")
+            w(f"| **pool** | | | | RSS {fmt(mib(warm.get('rss_bytes')), 1)}, PSS {fmt(mib(warm.get('pss_bytes')), 1)} | |")
+            w("")
+
     # ---- w4: warm templates (issue 15)
     w4w = by.get("w4-warm", [])
     if w4w:
         d = w4w[-1]["data"]
-        w("### Warm templates (issue 15)\n")
-        w("From `bench/tools/src/bin/script-warm.rs`: omniforge-script's `WarmPool` driven directly (no MCP: the "
-          "server's `--warm-pool` comes with the server redesign). `cold` is the `Runner` with every layer and the pool "
+        w("### Warm templates through the crate API (issue 15)\n")
+        w("From `bench/tools/src/bin/script-warm.rs`: omniforge-script's `WarmPool` driven directly (no MCP; "
+          "`scripts/bench` runs only its `layers` part now that the table above measures the rest end to end). "
+          "`cold` is the `Runner` with every layer and the pool "
           "off, `warm` a call on the version's template (prepared when the version is created), `bare` "
           "`<env>/bin/python -I tool.py` with the arguments on stdin. Interleaved round-robin, each call after a 50 ms "
           f"pause; active layers: {', '.join(d.get('layers', []))}; load {d.get('load_start')} → {d.get('load_end')}.\n")

@@ -78,6 +78,10 @@ struct Load {
     /// A request that takes longer counts as an error.
     #[arg(long, default_value_t = 60.0)]
     timeout_s: f64,
+    /// Each client waits this long before each request (not measured): calls spaced as an
+    /// agent spaces its tool calls, rather than back to back.
+    #[arg(long, default_value_t = 0.0)]
+    pause_ms: f64,
 }
 
 #[derive(Subcommand)]
@@ -836,12 +840,16 @@ where
         last_done: Cell::new(None),
     });
     let per_call = Duration::from_secs_f64(load.timeout_s);
+    let pause = Duration::from_secs_f64(load.pause_ms / 1000.0);
     let mut handles = Vec::new();
     for mut w in workers {
         let state = state.clone();
         let counted = load.requests.is_some();
         handles.push(tokio::task::spawn_local(async move {
             loop {
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
                 let now = Instant::now();
                 if now >= deadline {
                     break;

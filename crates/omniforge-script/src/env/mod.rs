@@ -396,6 +396,54 @@ impl EnvBuilder {
         }
         let mut rw: Vec<&Path> = writable.to_vec();
         rw.push(private.path());
+        // A root server starts the build's bubblewrap as a uid leased for it, which owns
+        // what the build may write until the build has finished (see `BuildScratch`).
+        let mut leased = None;
+        let mut drop_privileges = None;
+        if let Some(switch) = sandbox.switch() {
+            let lease = switch
+                .lease(0, true)
+                .map_err(|e| EnvError::BuildSandbox(format!("leasing a uid for the build: {e}")))?;
+            let uid = lease.uid();
+            let mut guard = HandedOver {
+                lease: Some(lease),
+                paths: Vec::new(),
+            };
+            let canonical = |p: &Path| {
+                std::fs::canonicalize(p).map_err(io_err(format!("resolving {}", p.display())))
+            };
+            let program = canonical(sandbox.program())?;
+            let mut needed_ro = vec![program, uv.clone()];
+            for p in &read_only {
+                needed_ro.push(canonical(p)?);
+            }
+            let mut needed_rw = Vec::new();
+            for p in &rw {
+                let p = canonical(p)?;
+                guard.paths.push(p.clone());
+                hand_over(&p, uid)
+                    .map_err(io_err(format!("handing {} to uid {uid}", p.display())))?;
+                needed_rw.push(p);
+            }
+            let needed: Vec<crate::sandbox::Needed<'_>> = needed_ro
+                .iter()
+                .map(|p| (p, false))
+                .chain(needed_rw.iter().map(|p| (p, true)))
+                .map(|(path, writable)| crate::sandbox::Needed { path, writable })
+                .collect();
+            drop_privileges = Some(
+                switch
+                    .plan(
+                        uid,
+                        &needed,
+                        &[],
+                        crate::sandbox::View::for_bwrap(),
+                        &canonical(cwd)?,
+                    )
+                    .map_err(io_err("planning the build's private mounts"))?,
+            );
+            leased = Some(guard);
+        }
         let seccomp = sandbox
             .seccomp_memfd()
             .map_err(io_err("holding the seccomp filter"))?;
@@ -417,10 +465,18 @@ impl EnvBuilder {
             &mut cmd,
             crate::sys::ChildSetup {
                 inherit_fds: fd.into_iter().collect(),
+                drop_privileges,
                 ..crate::sys::ChildSetup::default()
             },
         );
-        Ok((cmd, Some((private, seccomp))))
+        Ok((
+            cmd,
+            Some(BuildScratch {
+                _leased: leased,
+                _private: private,
+                _seccomp: seccomp,
+            }),
+        ))
     }
 
     fn uv_command(&self, cwd: &Path) -> Command {
@@ -439,8 +495,49 @@ impl EnvBuilder {
 }
 
 /// What a sandboxed build step holds until its command has finished: the private cache and
-/// temporary directory, and the descriptor bubblewrap reads the seccomp program from.
-type BuildScratch = (tempfile::TempDir, Option<std::os::fd::OwnedFd>);
+/// temporary directory, the descriptor bubblewrap reads the seccomp program from, and under a
+/// root server the build's uid lease with what was handed to that uid. Dropped in that
+/// order: the lease first (whatever still runs as the uid is killed, the paths go back to
+/// root), then the private directory.
+struct BuildScratch {
+    _leased: Option<HandedOver>,
+    _private: tempfile::TempDir,
+    _seccomp: Option<std::os::fd::OwnedFd>,
+}
+
+/// A build's leased uid and the paths it owns for the build; dropping it kills what still
+/// runs as the uid, gives the paths back to root (without following links) and returns the
+/// uid.
+struct HandedOver {
+    lease: Option<crate::sandbox::UidLease>,
+    paths: Vec<PathBuf>,
+}
+
+impl Drop for HandedOver {
+    fn drop(&mut self) {
+        // The lease's sweep first: nothing of the build may still write while the files
+        // change owner.
+        drop(self.lease.take());
+        for p in &self.paths {
+            if let Err(e) = hand_over(p, 0) {
+                tracing::warn!(path = %p.display(), error = %e, "giving a build's files back to root");
+            }
+        }
+    }
+}
+
+/// Makes `uid` (also the gid) the owner of `path` and everything under it, never following
+/// a symbolic link (`lchown`; a link itself changes owner). Changing the owner clears set-id
+/// bits.
+fn hand_over(path: &Path, uid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(path, Some(uid), Some(uid))?;
+    if std::fs::symlink_metadata(path)?.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            hand_over(&entry?.path(), uid)?;
+        }
+    }
+    Ok(())
+}
 
 /// Every `bin/python*` of the environment still resolves to the pinned interpreter: installed
 /// packages (a wheel's scripts, a build's code) may have replaced it, and the runner derives

@@ -7,6 +7,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use super::probe::{Unavailable, probe, true_program};
+use super::uid::{Needed, UidSwitch, View};
 use crate::filter::{self, Filters};
 use crate::helper::{Confine, SANDBOX_HELPER};
 use crate::host::HostEnv;
@@ -269,11 +270,15 @@ fn system_args() -> Vec<String> {
 /// The sandbox package builds run in (`allow_source_builds`): bubblewrap with the host's
 /// network (the registry must be reachable), uid 65534 without capabilities, a read-only view
 /// of the system and the interpreter, and writable only what the build is given; the seccomp
-/// filter for runs with network when the kernel takes it. Detected once per process.
+/// filter for runs with network when the kernel takes it. Under a root server, bubblewrap
+/// starts as a uid leased for each build, as a run's does (uid 65534 in the sandbox is then
+/// that uid on the host, never root). Detected once per process.
 #[derive(Debug)]
 pub(crate) struct BuildSandbox {
     bwrap: Bwrap,
     seccomp: Option<Filters>,
+    /// A root server's uid switch (`None` for a server that is not root).
+    switch: Option<UidSwitch>,
 }
 
 /// Where uv appears inside a build sandbox.
@@ -295,12 +300,35 @@ pub(crate) fn build_sandbox(host: &HostEnv) -> Result<&'static BuildSandbox, &'s
                     |why| tracing::warn!(%why, "package builds run without the seccomp filter"),
                 )
                 .ok();
-            Ok(BuildSandbox { bwrap, seccomp })
+            // A root server's bubblewrap would run the build as host root (without
+            // capabilities): it must work under a leased uid, or there is no build sandbox.
+            let switch = if rustix::process::geteuid().is_root() {
+                let switch = UidSwitch::detect()?;
+                probe_bwrap_as(&bwrap, &switch, None)?;
+                Some(switch)
+            } else {
+                None
+            };
+            Ok(BuildSandbox {
+                bwrap,
+                seccomp,
+                switch,
+            })
         })
         .as_ref()
 }
 
 impl BuildSandbox {
+    /// The bubblewrap executable builds start.
+    pub(crate) fn program(&self) -> &Path {
+        &self.bwrap.path
+    }
+
+    /// A root server's uid switch, under which each build starts bubblewrap.
+    pub(crate) fn switch(&self) -> Option<&UidSwitch> {
+        self.switch.as_ref()
+    }
+
     /// The seccomp program for a build (network and Unix sockets), when the layer works here.
     pub(crate) fn seccomp_memfd(&self) -> std::io::Result<Option<OwnedFd>> {
         self.seccomp
@@ -352,4 +380,55 @@ impl BuildSandbox {
         a.extend(["--chdir".into(), cwd.into(), "--".into(), SANDBOX_UV.into()]);
         (self.bwrap.path.clone(), a)
     }
+}
+
+/// Runs bubblewrap once with the flags real runs use (and the seccomp program, when given)
+/// under a uid leased from `switch`, as a root server's runs start it. An error says why
+/// bubblewrap cannot run unprivileged here (e.g. unprivileged user namespaces are off).
+pub(crate) fn probe_bwrap_as(
+    bwrap: &Bwrap,
+    switch: &UidSwitch,
+    filters: Option<&Filters>,
+) -> Result<(), Unavailable> {
+    let start = |what: &str, e: std::io::Error| Unavailable::Start {
+        what: what.to_owned(),
+        error: e.to_string(),
+    };
+    let lease = switch
+        .lease(0, false)
+        .map_err(|e| start("a uid lease for bubblewrap's self-test", e))?;
+    let program = std::fs::canonicalize(&bwrap.path)
+        .map_err(|e| start(&bwrap.path.display().to_string(), e))?;
+    let needed = [Needed {
+        path: &program,
+        writable: false,
+    }];
+    let setup = switch
+        .plan(lease.uid(), &needed, &[], View::for_bwrap(), Path::new("/"))
+        .map_err(|e| start("bubblewrap under a run uid", e))?;
+    let seccomp = filters
+        .map(|f| filter::memfd(f.for_run(false), false))
+        .transpose()
+        .map_err(|e| start("the seccomp filter (a memory file)", e))?;
+    let fd = seccomp.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+    let mut cmd = std::process::Command::new(&program);
+    cmd.args(bwrap.probe_args(fd)?);
+    crate::sys::install_std(
+        &mut cmd,
+        crate::sys::ChildSetup {
+            drop_privileges: Some(setup),
+            inherit_fds: fd.into_iter().collect(),
+            ..crate::sys::ChildSetup::default()
+        },
+    );
+    let what = format!(
+        "{} under an unprivileged uid{}",
+        bwrap.path.display(),
+        if fd.is_some() {
+            " with --add-seccomp-fd"
+        } else {
+            ""
+        }
+    );
+    probe(cmd, &what).map(drop)
 }

@@ -39,7 +39,9 @@ mod uid;
 use std::path::{Path, PathBuf};
 
 pub use self::bwrap::SANDBOX_UID;
-pub(crate) use self::bwrap::{Bwrap, BwrapRun, SANDBOX_SCRIPT, build_sandbox, system_paths};
+pub(crate) use self::bwrap::{
+    Bwrap, BwrapRun, SANDBOX_SCRIPT, build_sandbox, probe_bwrap_as, system_paths,
+};
 pub use self::level::{Layer, SandboxLevel};
 use self::probe::{Unavailable, probe};
 pub(crate) use self::tree::{Cgroups, RunCgroups, TemplateCgroups, kill_group};
@@ -384,57 +386,6 @@ fn identity(
             ),
         ),
     }
-}
-
-/// Runs bubblewrap once with the flags real runs use (and the seccomp program, when given)
-/// under a uid leased from `switch`, as a root server's runs start it. An error says why
-/// bubblewrap cannot run unprivileged here (e.g. unprivileged user namespaces are off).
-fn probe_bwrap_as(
-    bwrap: &Bwrap,
-    switch: &UidSwitch,
-    filters: Option<&Filters>,
-) -> Result<(), Unavailable> {
-    let start = |what: &str, e: std::io::Error| Unavailable::Start {
-        what: what.to_owned(),
-        error: e.to_string(),
-    };
-    let lease = switch
-        .lease(0, false)
-        .map_err(|e| start("a uid lease for bubblewrap's self-test", e))?;
-    let program = std::fs::canonicalize(&bwrap.path)
-        .map_err(|e| start(&bwrap.path.display().to_string(), e))?;
-    let needed = [Needed {
-        path: &program,
-        writable: false,
-    }];
-    let setup = switch
-        .plan(lease.uid(), &needed, &[], View::for_bwrap(), Path::new("/"))
-        .map_err(|e| start("bubblewrap under a run uid", e))?;
-    let seccomp = filters
-        .map(|f| filter::memfd(f.for_run(false), false))
-        .transpose()
-        .map_err(|e| start("the seccomp filter (a memory file)", e))?;
-    let fd = seccomp.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-    let mut cmd = std::process::Command::new(&program);
-    cmd.args(bwrap.probe_args(fd)?);
-    crate::sys::install_std(
-        &mut cmd,
-        crate::sys::ChildSetup {
-            drop_privileges: Some(setup),
-            inherit_fds: fd.into_iter().collect(),
-            ..crate::sys::ChildSetup::default()
-        },
-    );
-    let what = format!(
-        "{} under an unprivileged uid{}",
-        bwrap.path.display(),
-        if fd.is_some() {
-            " with --add-seccomp-fd"
-        } else {
-            ""
-        }
-    );
-    probe(cmd, &what).map(drop)
 }
 
 /// Runs the helper in probe mode (Landlock applied to itself, nothing executed); its one

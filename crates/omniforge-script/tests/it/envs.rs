@@ -226,6 +226,8 @@ async fn source_build_code_is_sandboxed() {
     let db = data.path().join("omniforge.db");
     std::fs::write(&db, "SECRET-DB").unwrap();
     let pwned = data.path().join("pwned-by-build");
+    // `sleep MARKER` runs in the build for 1.5 s: the host's uid of the build's processes.
+    let marker = format!("1.5{:06}", std::process::id() % 1_000_000);
     let setup_py = format!(
         r#"import json, os
 from setuptools import setup
@@ -240,6 +242,9 @@ attempt("list_data", lambda: os.listdir({data:?}))
 attempt("write_data", lambda: open({pwned:?}, "w").write("x"))
 attempt("write_usr", lambda: open("/usr/pwned-by-build", "w").write("x"))
 attempt("uid", lambda: os.getuid())
+# The host sees this process (its argument marks it) and reads its uid there.
+import subprocess
+subprocess.run(["sleep", {marker:?}])
 with open("omniforge_probe.py", "w") as f:
     f.write("RESULTS = " + repr(res) + "\n")
 setup(name="omniforge-probe", version="1.0", py_modules=["omniforge_probe"])
@@ -247,6 +252,7 @@ setup(name="omniforge-probe", version="1.0", py_modules=["omniforge_probe"])
         db = db.display().to_string(),
         data = data.path().display().to_string(),
         pwned = pwned.display().to_string(),
+        marker = marker,
     );
     // The sdist: omniforge_probe-1.0/{setup.py,PKG-INFO}, tarred by the system's tar.
     let src = tempfile::tempdir().unwrap();
@@ -295,7 +301,14 @@ setup(name="omniforge-probe", version="1.0", py_modules=["omniforge_probe"])
     let lock = builder.lock_from_requirements(format!(
         "omniforge-probe @ http://127.0.0.1:{port}/omniforge_probe-1.0.tar.gz --hash=sha256:{hash}\n"
     ));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let (stop, marker) = (stop.clone(), marker.clone());
+        std::thread::spawn(move || host_uid_of(&["sleep", &marker], &stop))
+    };
     let env = builder.build(&lock, |_| {}).await.unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let host_uid = watcher.join().unwrap();
     assert!(!pwned.exists(), "the build wrote into the data directory");
     assert!(!std::path::Path::new("/usr/pwned-by-build").exists());
     let out = run(
@@ -335,6 +348,58 @@ setup(name="omniforge-probe", version="1.0", py_modules=["omniforge_probe"])
     }
     assert_eq!(seen["write_usr"], "OSError 30", "{seen}"); // EROFS
     assert_eq!(seen["uid"], "OK 65534", "{seen}");
+    // uid 65534 in the build's user namespace is, on the host, the uid that started
+    // bubblewrap: under a root server, a uid leased for the build, never root.
+    let host_uid = host_uid.expect("the build's `sleep` was never seen on the host");
+    if rustix::process::geteuid().is_root() {
+        assert!(
+            (RUN_UID_BASE..RUN_UID_BASE + RUN_UID_SLOTS).contains(&host_uid),
+            "the build ran as host uid {host_uid}"
+        );
+        // Handed back: everything of the environment is root's again.
+        let mut stack = vec![env.path.clone()];
+        while let Some(p) = stack.pop() {
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            assert_eq!(
+                (
+                    std::os::unix::fs::MetadataExt::uid(&m),
+                    std::os::unix::fs::MetadataExt::gid(&m)
+                ),
+                (0, 0),
+                "{} is not root's after the build",
+                p.display()
+            );
+            if m.is_dir() {
+                stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
+            }
+        }
+    } else {
+        assert_eq!(host_uid, rustix::process::geteuid().as_raw());
+    }
+}
+
+/// The host's real uid of the first process whose command line is `argv`, looked for in
+/// `/proc` every 5 ms until `stop`.
+fn host_uid_of(argv: &[&str], stop: &std::sync::atomic::AtomicBool) -> Option<u32> {
+    let want: Vec<u8> = argv.iter().flat_map(|a| a.bytes().chain([0])).collect();
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            if std::fs::read(entry.path().join("cmdline")).ok().as_deref() != Some(&want[..]) {
+                continue;
+            }
+            let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+            let uid = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|u| u.parse().ok());
+            if uid.is_some() {
+                return uid;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    None
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {
