@@ -272,7 +272,11 @@ async fn call_builtin_runs_declared_builtins_under_the_callers_scopes() {
         meta(json!({}), None),
     )
     .await;
-    assert_eq!(answer(&messages)["result"]["isError"], false, "{messages:?}");
+    assert_eq!(
+        answer(&messages)["result"]["isError"],
+        false,
+        "{messages:?}"
+    );
     let out = run(
         "boss-token",
         "omniforge_update_tool",
