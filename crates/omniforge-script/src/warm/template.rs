@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -193,6 +194,12 @@ impl Template {
         std::fs::write(&script, &spec.code).map_err(WarmError::io("writing the code"))?;
         std::fs::write(&driver, DRIVER).map_err(WarmError::io("writing the template driver"))?;
         std::fs::write(&native, NATIVE).map_err(WarmError::io("writing the extension module"))?;
+        // Readable by the template's leased uid whatever the server's umask (a unit file's
+        // `UMask=0077` would leave them 0600, owned by root).
+        for file in [&script, &driver, &native] {
+            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644))
+                .map_err(WarmError::io("making the template's files readable"))?;
+        }
         let lease = match &plan.identity {
             Identity::BwrapAs(switch) => Some(
                 switch
