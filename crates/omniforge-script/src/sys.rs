@@ -365,3 +365,11 @@ pub(crate) fn set_normal_scheduling(pid: i32) -> std::io::Result<()> {
 fn to_io(e: rustix::io::Errno) -> std::io::Error {
     std::io::Error::from_raw_os_error(e.raw_os_error())
 }
+
+/// Writes `bytes` to `path` with mode 0644 whatever the process's umask (a unit file's
+/// `UMask=0077` would leave it 0600), for files a run's leased uid must read.
+pub(crate) fn write_readable(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::write(path, bytes)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
+}

@@ -4,7 +4,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -23,6 +22,7 @@ use super::wire::{self, Received};
 use crate::run::child::{self, ChildIo, Role, RunFiles};
 use crate::run::{RunSpec, Runner};
 use crate::sandbox::{Identity, RunCgroups, TemplateCgroups, UidLease, system_paths};
+use crate::sys::write_readable;
 
 /// The driver the template runs.
 const DRIVER: &str = include_str!("template.py");
@@ -191,15 +191,10 @@ impl Template {
         let script = dir.path().join("main.py");
         let driver = dir.path().join("template.py");
         let native = dir.path().join("_omniforge_warm.abi3.so");
-        std::fs::write(&script, &spec.code).map_err(WarmError::io("writing the code"))?;
-        std::fs::write(&driver, DRIVER).map_err(WarmError::io("writing the template driver"))?;
-        std::fs::write(&native, NATIVE).map_err(WarmError::io("writing the extension module"))?;
-        // Readable by the template's leased uid whatever the server's umask (a unit file's
-        // `UMask=0077` would leave them 0600, owned by root).
-        for file in [&script, &driver, &native] {
-            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o644))
-                .map_err(WarmError::io("making the template's files readable"))?;
-        }
+        // 0644 whatever the umask: the template's leased uid reads them (`write_readable`).
+        write_readable(&script, spec.code.as_bytes()).map_err(WarmError::io("writing the code"))?;
+        write_readable(&driver, DRIVER.as_bytes()).map_err(WarmError::io("writing the driver"))?;
+        write_readable(&native, NATIVE).map_err(WarmError::io("writing the extension module"))?;
         let lease = match &plan.identity {
             Identity::BwrapAs(switch) => Some(
                 switch
