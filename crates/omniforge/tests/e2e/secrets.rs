@@ -68,8 +68,8 @@ impl Client {
         .unwrap()
     }
 
-    /// One request in the session; its `result` (panics on a JSON-RPC error).
-    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Value {
+    /// One request in the session; its response message (panics when none came).
+    async fn exchange(&mut self, method: &str, params: Value) -> Value {
         let id = json!(self.next_id);
         self.next_id += 1;
         let reply = self
@@ -79,32 +79,24 @@ impl Client {
                 std::slice::from_ref(&id),
             )
             .await;
-        let msg = reply
+        reply
             .messages
             .iter()
             .find(|m| m["id"] == id)
             .unwrap_or_else(|| panic!("{method}: no response: {:?}", reply.notes))
-            .clone();
+            .clone()
+    }
+
+    /// One request in the session; its `result` (panics on a JSON-RPC error).
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Value {
+        let msg = self.exchange(method, params).await;
         assert!(msg.get("error").is_none(), "{method}: {msg}");
         msg["result"].clone()
     }
 
     /// One request in the session that must fail; its JSON-RPC `error`.
     pub(crate) async fn request_error(&mut self, method: &str, params: Value) -> Value {
-        let id = json!(self.next_id);
-        self.next_id += 1;
-        let reply = self
-            .post(
-                Some(()),
-                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-                std::slice::from_ref(&id),
-            )
-            .await;
-        let msg = reply
-            .messages
-            .iter()
-            .find(|m| m["id"] == id)
-            .unwrap_or_else(|| panic!("{method}: no response: {:?}", reply.notes));
+        let msg = self.exchange(method, params).await;
         msg.get("error")
             .unwrap_or_else(|| panic!("{method}: not an error: {msg}"))
             .clone()
