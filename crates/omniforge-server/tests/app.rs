@@ -58,6 +58,7 @@ async fn fixture() -> Fixture {
             output_ttl: Duration::from_secs(3600),
             keep_failed_drafts: false,
             tasks: omniforge_server::TaskSettings::default(),
+            request_state_keys: Vec::new(),
         }),
     };
     Fixture {

@@ -50,6 +50,7 @@ async fn server(dir: &std::path::Path) -> Server {
             output_ttl: Duration::from_secs(3600),
             keep_failed_drafts: false,
             tasks: omniforge_server::TaskSettings::default(),
+            request_state_keys: Vec::new(),
         }),
     })
     .await
