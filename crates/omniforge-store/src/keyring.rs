@@ -274,9 +274,7 @@ impl Keyring {
     ///
     /// # Errors
     /// As [`load`](Keyring::load).
-    pub fn load_key_material(
-        path: &Path,
-    ) -> Result<Vec<KeyMaterial>, KeyringError> {
+    pub fn load_key_material(path: &Path) -> Result<Vec<KeyMaterial>, KeyringError> {
         // Permissions, format, key sizes and duplicate ids are checked here.
         Keyring::load(path)?;
         let text =
