@@ -22,10 +22,10 @@ use crate::context::request::LogFilter;
 use crate::error::CallError;
 use crate::script_host::host::{ScriptHost, WarmCall};
 use crate::tools::builtin::from_scripts::{self, BuiltinAccess};
-use crate::tools::stored::client_requests::{self, code};
+use crate::tools::stored::client_requests;
 use crate::tools::stored::input_required::{Answer, Replay};
 use crate::tools::stored::protocol_error;
-use crate::tools::stored::questions;
+use crate::tools::stored::questions::{self, code};
 use crate::tools::stored::redact::{scrub, scrub_value};
 
 /// Most requests one run may have waiting for the client at once: a script cannot flood the
