@@ -14,6 +14,7 @@ mod connections;
 mod content;
 mod escape;
 mod examples;
+mod input_required;
 mod manifest_tools;
 mod oauth;
 mod postgres;
