@@ -35,10 +35,21 @@ omniforge.result("%s likes %s" % (name, color))
 /// A 2026-07-28 `tools/call` over raw HTTP with `extra` params (`inputResponses`,
 /// `requestState`): the JSON-RPC answer.
 async fn call(url: &str, token: Option<&str>, arguments: Value, extra: Value) -> Value {
-    let mut params = json!({"name": "two_steps", "arguments": arguments, "_meta": {
+    call_tool(url, token, "two_steps", arguments, extra).await
+}
+
+/// [`call`] of the tool `name`.
+async fn call_tool(
+    url: &str,
+    token: Option<&str>,
+    name: &str,
+    arguments: Value,
+    extra: Value,
+) -> Value {
+    let mut params = json!({"name": name, "arguments": arguments, "_meta": {
         "io.modelcontextprotocol/protocolVersion": STATELESS,
         "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {}},
     }});
     for (k, v) in extra.as_object().into_iter().flatten() {
         params[k] = v.clone();
@@ -57,7 +68,7 @@ async fn call(url: &str, token: Option<&str>, arguments: Value, extra: Value) ->
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", STATELESS)
         .header("mcp-method", "tools/call")
-        .header("mcp-name", "two_steps")
+        .header("mcp-name", name)
         .body(body.to_string())
         .send()
         .await
@@ -217,6 +228,48 @@ async fn a_request_state_opens_only_for_its_caller_request_and_keyring() {
     assert_eq!(
         done["result"]["content"][0]["text"], "Alice likes blue",
         "{done}"
+    );
+    server.assert_no_panic();
+}
+
+/// A question asked through an input-required result passes the same secret redaction as one
+/// sent live: the secret's value never reaches the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_under_replay_has_secret_values_redacted() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    let secret = format!("sk-mrtr-{}", std::process::id());
+    let mut set = std::process::Command::new(env!("CARGO_BIN_EXE_omniforge"))
+        .args(["secret", "set", "E2E_KEY", "--data-dir"])
+        .arg(&data)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = set.stdin.take().unwrap();
+        stdin.write_all(secret.as_bytes()).unwrap();
+    }
+    assert!(set.wait().unwrap().success());
+    let code = r#"import os
+import omniforge
+omniforge.sample("the key is " + os.environ["E2E_KEY"], max_tokens=5, key="leak")
+omniforge.result("done")
+"#;
+    add_tools(
+        &data,
+        &[
+            json!({"name": "leaky", "description": "asks with a secret", "code": code,
+            "secrets": ["E2E_KEY"]}),
+        ],
+    );
+    let server = Omni::serve(&data, &[]).await;
+    let answer = call_tool(&server.url, None, "leaky", json!({}), json!({})).await;
+    assert!(!answer.to_string().contains(&secret), "{answer}");
+    let asked = &answer["result"]["inputRequests"]["leak"];
+    assert_eq!(
+        asked["params"]["messages"][0]["content"]["text"], "the key is [redacted]",
+        "{answer}"
     );
     server.assert_no_panic();
 }
