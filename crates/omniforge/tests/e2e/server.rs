@@ -39,7 +39,7 @@ fn with_builtins(rest: &[&str]) -> Vec<String> {
 
 /// The built-in tools of a default server, in catalog order (as an `admin` principal, such
 /// as `anonymous` without tokens, sees them).
-const BUILTINS: [&str; 25] = [
+const BUILTINS: [&str; 28] = [
     "omniforge_instructions",
     "omniforge_create_tool",
     "omniforge_update_tool",
@@ -48,6 +48,9 @@ const BUILTINS: [&str; 25] = [
     "omniforge_rollback_tool",
     "omniforge_test_tool",
     "omniforge_check_tool",
+    "omniforge_list_pending_tools",
+    "omniforge_approve_tool",
+    "omniforge_reject_tool",
     "omniforge_set_secret",
     "omniforge_delete_secret",
     "omniforge_list_secrets",
