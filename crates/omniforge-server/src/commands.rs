@@ -158,7 +158,7 @@ impl Server {
         let Some(stored) = &self.stored else {
             return CallOutput::refused("this server has no store");
         };
-        CallOutput::of(stored.approval.list(&caller.cx()).await)
+        CallOutput::of(stored.approval.list(&caller.cx(), false).await)
     }
 
     /// Approves pending `version` of tool `name`, granting it exactly the secrets in `grants`.

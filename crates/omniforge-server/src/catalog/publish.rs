@@ -188,12 +188,16 @@ mod tests {
     }
 
     fn tool(name: &str, source: ToolSource) -> Entry {
+        described(name, source, "d")
+    }
+
+    fn described(name: &str, source: ToolSource, description: &'static str) -> Entry {
         let schema = json!({"type": "object"})
             .as_object()
             .cloned()
             .unwrap_or_default();
         Entry::new(
-            Tool::new(name.to_owned(), "d", Arc::new(schema)),
+            Tool::new(name.to_owned(), description, Arc::new(schema)),
             source,
             Scope::Call,
             Arc::new(Nothing),
@@ -258,6 +262,58 @@ mod tests {
         assert_eq!(names(&catalog), ["z", "y", "x"]);
         catalog.remove(ToolSource::Stored, "y");
         assert_eq!(names(&catalog), ["z", "x"]);
+    }
+
+    #[test]
+    fn pending_entries_are_their_authors_alone_and_never_announced() {
+        let catalog = Catalog::new(SchemaProfile::AsAuthored);
+        catalog.replace(ToolSource::Builtin, vec![tool("b", ToolSource::Builtin)]);
+        catalog.replace(ToolSource::Stored, vec![tool("x", ToolSource::Stored)]);
+        let rx = catalog.subscribe();
+        let author: Arc<str> = Arc::from("token:w");
+        catalog.set_pending(
+            "x",
+            vec![(author.clone(), described("x", ToolSource::Stored, "v2"))],
+        );
+        catalog.set_pending("y", vec![(author.clone(), tool("y", ToolSource::Stored))]);
+        // A pending entry never shadows a built-in.
+        catalog.set_pending("b", vec![(author.clone(), tool("b", ToolSource::Stored))]);
+        assert!(
+            !rx.has_changed().unwrap_or(true),
+            "a pending write was announced"
+        );
+        let snap = catalog.snapshot();
+        let view = |p: Option<&str>| -> Vec<(String, String)> {
+            snap.entries_for(p)
+                .iter()
+                .map(|e| {
+                    let d = e.tool.description.as_deref().unwrap_or("");
+                    (e.tool.name.to_string(), d.to_owned())
+                })
+                .collect()
+        };
+        let everyone = [("b", "d"), ("x", "d")].map(|(n, d)| (n.to_owned(), d.to_owned()));
+        assert_eq!(view(None), everyone);
+        assert_eq!(view(Some("token:other")), everyone);
+        assert_eq!(
+            view(Some("token:w")),
+            [("b", "d"), ("x", "v2"), ("y", "d")].map(|(n, d)| (n.to_owned(), d.to_owned()))
+        );
+        assert!(snap.get_for("y", Some("token:w")).is_some());
+        assert!(snap.get_for("y", Some("token:other")).is_none());
+        assert!(snap.get_for("y", None).is_none());
+        assert_eq!(
+            snap.get_for("b", Some("token:w")).map(|e| e.source),
+            Some(ToolSource::Builtin)
+        );
+        // Approval: the pending entry goes and the live one changes; that is announced.
+        catalog.set_pending("x", Vec::new());
+        assert!(!rx.has_changed().unwrap_or(true));
+        catalog.upsert(described("x", ToolSource::Stored, "v2"));
+        assert!(
+            rx.has_changed().unwrap_or(false),
+            "approval was not announced"
+        );
     }
 
     #[test]

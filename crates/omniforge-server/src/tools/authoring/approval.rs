@@ -148,16 +148,17 @@ impl Approval {
     }
 
     /// `omniforge_list_pending_tools`, `omniforge tool pending`: one line per pending version,
-    /// and the list as structured content.
+    /// and the list as structured content. `serving`: this is the serving process, whose
+    /// `--require-approval` is worth mentioning when nothing waits (a one-shot command's is not).
     ///
     /// # Errors
     /// The store failed.
-    pub(crate) async fn list(&self, cx: &RequestCx<'_>) -> CallResult {
+    pub(crate) async fn list(&self, cx: &RequestCx<'_>, serving: bool) -> CallResult {
         let pending = self.pending(cx).await?;
         let items: Vec<Value> = pending.iter().map(pending_json).collect();
         let mut lines = Vec::with_capacity(pending.len() + 1);
         if pending.is_empty() {
-            lines.push(if self.required() {
+            lines.push(if self.required() || !serving {
                 "No version is pending approval.".to_owned()
             } else {
                 "No version is pending approval (the approval gate is off: serve \
@@ -357,7 +358,7 @@ impl ToolCall for ApprovalBuiltin {
             match self.op {
                 Op::List => {
                     let _: Empty = parse_arguments(call.arguments)?;
-                    a.list(call.cx).await
+                    a.list(call.cx, true).await
                 }
                 Op::Approve => a.approve_call(call.arguments, call.cx).await,
                 Op::Reject => a.reject_call(call.arguments, call.cx).await,

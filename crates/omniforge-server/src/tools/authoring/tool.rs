@@ -73,7 +73,7 @@ impl ToolCall for ToolBuiltin {
                 Op::Create => a.create_or_update(call.arguments, call.cx, true).await,
                 Op::Update => a.create_or_update(call.arguments, call.cx, false).await,
                 Op::Delete => a.delete(call.arguments, call.cx).await,
-                Op::Get => a.get(call.arguments).await,
+                Op::Get => a.get(call.arguments, call.cx).await,
                 Op::Rollback => a.rollback(call.arguments, call.cx).await,
                 Op::Test => a.test(call.arguments, call.cx).await,
                 Op::Check => a.check(call.arguments, call.cx).await,
@@ -486,7 +486,7 @@ impl ToolAuthoring {
         })
     }
 
-    async fn get(&self, arguments: JsonObject) -> CallResult {
+    async fn get(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Args {
@@ -503,11 +503,17 @@ impl ToolAuthoring {
                 AuthoringError::invalid("name", format!("no tool named {:?}", args.name)).into(),
             );
         };
-        let versions = self
+        let mut versions = self
             .store
             .versions(&args.name)
             .await
             .map_err(AuthoringError::from)?;
+        // A pending version is shown to its author and admins only (issue 17).
+        if !cx.allows(Scope::Admin) {
+            versions.retain(|v| {
+                v.state.status != VersionStatus::Pending || v.spec.author == cx.author()
+            });
+        }
         let calls = self
             .store
             .recent_calls(&args.name, RECENT_CALLS)
