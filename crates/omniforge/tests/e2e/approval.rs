@@ -158,6 +158,7 @@ async fn pending_version_is_its_authors_alone_until_approved() {
     let mut writer = Client::open(&server, WRITER).await;
     let mut writer2 = Client::open(&server, WRITER2).await;
     let mut boss = Client::open(&server, BOSS).await;
+    let mut writer_events = listen(&server, &writer).await;
     let mut writer2_events = listen(&server, &writer2).await;
     let mut boss_events = listen(&server, &boss).await;
     for k in ["K1", "K2", "K3"] {
@@ -179,8 +180,12 @@ async fn pending_version_is_its_authors_alone_until_approved() {
         "{text}"
     );
 
-    // Its author lists and calls it; nobody else does, directly or through
-    // omniforge_call_tool.
+    // Its author is told its list changed, lists and calls it; nobody else does, directly or
+    // through omniforge_call_tool.
+    writer_events
+        .wait_for(CHANGE_TIMEOUT, is_list_changed)
+        .await
+        .unwrap_or_else(|e| panic!("the author got no list_changed for its pending tool: {e}"));
     assert_eq!(
         description_of(&mut writer, "gated").await.as_deref(),
         Some("G1.")
@@ -272,7 +277,11 @@ async fn pending_version_is_its_authors_alone_until_approved() {
         text.contains("Not granted") && text.contains("K3"),
         "{text}"
     );
-    for (who, events) in [("writer2", &mut writer2_events), ("boss", &mut boss_events)] {
+    for (who, events) in [
+        ("writer", &mut writer_events),
+        ("writer2", &mut writer2_events),
+        ("boss", &mut boss_events),
+    ] {
         events
             .wait_for(CHANGE_TIMEOUT, is_list_changed)
             .await
@@ -292,6 +301,10 @@ async fn pending_version_is_its_authors_alone_until_approved() {
         text.starts_with("Submitted version 2 of tool gated"),
         "{text}"
     );
+    writer_events
+        .wait_for(CHANGE_TIMEOUT, is_list_changed)
+        .await
+        .unwrap_or_else(|e| panic!("the author got no list_changed for its pending update: {e}"));
     assert_eq!(
         description_of(&mut writer, "gated").await.as_deref(),
         Some("G2.")
