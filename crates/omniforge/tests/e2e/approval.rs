@@ -381,6 +381,14 @@ async fn pending_version_is_its_authors_alone_until_approved() {
             "no audit record {want:?} in {records:#?}"
         );
     }
+    // The writes say they were stored pending.
+    for action in ["create", "update"] {
+        let r = records
+            .iter()
+            .find(|r| r["action"] == action && r["name"] == "gated")
+            .unwrap();
+        assert_eq!(r["detail"]["status"], "pending", "{r}");
+    }
     let approve = records.iter().find(|r| r["action"] == "approve").unwrap();
     assert_eq!(approve["detail"]["grants"], json!(["K2"]), "{approve}");
     let grants: Vec<&Value> = records
