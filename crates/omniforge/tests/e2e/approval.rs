@@ -93,6 +93,24 @@ fn ok(what: &str, (text, is_error, raw): (String, bool, Value)) -> String {
     text
 }
 
+/// `writer`'s call of `builtin` stores version `number` of `gated` pending, and the writer's
+/// own session hears `list_changed`.
+async fn write_pending(
+    writer: &mut Client,
+    events: &mut EventStream,
+    builtin: &str,
+    arguments: Value,
+    number: u32,
+) {
+    let text = ok(builtin, writer.call(builtin, arguments).await);
+    let want = format!("Submitted version {number} of tool gated for approval.");
+    assert!(text.starts_with(&want), "{text}");
+    events
+        .wait_for(CHANGE_TIMEOUT, is_list_changed)
+        .await
+        .unwrap_or_else(|e| panic!("the author heard no list_changed for version {number}: {e}"));
+}
+
 /// No `tools/list_changed` has arrived on `stream` (called after several round trips, long
 /// after a notification of the write being checked would have been sent).
 fn assert_no_list_changed(stream: &mut EventStream, who: &str, after: &str) {
@@ -174,18 +192,10 @@ async fn pending_version_is_its_authors_alone_until_approved() {
     let create = json!({"name": "gated", "description": "G1.", "code": CODE,
         "secrets": ["K1", "K2", "K3"],
         "examples": [{"arguments": {}, "expect": {"text": "secrets:none"}}]});
-    let text = ok("create", writer.call("omniforge_create_tool", create).await);
-    assert!(
-        text.starts_with("Submitted version 1 of tool gated for approval."),
-        "{text}"
-    );
-
     // Its author is told its list changed, lists and calls it; nobody else does, directly or
     // through omniforge_call_tool.
-    writer_events
-        .wait_for(CHANGE_TIMEOUT, is_list_changed)
-        .await
-        .unwrap_or_else(|e| panic!("the author got no list_changed for its pending tool: {e}"));
+    let create_tool = "omniforge_create_tool";
+    write_pending(&mut writer, &mut writer_events, create_tool, create, 1).await;
     assert_eq!(
         description_of(&mut writer, "gated").await.as_deref(),
         Some("G1.")
@@ -296,15 +306,8 @@ async fn pending_version_is_its_authors_alone_until_approved() {
 
     // An update by the writer is pending too: the others keep version 1.
     let update = json!({"name": "gated", "description": "G2."});
-    let text = ok("update", writer.call("omniforge_update_tool", update).await);
-    assert!(
-        text.starts_with("Submitted version 2 of tool gated"),
-        "{text}"
-    );
-    writer_events
-        .wait_for(CHANGE_TIMEOUT, is_list_changed)
-        .await
-        .unwrap_or_else(|e| panic!("the author got no list_changed for its pending update: {e}"));
+    let update_tool = "omniforge_update_tool";
+    write_pending(&mut writer, &mut writer_events, update_tool, update, 2).await;
     assert_eq!(
         description_of(&mut writer, "gated").await.as_deref(),
         Some("G2.")
