@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["content"],
     &["tools"],
     &["changes", "pack", "tasks"],
-    &["mcp"],
+    &["mcp", "console"],
     &["transport"],
     &["server"],
     &["commands"],
