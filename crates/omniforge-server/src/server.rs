@@ -145,6 +145,7 @@ impl Server {
             kept: None,
             call_log: None,
             host: None,
+            authoring: None,
         };
         let stored = match settings.store {
             None => None,
@@ -155,6 +156,7 @@ impl Server {
                 shared.host = Some(stored.host.clone());
                 shared.kept = Some(stored.kept.clone());
                 shared.call_log = Some(stored.store.clone());
+                shared.authoring = Some(stored.tools.clone());
                 Some(stored)
             }
         };

@@ -1,6 +1,6 @@
 //! Secrets (admins only): names and update times, grants, and the secrets tool versions
-//! declare but were not granted (requests), each with a button that grants it through
-//! `omniforge_grant_secret` as the viewer. No value is ever read here: values are write-only.
+//! declare but were not granted (requests), each with a button that grants it as the viewer
+//! (the grant built-in's own operation). No value is ever read here: values are write-only.
 
 use std::sync::Arc;
 
@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use maud::html;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::auth::Scope;
 use crate::console::guard::{Viewer, not_found, require};
@@ -34,7 +34,7 @@ pub(crate) async fn page(State(console): State<Arc<Console>>, viewer: Viewer) ->
     let text = |v: &Value, key: &str| v[key].as_str().unwrap_or("").to_owned();
     layout::page(&viewer, Nav::Secrets, "Secrets", html! {
         h1 { "Secrets" }
-        p.muted { "Values are write-only: set them with " code { "omniforge secret set" } " or " code { "omniforge_set_secret" } "; they are never shown." }
+        p.muted { "Values are write-only: set them with " code { "omniforge secret set" } " or the admin built-in; they are never shown." }
         section aria-labelledby="requests" {
             h2 #requests { "Requests" }
             p.muted { "Secrets the current version of a tool declares and was not granted." }
@@ -113,7 +113,7 @@ pub(crate) async fn page(State(console): State<Arc<Console>>, viewer: Viewer) ->
     .into_response()
 }
 
-/// `POST /console/secrets/grant`: `omniforge_grant_secret` as the viewer.
+/// `POST /console/secrets/grant`: grants a requested secret as the viewer (an admin).
 pub(crate) async fn grant(
     State(console): State<Arc<Console>>,
     viewer: Viewer,
@@ -126,11 +126,8 @@ pub(crate) async fn grant(
     let (Some(secret), Some(tool)) = (field(&fields, "secret"), field(&fields, "tool")) else {
         return not_found();
     };
-    let mut arguments = json!({"secret": secret, "tool": tool});
-    if let Some(version) = field(&fields, "version").and_then(|v| v.parse::<u32>().ok()) {
-        arguments["version"] = json!(version);
-    }
-    let outcome = actions::call(&console, &viewer, "omniforge_grant_secret", arguments).await;
+    let version = field(&fields, "version").and_then(|v| v.parse::<u32>().ok());
+    let outcome = actions::grant(&console, &viewer, secret, tool, version).await;
     done(
         &console,
         &viewer,

@@ -1,7 +1,7 @@
 //! A tool's page: description and schemas, its versions with a diff between any two, its
 //! examples and their last results, its code, its recent calls; for `tools:write` viewers,
-//! rollback and "run the examples again" (the built-ins `omniforge_rollback_tool` and
-//! `omniforge_check_tool`, run as the viewer).
+//! rollback and "run the examples again" (the rollback and check built-ins' own operations,
+//! run as the viewer).
 
 use std::sync::Arc;
 
@@ -288,8 +288,8 @@ fn example_result(run: Option<&ExampleResult>) -> Markup {
     }
 }
 
-/// `POST /console/tools/{name}/rollback`: `omniforge_rollback_tool` as the viewer (its
-/// examples run first; refused with the failures when one fails).
+/// `POST /console/tools/{name}/rollback`: the rollback built-in's operation as the viewer (the
+/// version's examples run first; refused with the failures when one fails).
 pub(crate) async fn rollback(
     State(console): State<Arc<Console>>,
     viewer: Viewer,
@@ -303,13 +303,7 @@ pub(crate) async fn rollback(
     let Some(version) = field(&fields, "version").and_then(|v| v.parse::<u32>().ok()) else {
         return not_found();
     };
-    let outcome = actions::call(
-        &console,
-        &viewer,
-        "omniforge_rollback_tool",
-        json!({"name": name, "version": version}),
-    )
-    .await;
+    let outcome = actions::rollback(&console, &viewer, &name, version).await;
     done(
         &console,
         &viewer,
@@ -319,7 +313,7 @@ pub(crate) async fn rollback(
     )
 }
 
-/// `POST /console/tools/{name}/check`: `omniforge_check_tool` as the viewer.
+/// `POST /console/tools/{name}/check`: the check built-in's operation as the viewer.
 pub(crate) async fn check(
     State(console): State<Arc<Console>>,
     viewer: Viewer,
@@ -330,11 +324,8 @@ pub(crate) async fn check(
         return r;
     }
     let fields = fields(&body);
-    let mut arguments = json!({"name": name});
-    if let Some(version) = field(&fields, "version").and_then(|v| v.parse::<u32>().ok()) {
-        arguments["version"] = json!(version);
-    }
-    let outcome = actions::call(&console, &viewer, "omniforge_check_tool", arguments).await;
+    let version = field(&fields, "version").and_then(|v| v.parse::<u32>().ok());
+    let outcome = actions::check(&console, &viewer, &name, version).await;
     done(
         &console,
         &viewer,
