@@ -71,6 +71,36 @@ pub(crate) async fn rollback(
     Outcome::of(authoring.rollback(args, &cx).await)
 }
 
+/// Disables `name` (the delete built-in without `purge`: versions kept), or enables it again
+/// by making its current version current (a rollback to it, examples first) (the caller
+/// checked `tools:write`).
+pub(crate) async fn set_enabled(
+    console: &Console,
+    viewer: &Viewer,
+    name: &str,
+    enabled: bool,
+) -> Outcome {
+    let Some(authoring) = &console.shared.authoring else {
+        return Outcome::refused("This server has no store.");
+    };
+    let cx = RequestCx::local(&viewer.principal, None);
+    if !enabled {
+        return Outcome::of(
+            authoring
+                .delete(arguments(&[("name", Some(name.into()))]), &cx)
+                .await,
+        );
+    }
+    let current = match console.store.tool(name).await {
+        Ok(Some(tool)) => tool.current_version,
+        _ => None,
+    };
+    let Some(version) = current else {
+        return Outcome::refused("This tool has no current version to enable.");
+    };
+    rollback(console, viewer, name, version).await
+}
+
 /// Runs the examples of `version` of `name` (the current one if `None`) and records the
 /// results (the caller checked `tools:write`).
 pub(crate) async fn check(

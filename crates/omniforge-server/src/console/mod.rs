@@ -75,6 +75,7 @@ pub(crate) fn router(shared: Arc<Shared>, settings: &HttpSettings) -> Option<Rou
         .route("/console/tools/{name}", get(tool::page))
         .route("/console/tools/{name}/rollback", post(tool::rollback))
         .route("/console/tools/{name}/check", post(tool::check))
+        .route("/console/tools/{name}/enabled", post(tool::set_enabled))
         .route("/console/calls", get(calls::list))
         .route("/console/calls/{id}", get(calls::detail))
         .route("/console/audit", get(audit::page))

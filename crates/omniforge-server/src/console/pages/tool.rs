@@ -118,7 +118,7 @@ pub(crate) async fn page(
             }
         }
         @match &stored {
-            Some((versions, current, _)) => (stored_sections(&console, &viewer, &name, versions, *current, &q).await),
+            Some((versions, current, enabled)) => (stored_sections(&console, &viewer, &name, versions, (*current, *enabled), &q).await),
             None => @if let Some(entry) = entry {
                 section aria-labelledby="schemas" {
                     h2 #schemas { "Schemas" }
@@ -145,7 +145,7 @@ async fn stored_sections(
     viewer: &Viewer,
     name: &str,
     versions: &[ToolVersion],
-    current: Option<u32>,
+    (current, enabled): (Option<u32>, bool),
     q: &Shown,
 ) -> Markup {
     let find = |n: Option<u32>| n.and_then(|n| versions.iter().find(|v| v.number == n));
@@ -172,6 +172,13 @@ async fn stored_sections(
             dt { "Limits" } dd { "timeout " (spec.limits.timeout_ms) " ms; memory " (spec.limits.memory_bytes >> 20) " MiB; network " @if spec.limits.network { "allowed" } @else { "off" } }
             @if !spec.secrets.is_empty() {
                 dt { "Secrets" } dd { @for (i, s) in spec.secrets.iter().enumerate() { @if i > 0 { ", " } code { (s) } } }
+            }
+        }
+        @if can_edit && current.is_some() {
+            form.inline method="post" action=(format!("{href}/enabled")) {
+                input type="hidden" name="csrf" value=(viewer.csrf);
+                input type="hidden" name="enabled" value=(if enabled { "false" } else { "true" });
+                button type="submit" .danger[enabled] { @if enabled { "Disable tool" } @else { "Enable tool" } }
             }
         }
         section aria-labelledby="schemas" {
@@ -326,6 +333,32 @@ pub(crate) async fn check(
     let fields = fields(&body);
     let version = field(&fields, "version").and_then(|v| v.parse::<u32>().ok());
     let outcome = actions::check(&console, &viewer, &name, version).await;
+    done(
+        &console,
+        &viewer,
+        outcome.ok,
+        outcome.text,
+        &tool_href(&name),
+    )
+}
+
+/// `POST /console/tools/{name}/enabled`: disables the tool (`enabled=false`) or enables it
+/// again (`enabled=true`), as the viewer.
+pub(crate) async fn set_enabled(
+    State(console): State<Arc<Console>>,
+    viewer: Viewer,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = require(&viewer, Scope::Write) {
+        return r;
+    }
+    let enabled = match field(&fields(&body), "enabled") {
+        Some("true") => true,
+        Some("false") => false,
+        _ => return not_found(),
+    };
+    let outcome = actions::set_enabled(&console, &viewer, &name, enabled).await;
     done(
         &console,
         &viewer,

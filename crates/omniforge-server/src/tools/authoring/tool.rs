@@ -319,7 +319,7 @@ impl ToolAuthoring {
         }
     }
 
-    async fn delete(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
+    pub(crate) async fn delete(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Args {
