@@ -104,7 +104,7 @@ pub(crate) async fn page(
     let body = html! {
         p.crumbs { a href="/console/tools" { "Catalog" } " / " (name) }
         h1 { code { (name) } }
-        @if let Some(entry) = entry {
+        @if let Some(entry) = entry.filter(|_| stored.is_none()) {
             @if let Some(t) = &entry.tool.title { p.subtitle { (t) } }
             p.lead { (entry.tool.description.as_deref().unwrap_or("")) }
         }
