@@ -65,8 +65,9 @@ fn version(description: &str, author: &str) -> NewVersion {
     }
 }
 
-/// A server whose store holds tool `hostile` (versions 1 and 2, by `token:writer`), a secret
-/// `API_KEY` and one logged call each of `token:caller` and `token:writer`.
+/// A server (`--require-approval`) whose store holds tool `hostile` (versions 1 and 2 live, 3
+/// pending, all by `token:writer`), a secret `API_KEY` and one logged call each of
+/// `token:caller` and `token:writer`.
 async fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let config = StoreConfig {
@@ -98,6 +99,15 @@ async fn fixture() -> Fixture {
             "hostile",
             version("second", "token:writer"),
             NewStatus::Live,
+        )
+        .await
+        .unwrap();
+    store
+        .add_version(
+            &actor,
+            "hostile",
+            version("third, pending", "token:writer"),
+            NewStatus::Pending,
         )
         .await
         .unwrap();
@@ -153,6 +163,7 @@ async fn fixture() -> Fixture {
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
             keep_failed_drafts: false,
+            require_approval: true,
             tasks: omniforge_server::TaskSettings::default(),
         }),
     })
@@ -732,4 +743,112 @@ async fn each_scope_sees_and_does_only_what_its_token_may() {
             "{path} shows a secret value"
         );
     }
+}
+
+async fn status_of(store: &SqliteStore, number: u32) -> String {
+    store
+        .version("hostile", number)
+        .await
+        .unwrap()
+        .state
+        .status
+        .to_string()
+}
+
+#[tokio::test]
+async fn only_admins_review_approve_and_reject_pending_versions() {
+    let f = fixture().await;
+    let (writer, writer_csrf) = sign_in(&f.app, "wri-token").await;
+    // The author sees its pending version on the tool page, not the approvals.
+    let page = send(&f.app, get("/console/tools/hostile", Some(&writer)))
+        .await
+        .body;
+    assert!(
+        page.contains("third, pending") || page.contains("Version 3"),
+        "{page}"
+    );
+    for path in ["/console/approvals", "/console/approvals/hostile/3"] {
+        assert_eq!(
+            send(&f.app, get(path, Some(&writer))).await.status,
+            StatusCode::NOT_FOUND,
+            "{path}"
+        );
+    }
+    let form = [("csrf", writer_csrf.as_str()), ("grant", "API_KEY")];
+    let answer = send(
+        &f.app,
+        post(
+            "/console/approvals/hostile/3/approve",
+            Some(&writer),
+            &form,
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        status_of(&f.store, 3).await,
+        "pending",
+        "a writer approved its own version"
+    );
+    // The caller does not even see the pending version.
+    let (caller, _) = sign_in(&f.app, "cal-token").await;
+    let page = send(&f.app, get("/console/tools/hostile", Some(&caller)))
+        .await
+        .body;
+    assert!(!page.contains("third, pending"));
+    // The admin reviews: the diff against the current version, one tick box per secret.
+    let (admin, admin_csrf) = sign_in(&f.app, "adm-token").await;
+    let list = send(&f.app, get("/console/approvals", Some(&admin)))
+        .await
+        .body;
+    assert!(list.contains("Review hostile version 3"), "{list}");
+    let review = send(&f.app, get("/console/approvals/hostile/3", Some(&admin)))
+        .await
+        .body;
+    assert!(review.contains("Version 2 → version 3"), "{review}");
+    assert!(
+        review.contains(r#"name="grant" value="API_KEY""#),
+        "{review}"
+    );
+    // Without a reason, a rejection is refused and changes nothing.
+    let form = [("csrf", admin_csrf.as_str()), ("reason", " ")];
+    let answer = send(
+        &f.app,
+        post(
+            "/console/approvals/hostile/3/reject",
+            Some(&admin),
+            &form,
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    assert_eq!(status_of(&f.store, 3).await, "pending");
+    // Approved with nothing ticked: live, and no grant made.
+    let form = [("csrf", admin_csrf.as_str())];
+    let answer = send(
+        &f.app,
+        post(
+            "/console/approvals/hostile/3/approve",
+            Some(&admin),
+            &form,
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    assert_eq!(status_of(&f.store, 3).await, "live");
+    assert_eq!(current_version(&f.store).await, Some(3));
+    assert!(
+        f.store.grants(None, None).await.unwrap().is_empty(),
+        "an unticked secret was granted"
+    );
+    let list = send(&f.app, get("/console/approvals", Some(&admin)))
+        .await
+        .body;
+    assert!(
+        list.contains("Approved version 3 of tool hostile") && list.contains("Nothing waits"),
+        "{list}"
+    );
 }

@@ -12,6 +12,7 @@ use crate::console::guard::Viewer;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::mcp::to_wire;
+use crate::tools::authoring::approval::{approved_sentence, rejected_sentence};
 use crate::tools::authoring::secret::change_grant;
 
 /// What an operation answered: whether it worked, and its text.
@@ -132,6 +133,50 @@ pub(crate) async fn grant(
     let cx = RequestCx::local(&viewer.principal, None);
     match change_grant(&*console.store, &cx.actor(), secret, tool, version, true).await {
         Ok(text) => Outcome { ok: true, text },
+        Err(e) => Outcome::of(Err(CallError::from(e))),
+    }
+}
+
+/// Approves pending `version` of `name`, granting only the secrets in `grants` (the caller
+/// checked `admin`; the gate checks it again).
+pub(crate) async fn approve(
+    console: &Console,
+    viewer: &Viewer,
+    name: &str,
+    version: u32,
+    grants: &[String],
+) -> Outcome {
+    let Some(approval) = &console.shared.approval else {
+        return Outcome::refused("This server has no store.");
+    };
+    let cx = RequestCx::local(&viewer.principal, None);
+    match approval.approve(&cx, name, version, grants).await {
+        Ok(approved) => Outcome {
+            ok: true,
+            text: approved_sentence(&console.store, &approved, grants).await,
+        },
+        Err(e) => Outcome::of(Err(CallError::from(e))),
+    }
+}
+
+/// Rejects pending `version` of `name` with `reason` (the caller checked `admin`; the gate
+/// checks it again).
+pub(crate) async fn reject(
+    console: &Console,
+    viewer: &Viewer,
+    name: &str,
+    version: u32,
+    reason: &str,
+) -> Outcome {
+    let Some(approval) = &console.shared.approval else {
+        return Outcome::refused("This server has no store.");
+    };
+    let cx = RequestCx::local(&viewer.principal, None);
+    match approval.reject(&cx, name, version, reason).await {
+        Ok(rejected) => Outcome {
+            ok: true,
+            text: rejected_sentence(&rejected),
+        },
         Err(e) => Outcome::of(Err(CallError::from(e))),
     }
 }

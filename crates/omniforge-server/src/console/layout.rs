@@ -11,6 +11,7 @@ use crate::console::guard::Viewer;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Nav {
     Catalog,
+    Approvals,
     Calls,
     Audit,
     Secrets,
@@ -30,8 +31,14 @@ fn head(title: &str) -> Markup {
 
 /// A full page for a signed-in viewer.
 pub(crate) fn page(viewer: &Viewer, nav: Nav, title: &str, content: Markup) -> Markup {
-    let items: [(Nav, &str, &str, Scope); 4] = [
+    let items: [(Nav, &str, &str, Scope); 5] = [
         (Nav::Catalog, "/console/tools", "Catalog", Scope::Call),
+        (
+            Nav::Approvals,
+            "/console/approvals",
+            "Approvals",
+            Scope::Admin,
+        ),
         (Nav::Calls, "/console/calls", "Calls", Scope::Call),
         (Nav::Audit, "/console/audit", "Audit log", Scope::Admin),
         (Nav::Secrets, "/console/secrets", "Secrets", Scope::Admin),

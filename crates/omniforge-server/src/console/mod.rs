@@ -62,7 +62,7 @@ pub(crate) fn router(shared: Arc<Shared>, settings: &HttpSettings) -> Option<Rou
         allowed_origins: settings.allowed_origins.clone(),
         sessions: session::Sessions::default(),
     });
-    use pages::{audit, calls, catalog, secrets, sign_in, tool};
+    use pages::{approvals, audit, calls, catalog, secrets, sign_in, tool};
     let router = Router::new()
         .route("/console", get(|| async { Redirect::to("/console/tools") }))
         .route(
@@ -78,6 +78,19 @@ pub(crate) fn router(shared: Arc<Shared>, settings: &HttpSettings) -> Option<Rou
         .route("/console/tools/{name}/enabled", post(tool::set_enabled))
         .route("/console/calls", get(calls::list))
         .route("/console/calls/{id}", get(calls::detail))
+        .route("/console/approvals", get(approvals::list))
+        .route(
+            "/console/approvals/{name}/{version}",
+            get(approvals::review),
+        )
+        .route(
+            "/console/approvals/{name}/{version}/approve",
+            post(approvals::approve),
+        )
+        .route(
+            "/console/approvals/{name}/{version}/reject",
+            post(approvals::reject),
+        )
         .route("/console/audit", get(audit::page))
         .route("/console/secrets", get(secrets::page))
         .route("/console/secrets/grant", post(secrets::grant))

@@ -10,6 +10,7 @@ use crate::catalog::publish::Catalog;
 use crate::content::snapshot::Content;
 use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
+use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::stored::kept::KeptOutputs;
 
@@ -37,4 +38,6 @@ pub(crate) struct Shared {
     /// The tool authoring operations (for the console's rollback and example runs); `None`
     /// in bridge mode.
     pub(crate) authoring: Option<Arc<ToolAuthoring>>,
+    /// The approval gate (pending versions, approve, reject); `None` in bridge mode.
+    pub(crate) approval: Option<Arc<Approval>>,
 }

@@ -113,6 +113,8 @@ pub(crate) struct Scripts {
     pub(crate) memory_limit_bytes: u64,
     /// Keep versions whose examples fail as drafts.
     pub(crate) keep_failed_drafts: bool,
+    /// Versions by principals without `admin` wait for an admin's approval.
+    pub(crate) require_approval: bool,
     /// Most bytes of text a call returns.
     pub(crate) max_result_bytes: usize,
     /// Rows kept in the call log.
@@ -278,6 +280,10 @@ impl Settings {
                 keep_failed_drafts: authoring
                     .keep_failed_drafts
                     .or(file.keep_failed_drafts)
+                    .unwrap_or(false),
+                require_approval: hosting
+                    .require_approval
+                    .or(file.require_approval)
                     .unwrap_or(false),
                 max_result_bytes: calls
                     .max_result_bytes

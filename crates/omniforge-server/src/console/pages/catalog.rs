@@ -36,6 +36,8 @@ struct Row {
     status: &'static str,
     description: String,
     author: String,
+    /// A version of this tool awaits approval (shown to its author and admins).
+    update_pending: bool,
 }
 
 /// `GET /console/tools`.
@@ -128,7 +130,10 @@ fn table(
                                 br; span.muted.small { (r.description.chars().take(120).collect::<String>()) }
                             }
                             td { (r.source) }
-                            td { span.status class=(format!("status-{}", r.status)) { (r.status) } }
+                            td {
+                                span.status class=(format!("status-{}", r.status)) { (r.status) }
+                                @if r.update_pending { " " span.status.status-pending { "update pending" } }
+                            }
                             td { (r.author) }
                             @if admin {
                                 @let a = activity.get(&(call_source(r.source), r.name.clone()));
@@ -158,7 +163,7 @@ async fn rows(console: &Console, viewer: &Viewer) -> Result<Vec<Row>, omniforge_
         .into_iter()
         .map(|t| (t.tool.name.clone(), t))
         .collect();
-    for entry in snapshot.entries() {
+    for entry in snapshot.entries_for(Some(viewer.id())) {
         if !entry.listed || !viewer.can(entry.scope) {
             continue;
         }
@@ -177,6 +182,7 @@ async fn rows(console: &Console, viewer: &Viewer) -> Result<Vec<Row>, omniforge_
                 status: "current",
                 description: entry.tool.description.as_deref().unwrap_or("").to_owned(),
                 author,
+                update_pending: false,
             },
         );
     }
@@ -193,6 +199,7 @@ async fn rows(console: &Console, viewer: &Viewer) -> Result<Vec<Row>, omniforge_
                     status: if t.enabled { "current" } else { "disabled" },
                     description: String::new(),
                     author: String::new(),
+                    update_pending: false,
                 },
             );
         }
@@ -203,13 +210,16 @@ async fn rows(console: &Console, viewer: &Viewer) -> Result<Vec<Row>, omniforge_
         .versions_with_status(VersionStatus::Pending, author)
         .await?
     {
-        rows.entry(v.tool.clone()).or_insert(Row {
-            name: v.tool,
-            source: "stored",
-            status: "pending",
-            description: v.spec.description,
-            author: v.spec.author,
-        });
+        rows.entry(v.tool.clone())
+            .and_modify(|r| r.update_pending = true)
+            .or_insert(Row {
+                name: v.tool,
+                source: "stored",
+                status: "pending",
+                description: v.spec.description,
+                author: v.spec.author,
+                update_pending: false,
+            });
     }
     Ok(rows.into_values().collect())
 }

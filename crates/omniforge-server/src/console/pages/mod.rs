@@ -1,5 +1,6 @@
 //! One file per page family; each owns its handlers.
 
+pub(crate) mod approvals;
 pub(crate) mod audit;
 pub(crate) mod calls;
 pub(crate) mod catalog;

@@ -74,7 +74,7 @@ pub(crate) async fn page(
     let q: Shown = query(raw);
     let snapshot = console.shared.catalog.snapshot();
     let entry = snapshot
-        .get(&name)
+        .get_for(&name, Some(viewer.id()))
         .filter(|e| e.listed && viewer.can(e.scope));
     let source = entry.map_or(ToolSource::Stored, |e| e.source);
     // Versions, code and examples are what `omniforge_get_tool` shows: `tools:write` and up.
