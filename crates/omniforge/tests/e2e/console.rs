@@ -22,6 +22,7 @@ use tokio::process::Command;
 use crate::util::{Auth, HttpServer, http_client, no_proxy, node22, repo_root, require};
 
 const ADMIN: &str = "adm-console-e2e-7f3a";
+const WRITER: &str = "wri-console-e2e-5d0e";
 const CALLER: &str = "cal-console-e2e-91c2";
 /// Agent-written text that must never become markup in a page.
 const HOSTILE: &str = r#"<img src=x onerror="document.body.dataset.xss=1"><script>document.body.dataset.xss=1</script>"#;
@@ -57,9 +58,7 @@ async fn rpc(
 
 /// Calls tool `name` over a fresh MCP session as `token`; returns the result.
 async fn call(server: &HttpServer, token: &str, name: &str, arguments: Value) -> Value {
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "console-e2e", "version": "0"}}});
-    let (session, answer) = rpc(server, token, None, init).await;
+    let (session, answer) = rpc(server, token, None, initialize()).await;
     let session = session.unwrap_or_else(|| panic!("no session: {answer}"));
     rpc(
         server,
@@ -92,8 +91,9 @@ async fn the_console_in_a_real_browser() {
         repo_root().join("tests/console/node_modules/playwright-core"),
         chromium,
     ]);
-    let tokens = format!("admin {ADMIN} admin\ncaller {CALLER} tools:call\n");
-    let server = HttpServer::start(&[], &Auth::TokenFile(tokens)).await;
+    let tokens =
+        format!("admin {ADMIN} admin\nwriter {WRITER} tools:write\ncaller {CALLER} tools:call\n");
+    let server = HttpServer::start(&["--require-approval"], &Auth::TokenFile(tokens)).await;
 
     // What an agent does over MCP.
     let schema = json!({"type": "object", "properties": {
@@ -115,6 +115,25 @@ async fn the_console_in_a_real_browser() {
         "inputSchema": {"type": "object", "properties": {"q": {"type": "string", "description": HOSTILE}}}})).await);
     ok(&call(&server, CALLER, "hostile", json!({"q": HOSTILE})).await);
     ok(&call(&server, ADMIN, "add_vat", json!({"net": 100})).await);
+    // A writer's new tool waits for approval (under --require-approval) and asks for a secret.
+    ok(&call(
+        &server,
+        ADMIN,
+        "omniforge_set_secret",
+        json!({"name": "SLUG_KEY", "value": "slug-secret-value"}),
+    )
+    .await);
+    let submitted = call(
+        &server,
+        WRITER,
+        "omniforge_create_tool",
+        json!({
+        "name": "slugify", "description": "Says whether it got its key.", "secrets": ["SLUG_KEY"],
+        "code": "import os\nprint('key' if os.environ.get('SLUG_KEY') else 'no key')\n",
+        "inputSchema": {"type": "object"}}),
+    )
+    .await;
+    ok(&submitted);
 
     let mut steps = vec![
         json!({"do": "signInRefused"}),
@@ -146,7 +165,133 @@ async fn the_console_in_a_real_browser() {
         json!({"do": "readOnly", "tool": "add_vat"}),
         json!({"do": "tour"}),
     ]);
-    let out = repo_root().join("target/console-screenshots");
+    run_driver(&server, "tour", steps, docs).await;
+
+    // What the browser changed, read back over MCP: the rollback made version 1 current; the
+    // refused changes (no CSRF token, foreign Origin, the tools:call user's) left it enabled.
+    let tool = call(
+        &server,
+        ADMIN,
+        "omniforge_get_tool",
+        json!({"name": "add_vat"}),
+    )
+    .await;
+    let view = &ok(&tool)["structuredContent"];
+    assert_eq!(view["currentVersion"], json!(1), "{view}");
+    assert_eq!(view["enabled"], json!(true), "{view}");
+
+    // The approval: a tools:call client listening on its session hears list_changed only
+    // once an admin approves in the browser, and then lists and runs the tool with the
+    // ticked secret.
+    let mut listener = Listener::open(&server, CALLER).await;
+    assert!(
+        !tool_names(&server, CALLER)
+            .await
+            .contains(&"slugify".to_owned())
+    );
+    let mut steps = vec![json!({"do": "signIn"})];
+    if docs {
+        steps.push(json!({"do": "shoot", "path": "/console/approvals/slugify/1", "name": "approval-review", "height": 1100}));
+    }
+    steps.push(json!({"do": "approve", "tool": "slugify", "version": 1, "grants": ["SLUG_KEY"]}));
+    run_driver(&server, "approve", steps, docs).await;
+    listener.wait_for("notifications/tools/list_changed").await;
+    assert!(
+        tool_names(&server, CALLER)
+            .await
+            .contains(&"slugify".to_owned())
+    );
+    let ran = call(&server, CALLER, "slugify", json!({})).await;
+    assert_eq!(ok(&ran)["content"][0]["text"], json!("key"), "{ran}");
+}
+
+/// The names `tools/list` gives `token`.
+async fn tool_names(server: &HttpServer, token: &str) -> Vec<String> {
+    let (session, _) = rpc(server, token, None, initialize()).await;
+    let session = session.unwrap();
+    rpc(
+        server,
+        token,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    let (_, list) = rpc(
+        server,
+        token,
+        Some(&session),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+    )
+    .await;
+    list["result"]["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "console-e2e", "version": "0"}}})
+}
+
+/// An MCP session's standalone SSE stream (`GET` on the endpoint), read as it arrives.
+struct Listener {
+    response: reqwest::Response,
+    seen: String,
+}
+
+impl Listener {
+    async fn open(server: &HttpServer, token: &str) -> Listener {
+        let (session, answer) = rpc(server, token, None, initialize()).await;
+        let session = session.unwrap_or_else(|| panic!("no session: {answer}"));
+        rpc(
+            server,
+            token,
+            Some(&session),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .await;
+        let response = http_client()
+            .get(server.url())
+            .header("authorization", format!("Bearer {token}"))
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-06-18")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        Listener {
+            response,
+            seen: String::new(),
+        }
+    }
+
+    /// Waits (at most 30 s) until a message with `method` arrived.
+    async fn wait_for(&mut self, method: &str) {
+        let wait = async {
+            while !self.seen.contains(method) {
+                match self.response.chunk().await {
+                    Ok(Some(bytes)) => self.seen.push_str(&String::from_utf8_lossy(&bytes)),
+                    _ => panic!("the stream ended before {method}: {}", self.seen),
+                }
+            }
+        };
+        if tokio::time::timeout(Duration::from_secs(30), wait)
+            .await
+            .is_err()
+        {
+            panic!("no {method} within 30 s; the stream said: {}", self.seen);
+        }
+    }
+}
+
+/// Runs `tests/console/driver.mjs` against `server` with `steps`; fails with every problem the
+/// driver found.
+async fn run_driver(server: &HttpServer, out: &str, steps: Vec<Value>, docs: bool) {
+    let out = repo_root().join("target/console-screenshots").join(out);
     let mut driver = Command::new(node22());
     driver
         .arg(repo_root().join("tests/console/driver.mjs"))
@@ -200,17 +345,4 @@ async fn the_console_in_a_real_browser() {
         verdict["chromium"],
         out.display()
     );
-
-    // What the browser changed, read back over MCP: the rollback made version 1 current; the
-    // refused changes (no CSRF token, foreign Origin, the tools:call user's) left it enabled.
-    let tool = call(
-        &server,
-        ADMIN,
-        "omniforge_get_tool",
-        json!({"name": "add_vat"}),
-    )
-    .await;
-    let view = &ok(&tool)["structuredContent"];
-    assert_eq!(view["currentVersion"], json!(1), "{view}");
-    assert_eq!(view["enabled"], json!(true), "{view}");
 }
