@@ -343,6 +343,10 @@ async fn every_console_answer_carries_the_csp_and_frame_headers() {
         assert_eq!(a.headers["x-frame-options"], "DENY");
         assert_eq!(a.headers["x-content-type-options"], "nosniff");
     }
+    // Paths outside the console are not the console's.
+    let outside = send(&f.app, get("/not-the-console", None)).await;
+    assert_eq!(outside.status, StatusCode::NOT_FOUND);
+    assert!(!outside.headers.contains_key("content-security-policy"));
     // Pages are not cached; the content-hashed stylesheet is, for good.
     assert_eq!(answers[2].headers["cache-control"], "no-store");
     assert_eq!(

@@ -95,12 +95,19 @@ pub(crate) fn router(shared: Arc<Shared>, settings: &HttpSettings) -> Option<Rou
         .route("/console/secrets", get(secrets::page))
         .route("/console/secrets/grant", post(secrets::grant))
         .route("/console/assets/{file}", get(assets::serve))
-        .fallback(|| async { guard::not_found() })
-        .layer(middleware::from_fn_with_state(
+        // Unknown console paths get the console's 404 (with its headers); other paths stay
+        // the MCP server's.
+        .route(
+            "/console/{*rest}",
+            get(|| async { guard::not_found() }).post(|| async { guard::not_found() }),
+        )
+        // `route_layer`: on every console route (the catch-all above included), and not on
+        // the fallback, which the merged router shares with the MCP endpoint.
+        .route_layer(middleware::from_fn_with_state(
             console.clone(),
             guard::protect_changes,
         ))
-        .layer(middleware::from_fn(guard::security_headers))
+        .route_layer(middleware::from_fn(guard::security_headers))
         .with_state(console);
     Some(router)
 }

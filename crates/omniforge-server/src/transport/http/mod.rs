@@ -110,7 +110,7 @@ pub(crate) fn app(
     // The console (issue 17) sits behind the same Host check as the MCP endpoint.
     let console = crate::console::router(shared.clone(), &settings).map(|console| {
         let access = Arc::new(Access::new(&settings));
-        console.layer(axum::middleware::from_fn(
+        console.route_layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
                 let access = access.clone();
                 async move {
