@@ -856,3 +856,16 @@ async fn only_admins_review_approve_and_reject_pending_versions() {
         "{list}"
     );
 }
+
+#[tokio::test]
+async fn the_console_sits_behind_the_host_check() {
+    let f = fixture().await;
+    // DNS rebinding: a page of another name resolving to this loopback server.
+    let request = Request::get("/console/sign-in")
+        .header("host", "rebound.example:8080")
+        .body(Body::empty())
+        .unwrap();
+    let answer = send(&f.app, request).await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    assert!(!answer.headers.contains_key("set-cookie"));
+}
