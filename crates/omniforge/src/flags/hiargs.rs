@@ -660,6 +660,31 @@ mod tests {
         assert!(resolve(&["omniforge", "--manifest", "m.json", "tool", "list"]).is_ok());
     }
 
+    /// `--require-approval` (issue 17): off by default; the flag, or `require_approval` in the
+    /// config file, turns it on; `--require-approval=false` beats the file.
+    #[test]
+    fn the_approval_gate_is_opt_in() {
+        let s = resolve(&["omniforge", "serve"]).unwrap();
+        assert!(!s.common.scripts.require_approval);
+        let s = resolve(&["omniforge", "serve", "--require-approval"]).unwrap();
+        assert!(s.common.scripts.require_approval);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "require_approval = true\n").unwrap();
+        let c = file.to_str().unwrap();
+        let s = resolve(&["omniforge", "--config", c, "serve"]).unwrap();
+        assert!(s.common.scripts.require_approval);
+        let s = resolve(&[
+            "omniforge",
+            "--config",
+            c,
+            "serve",
+            "--require-approval=false",
+        ])
+        .unwrap();
+        assert!(!s.common.scripts.require_approval);
+    }
+
     #[test]
     fn bad_values_are_clear() {
         let dir = tempfile::tempdir().unwrap();

@@ -9,8 +9,9 @@
 //!   version (or nothing) and get no `list_changed`; a `tools:write` token cannot approve;
 //!   approval makes it current for everyone with `list_changed` and grants only the named
 //!   secrets; rejection keeps the history with the reason; each step is in the audit log.
-//! - `cli_lists_approves_and_rejects_pending_versions`: `omniforge tool pending|approve|reject`
-//!   against the same store, heard by the running server (`list_changed`).
+//! - `cli_lists_approves_and_rejects_pending_versions` (SQLite) and `..._on_postgres` (a
+//!   database on the shared test cluster): `omniforge tool pending|approve|reject` against the
+//!   same store, heard by the running server (`list_changed`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -32,10 +33,16 @@ const CHANGE_TIMEOUT: Duration = Duration::from_secs(15);
 /// Reports which of K1, K2, K3 it received (names only: values would be redacted anyway).
 const CODE: &str = "import os\nprint('secrets:' + (','.join(k for k in ('K1', 'K2', 'K3') if os.environ.get(k)) or 'none'))\n";
 
-async fn serve() -> HttpServer {
+/// `omniforge serve --require-approval` with the three tokens; `database`: `--database URL`
+/// (else the data directory's SQLite file).
+async fn serve(database: Option<&str>) -> HttpServer {
     let uv = uv();
+    let mut args = vec!["--uv", uv.to_str().unwrap(), "--require-approval"];
+    if let Some(url) = database {
+        args.extend(["--database", url]);
+    }
     HttpServer::start(
-        &["--uv", uv.to_str().unwrap(), "--require-approval"],
+        &args,
         &Auth::TokenFile(format!(
             "writer {WRITER} tools:write\nwriter2 {WRITER2} tools:write\nboss {BOSS} admin\n"
         )),
@@ -86,6 +93,24 @@ fn ok(what: &str, (text, is_error, raw): (String, bool, Value)) -> String {
     text
 }
 
+/// `writer`'s call of `builtin` stores version `number` of `gated` pending, and the writer's
+/// own session hears `list_changed`.
+async fn write_pending(
+    writer: &mut Client,
+    events: &mut EventStream,
+    builtin: &str,
+    arguments: Value,
+    number: u32,
+) {
+    let text = ok(builtin, writer.call(builtin, arguments).await);
+    let want = format!("Submitted version {number} of tool gated for approval.");
+    assert!(text.starts_with(&want), "{text}");
+    events
+        .wait_for(CHANGE_TIMEOUT, is_list_changed)
+        .await
+        .unwrap_or_else(|e| panic!("the author heard no list_changed for version {number}: {e}"));
+}
+
 /// No `tools/list_changed` has arrived on `stream` (called after several round trips, long
 /// after a notification of the write being checked would have been sent).
 fn assert_no_list_changed(stream: &mut EventStream, who: &str, after: &str) {
@@ -96,10 +121,17 @@ fn assert_no_list_changed(stream: &mut EventStream, who: &str, after: &str) {
     );
 }
 
-/// Runs `omniforge ARGS` on `server`'s data directory as the OS user `e2e-user`; (exit
-/// success, stdout, stderr).
-async fn cli(server: &HttpServer, args: &[&str]) -> (bool, String, String) {
+/// Runs `omniforge [--database URL] ARGS` on `server`'s data directory as the OS user
+/// `e2e-user`; (exit success, stdout, stderr).
+async fn cli_on(
+    server: &HttpServer,
+    database: Option<&str>,
+    args: &[&str],
+) -> (bool, String, String) {
     let mut cmd = util::omniforge_in(&server.data_dir());
+    if let Some(url) = database {
+        cmd.args(["--database", url]);
+    }
     cmd.args(args).env("USER", "e2e-user");
     let out = tokio::time::timeout(Duration::from_secs(180), cmd.output())
         .await
@@ -113,8 +145,11 @@ async fn cli(server: &HttpServer, args: &[&str]) -> (bool, String, String) {
 }
 
 /// The audit log as (principal, action, name, version) tuples.
-async fn audit(server: &HttpServer) -> (BTreeSet<(String, String, String, u64)>, Vec<Value>) {
-    let (success, out, err) = cli(server, &["audit", "--json", "--since", "1h"]).await;
+async fn audit(
+    server: &HttpServer,
+    database: Option<&str>,
+) -> (BTreeSet<(String, String, String, u64)>, Vec<Value>) {
+    let (success, out, err) = cli_on(server, database, &["audit", "--json", "--since", "1h"]).await;
     assert!(success, "omniforge audit: {out}{err}");
     let records: Vec<Value> = out
         .lines()
@@ -137,10 +172,11 @@ async fn audit(server: &HttpServer) -> (BTreeSet<(String, String, String, u64)>,
 
 #[tokio::test]
 async fn pending_version_is_its_authors_alone_until_approved() {
-    let server = serve().await;
+    let server = serve(None).await;
     let mut writer = Client::open(&server, WRITER).await;
     let mut writer2 = Client::open(&server, WRITER2).await;
     let mut boss = Client::open(&server, BOSS).await;
+    let mut writer_events = listen(&server, &writer).await;
     let mut writer2_events = listen(&server, &writer2).await;
     let mut boss_events = listen(&server, &boss).await;
     for k in ["K1", "K2", "K3"] {
@@ -156,14 +192,10 @@ async fn pending_version_is_its_authors_alone_until_approved() {
     let create = json!({"name": "gated", "description": "G1.", "code": CODE,
         "secrets": ["K1", "K2", "K3"],
         "examples": [{"arguments": {}, "expect": {"text": "secrets:none"}}]});
-    let text = ok("create", writer.call("omniforge_create_tool", create).await);
-    assert!(
-        text.starts_with("Submitted version 1 of tool gated for approval."),
-        "{text}"
-    );
-
-    // Its author lists and calls it; nobody else does, directly or through
-    // omniforge_call_tool.
+    // Its author is told its list changed, lists and calls it; nobody else does, directly or
+    // through omniforge_call_tool.
+    let create_tool = "omniforge_create_tool";
+    write_pending(&mut writer, &mut writer_events, create_tool, create, 1).await;
     assert_eq!(
         description_of(&mut writer, "gated").await.as_deref(),
         Some("G1.")
@@ -255,7 +287,11 @@ async fn pending_version_is_its_authors_alone_until_approved() {
         text.contains("Not granted") && text.contains("K3"),
         "{text}"
     );
-    for (who, events) in [("writer2", &mut writer2_events), ("boss", &mut boss_events)] {
+    for (who, events) in [
+        ("writer", &mut writer_events),
+        ("writer2", &mut writer2_events),
+        ("boss", &mut boss_events),
+    ] {
         events
             .wait_for(CHANGE_TIMEOUT, is_list_changed)
             .await
@@ -270,11 +306,8 @@ async fn pending_version_is_its_authors_alone_until_approved() {
 
     // An update by the writer is pending too: the others keep version 1.
     let update = json!({"name": "gated", "description": "G2."});
-    let text = ok("update", writer.call("omniforge_update_tool", update).await);
-    assert!(
-        text.starts_with("Submitted version 2 of tool gated"),
-        "{text}"
-    );
+    let update_tool = "omniforge_update_tool";
+    write_pending(&mut writer, &mut writer_events, update_tool, update, 2).await;
     assert_eq!(
         description_of(&mut writer, "gated").await.as_deref(),
         Some("G2.")
@@ -332,7 +365,7 @@ async fn pending_version_is_its_authors_alone_until_approved() {
     assert_no_list_changed(&mut writer2_events, "writer2", "a rejection");
 
     // Each step is an audit record.
-    let (seen, records) = audit(&server).await;
+    let (seen, records) = audit(&server, None).await;
     for want in [
         ("token:writer", "create", "gated", 1),
         ("token:boss", "grant", "gated", 1),
@@ -351,6 +384,14 @@ async fn pending_version_is_its_authors_alone_until_approved() {
             "no audit record {want:?} in {records:#?}"
         );
     }
+    // The writes say they were stored pending.
+    for action in ["create", "update"] {
+        let r = records
+            .iter()
+            .find(|r| r["action"] == action && r["name"] == "gated")
+            .unwrap();
+        assert_eq!(r["detail"]["status"], "pending", "{r}");
+    }
     let approve = records.iter().find(|r| r["action"] == "approve").unwrap();
     assert_eq!(approve["detail"]["grants"], json!(["K2"]), "{approve}");
     let grants: Vec<&Value> = records
@@ -366,7 +407,19 @@ async fn pending_version_is_its_authors_alone_until_approved() {
 
 #[tokio::test]
 async fn cli_lists_approves_and_rejects_pending_versions() {
-    let server = serve().await;
+    cli_flow(None).await;
+}
+
+#[tokio::test]
+async fn cli_lists_approves_and_rejects_pending_versions_on_postgres() {
+    let db = crate::postgres::cluster().database("approval").unwrap();
+    cli_flow(Some(&db.url())).await;
+}
+
+/// The command line's side of the gate on one store (`database`, else SQLite).
+async fn cli_flow(database: Option<&str>) {
+    let cli = |server, args| cli_on(server, database, args);
+    let server = serve(database).await;
     let mut writer = Client::open(&server, WRITER).await;
     let mut boss = Client::open(&server, BOSS).await;
     let mut boss_events = listen(&server, &boss).await;
@@ -437,7 +490,7 @@ async fn cli_lists_approves_and_rejects_pending_versions() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    let (seen, records) = audit(&server).await;
+    let (seen, records) = audit(&server, database).await;
     for want in [
         ("cli:e2e-user", "approve", "first", 1),
         ("cli:e2e-user", "reject", "second", 1),

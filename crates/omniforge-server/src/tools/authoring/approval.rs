@@ -291,8 +291,9 @@ pub(crate) fn submitted_sentence(
 ) -> String {
     let mut s = format!(
         "Submitted version {} of tool {} for approval.{checked} It is pending until an admin \
-         approves it: you see and can call it now; everyone else keeps the current version \
-         (or does not see a new tool) and is told nothing until then.",
+         approves it: you see it in tools/list and can call it now (directly or with \
+         omniforge_call_tool); everyone else keeps the current version (or does not see a new \
+         tool) and is told nothing until then.",
         version.number, version.tool
     );
     if !requested.is_empty() {

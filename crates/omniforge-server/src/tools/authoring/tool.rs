@@ -216,6 +216,7 @@ impl ToolAuthoring {
             format!(" {}.", report.summary())
         };
         if pending {
+            cx.tell_tool_list_changed();
             return Ok(text(approval::submitted_sentence(
                 &version,
                 &checked,
