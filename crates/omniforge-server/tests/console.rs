@@ -671,6 +671,10 @@ async fn each_scope_sees_and_does_only_what_its_token_may() {
         page.contains("token:caller") && !page.contains("token:writer"),
         "only its own calls"
     );
+    assert!(
+        !page.contains("id=\"activity\""),
+        "the hourly charts count everyone's calls"
+    );
     let rollback = [("csrf", caller_csrf.as_str()), ("version", "1")];
     let answer = send(
         &f.app,
@@ -714,6 +718,14 @@ async fn each_scope_sees_and_does_only_what_its_token_may() {
     );
     // The admin grants the request; the secret's value appears on no page.
     let (admin, admin_csrf) = sign_in(&f.app, "adm-token").await;
+    let tool = send(&f.app, get("/console/tools/hostile", Some(&admin)))
+        .await
+        .body;
+    assert!(
+        tool.contains("id=\"activity\"")
+            && tool.contains("No calls of hostile in the last 24 hours."),
+        "{tool}"
+    );
     let secrets = send(&f.app, get("/console/secrets", Some(&admin)))
         .await
         .body;

@@ -8,11 +8,13 @@
 //!   session cookie, the signed-in [`guard::Viewer`].
 //! - [`session`]: the session store.
 //! - [`assets`]: the stylesheet, embedded, served under a content-hashed name.
-//! - [`layout`], [`widgets`], [`diff`]: shared rendering (maud: every value escaped).
+//! - [`layout`], [`widgets`], [`diff`], [`charts`] (inline SVG): shared rendering (maud: every
+//!   value escaped).
 //! - `pages/`: one file per page family, each with its routes.
 
 pub(crate) mod actions;
 pub(crate) mod assets;
+pub(crate) mod charts;
 pub(crate) mod diff;
 pub(crate) mod guard;
 pub(crate) mod layout;

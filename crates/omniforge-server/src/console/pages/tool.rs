@@ -20,7 +20,7 @@ use crate::console::layout::{self, Nav};
 use crate::console::pages::calls::call_table;
 use crate::console::pages::{done, field, fields, query, tool_href};
 use crate::console::widgets::{json as json_block, schema, scroll_table, utc};
-use crate::console::{Console, actions, diff};
+use crate::console::{Console, actions, charts, diff};
 
 /// The page's query: which version to show, and which two to compare.
 #[derive(Debug, Default, Deserialize)]
@@ -100,6 +100,18 @@ pub(crate) async fn page(
         limit: 20,
     };
     let calls = console.store.calls(&filter).await.unwrap_or_default();
+    // The hourly statistics count every principal's calls: admins only.
+    let hours = if viewer.can(Scope::Admin) {
+        let now = crate::console::now_ms();
+        let stats = console
+            .store
+            .call_hours(Some((call_source, &name)), now - 24 * 3_600_000)
+            .await
+            .unwrap_or_default();
+        Some(charts::last_day(now, &stats))
+    } else {
+        None
+    };
     let title = format!("Tool {name}");
     let body = html! {
         p.crumbs { a href="/console/tools" { "Catalog" } " / " (name) }
@@ -130,6 +142,15 @@ pub(crate) async fn page(
                     }
                 }
             },
+        }
+        @if let Some(hours) = &hours {
+            section aria-labelledby="activity" {
+                h2 #activity { "Activity" }
+                div.charts {
+                    (charts::calls("calls-chart", &name, hours))
+                    (charts::latency("latency-chart", &name, hours))
+                }
+            }
         }
         section aria-labelledby="calls-h" {
             h2 #calls-h { "Recent calls" }
