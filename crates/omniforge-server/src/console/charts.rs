@@ -176,6 +176,13 @@ pub(crate) fn latency(id: &str, what: &str, hours: &[Hour]) -> Markup {
                 @for points in line(|h| h.p50_ms) {
                     polyline.line-p50 points=(points) fill="none" {}
                 }
+                // A dot per hour, so an hour between two without calls still shows.
+                @for (i, h) in hours.iter().enumerate() {
+                    @if let (Some(p50), Some(p99)) = (h.p50_ms, h.p99_ms) {
+                        circle.dot-p99 cx=(x_of(i)) cy=(y_of(p99 as f64, max)) r="3" {}
+                        circle.dot-p50 cx=(x_of(i)) cy=(y_of(p50 as f64, max)) r="3" {}
+                    }
+                }
             }
             figcaption {
                 (title) ". " (desc) " "

@@ -152,6 +152,7 @@ async fn the_console_in_a_real_browser() {
             ("/console/tools", "catalog", 800),
             ("/console/tools/add_vat", "tool", 1300),
             ("/console/tools/add_vat?from=1&to=2#diff", "tool-diff", 1300),
+            ("/console/tools/add_vat#activity", "tool-charts", 800),
             ("/console/calls", "calls", 800),
             ("/console/audit", "audit", 800),
         ] {
