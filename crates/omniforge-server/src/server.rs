@@ -159,6 +159,7 @@ impl Server {
             kept: None,
             call_log: None,
             host: None,
+            authoring: None,
             approval: None,
         };
         let stored = match settings.store {
@@ -170,6 +171,7 @@ impl Server {
                 shared.host = Some(stored.host.clone());
                 shared.kept = Some(stored.kept.clone());
                 shared.call_log = Some(stored.store.clone());
+                shared.authoring = Some(stored.tools.clone());
                 shared.approval = Some(stored.approval.clone());
                 Some(stored)
             }
