@@ -165,6 +165,7 @@ async fn fixture() -> Fixture {
             keep_failed_drafts: false,
             require_approval: true,
             tasks: omniforge_server::TaskSettings::default(),
+            request_state_keys: Vec::new(),
         }),
     })
     .await
