@@ -882,3 +882,123 @@ async fn the_console_sits_behind_the_host_check() {
     assert_eq!(answer.status, StatusCode::FORBIDDEN);
     assert!(!answer.headers.contains_key("set-cookie"));
 }
+
+/// The calls of `tool` by `principal` in the call log, once at least `least` are there (a
+/// built-in's row is written off the answer's path).
+async fn logged_calls(store: &SqliteStore, tool: &str, principal: &str, least: usize) -> usize {
+    let filter = omniforge_store::CallFilter {
+        tool: Some(tool.into()),
+        source: None,
+        principal: Some(principal.into()),
+        before_id: None,
+        limit: 100,
+    };
+    for _ in 0..100 {
+        let n = store.calls(&filter).await.unwrap().len();
+        if n >= least {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    store.calls(&filter).await.unwrap().len()
+}
+
+#[tokio::test]
+async fn the_try_it_form_calls_the_tool_as_the_viewer_like_a_client() {
+    let f = fixture().await;
+    let (cookie, token) = sign_in(&f.app, "cal-token").await;
+    let page = send(
+        &f.app,
+        get("/console/tools/omniforge_instructions", Some(&cookie)),
+    )
+    .await;
+    assert!(
+        page.body
+            .contains(r#"action="/console/tools/omniforge_instructions/try""#),
+        "{}",
+        page.body
+    );
+    let try_it = |tool: &str, form: Vec<(&'static str, String)>, csrf: bool| {
+        let mut form: Vec<(&str, String)> = form;
+        if csrf {
+            form.push(("csrf", token.clone()));
+        }
+        let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        post(
+            &format!("/console/tools/{tool}/try"),
+            Some(&cookie),
+            &pairs,
+            &[],
+        )
+    };
+    // The result as a client gets it, called as the viewer (the call log says who).
+    let ran = send(
+        &f.app,
+        try_it("omniforge_instructions", vec![("arguments", String::new())], true),
+    )
+    .await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
+    assert!(ran.body.contains("Result of call to"), "{}", ran.body);
+    assert!(ran.body.contains("isError: false"), "{}", ran.body);
+    assert!(ran.body.contains("omniforge_create_tool"), "{}", ran.body);
+    assert_eq!(
+        logged_calls(&f.store, "omniforge_instructions", "token:caller", 1).await,
+        1
+    );
+    // The inputSchema is checked as for a client (no additional properties), and what the
+    // error says about the arguments is escaped.
+    let bad = send(
+        &f.app,
+        try_it(
+            "omniforge_instructions",
+            vec![("arguments", format!("{{{:?}: 1}}", "<script>x</script>"))],
+            true,
+        ),
+    )
+    .await;
+    assert_eq!(bad.status, StatusCode::OK);
+    assert!(bad.body.contains("isError: true"), "{}", bad.body);
+    assert!(!bad.body.contains("<script>x"), "{}", bad.body);
+    // A form that is not JSON is refused before any call.
+    let not_json = send(
+        &f.app,
+        try_it("omniforge_instructions", vec![("arguments", "{".into())], true),
+    )
+    .await;
+    assert!(not_json.body.contains("The arguments are not JSON"));
+    // A tool above the viewer's scope is not there for them, as over MCP.
+    let refused = send(
+        &f.app,
+        try_it(
+            "omniforge_set_secret",
+            vec![("arg.name", "NEW_ONE".into()), ("arg.value", "x".into())],
+            true,
+        ),
+    )
+    .await;
+    assert_eq!(refused.status, StatusCode::NOT_FOUND);
+    assert!(
+        !f.store
+            .secret_names()
+            .await
+            .unwrap()
+            .contains(&"NEW_ONE".to_owned())
+    );
+    // Like every change: no CSRF token, no call.
+    let forged = send(
+        &f.app,
+        try_it("omniforge_instructions", vec![("arguments", String::new())], false),
+    )
+    .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    // Two calls so far (the refused ones made none); a third one after them is the third row.
+    send(
+        &f.app,
+        try_it("omniforge_instructions", vec![("arguments", String::new())], true),
+    )
+    .await;
+    assert_eq!(
+        logged_calls(&f.store, "omniforge_instructions", "token:caller", 3).await,
+        3
+    );
+}

@@ -4,14 +4,17 @@
 //! (`tools:write` for rollback and checks, `admin` for grants), as catalog routing does for
 //! MCP, so the console never does more than that principal's token does over MCP.
 
-use rmcp::model::{CallToolResult, JsonObject};
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde_json::Value;
 
 use crate::console::Console;
 use crate::console::guard::Viewer;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
-use crate::mcp::to_wire;
+use crate::context::progress::ProgressSink;
+use crate::mcp::{to_wire, tools};
 use crate::tools::authoring::approval::{approved_sentence, rejected_sentence};
 use crate::tools::authoring::secret::change_grant;
 
@@ -179,4 +182,46 @@ pub(crate) async fn reject(
         },
         Err(e) => Outcome::of(Err(CallError::from(e))),
     }
+}
+
+/// What a try-it call answered, as the client would get it.
+pub(crate) struct Tried {
+    /// The result (a failure as the `isError` result a client sees).
+    pub(crate) result: CallToolResult,
+    /// The progress messages the call sent, in order (at most [`PROGRESS_KEPT`]).
+    pub(crate) progress: Vec<String>,
+}
+
+/// How many progress messages a try-it call keeps.
+const PROGRESS_KEPT: usize = 200;
+
+/// Calls tool `name` with `arguments` as the viewer, through `tools/call`'s own path
+/// ([`tools::run`]: visibility, scope, inputSchema, secrets redaction, size cap, call log),
+/// collecting the progress messages it sends.
+pub(crate) async fn try_call(
+    console: &Console,
+    viewer: &Viewer,
+    name: &str,
+    arguments: JsonObject,
+) -> Tried {
+    let messages = Arc::new(Mutex::new(Vec::new()));
+    let sink: ProgressSink = {
+        let messages = messages.clone();
+        Arc::new(move |text: &str| {
+            let mut m = messages.lock().unwrap_or_else(|e| e.into_inner());
+            if m.len() < PROGRESS_KEPT {
+                m.push(text.to_owned());
+            }
+        })
+    };
+    let cx = RequestCx::local(&viewer.principal, Some(sink));
+    let result = match tools::run(&console.shared, name, Ok(arguments), &cx).await {
+        Ok(result) => result,
+        Err(CallError::InputRequired(_)) => CallToolResult::error(vec![ContentBlock::text(
+            "The tool asked the client for input (an input_required result); the console cannot answer that: call it from an MCP client.",
+        )]),
+        Err(error) => to_wire::call_error(&error),
+    };
+    let progress = std::mem::take(&mut *messages.lock().unwrap_or_else(|e| e.into_inner()));
+    Tried { result, progress }
 }

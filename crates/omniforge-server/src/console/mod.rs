@@ -8,8 +8,8 @@
 //!   session cookie, the signed-in [`guard::Viewer`].
 //! - [`session`]: the session store.
 //! - [`assets`]: the stylesheet, embedded, served under a content-hashed name.
-//! - [`layout`], [`widgets`], [`diff`], [`charts`] (inline SVG): shared rendering (maud: every
-//!   value escaped).
+//! - [`layout`], [`widgets`], [`diff`], [`charts`] (inline SVG), [`images`] (result images as
+//!   raster `data:` URLs only): shared rendering (maud: every value escaped).
 //! - `pages/`: one file per page family, each with its routes.
 
 pub(crate) mod actions;
@@ -17,6 +17,7 @@ pub(crate) mod assets;
 pub(crate) mod charts;
 pub(crate) mod diff;
 pub(crate) mod guard;
+pub(crate) mod images;
 pub(crate) mod layout;
 pub(crate) mod pages;
 pub(crate) mod session;
@@ -64,7 +65,7 @@ pub(crate) fn router(shared: Arc<Shared>, settings: &HttpSettings) -> Option<Rou
         allowed_origins: settings.allowed_origins.clone(),
         sessions: session::Sessions::default(),
     });
-    use pages::{approvals, audit, calls, catalog, secrets, sign_in, tool};
+    use pages::{approvals, audit, calls, catalog, secrets, sign_in, tool, try_it};
     let router = Router::new()
         .route("/console", get(|| async { Redirect::to("/console/tools") }))
         .route(
@@ -77,6 +78,7 @@ pub(crate) fn router(shared: Arc<Shared>, settings: &HttpSettings) -> Option<Rou
         .route("/console/tools/{name}", get(tool::page))
         .route("/console/tools/{name}/rollback", post(tool::rollback))
         .route("/console/tools/{name}/check", post(tool::check))
+        .route("/console/tools/{name}/try", post(try_it::submit))
         .route("/console/tools/{name}/enabled", post(tool::set_enabled))
         .route("/console/calls", get(calls::list))
         .route("/console/calls/{id}", get(calls::detail))

@@ -10,8 +10,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use omniforge_store::{CallOutcome, CallRecord, CallSource};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, Tool,
+    CallToolRequestParams, CallToolResponse, ErrorData, JsonObject, ListToolsResult,
+    LoggingLevel, PaginatedRequestParams, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 
@@ -66,37 +66,46 @@ pub(crate) async fn call(
     ctx: &RequestContext<RoleServer>,
     log_level: &Mutex<Option<LoggingLevel>>,
 ) -> Result<CallToolResponse, ErrorData> {
-    let _in_flight = shared.calls.token();
     let round = InputRound {
         responses: request.input_responses.clone().unwrap_or_default(),
         state: request.request_state.clone(),
     };
     let cx = RequestCx::of(ctx, Some(log_level)).with_input(&round);
-    let started = SystemTime::now();
-    let snapshot = shared.catalog.snapshot();
-    let result = if cx.arguments_not_object() {
+    let arguments = if cx.arguments_not_object() {
         Err(CallError::ArgumentsNotObject)
     } else {
-        snapshot
-            .call(
-                &request.name,
-                request.arguments.unwrap_or_default(),
-                &cx,
-                false,
-            )
-            .await
+        Ok(request.arguments.unwrap_or_default())
+    };
+    to_wire::call_response(run(shared, &request.name, arguments, &cx).await)
+}
+
+/// One call as `cx`'s principal, the way `tools/call` makes it: counted in flight, routed
+/// through the catalog (visibility, scope, inputSchema; a stored tool's secrets redaction and
+/// size cap), and recorded in the call log. Also the console's try-it form's path.
+pub(crate) async fn run(
+    shared: &Shared,
+    name: &str,
+    arguments: Result<JsonObject, CallError>,
+    cx: &RequestCx<'_>,
+) -> CallResult {
+    let _in_flight = shared.calls.token();
+    let started = SystemTime::now();
+    let snapshot = shared.catalog.snapshot();
+    let result = match arguments {
+        Ok(arguments) => snapshot.call(name, arguments, cx, false).await,
+        Err(error) => Err(error),
     };
     // A stored tool's call records itself (with its version); built-ins and manifest tools
     // are recorded here, off the answer's path. Unknown or hidden tools are not recorded.
     if let Some(store) = &shared.call_log
-        && let Some(entry) = snapshot.get(&request.name).filter(|e| cx.allows(e.scope))
+        && let Some(entry) = snapshot.get(name).filter(|e| cx.allows(e.scope))
         && let Some(source) = match entry.source {
             ToolSource::Builtin => Some(CallSource::BuiltIn),
             ToolSource::Manifest => Some(CallSource::Manifest),
             ToolSource::Stored => None,
         }
     {
-        let record = record(&request.name, source, started, &result, cx.author());
+        let record = record(name, source, started, &result, cx.author());
         let store = store.clone();
         shared.calls.spawn(async move {
             if let Err(error) = store.record_call(record).await {
@@ -104,7 +113,7 @@ pub(crate) async fn call(
             }
         });
     }
-    to_wire::call_response(result)
+    result
 }
 
 /// The call log row of a built-in or manifest call.

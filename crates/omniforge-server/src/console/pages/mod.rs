@@ -7,6 +7,7 @@ pub(crate) mod catalog;
 pub(crate) mod secrets;
 pub(crate) mod sign_in;
 pub(crate) mod tool;
+pub(crate) mod try_it;
 
 use axum::response::{IntoResponse, Redirect, Response};
 use serde::de::DeserializeOwned;

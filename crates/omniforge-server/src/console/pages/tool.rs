@@ -1,7 +1,7 @@
 //! A tool's page: description and schemas, its versions with a diff between any two, its
-//! examples and their last results, its code, its recent calls; for `tools:write` viewers,
-//! rollback and "run the examples again" (the rollback and check built-ins' own operations,
-//! run as the viewer).
+//! examples and their last results, its code, its recent calls, the try-it form ([`try_it`]);
+//! for `tools:write` viewers, rollback and "run the examples again" (the rollback and check
+//! built-ins' own operations, run as the viewer).
 
 use std::sync::Arc;
 
@@ -18,7 +18,7 @@ use crate::catalog::entry::ToolSource;
 use crate::console::guard::{Viewer, not_found, require};
 use crate::console::layout::{self, Nav};
 use crate::console::pages::calls::call_table;
-use crate::console::pages::{done, field, fields, query, tool_href};
+use crate::console::pages::{done, field, fields, query, tool_href, try_it};
 use crate::console::widgets::{json as json_block, schema, scroll_table, utc};
 use crate::console::{Console, actions, charts, diff};
 
@@ -150,6 +150,13 @@ pub(crate) async fn page(
                     (charts::calls("calls-chart", &name, hours))
                     (charts::latency("latency-chart", &name, hours))
                 }
+            }
+        }
+        @if let Some(entry) = entry {
+            section aria-labelledby="try-h" {
+                h2 #try-h { "Try it" }
+                p.muted { "Calls the tool as you, as an MCP client would." }
+                (try_it::form(&viewer, &name, &entry.tool.input_schema, &[]))
             }
         }
         section aria-labelledby="calls-h" {
