@@ -16,7 +16,9 @@
 //                                        (up to maxTools, default 10) and one call detail
 //   findTool      {name}                 search the catalog and find the tool's link
 //   diff          {tool, from, to}       choose two versions, show the diff, count changed lines
-//   tryIt         {tool, arguments, contains?}  fill the generated form, run, read the result
+//   tryIt         {tool, arguments, contains?, images?}  fill the generated form, run, read the
+//                                        result (contains: a string or a list; images: how many
+//                                        <img> the result shows)
 //   rollback      {tool, version}        roll back; the version becomes current
 //   approve       {tool, version, grants?}     review a pending version, tick grants, approve
 //   reject        {tool, version, reason}      reject with a reason
@@ -250,9 +252,13 @@ const steps = {
     const region = page.getByRole('region', { name: 'Try-it result' });
     await region.getByText(/Result of call/).waitFor({ timeout: 30000 }).catch(() => problems.push('no try-it result appeared'));
     const text = await region.innerText();
-    if (step.contains && !text.includes(step.contains)) problems.push(`the result does not contain ${JSON.stringify(step.contains)}`);
+    for (const want of [step.contains || []].flat()) {
+      if (!text.includes(want)) problems.push(`the result does not contain ${JSON.stringify(want)}`);
+    }
+    const images = await region.locator('img').count();
+    if (step.images !== undefined && images !== step.images) problems.push(`the result shows ${images} images, not ${step.images}`);
     await inspect(ctx, `try-${step.tool}`, response);
-    return { result: text.slice(0, 2000) };
+    return { result: text.slice(0, 2000), images };
   },
 
   async rollback(ctx, step) {

@@ -82,6 +82,17 @@ const VAT_V1: &str =
     "import json, sys\na = json.load(sys.stdin)\nprint(round(a['net'] * 0.2, 2))\n";
 const VAT_V2: &str = "import json, sys\na = json.load(sys.stdin)\nrate = a.get('rate', 20)\nprint(round(a['net'] * rate / 100, 2))\n";
 
+/// Two progress messages, then a PNG, an SVG that would run script, and that SVG sent as a PNG:
+/// the console shows the PNG only.
+const PICTURE: &str = r#"import base64, omniforge
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
+SVG = b"<svg xmlns='http://www.w3.org/2000/svg' onload='document.body.dataset.xss=1'><script>document.body.dataset.xss=1</script></svg>"
+omniforge.progress(1, 2, "drawing")
+omniforge.progress(2, 2, "done drawing")
+omniforge.result(content=[omniforge.text("three images"), omniforge.image(PNG, "image/png"),
+                          omniforge.image(SVG, "image/svg+xml"), omniforge.image(SVG, "image/png")])
+"#;
+
 #[tokio::test]
 async fn the_console_in_a_real_browser() {
     let chromium = std::env::var_os("OMNIFORGE_CHROMIUM")
@@ -114,6 +125,10 @@ async fn the_console_in_a_real_browser() {
         "code": format!("print({HOSTILE:?})"),
         "inputSchema": {"type": "object", "properties": {"q": {"type": "string", "description": HOSTILE}}}})).await);
     ok(&call(&server, CALLER, "hostile", json!({"q": HOSTILE})).await);
+    ok(&call(&server, ADMIN, "omniforge_create_tool", json!({
+        "name": "picture", "description": "Draws, reporting progress; one image is SVG, one lies about its type.",
+        "code": PICTURE, "inputSchema": {"type": "object", "properties": {
+            "mode": {"enum": ["all", "png"]}, "large": {"type": "boolean"}}}})).await);
     ok(&call(&server, ADMIN, "add_vat", json!({"net": 100})).await);
     // A writer's new tool waits for approval (under --require-approval) and asks for a secret.
     ok(&call(
@@ -140,6 +155,9 @@ async fn the_console_in_a_real_browser() {
         json!({"do": "signIn"}),
         json!({"do": "findTool", "name": "add_vat"}),
         json!({"do": "diff", "tool": "add_vat", "from": 1, "to": 2}),
+        json!({"do": "tryIt", "tool": "add_vat", "arguments": {"net": 100, "rate": 7}, "contains": ["7.0", "isError: false"]}),
+        json!({"do": "tryIt", "tool": "picture", "arguments": {"mode": "all", "large": false},
+               "contains": ["drawing", "done drawing", "image/svg+xml", "is not shown"], "images": 1}),
         json!({"do": "rollback", "tool": "add_vat", "version": 1}),
         json!({"do": "csrfRefused", "tool": "add_vat"}),
         json!({"do": "originRefused", "tool": "add_vat"}),
