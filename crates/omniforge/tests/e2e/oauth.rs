@@ -542,6 +542,56 @@ async fn static_tokens_alone_keep_their_challenge_and_serve_no_metadata() {
     );
 }
 
+/// RFC 6750 §2.3 (`?access_token=`) is not supported: the token must travel in the header, so
+/// a query token gets 400 `invalid_request` (not 401), even when it is a valid token, and the
+/// server answers nothing else for it.
+#[tokio::test]
+async fn access_token_in_the_query_gets_400() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "alice s3cret tools:call\n").unwrap();
+    let server = Serve::start(&[
+        "--data-dir".as_ref(),
+        dir.path().as_os_str(),
+        "--token-file".as_ref(),
+        tokens.as_os_str(),
+    ])
+    .await;
+    for query in ["access_token=s3cret", "x=1&access%5Ftoken=s3cret"] {
+        let reply = post(&format!("{}?{query}", server.url), None, None, list(1)).await;
+        assert_eq!(reply.status, 400, "{query}: {:?}", reply.messages);
+        let challenge = reply.challenge.unwrap_or_default();
+        assert_eq!(
+            param(&challenge, "error"),
+            Some("invalid_request"),
+            "{challenge}"
+        );
+        assert!(
+            reply.messages[0]["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("query string"))
+        );
+        // Even with the header as well: the query token is refused, not ignored.
+        let reply = post(
+            &format!("{}?{query}", server.url),
+            Some("s3cret"),
+            None,
+            list(1),
+        )
+        .await;
+        assert_eq!(reply.status, 400, "{query} with the header");
+    }
+    // The header alone works, and another query parameter is no reason to refuse.
+    let reply = post(
+        &format!("{}?x=1", server.url),
+        Some("s3cret"),
+        None,
+        initialize_request(1, "2025-11-25"),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{:?}", reply.messages);
+}
+
 #[tokio::test]
 async fn token_for_another_resource_is_refused() {
     let other = "http://127.0.0.1:2/other";

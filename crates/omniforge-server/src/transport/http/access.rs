@@ -107,6 +107,20 @@ impl Access {
         }
     }
 
+    /// Refuses a request whose query string carries `access_token` (RFC 6750 §2.3 is not
+    /// supported: MCP allows only the `Authorization` header), with or without authentication
+    /// configured, so a token sent that way is never taken and the client learns why.
+    pub(super) fn check_query(&self, uri: &http::Uri) -> Result<(), Response> {
+        let carries_token = uri.query().is_some_and(|query| {
+            url::form_urlencoded::parse(query.as_bytes()).any(|(name, _)| name == "access_token")
+        });
+        if carries_token {
+            tracing::info!("refused a request with an access token in its query string");
+            return Err(self.challenge.token_in_query());
+        }
+        Ok(())
+    }
+
     /// The principal of the request's bearer token: a static token's, else an OAuth access
     /// token's. [`Principal::anonymous`] when neither is configured.
     pub(super) async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Response> {

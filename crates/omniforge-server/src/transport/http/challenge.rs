@@ -114,6 +114,22 @@ impl Challenge {
         )
     }
 
+    /// 400: the token is in the query string (`?access_token=`, RFC 6750 §2.3), which
+    /// OmniForge does not accept: URLs end up in logs and browser history, and MCP allows only
+    /// the header.
+    pub(super) fn token_in_query(&self) -> Response {
+        self.respond(
+            StatusCode::BAD_REQUEST,
+            Some((
+                "invalid_request",
+                "send the access token in the Authorization header, not the query",
+            )),
+            None,
+            "Bad Request: access tokens in the query string are not accepted; send an \
+             Authorization: Bearer header",
+        )
+    }
+
     fn respond(
         &self,
         status: StatusCode,

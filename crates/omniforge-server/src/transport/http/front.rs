@@ -61,6 +61,9 @@ pub(super) async fn endpoint(State(front): State<Arc<Front>>, request: Request<B
 
 impl Front {
     async fn dispatch(self: &Arc<Self>, request: Request<Body>) -> Response {
+        if let Err(response) = self.access.check_query(request.uri()) {
+            return response;
+        }
         let principal = match self.access.authenticate(request.headers()).await {
             Ok(principal) => principal,
             Err(response) => return response,
