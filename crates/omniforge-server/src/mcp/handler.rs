@@ -12,14 +12,16 @@ use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
     CustomResult, ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 
 use crate::mcp::listen;
+use crate::mcp::metered::metered;
 use crate::mcp::prompts;
 use crate::mcp::resources;
 use crate::mcp::state::Shared;
@@ -70,12 +72,32 @@ impl ServerHandler for OmniForge {
         .with_instructions(self.shared.instructions)
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // rmcp's own `initialize`, counted.
+        ctx.peer.set_peer_info(request.clone());
+        metered(&self.shared, "initialize", async {
+            self.negotiate_initialize(&request)
+        })
+        .await
+    }
+
+    async fn ping(&self, _ctx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        metered(&self.shared, "ping", async { Ok(()) }).await
+    }
+
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        tools::list(&self.shared, request, &ctx)
+        metered(&self.shared, "tools/list", async {
+            tools::list(&self.shared, request, &ctx)
+        })
+        .await
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -99,7 +121,10 @@ impl ServerHandler for OmniForge {
         request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        resources::list(&self.shared, request)
+        metered(&self.shared, "resources/list", async {
+            resources::list(&self.shared, request)
+        })
+        .await
     }
 
     async fn list_resource_templates(
@@ -107,7 +132,10 @@ impl ServerHandler for OmniForge {
         request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        resources::list_templates(&self.shared, request)
+        metered(&self.shared, "resources/templates/list", async {
+            resources::list_templates(&self.shared, request)
+        })
+        .await
     }
 
     async fn read_resource(
@@ -115,7 +143,12 @@ impl ServerHandler for OmniForge {
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        resources::read(&self.shared, request, &ctx).await
+        metered(
+            &self.shared,
+            "resources/read",
+            resources::read(&self.shared, request, &ctx),
+        )
+        .await
     }
 
     async fn subscribe(
@@ -123,7 +156,10 @@ impl ServerHandler for OmniForge {
         request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        resources::subscribe(&self.shared, self.id, request.uri, ctx.peer.clone())
+        metered(&self.shared, "resources/subscribe", async {
+            resources::subscribe(&self.shared, self.id, request.uri, ctx.peer.clone())
+        })
+        .await
     }
 
     async fn unsubscribe(
@@ -131,8 +167,11 @@ impl ServerHandler for OmniForge {
         request: UnsubscribeRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        resources::unsubscribe(&self.shared, self.id, &request.uri);
-        Ok(())
+        metered(&self.shared, "resources/unsubscribe", async {
+            resources::unsubscribe(&self.shared, self.id, &request.uri);
+            Ok(())
+        })
+        .await
     }
 
     async fn list_prompts(
@@ -140,7 +179,10 @@ impl ServerHandler for OmniForge {
         request: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        prompts::list(&self.shared, request)
+        metered(&self.shared, "prompts/list", async {
+            prompts::list(&self.shared, request)
+        })
+        .await
     }
 
     async fn get_prompt(
@@ -148,7 +190,10 @@ impl ServerHandler for OmniForge {
         request: GetPromptRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        prompts::get(&self.shared, request)
+        metered(&self.shared, "prompts/get", async {
+            prompts::get(&self.shared, request)
+        })
+        .await
     }
 
     async fn complete(
@@ -156,7 +201,12 @@ impl ServerHandler for OmniForge {
         request: CompleteRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        prompts::complete(&self.shared, request, ctx.ct.clone()).await
+        metered(
+            &self.shared,
+            "completion/complete",
+            prompts::complete(&self.shared, request, ctx.ct.clone()),
+        )
+        .await
     }
 
     async fn set_level(
@@ -164,8 +214,11 @@ impl ServerHandler for OmniForge {
         request: SetLevelRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
-        Ok(())
+        metered(&self.shared, "logging/setLevel", async {
+            *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
+            Ok(())
+        })
+        .await
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
@@ -188,10 +241,13 @@ impl ServerHandler for OmniForge {
         request: CustomRequest,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        Err(ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            format!("Method not found: {}", request.method),
-            None,
-        ))
+        metered(&self.shared, "other", async {
+            Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("Method not found: {}", request.method),
+                None,
+            ))
+        })
+        .await
     }
 }

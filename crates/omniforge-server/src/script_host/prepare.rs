@@ -91,6 +91,7 @@ impl ScriptHost {
             .lock(&dependencies)
             .await
             .map_err(AuthoringError::Dependencies)?;
+        let started = std::time::Instant::now();
         let env = {
             let (tx, mut rx) = mpsc::unbounded_channel::<String>();
             let build = envs.build(&lock, move |event| {
@@ -114,6 +115,8 @@ impl ScriptHost {
                 progress.send(step, message).await;
                 step += 1.0;
             }
+            self.metrics()
+                .environment_build(built.is_ok(), started.elapsed());
             built.map_err(AuthoringError::Install)?
         };
         Ok(Prepared {

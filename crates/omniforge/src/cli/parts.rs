@@ -140,6 +140,7 @@ async fn build(common: &Common, tools: Tools, authoring: bool, once: bool) -> Re
         manifests: common.manifests.clone(),
         inline_schema_refs: common.inline_schema_refs,
         store,
+        metrics_max_tools: common.metrics_max_tools,
     };
     Ok(Server::start(settings).await?)
 }

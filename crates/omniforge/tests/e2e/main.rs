@@ -15,6 +15,7 @@ mod content;
 mod escape;
 mod examples;
 mod manifest_tools;
+mod metrics;
 mod oauth;
 mod postgres;
 mod procs;

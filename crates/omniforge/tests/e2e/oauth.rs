@@ -230,15 +230,15 @@ const ALL_SCOPES: &str = "tools:call tools:write admin";
 
 /// One MCP exchange over HTTP with a bearer token: status, `WWW-Authenticate`, session id, and
 /// the JSON-RPC messages of the answer.
-struct Reply {
-    status: u16,
-    challenge: Option<String>,
-    session: Option<String>,
-    messages: Vec<Value>,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) challenge: Option<String>,
+    pub(crate) session: Option<String>,
+    pub(crate) messages: Vec<Value>,
 }
 
 impl Reply {
-    fn result(&self) -> &Value {
+    pub(crate) fn result(&self) -> &Value {
         self.messages
             .iter()
             .find_map(|m| m.get("result"))
@@ -248,7 +248,12 @@ impl Reply {
 
 /// POSTs one message asking for a plain JSON answer (no SSE), with a timeout long enough for
 /// a tool creation's environment build.
-async fn post(url: &str, token: Option<&str>, session: Option<&str>, body: Value) -> Reply {
+pub(crate) async fn post(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: Value,
+) -> Reply {
     let mut request = http_client()
         .post(url)
         .timeout(Duration::from_secs(120))
@@ -287,7 +292,7 @@ async fn post(url: &str, token: Option<&str>, session: Option<&str>, body: Value
 }
 
 /// `initialize` + `notifications/initialized` with `token`; the session id.
-async fn open_session(url: &str, token: &str) -> String {
+pub(crate) async fn open_session(url: &str, token: &str) -> String {
     let reply = post(url, Some(token), None, initialize_request(1, "2025-11-25")).await;
     assert_eq!(reply.status, 200, "initialize: {:?}", reply.messages);
     let session = reply.session.expect("a session id");
@@ -297,7 +302,7 @@ async fn open_session(url: &str, token: &str) -> String {
     session
 }
 
-fn call(id: u64, tool: &str, arguments: Value) -> Value {
+pub(crate) fn call(id: u64, tool: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
            "params": {"name": tool, "arguments": arguments}})
 }
@@ -306,7 +311,7 @@ fn list(id: u64) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}})
 }
 
-fn text_of(result: &Value) -> String {
+pub(crate) fn text_of(result: &Value) -> String {
     result["content"]
         .as_array()
         .into_iter()
@@ -331,7 +336,7 @@ fn claims(token: &str) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-fn param<'a>(challenge: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn param<'a>(challenge: &'a str, name: &str) -> Option<&'a str> {
     let start = challenge.find(&format!("{name}=\""))? + name.len() + 2;
     let len = challenge[start..].find('"')?;
     Some(&challenge[start..start + len])

@@ -14,7 +14,7 @@ use http::header::{ALLOW, AUTHORIZATION, HOST, ORIGIN, VARY};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use crate::auth::oauth::{Grant, OAuth, TokenError};
-use crate::auth::{Principal, TokenSet};
+use crate::auth::{Principal, Scope, TokenSet};
 use crate::settings::HttpSettings;
 use crate::transport::http::challenge::Challenge;
 use crate::transport::http::wire::{SERVER_ERROR, rpc_error};
@@ -119,6 +119,21 @@ impl Access {
             return Err(self.challenge.token_in_query());
         }
         Ok(())
+    }
+
+    /// The principal of the request's bearer token when it holds `scope`; 403
+    /// `insufficient_scope` naming it when it does not.
+    pub(super) async fn require(
+        &self,
+        headers: &HeaderMap,
+        scope: Scope,
+    ) -> Result<Principal, Response> {
+        let principal = self.authenticate(headers).await?;
+        if principal.allows(scope) {
+            Ok(principal)
+        } else {
+            Err(self.challenge.insufficient_scope(Some(scope)))
+        }
     }
 
     /// The principal of the request's bearer token: a static token's, else an OAuth access

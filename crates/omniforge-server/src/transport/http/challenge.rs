@@ -72,18 +72,15 @@ impl Challenge {
 
     /// 403: a valid token that grants no OmniForge scope (or, with `admin`, not that one).
     pub(super) fn insufficient_scope(&self, needed: Option<Scope>) -> Response {
-        let scope = match needed {
-            Some(Scope::Admin) => Some(self.admin_scope.clone()),
-            _ => None,
+        let (scope, description) = match needed {
+            Some(Scope::Admin) => (Some(self.admin_scope.clone()), "this needs the admin scope"),
+            _ => (None, "the access token grants no OmniForge scope"),
         };
         self.respond(
             StatusCode::FORBIDDEN,
-            Some((
-                "insufficient_scope",
-                "the access token grants no OmniForge scope",
-            )),
+            Some(("insufficient_scope", description)),
             scope,
-            "Forbidden: the access token grants no OmniForge scope",
+            &format!("Forbidden: {description}"),
         )
     }
 
