@@ -26,6 +26,8 @@ use crate::mcp::prompts;
 use crate::mcp::resources;
 use crate::mcp::state::Shared;
 use crate::mcp::tools;
+use crate::telemetry::spans;
+use tracing::Instrument as _;
 
 /// Gives each handler (stdio connection or HTTP session) an id for its resource subscriptions.
 static NEXT_HANDLER_ID: AtomicU64 = AtomicU64::new(1);
@@ -79,14 +81,14 @@ impl ServerHandler for OmniForge {
     ) -> Result<InitializeResult, ErrorData> {
         // rmcp's own `initialize`, counted.
         ctx.peer.set_peer_info(request.clone());
-        metered(&self.shared, "initialize", async {
+        metered(&self.shared, "initialize", None, &ctx, async {
             self.negotiate_initialize(&request)
         })
         .await
     }
 
-    async fn ping(&self, _ctx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
-        metered(&self.shared, "ping", async { Ok(()) }).await
+    async fn ping(&self, ctx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        metered(&self.shared, "ping", None, &ctx, async { Ok(()) }).await
     }
 
     async fn list_tools(
@@ -94,7 +96,7 @@ impl ServerHandler for OmniForge {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        metered(&self.shared, "tools/list", async {
+        metered(&self.shared, "tools/list", None, &ctx, async {
             tools::list(&self.shared, request, &ctx)
         })
         .await
@@ -113,15 +115,19 @@ impl ServerHandler for OmniForge {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        tools::call(&self.shared, request, &ctx, &self.log_level).await
+        // `tools.rs` counts the call and marks the span failed.
+        let span = spans::request("tools/call", Some(&request.name), &ctx.id, &ctx.meta.0.0);
+        tools::call(&self.shared, request, &ctx, &self.log_level)
+            .instrument(span)
+            .await
     }
 
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        metered(&self.shared, "resources/list", async {
+        metered(&self.shared, "resources/list", None, &ctx, async {
             resources::list(&self.shared, request)
         })
         .await
@@ -130,11 +136,15 @@ impl ServerHandler for OmniForge {
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        metered(&self.shared, "resources/templates/list", async {
-            resources::list_templates(&self.shared, request)
-        })
+        metered(
+            &self.shared,
+            "resources/templates/list",
+            None,
+            &ctx,
+            async { resources::list_templates(&self.shared, request) },
+        )
         .await
     }
 
@@ -146,6 +156,8 @@ impl ServerHandler for OmniForge {
         metered(
             &self.shared,
             "resources/read",
+            None,
+            &ctx,
             resources::read(&self.shared, request, &ctx),
         )
         .await
@@ -156,7 +168,7 @@ impl ServerHandler for OmniForge {
         request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        metered(&self.shared, "resources/subscribe", async {
+        metered(&self.shared, "resources/subscribe", None, &ctx, async {
             resources::subscribe(&self.shared, self.id, request.uri, ctx.peer.clone())
         })
         .await
@@ -165,9 +177,9 @@ impl ServerHandler for OmniForge {
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        metered(&self.shared, "resources/unsubscribe", async {
+        metered(&self.shared, "resources/unsubscribe", None, &ctx, async {
             resources::unsubscribe(&self.shared, self.id, &request.uri);
             Ok(())
         })
@@ -177,9 +189,9 @@ impl ServerHandler for OmniForge {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        metered(&self.shared, "prompts/list", async {
+        metered(&self.shared, "prompts/list", None, &ctx, async {
             prompts::list(&self.shared, request)
         })
         .await
@@ -188,9 +200,10 @@ impl ServerHandler for OmniForge {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        metered(&self.shared, "prompts/get", async {
+        let name = request.name.clone();
+        metered(&self.shared, "prompts/get", Some(&name), &ctx, async {
             prompts::get(&self.shared, request)
         })
         .await
@@ -204,6 +217,8 @@ impl ServerHandler for OmniForge {
         metered(
             &self.shared,
             "completion/complete",
+            None,
+            &ctx,
             prompts::complete(&self.shared, request, ctx.ct.clone()),
         )
         .await
@@ -212,9 +227,9 @@ impl ServerHandler for OmniForge {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        metered(&self.shared, "logging/setLevel", async {
+        metered(&self.shared, "logging/setLevel", None, &ctx, async {
             *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
             Ok(())
         })
@@ -239,9 +254,9 @@ impl ServerHandler for OmniForge {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        metered(&self.shared, "other", async {
+        metered(&self.shared, "other", None, &ctx, async {
             Err(ErrorData::new(
                 ErrorCode::METHOD_NOT_FOUND,
                 format!("Method not found: {}", request.method),

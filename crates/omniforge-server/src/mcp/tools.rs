@@ -23,6 +23,7 @@ use crate::mcp::pagination::{encode_cursor, offset};
 use crate::mcp::state::Shared;
 use crate::mcp::to_wire;
 use crate::telemetry::metrics::{self, Source};
+use crate::telemetry::spans;
 
 /// `tools/list`: the listed tools the caller may use, one page.
 ///
@@ -138,6 +139,9 @@ fn count(
         _ => Some("tool_error"),
     };
     shared.metrics.request("tools/call", error, elapsed);
+    if let Some(error) = error {
+        spans::failed(&tracing::Span::current(), error);
+    }
 }
 
 /// The call log row of a built-in or manifest call.

@@ -18,6 +18,8 @@ use crate::error::{InstallError, ScriptError};
 use crate::script_host::install::Installs;
 use crate::script_host::warm::Warm;
 use crate::telemetry::metrics::{KillCause, Load, Metrics};
+use crate::telemetry::spans;
+use tracing::Instrument as _;
 
 /// Which stored call a run is, for the warm pool: a tool's version and the calling principal.
 pub(crate) struct WarmCall<'a> {
@@ -225,14 +227,33 @@ impl ScriptHost {
         warm: Option<&WarmCall<'_>>,
         ct: CancellationToken,
     ) -> Result<RunOutput, RunError> {
+        let span = spans::sandbox_run();
         let result = match warm {
             Some(w) => {
                 self.warm
                     .run(w.tool, &w.version, w.principal, spec, ct)
+                    .instrument(span.clone())
                     .await
             }
-            None => self.warm.runner().run(spec, ct).await,
+            None => {
+                self.warm
+                    .runner()
+                    .run(spec, ct)
+                    .instrument(span.clone())
+                    .await
+            }
         };
+        let outcome = match &result {
+            Ok(output) => match output.exit {
+                Exit::Code(0) => "ok",
+                Exit::Code(_) | Exit::Signal(_) => "exit",
+                Exit::Timeout => "timeout",
+                Exit::Cancelled => "cancelled",
+            },
+            Err(RunError::Busy) => "busy",
+            Err(_) => "not_started",
+        };
+        span.record("omniforge.sandbox.outcome", outcome);
         match &result {
             Err(RunError::Busy) => self.metrics.busy(),
             Ok(output) if output.exit == Exit::Timeout => self.metrics.kill(KillCause::Timeout),

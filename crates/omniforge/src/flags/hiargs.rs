@@ -80,6 +80,8 @@ pub(crate) struct Common {
     pub(crate) page_size: usize,
     /// Distinct `tool` labels in /metrics at most.
     pub(crate) metrics_max_tools: usize,
+    /// Where to export trace spans (OTLP/HTTP base URL); `None`: nowhere.
+    pub(crate) otlp_endpoint: Option<String>,
     /// Grace period for in-flight calls at shutdown.
     pub(crate) shutdown_grace: Duration,
     /// Forge manifests to serve, each with its upstream.
@@ -247,6 +249,7 @@ impl Settings {
                 .metrics_max_tools
                 .or(file.metrics_max_tools)
                 .unwrap_or(omniforge_server::DEFAULT_METRICS_MAX_TOOLS),
+            otlp_endpoint: server.otlp_endpoint.or(file.otlp_endpoint.take()),
             schema_profile: server
                 .schema_profile
                 .or(file.schema_profile)

@@ -27,6 +27,7 @@ mod secrets;
 mod server;
 mod sessions;
 mod stateless;
+mod traces;
 mod util;
 mod warm;
 mod wire;

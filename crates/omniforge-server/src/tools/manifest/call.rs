@@ -14,6 +14,8 @@ use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, ready, runnin
 use crate::error::{CallError, ResultError};
 use crate::schema::LazySchema;
 use crate::telemetry::metrics::Metrics;
+use crate::telemetry::spans;
+use tracing::Instrument as _;
 
 /// What a manifest tool's call needs: the RPC and its upstream.
 pub(crate) struct ManifestCall {
@@ -47,13 +49,24 @@ impl ManifestCall {
     /// upstream request.
     async fn dispatch(&self, arguments: &JsonObject) -> CallResult {
         let started = Instant::now();
-        let outcome = self.upstream.call(&self.tool, arguments).await;
+        let span = spans::upstream_call(&self.tool.procedure);
+        // The upstream joins the trace: W3C `traceparent` of this client span.
+        let headers = spans::trace_headers(&span);
+        let outcome = self
+            .upstream
+            .call_with_headers(&self.tool, arguments, &headers)
+            .instrument(span.clone())
+            .await;
         let counted = match &outcome {
             Outcome::Reply(_) => "ok",
             Outcome::ConnectError { .. } => "connect_error",
             Outcome::Failure(_) => "failure",
         };
         self.metrics.upstream_call(counted, started.elapsed());
+        if counted != "ok" {
+            span.record("error.type", counted);
+            span.record("otel.status_code", "error");
+        }
         match outcome {
             Outcome::Reply(reply) => self.reply(reply),
             Outcome::ConnectError {
