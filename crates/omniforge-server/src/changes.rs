@@ -161,7 +161,7 @@ mod tests {
                     warm_pool: 0,
                     warm_idle: std::time::Duration::from_secs(600),
                 },
-                Arc::new(crate::telemetry::metrics::Metrics::new(1)),
+                Arc::new(crate::telemetry::metrics::Metrics::new(1, true)),
             )
             .unwrap(),
         );

@@ -52,6 +52,9 @@ pub struct Settings {
     /// others count as `tool="other"` (`--metrics-max-tools`, default
     /// [`DEFAULT_METRICS_MAX_TOOLS`](crate::DEFAULT_METRICS_MAX_TOOLS)).
     pub metrics_max_tools: usize,
+    /// Record metrics (`--metrics`, default true); `false` leaves `/metrics` with the build
+    /// info only (what the benchmark compares against).
+    pub metrics: bool,
 }
 
 /// The stored side of a server.
@@ -134,7 +137,7 @@ impl Server {
         let stop = CancellationToken::new();
         let catalog = Arc::new(Catalog::new(settings.schema_profile));
         let peers = Arc::new(Peers::default());
-        let metrics = Arc::new(Metrics::new(settings.metrics_max_tools));
+        let metrics = Arc::new(Metrics::new(settings.metrics_max_tools, settings.metrics));
         let manifests = crate::tools::manifest::source::start(
             catalog.clone(),
             &settings.manifests,

@@ -167,13 +167,16 @@ pub(crate) struct Metrics {
     /// The tool names that have a `tool` label of their own, at most `max_tools`.
     tools: RwLock<HashSet<String>>,
     max_tools: usize,
+    /// `false` (`--metrics=false`): nothing is recorded.
+    enabled: bool,
     /// Counts the live HTTP sessions, set by the HTTP front when it starts.
     session_count: Mutex<Option<Box<dyn Fn() -> usize + Send + Sync>>>,
 }
 
 impl Metrics {
-    /// Empty metrics with at most `max_tools` distinct `tool` labels.
-    pub(crate) fn new(max_tools: usize) -> Metrics {
+    /// Empty metrics with at most `max_tools` distinct `tool` labels; with `enabled` false
+    /// nothing is ever recorded (the scrape shows only the build info).
+    pub(crate) fn new(max_tools: usize, enabled: bool) -> Metrics {
         let mut root = Registry::default();
         let registry = root.sub_registry_with_prefix("omniforge");
         let requests = Family::default();
@@ -279,6 +282,7 @@ impl Metrics {
             catalog,
             tools: RwLock::new(HashSet::new()),
             max_tools,
+            enabled,
             session_count: Mutex::new(None),
         }
     }
@@ -292,6 +296,9 @@ impl Metrics {
         error: Option<&'static str>,
         elapsed: Duration,
     ) {
+        if !self.enabled {
+            return;
+        }
         let outcome = if error.is_some() { "error" } else { "ok" };
         self.requests
             .get_or_create(&RequestLabels { method, outcome })
@@ -309,7 +316,7 @@ impl Metrics {
     /// caller may use; names that are not (unknown, hidden, pending) are always [`OTHER`], so
     /// a client cannot mint label values.
     pub(crate) fn tool_label(&self, name: &str, listed: bool) -> String {
-        if !listed {
+        if !listed || !self.enabled {
             return OTHER.to_owned();
         }
         let tools = self.tools.read().unwrap_or_else(|e| e.into_inner());
@@ -338,6 +345,9 @@ impl Metrics {
         outcome: CallOutcome,
         elapsed: Duration,
     ) {
+        if !self.enabled {
+            return;
+        }
         let (source, outcome) = (source.label(), outcome.label());
         self.tool_calls
             .get_or_create(&ToolCallLabels {
@@ -353,6 +363,9 @@ impl Metrics {
 
     /// Records one Connect upstream call (`outcome`: `ok`, `connect_error` or `failure`).
     pub(crate) fn upstream_call(&self, outcome: &'static str, elapsed: Duration) {
+        if !self.enabled {
+            return;
+        }
         self.upstream_duration
             .get_or_create(&OutcomeLabels { outcome })
             .observe(elapsed.as_secs_f64());
@@ -360,6 +373,9 @@ impl Metrics {
 
     /// Records one environment build.
     pub(crate) fn environment_build(&self, ok: bool, elapsed: Duration) {
+        if !self.enabled {
+            return;
+        }
         let outcome = if ok { "ok" } else { "error" };
         self.build_duration
             .get_or_create(&OutcomeLabels { outcome })
@@ -368,11 +384,17 @@ impl Metrics {
 
     /// Counts a run refused as busy.
     pub(crate) fn busy(&self) {
+        if !self.enabled {
+            return;
+        }
         self.busy_refusals.inc();
     }
 
     /// Counts a run the sandbox killed.
     pub(crate) fn kill(&self, cause: KillCause) {
+        if !self.enabled {
+            return;
+        }
         let cause = match cause {
             KillCause::Timeout => "timeout",
             KillCause::Cancel => "cancel",
@@ -452,7 +474,7 @@ mod tests {
 
     #[test]
     fn tool_labels_are_capped_and_unlisted_names_are_other() {
-        let metrics = Metrics::new(2);
+        let metrics = Metrics::new(2, true);
         assert_eq!(metrics.tool_label("a", true), "a");
         assert_eq!(metrics.tool_label("nope", false), OTHER);
         assert_eq!(metrics.tool_label("b", true), "b");
@@ -462,8 +484,20 @@ mod tests {
     }
 
     #[test]
+    fn disabled_metrics_record_nothing() {
+        let metrics = Metrics::new(DEFAULT_MAX_TOOLS, false);
+        metrics.request("tools/list", None, Duration::from_millis(3));
+        metrics.kill(KillCause::Timeout);
+        assert_eq!(metrics.tool_label("add", true), OTHER);
+        let text = metrics.encode();
+        assert!(!text.contains("omniforge_requests_total{"), "{text}");
+        assert!(!text.contains("omniforge_sandbox_kills_total{"), "{text}");
+        assert!(text.contains("omniforge_build_info{"), "{text}");
+    }
+
+    #[test]
     fn the_text_is_openmetrics_with_our_families() {
-        let metrics = Metrics::new(DEFAULT_MAX_TOOLS);
+        let metrics = Metrics::new(DEFAULT_MAX_TOOLS, true);
         metrics.request("tools/list", None, Duration::from_millis(3));
         metrics.tool_call(
             "add".into(),

@@ -29,14 +29,10 @@ pub(crate) fn request(
     id: &dyn std::fmt::Display,
     meta: &Map<String, Value>,
 ) -> Span {
-    let name = match target {
-        Some(target) => format!("{method} {target}"),
-        None => method.to_owned(),
-    };
     let span = tracing::trace_span!(
         target: TARGET,
         "mcp.request",
-        otel.name = %name,
+        otel.name = Empty,
         otel.kind = "server",
         mcp.method.name = method,
         jsonrpc.request.id = %id,
@@ -48,9 +44,14 @@ pub(crate) fn request(
         otel.status_code = Empty,
         otel.status_description = Empty,
     );
+    // Without an exporter the span is disabled: nothing below is paid for.
     if span.is_disabled() {
         return span;
     }
+    match target {
+        Some(target) => span.record("otel.name", format!("{method} {target}").as_str()),
+        None => span.record("otel.name", method),
+    };
     match method {
         "tools/call" => {
             span.record("gen_ai.operation.name", "execute_tool");

@@ -476,7 +476,7 @@ mod tests {
                 kept: None,
                 call_log: None,
                 host: None,
-                metrics: Arc::new(crate::telemetry::metrics::Metrics::new(1)),
+                metrics: Arc::new(crate::telemetry::metrics::Metrics::new(1, true)),
             });
             let (input, server_in) = tokio::io::duplex(1 << 16);
             let (server_out, output) = tokio::io::duplex(1 << 16);

@@ -20,6 +20,7 @@ pub(crate) struct FileConfig {
     pub(crate) log_level: Option<String>,
     pub(crate) log_format: Option<LogFormat>,
     pub(crate) page_size: Option<usize>,
+    pub(crate) metrics: Option<bool>,
     pub(crate) metrics_max_tools: Option<usize>,
     pub(crate) otlp_endpoint: Option<String>,
     pub(crate) metrics_listen: Option<SocketAddr>,

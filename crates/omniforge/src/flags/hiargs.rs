@@ -78,6 +78,8 @@ pub(crate) struct Common {
     pub(crate) log_format: LogFormat,
     /// Tools per tools/list page.
     pub(crate) page_size: usize,
+    /// Record metrics.
+    pub(crate) metrics: bool,
     /// Distinct `tool` labels in /metrics at most.
     pub(crate) metrics_max_tools: usize,
     /// Where to export trace spans (OTLP/HTTP base URL); `None`: nowhere.
@@ -245,6 +247,7 @@ impl Settings {
                 .or(file.log_format)
                 .unwrap_or(LogFormat::Text),
             page_size: server.page_size.or(file.page_size).unwrap_or(1000),
+            metrics: server.metrics.or(file.metrics).unwrap_or(true),
             metrics_max_tools: server
                 .metrics_max_tools
                 .or(file.metrics_max_tools)

@@ -32,6 +32,10 @@ pub(crate) struct ServerOptions {
     /// count as tool="other" [default: 200].
     #[arg(long, env = "OMNIFORGE_METRICS_MAX_TOOLS", value_name = "N")]
     pub(crate) metrics_max_tools: Option<usize>,
+    /// Record Prometheus metrics [default: true]; --metrics=false leaves /metrics with the
+    /// build info only.
+    #[arg(long, env = "OMNIFORGE_METRICS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) metrics: Option<bool>,
     /// Export trace spans over OTLP/HTTP (protobuf) to this collector base URL, e.g.
     /// http://127.0.0.1:4318 (/v1/traces is appended). Nothing is exported without it.
     #[arg(long, env = "OMNIFORGE_OTLP_ENDPOINT", value_name = "URL")]
@@ -305,7 +309,7 @@ macro_rules! overlay_fields {
 }
 
 overlay_fields! {
-    ServerOptions { log_format, page_size, shutdown_grace, schema_profile, metrics_max_tools, otlp_endpoint }
+    ServerOptions { log_format, page_size, shutdown_grace, schema_profile, metrics, metrics_max_tools, otlp_endpoint }
     ManifestOptions { manifest, upstream, upstream_auth, upstream_auth_file, upstream_timeout, upstream_max_response_bytes, inline_schema_refs }
     InterpreterOptions { python, uv }
     SandboxOptions { sandbox, sandbox_disable_layer }
