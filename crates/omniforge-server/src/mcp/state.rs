@@ -11,6 +11,7 @@ use crate::content::snapshot::Content;
 use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
 use crate::telemetry::metrics::Metrics;
+use crate::tools::authoring::approval::Approval;
 use crate::tools::stored::kept::KeptOutputs;
 
 /// Server-wide state.
@@ -36,4 +37,6 @@ pub(crate) struct Shared {
     pub(crate) host: Option<Arc<ScriptHost>>,
     /// The server's metrics (`/metrics`).
     pub(crate) metrics: Arc<Metrics>,
+    /// The approval gate (pending versions, approve, reject); `None` in bridge mode.
+    pub(crate) approval: Option<Arc<Approval>>,
 }

@@ -38,8 +38,8 @@ pub(crate) fn list(
     let snapshot = shared.catalog.snapshot();
     let offset = offset(request)?;
     let visible: Vec<&Tool> = snapshot
-        .entries()
-        .iter()
+        .entries_for(cx.principal().map(|p| p.as_str()))
+        .into_iter()
         .filter(|t| t.listed && cx.allows(t.scope))
         .map(|t| &t.tool)
         .collect();

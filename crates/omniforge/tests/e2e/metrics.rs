@@ -9,8 +9,10 @@ use crate::procs::Serve;
 use crate::script_tools::data_home;
 use crate::util::{deps, e2e_dir, http_client, python_driver, require, uv};
 
-const TOKENS: &str = "alice s3cret-call-7f2 tools:call\nroot s3cret-admin-9c4 admin\n";
+const TOKENS: &str = "alice s3cret-call-7f2 tools:call\nroot s3cret-admin-9c4 admin\n\
+                      writer s3cret-write-2b8 tools:write\n";
 const ADMIN: &str = "s3cret-admin-9c4";
+const WRITER: &str = "s3cret-write-2b8";
 
 /// `drivers/metrics.py URL [--bearer TOKEN]`: status, content type and parsed families.
 async fn scrape(url: &str, bearer: Option<&str>) -> Value {
@@ -138,11 +140,12 @@ async fn metrics_need_admin_on_the_mcp_listener_and_metrics_listen_serves_withou
 
 /// Calls, a tool-level error, a JSON-RPC error, an environment build and a script killed at
 /// its timeout, each seen in the counters; with `--metrics-max-tools 2`, tools past the first
-/// two labels count as `other`, and a name that is no tool never becomes a label.
+/// two labels count as `other`, and a name that is no tool never becomes a label; under
+/// `--require-approval` a writer's pending tool, called by its author, never becomes a label.
 #[tokio::test]
 async fn counters_move_with_calls_errors_and_a_kill() {
     let (_dir, data) = data_home();
-    let (server, url) = serve(&data, &["--metrics-max-tools", "2"]).await;
+    let (server, url) = serve(&data, &["--metrics-max-tools", "2", "--require-approval"]).await;
     let session = open_session(&server.url, ADMIN).await;
     let before = scrape(&url, None).await;
     let send = async |message: Value| {
@@ -162,6 +165,22 @@ async fn counters_move_with_calls_errors_and_a_kill() {
     assert!(text_of(&answer["result"]).contains("timeout"), "{answer}");
     let answer = send(call(5, "no_such_tool_4711", json!({}))).await;
     assert_eq!(answer["result"]["isError"], true, "{answer}");
+    // A writer's tool waits for approval; its author may call it.
+    let writer = open_session(&server.url, WRITER).await;
+    let pending = json!({"name": "waiting_tool", "description": "Pending approval.",
+                         "code": "print('pending')\n"});
+    for (id, message) in [
+        (7, call(7, "omniforge_create_tool", pending)),
+        (8, call(8, "waiting_tool", json!({}))),
+    ] {
+        let reply = post(&server.url, Some(WRITER), Some(&writer), message).await;
+        assert_eq!(reply.status, 200, "{id}: {:?}", reply.messages);
+        assert_ne!(
+            reply.messages[0]["result"]["isError"], true,
+            "{id}: {:?}",
+            reply.messages
+        );
+    }
     let read = json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read",
                       "params": {"uri": "omniforge://nothing/here"}});
     let answer = send(read).await;
@@ -210,6 +229,14 @@ async fn counters_move_with_calls_errors_and_a_kill() {
             "sleepy (past the cap) and the unknown name, as other",
         ),
         (
+            delta(
+                calls,
+                &[("tool", "other"), ("source", "stored"), ("outcome", "ok")],
+            ),
+            1.0,
+            "the pending tool called by its author, as other",
+        ),
+        (
             delta("omniforge_sandbox_kills_total", &[("cause", "timeout")]),
             1.0,
             "the timeout kill",
@@ -219,7 +246,7 @@ async fn counters_move_with_calls_errors_and_a_kill() {
                 "omniforge_requests_total",
                 &[("method", "tools/call"), ("outcome", "ok")],
             ),
-            2.0,
+            4.0,
             "tools/call ok requests",
         ),
         (
@@ -254,7 +281,7 @@ async fn counters_move_with_calls_errors_and_a_kill() {
                 "omniforge_tool_call_duration_seconds_count",
                 &[("source", "builtin")],
             ),
-            2.0,
+            3.0,
             "built-in call latencies",
         ),
         (
@@ -262,8 +289,8 @@ async fn counters_move_with_calls_errors_and_a_kill() {
                 "omniforge_environment_build_duration_seconds_count",
                 &[("outcome", "ok")],
             ),
-            1.0,
-            "the environment build",
+            2.0,
+            "the environment builds (sleepy's, the pending tool's)",
         ),
         (
             value(
@@ -276,7 +303,7 @@ async fn counters_move_with_calls_errors_and_a_kill() {
         ),
         (
             value(&after, "omniforge_sessions", &[]),
-            1.0,
+            2.0,
             "live sessions",
         ),
         (
@@ -295,7 +322,7 @@ async fn counters_move_with_calls_errors_and_a_kill() {
     assert!(
         !labels
             .iter()
-            .any(|l| l == "sleepy" || l == "no_such_tool_4711"),
-        "labels past the cap or of no tool: {labels:?}"
+            .any(|l| l == "sleepy" || l == "no_such_tool_4711" || l == "waiting_tool"),
+        "labels past the cap, of no tool, or of a pending tool: {labels:?}"
     );
 }
