@@ -213,8 +213,8 @@ async fn counters_move_with_calls_errors_and_a_kill() {
                     ("outcome", "ok"),
                 ],
             ),
-            1.0,
-            "create_tool ok",
+            2.0,
+            "create_tool ok (the admin's and the writer's)",
         ),
         (
             delta(
