@@ -139,13 +139,14 @@ async fn metrics_need_admin_on_the_mcp_listener_and_metrics_listen_serves_withou
 }
 
 /// Calls, a tool-level error, a JSON-RPC error, an environment build and a script killed at
-/// its timeout, each seen in the counters; with `--metrics-max-tools 2`, tools past the first
-/// two labels count as `other`, and a name that is no tool never becomes a label; under
-/// `--require-approval` a writer's pending tool, called by its author, never becomes a label.
+/// its timeout, each seen in the counters; with `--metrics-max-tools 3`, tools past the first
+/// three labels count as `other`, and a name that is no tool never becomes a label; under
+/// `--require-approval` a writer's pending tool, called by its author while a label is still
+/// free, never becomes one.
 #[tokio::test]
 async fn counters_move_with_calls_errors_and_a_kill() {
     let (_dir, data) = data_home();
-    let (server, url) = serve(&data, &["--metrics-max-tools", "2", "--require-approval"]).await;
+    let (server, url) = serve(&data, &["--metrics-max-tools", "3", "--require-approval"]).await;
     let session = open_session(&server.url, ADMIN).await;
     let before = scrape(&url, None).await;
     let send = async |message: Value| {
@@ -160,11 +161,6 @@ async fn counters_move_with_calls_errors_and_a_kill() {
                         "code": "import time\ntime.sleep(30)\n"});
     let answer = send(call(3, "omniforge_create_tool", create)).await;
     assert_ne!(answer["result"]["isError"], true, "{answer}");
-    let answer = send(call(4, "sleepy", json!({}))).await;
-    assert_eq!(answer["result"]["isError"], true, "{answer}");
-    assert!(text_of(&answer["result"]).contains("timeout"), "{answer}");
-    let answer = send(call(5, "no_such_tool_4711", json!({}))).await;
-    assert_eq!(answer["result"]["isError"], true, "{answer}");
     // A writer's tool waits for approval; its author may call it.
     let writer = open_session(&server.url, WRITER).await;
     let pending = json!({"name": "waiting_tool", "description": "Pending approval.",
@@ -181,6 +177,15 @@ async fn counters_move_with_calls_errors_and_a_kill() {
             reply.messages
         );
     }
+    // The third label goes to a built-in (the pending tool did not take it); sleepy, past
+    // the cap, counts as other.
+    let answer = send(call(9, "omniforge_get_tool", json!({"name": "sleepy"}))).await;
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    let answer = send(call(4, "sleepy", json!({}))).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(text_of(&answer["result"]).contains("timeout"), "{answer}");
+    let answer = send(call(5, "no_such_tool_4711", json!({}))).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
     let read = json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read",
                       "params": {"uri": "omniforge://nothing/here"}});
     let answer = send(read).await;
@@ -192,6 +197,18 @@ async fn counters_move_with_calls_errors_and_a_kill() {
     };
     let calls = "omniforge_tool_calls_total";
     let checks = [
+        (
+            delta(
+                calls,
+                &[
+                    ("tool", "omniforge_get_tool"),
+                    ("source", "builtin"),
+                    ("outcome", "ok"),
+                ],
+            ),
+            1.0,
+            "get_tool took the third label",
+        ),
         (
             delta(
                 calls,
@@ -246,7 +263,7 @@ async fn counters_move_with_calls_errors_and_a_kill() {
                 "omniforge_requests_total",
                 &[("method", "tools/call"), ("outcome", "ok")],
             ),
-            4.0,
+            5.0,
             "tools/call ok requests",
         ),
         (
@@ -281,7 +298,7 @@ async fn counters_move_with_calls_errors_and_a_kill() {
                 "omniforge_tool_call_duration_seconds_count",
                 &[("source", "builtin")],
             ),
-            3.0,
+            4.0,
             "built-in call latencies",
         ),
         (
