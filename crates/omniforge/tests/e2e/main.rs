@@ -15,6 +15,7 @@ mod connections;
 mod content;
 mod escape;
 mod examples;
+mod input_required;
 mod manifest_tools;
 mod metrics;
 mod oauth;
