@@ -114,6 +114,13 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
             .await
             .with_context(|| format!("binding --metrics-listen {addr}"))?;
         let addr = metrics.local_addr().context("reading the bound address")?;
+        if !addr.ip().is_loopback() {
+            tracing::warn!(
+                %addr,
+                "--metrics-listen is not a loopback address: anyone who reaches it reads the \
+                 metrics (tool names and counts) without authentication"
+            );
+        }
         tracing::info!(url = %format!("http://{addr}/metrics"), "serving metrics without authentication");
         tokio::spawn(
             server
