@@ -170,6 +170,7 @@ impl Server {
             call_log: None,
             host: None,
             metrics: metrics.clone(),
+            authoring: None,
             approval: None,
         };
         let stored = match settings.store {
@@ -181,6 +182,7 @@ impl Server {
                 shared.host = Some(stored.host.clone());
                 shared.kept = Some(stored.kept.clone());
                 shared.call_log = Some(stored.store.clone());
+                shared.authoring = Some(stored.tools.clone());
                 shared.approval = Some(stored.approval.clone());
                 Some(stored)
             }

@@ -12,6 +12,7 @@ use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
 use crate::telemetry::metrics::Metrics;
 use crate::tools::authoring::approval::Approval;
+use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::stored::kept::KeptOutputs;
 
 /// Server-wide state.
@@ -37,6 +38,9 @@ pub(crate) struct Shared {
     pub(crate) host: Option<Arc<ScriptHost>>,
     /// The server's metrics (`/metrics`).
     pub(crate) metrics: Arc<Metrics>,
+    /// The tool authoring operations (for the console's rollback and example runs); `None`
+    /// in bridge mode.
+    pub(crate) authoring: Option<Arc<ToolAuthoring>>,
     /// The approval gate (pending versions, approve, reject); `None` in bridge mode.
     pub(crate) approval: Option<Arc<Approval>>,
 }

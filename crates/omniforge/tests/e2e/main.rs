@@ -12,6 +12,7 @@ mod cli;
 mod client_features;
 mod clients;
 mod connections;
+mod console;
 mod content;
 mod escape;
 mod examples;
