@@ -143,6 +143,8 @@ async fn fixture() -> Fixture {
         schema_profile: SchemaProfile::AsAuthored,
         manifests: Vec::new(),
         inline_schema_refs: false,
+        metrics_max_tools: omniforge_server::DEFAULT_METRICS_MAX_TOOLS,
+        metrics: true,
         store: Some(StoreSettings {
             store: store.clone(),
             scripts: ScriptSettings {
@@ -934,7 +936,11 @@ async fn the_try_it_form_calls_the_tool_as_the_viewer_like_a_client() {
     // The result as a client gets it, called as the viewer (the call log says who).
     let ran = send(
         &f.app,
-        try_it("omniforge_instructions", vec![("arguments", String::new())], true),
+        try_it(
+            "omniforge_instructions",
+            vec![("arguments", String::new())],
+            true,
+        ),
     )
     .await;
     assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
@@ -962,7 +968,11 @@ async fn the_try_it_form_calls_the_tool_as_the_viewer_like_a_client() {
     // A form that is not JSON is refused before any call.
     let not_json = send(
         &f.app,
-        try_it("omniforge_instructions", vec![("arguments", "{".into())], true),
+        try_it(
+            "omniforge_instructions",
+            vec![("arguments", "{".into())],
+            true,
+        ),
     )
     .await;
     assert!(not_json.body.contains("The arguments are not JSON"));
@@ -987,14 +997,22 @@ async fn the_try_it_form_calls_the_tool_as_the_viewer_like_a_client() {
     // Like every change: no CSRF token, no call.
     let forged = send(
         &f.app,
-        try_it("omniforge_instructions", vec![("arguments", String::new())], false),
+        try_it(
+            "omniforge_instructions",
+            vec![("arguments", String::new())],
+            false,
+        ),
     )
     .await;
     assert_eq!(forged.status, StatusCode::FORBIDDEN);
     // Two calls so far (the refused ones made none); a third one after them is the third row.
     send(
         &f.app,
-        try_it("omniforge_instructions", vec![("arguments", String::new())], true),
+        try_it(
+            "omniforge_instructions",
+            vec![("arguments", String::new())],
+            true,
+        ),
     )
     .await;
     assert_eq!(

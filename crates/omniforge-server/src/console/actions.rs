@@ -11,9 +11,9 @@ use serde_json::Value;
 
 use crate::console::Console;
 use crate::console::guard::Viewer;
+use crate::context::progress::ProgressSink;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
-use crate::context::progress::ProgressSink;
 use crate::mcp::{to_wire, tools};
 use crate::tools::authoring::approval::{approved_sentence, rejected_sentence};
 use crate::tools::authoring::secret::change_grant;

@@ -5,13 +5,13 @@
 // earlier revision we serve.
 #![allow(deprecated)]
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use omniforge_store::{CallOutcome, CallRecord, CallSource};
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, JsonObject, ListToolsResult,
-    LoggingLevel, PaginatedRequestParams, Tool,
+    CallToolRequestParams, CallToolResponse, ErrorData, JsonObject, ListToolsResult, LoggingLevel,
+    PaginatedRequestParams, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 
@@ -23,6 +23,8 @@ use crate::error::CallError;
 use crate::mcp::pagination::{encode_cursor, offset};
 use crate::mcp::state::Shared;
 use crate::mcp::to_wire;
+use crate::telemetry::metrics::{self, Source};
+use crate::telemetry::spans;
 
 /// `tools/list`: the listed tools the caller may use, one page.
 ///
@@ -71,17 +73,23 @@ pub(crate) async fn call(
         state: request.request_state.clone(),
     };
     let cx = RequestCx::of(ctx, Some(log_level)).with_input(&round);
+    let clock = Instant::now();
+    // The metrics count against the catalog the call started with.
+    let snapshot = shared.catalog.snapshot();
     let arguments = if cx.arguments_not_object() {
         Err(CallError::ArgumentsNotObject)
     } else {
         Ok(request.arguments.unwrap_or_default())
     };
-    to_wire::call_response(run(shared, &request.name, arguments, &cx).await)
+    let result = run(shared, &request.name, arguments, &cx).await;
+    count(shared, &request.name, &snapshot, &cx, &result, clock);
+    to_wire::call_response(result)
 }
 
 /// One call as `cx`'s principal, the way `tools/call` makes it: counted in flight, routed
 /// through the catalog (visibility, scope, inputSchema; a stored tool's secrets redaction and
-/// size cap), and recorded in the call log. Also the console's try-it form's path.
+/// size cap), and recorded in the call log. Also the console's try-it form's path (not counted in the
+/// metrics of MCP requests: [`call`] counts those).
 pub(crate) async fn run(
     shared: &Shared,
     name: &str,
@@ -114,6 +122,44 @@ pub(crate) async fn run(
         });
     }
     result
+}
+
+/// Counts a call in the metrics: its tool (the label capped; `other` for names that are no
+/// tool the caller may use), source and outcome, and the request.
+fn count(
+    shared: &Shared,
+    name: &str,
+    snapshot: &crate::catalog::snapshot::Snapshot,
+    cx: &RequestCx<'_>,
+    result: &CallResult,
+    clock: Instant,
+) {
+    let elapsed = clock.elapsed();
+    let entry = snapshot.get(name).filter(|e| cx.allows(e.scope));
+    let source = match entry.map(|e| e.source) {
+        Some(ToolSource::Builtin) => Source::Builtin,
+        Some(ToolSource::Manifest) => Source::Manifest,
+        // Unknown names are asked of the stored tools last, so they count there.
+        Some(ToolSource::Stored) | None => Source::Stored,
+    };
+    let outcome = match result {
+        Ok(r) if r.is_error != Some(true) => metrics::CallOutcome::Ok,
+        Err(CallError::Cancelled) => metrics::CallOutcome::Cancelled,
+        Err(CallError::Busy) => metrics::CallOutcome::Busy,
+        _ => metrics::CallOutcome::ToolError,
+    };
+    let tool = shared.metrics.tool_label(name, entry.is_some());
+    shared.metrics.tool_call(tool, source, outcome, elapsed);
+    let error = match result {
+        Ok(r) if r.is_error != Some(true) => None,
+        Err(CallError::Cancelled) => Some(metrics::error_type(-32800)),
+        Err(CallError::Protocol { code, .. }) => Some(metrics::error_type(*code)),
+        _ => Some("tool_error"),
+    };
+    shared.metrics.request("tools/call", error, elapsed);
+    if let Some(error) = error {
+        spans::failed(&tracing::Span::current(), error);
+    }
 }
 
 /// The call log row of a built-in or manifest call.

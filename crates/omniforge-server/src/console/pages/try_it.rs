@@ -154,8 +154,9 @@ fn arguments(schema: &JsonObject, form: &[(String, String)]) -> Result<JsonObjec
                 "false" => Value::Bool(false),
                 _ => return Err(format!("{}: not true or false", f.name)),
             },
-            Kind::Choice(_) | Kind::Json => serde_json::from_str(raw)
-                .map_err(|e| format!("{}: not JSON: {e}", f.name))?,
+            Kind::Choice(_) | Kind::Json => {
+                serde_json::from_str(raw).map_err(|e| format!("{}: not JSON: {e}", f.name))?
+            }
         };
         out.insert(f.name, value);
     }
@@ -163,7 +164,12 @@ fn arguments(schema: &JsonObject, form: &[(String, String)]) -> Result<JsonObjec
 }
 
 /// The try-it form for a tool with `schema`, holding the values of `form` (after a run).
-pub(crate) fn form(viewer: &Viewer, name: &str, schema: &JsonObject, form: &[(String, String)]) -> Markup {
+pub(crate) fn form(
+    viewer: &Viewer,
+    name: &str,
+    schema: &JsonObject,
+    form: &[(String, String)],
+) -> Markup {
     let value = |k: &str| {
         form.iter()
             .find(|(n, _)| n == k)
