@@ -113,8 +113,22 @@ fn fields_of(schema: &JsonObject) -> Option<Vec<Field>> {
 /// The name of the whole-arguments textarea, for a schema without properties.
 const WHOLE: &str = "arguments";
 
-/// The submitted form as call arguments, or what is wrong with it.
-fn arguments(schema: &JsonObject, form: &[(String, String)]) -> Result<JsonObject, String> {
+/// What is wrong with a submitted try-it form (shown above the form; nothing was called).
+#[derive(Debug, thiserror::Error)]
+enum FormError {
+    #[error("The arguments are not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("The arguments must be a JSON object.")]
+    NotObject,
+    #[error("{name}: {what}")]
+    Field { name: String, what: String },
+}
+
+/// The submitted form as call arguments.
+///
+/// # Errors
+/// A value that is not of its property's kind, or JSON that does not parse.
+fn arguments(schema: &JsonObject, form: &[(String, String)]) -> Result<JsonObject, FormError> {
     let get = |k: &str| {
         form.iter()
             .find(|(n, _)| n == k)
@@ -126,8 +140,8 @@ fn arguments(schema: &JsonObject, form: &[(String, String)]) -> Result<JsonObjec
             None => Ok(JsonObject::new()),
             Some(text) => match serde_json::from_str::<Value>(text) {
                 Ok(Value::Object(o)) => Ok(o),
-                Ok(_) => Err("The arguments must be a JSON object.".to_owned()),
-                Err(e) => Err(format!("The arguments are not JSON: {e}")),
+                Ok(_) => Err(FormError::NotObject),
+                Err(e) => Err(FormError::NotJson(e)),
             },
         };
     };
@@ -136,6 +150,10 @@ fn arguments(schema: &JsonObject, form: &[(String, String)]) -> Result<JsonObjec
         let Some(raw) = get(&input_name(&f.name)) else {
             continue;
         };
+        let bad = |what: String| FormError::Field {
+            name: f.name.clone(),
+            what,
+        };
         let value = match &f.kind {
             Kind::Text => Value::String(raw.to_owned()),
             Kind::Number => raw
@@ -143,19 +161,19 @@ fn arguments(schema: &JsonObject, form: &[(String, String)]) -> Result<JsonObjec
                 .parse::<f64>()
                 .ok()
                 .and_then(|n| serde_json::Number::from_f64(n).map(Value::Number))
-                .ok_or_else(|| format!("{}: not a number", f.name))?,
+                .ok_or_else(|| bad("not a number".into()))?,
             Kind::Integer => raw
                 .trim()
                 .parse::<i64>()
                 .map(Value::from)
-                .map_err(|_| format!("{}: not an integer", f.name))?,
+                .map_err(|_| bad("not an integer".into()))?,
             Kind::Boolean => match raw {
                 "true" => Value::Bool(true),
                 "false" => Value::Bool(false),
-                _ => return Err(format!("{}: not true or false", f.name)),
+                _ => return Err(bad("not true or false".into())),
             },
             Kind::Choice(_) | Kind::Json => {
-                serde_json::from_str(raw).map_err(|e| format!("{}: not JSON: {e}", f.name))?
+                serde_json::from_str(raw).map_err(|e| bad(format!("not JSON: {e}")))?
             }
         };
         out.insert(f.name, value);
@@ -276,7 +294,7 @@ pub(crate) async fn submit(
             let tried = actions::try_call(&console, &viewer, &name, args).await;
             result(&tried.result, &tried.progress)
         }
-        Err(problem) => html! { p.flash.err role="alert" { (problem) } },
+        Err(problem) => html! { p.flash.err role="alert" { (problem.to_string()) } },
     };
     let href = tool_href(&name);
     let body = html! {
