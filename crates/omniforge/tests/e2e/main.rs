@@ -18,6 +18,7 @@ mod manifest_tools;
 mod oauth;
 mod postgres;
 mod procs;
+mod replica_clients;
 mod replicas;
 mod robustness;
 mod schema_profile;
