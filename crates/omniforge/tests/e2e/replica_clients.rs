@@ -151,3 +151,28 @@ pub(crate) async fn session_on(sdk: Sdk, lb: &str, replica: &str) -> (Driver, St
     }
     panic!("no {sdk:?} session through the balancer landed on {replica}");
 }
+
+/// The stateless driver's counts (`ok`, `failed`, first `errors`) since its last report, summed
+/// over reports every 200 ms until at least one call worked (a loaded machine may be slow to
+/// answer the first).
+pub(crate) async fn counts_with_a_success(stateless: &mut Driver) -> Value {
+    let mut sum = json!({"ok": 0, "failed": 0, "errors": []});
+    for _ in 0..300 {
+        stateless.send("report").await;
+        let counts = stateless.expect("COUNTS").await;
+        for key in ["ok", "failed"] {
+            sum[key] = json!(sum[key].as_u64().unwrap() + counts[key].as_u64().unwrap());
+        }
+        if let Some(errors) = counts["errors"].as_array() {
+            sum["errors"]
+                .as_array_mut()
+                .unwrap()
+                .extend(errors.iter().cloned());
+        }
+        if sum["ok"].as_u64() > Some(0) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    sum
+}

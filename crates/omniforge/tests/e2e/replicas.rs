@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 use crate::postgres::Mcp;
 use crate::procs::{Captured, Serve, drain, kill_and_reap};
-use crate::replica_clients::{Driver, Sdk, session_on};
+use crate::replica_clients::{Driver, Sdk, counts_with_a_success, session_on};
 use crate::secrets::Client;
 use crate::util::{self, Auth, HttpServer, omniforge_cli, repo_root, uv};
 
@@ -382,9 +382,7 @@ async fn replicas_scenario() {
     }
     let mut stateless = Driver::start(Sdk::Python, "stateless", &lb.url);
     stateless.expect("READY").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    stateless.send("report").await;
-    let before = stateless.expect("COUNTS").await;
+    let before = counts_with_a_success(&mut stateless).await;
     assert!(
         before["ok"].as_u64() > Some(0) && before["failed"] == 0,
         "stateless Python client before the kill: {before}\n{}",
@@ -473,9 +471,7 @@ async fn replicas_scenario() {
         driver.send("call").await;
         assert_eq!(driver.expect("OK").await["id"], new_id, "{:?}", driver.sdk);
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    stateless.send("report").await;
-    let after = stateless.expect("COUNTS").await;
+    let after = counts_with_a_success(&mut stateless).await;
     assert!(
         after["ok"].as_u64() > Some(0) && after["failed"] == 0,
         "stateless Python client after the kill: {after}\n{}",
