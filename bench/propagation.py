@@ -3,11 +3,14 @@
 
     propagation.py WRITER_URL READER_URL N
 
-Opens a 2025-06-18 session on each replica (raw JSON-RPC over Streamable HTTP, httpx) and the
-reader's GET stream. Then N times: creates a tool (no dependencies) through the writer, and
+Opens a 2025-06-18 session on each replica (raw JSON-RPC over Streamable HTTP, httpx) and both
+GET streams (`reader_after_writer_ms`: the reader's list_changed after the writer's own, that is,
+the propagation through PostgreSQL). Then N times: creates a tool (no dependencies) through the writer, and
 from the writer's acknowledgment measures on the reader (1) when `notifications/tools/list_changed`
-arrives on its stream and (2) when a `tools/call` of the new tool first succeeds (polled every
-5 ms; the reader builds the tool's environment from the stored lock if it has not got it).
+arrives on its stream (negative: before the writer answered; also given from the create's
+sending) and (2) when the first `tools/call` of the new tool that succeeds was sent (polled
+every 5 ms; `answered_ms`: when it answered; the reader builds the tool's environment from the
+stored lock if it has not got it).
 A first, unmeasured create warms the reader's environment of no-dependency tools. Prints one
 JSON object: each create's times in ms and their medians.
 """
@@ -76,41 +79,56 @@ def ok(m):
 def main():
     writer_url, reader_url, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     writer, reader = Session(writer_url), Session(reader_url)
-    changes = []
+    changes, own = [], []
     reader.listen(changes.append)
+    writer.listen(own.append)
     time.sleep(0.3)
     rows = []
     for i in range(n + 1):
         name = f"prop_{uuid.uuid4().hex[:12]}"
         create = {"name": name, "description": "Propagation probe.", "code": f"print({name!r})\n",
                   "inputSchema": {"type": "object", "properties": {}}}
-        seen = len(changes)
+        seen, own_seen = len(changes), len(own)
         t0 = time.perf_counter()
         m = writer.call("omniforge_create_tool", create)
         acked = time.perf_counter()
         if not ok(m):
             sys.exit(f"create failed: {m}")
-        deadline = acked + 60
+        deadline = acked + 120
         while True:
+            attempt = time.perf_counter()
             m = reader.call(name, {})
             if ok(m):
-                callable_at = time.perf_counter()
+                # The first call that worked was sent at `attempt` (its own run time apart).
+                callable_at, answered_at = attempt, time.perf_counter()
                 break
             if time.perf_counter() > deadline:
                 sys.exit(f"{name} not callable on the reader after 60 s: {m}")
             time.sleep(0.005)
         while len(changes) <= seen and time.perf_counter() < deadline:
             time.sleep(0.005)
+        while len(own) <= own_seen and time.perf_counter() < deadline:
+            time.sleep(0.005)
         changed_at = changes[seen] if len(changes) > seen else None
+        own_at = own[own_seen] if len(own) > own_seen else None
         row = {"create_ms": (acked - t0) * 1e3, "callable_ms": (callable_at - acked) * 1e3,
-               "list_changed_ms": None if changed_at is None else (changed_at - acked) * 1e3}
+               "answered_ms": (answered_at - acked) * 1e3,
+               "list_changed_ms": None if changed_at is None else (changed_at - acked) * 1e3,
+               "list_changed_from_send_ms": None if changed_at is None else (changed_at - t0) * 1e3,
+               # The writer's own sessions hear of the commit from its own change feed, the
+               # reader's through PostgreSQL: the difference is the propagation itself.
+               "reader_after_writer_ms": None if changed_at is None or own_at is None else (changed_at - own_at) * 1e3}
         if i > 0:  # the first one warms the reader's environment
             rows.append(row)
         else:
             first = row
     med = lambda k: statistics.median(r[k] for r in rows if r[k] is not None)
     print(json.dumps({"first": first, "rows": rows, "create_p50_ms": med("create_ms"),
-                      "callable_p50_ms": med("callable_ms"), "list_changed_p50_ms": med("list_changed_ms"),
+                      "callable_p50_ms": med("callable_ms"), "answered_p50_ms": med("answered_ms"),
+                      "list_changed_p50_ms": med("list_changed_ms"),
+                      "list_changed_from_send_p50_ms": med("list_changed_from_send_ms"),
+                      "reader_after_writer_p50_ms": med("reader_after_writer_ms"),
+                      "reader_after_writer_max_ms": max(r["reader_after_writer_ms"] or 0 for r in rows),
                       "callable_max_ms": max(r["callable_ms"] for r in rows)}))
 
 
