@@ -11,9 +11,9 @@
 use std::time::{Duration, Instant};
 
 use omniforge_store::{
-    Actor, Annotations, CallLog, CallOutcome, CallRecord, CallSource, DEFAULT_BUSY_TIMEOUT,
+    Actor, Annotations, CallOutcome, CallRecord, CallSource, DEFAULT_BUSY_TIMEOUT,
     DEFAULT_CALL_STATS_MAX_AGE, DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, Limits,
-    NewStatus, NewVersion, PgEnv, Runtime, StoreConfig, ToolStore,
+    NewStatus, NewVersion, PgEnv, Runtime, StoreConfig,
 };
 use serde_json::{Value, json};
 
