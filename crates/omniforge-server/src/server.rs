@@ -24,10 +24,12 @@ use crate::script_host::gc::collect_garbage;
 use crate::script_host::host::{ScriptHost, ScriptSettings};
 use crate::settings::HttpSettings;
 use crate::tasks::{self, TaskSettings, Tasks};
+use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::builtin::instructions::{BRIDGE_INSTRUCTIONS, SERVER_INSTRUCTIONS};
 use crate::tools::manifest::source::{ManifestConfig, ManifestSource, ManifestSourceError};
 use crate::tools::stored::call::StoredTools;
+use crate::tools::stored::input_required::StateCodec;
 use crate::tools::stored::kept::KeptOutputs;
 use crate::tools::stored::shape::Shaper;
 use crate::tools::stored::source::StoredSource;
@@ -64,8 +66,16 @@ pub struct StoreSettings {
     /// Keep a tool version whose examples fail as a draft instead of refusing it
     /// (`--keep-failed-drafts`; a call's `keepFailedDrafts` overrides it).
     pub keep_failed_drafts: bool,
+    /// The approval gate (`--require-approval`): a tool version written by a principal
+    /// without `admin` waits, pending, until an admin approves it.
+    pub require_approval: bool,
     /// How durable tasks are timed (TTL, poll interval, lease).
     pub tasks: TaskSettings,
+    /// The keys that sign the `requestState` of input-required results (2026-07-28), as
+    /// (id, key of at least 32 bytes): the first signs, every one opens, so replicas roll keys
+    /// without a stop (`--request-state-key-file`). Empty: one random key for this process
+    /// (a retry then works only on this process, until it stops).
+    pub request_state_keys: Vec<(String, Vec<u8>)>,
 }
 
 /// A server could not start.
@@ -85,6 +95,9 @@ pub enum StartError {
     /// The stored resources and prompts cannot be read.
     #[error("loading stored resources and prompts")]
     Content(#[source] StoreError),
+    /// The request-state keys are unusable (a key shorter than 32 bytes, a repeated id).
+    #[error("{0}")]
+    RequestStateKeys(String),
 }
 
 /// The parts of the stored side the one-shot commands use.
@@ -93,6 +106,7 @@ pub(crate) struct Stored {
     pub(crate) host: Arc<ScriptHost>,
     pub(crate) source: Arc<StoredSource>,
     pub(crate) tools: Arc<ToolAuthoring>,
+    pub(crate) approval: Arc<Approval>,
     pub(crate) content: Arc<Content>,
     pub(crate) kept: Arc<KeptOutputs>,
 }
@@ -145,6 +159,8 @@ impl Server {
             kept: None,
             call_log: None,
             host: None,
+            authoring: None,
+            approval: None,
         };
         let stored = match settings.store {
             None => None,
@@ -155,6 +171,8 @@ impl Server {
                 shared.host = Some(stored.host.clone());
                 shared.kept = Some(stored.kept.clone());
                 shared.call_log = Some(stored.store.clone());
+                shared.authoring = Some(stored.tools.clone());
+                shared.approval = Some(stored.approval.clone());
                 Some(stored)
             }
         };
@@ -222,6 +240,8 @@ async fn start_stored(
     let store = s.store;
     let host = Arc::new(ScriptHost::new(s.scripts).map_err(StartError::Sandbox)?);
     let kept = Arc::new(KeptOutputs::new(store.clone(), s.output_ttl));
+    let states = StateCodec::new(&s.request_state_keys)
+        .map_err(|e| StartError::RequestStateKeys(e.to_string()))?;
     let tools = Arc::new(StoredTools {
         store: store.clone(),
         host: host.clone(),
@@ -229,6 +249,7 @@ async fn start_stored(
             max_result_bytes: s.max_result_bytes,
             kept: kept.clone(),
         },
+        states: Arc::new(states),
     });
     let source = Arc::new(StoredSource::new(store.clone(), tools.clone(), catalog));
     // Read before loading: a change that lands in between is seen twice, never missed.
@@ -236,15 +257,22 @@ async fn start_stored(
     let content = Content::load(store.clone(), host.clone(), peers.clone())
         .await
         .map_err(StartError::Content)?;
+    let approval = Arc::new(Approval::new(
+        store.clone(),
+        source.clone(),
+        s.require_approval,
+    ));
     let authoring = Arc::new(ToolAuthoring::new(
         store.clone(),
         tools,
         source.clone(),
         catalog,
         s.keep_failed_drafts,
+        approval.clone(),
     ));
     let builtins = Authoring {
         tools: authoring.clone(),
+        approval: approval.clone(),
         store: store.clone(),
         content: content.clone(),
     };
@@ -273,6 +301,7 @@ async fn start_stored(
         host,
         source,
         tools: authoring,
+        approval,
         content,
         kept,
     })

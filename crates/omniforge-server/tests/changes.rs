@@ -49,7 +49,9 @@ async fn server(dir: &std::path::Path) -> Server {
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
             keep_failed_drafts: false,
+            require_approval: false,
             tasks: omniforge_server::TaskSettings::default(),
+            request_state_keys: Vec::new(),
         }),
     })
     .await

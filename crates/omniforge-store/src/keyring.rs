@@ -111,6 +111,9 @@ struct Key {
     cipher: XChaCha20Poly1305,
 }
 
+/// One key of a key file as raw bytes, with its id (wiped on drop).
+pub type KeyMaterial = (String, Zeroizing<[u8; KEY_BYTES]>);
+
 /// A set of keys with ids; the first one encrypts new values. Cheap to clone (shared).
 ///
 /// Its `Debug` shows the key ids only.
@@ -263,6 +266,40 @@ impl Keyring {
             }
             other => other,
         }
+    }
+
+    /// The raw keys of the key file at `path`, in file order (the first one current), for other
+    /// uses of the same file format: the request-state keyring of input-required results
+    /// (`--request-state-key-file`) signs with them. Checked exactly as [`load`](Keyring::load).
+    ///
+    /// # Errors
+    /// As [`load`](Keyring::load).
+    pub fn load_key_material(path: &Path) -> Result<Vec<KeyMaterial>, KeyringError> {
+        // Permissions, format, key sizes and duplicate ids are checked here.
+        Keyring::load(path)?;
+        let text =
+            Zeroizing::new(
+                std::fs::read_to_string(path).map_err(|source| KeyringError::Io {
+                    path: path.to_owned(),
+                    source,
+                })?,
+            );
+        let mut keys = Vec::new();
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut fields = line.split_ascii_whitespace();
+            if let (Some(id), Some(key)) = (fields.next(), fields.next()) {
+                let bytes = Zeroizing::new(BASE64.decode(key).unwrap_or_default());
+                let mut key = Zeroizing::new([0u8; KEY_BYTES]);
+                if bytes.len() == KEY_BYTES {
+                    key.copy_from_slice(&bytes);
+                    keys.push((id.to_owned(), key));
+                }
+            }
+        }
+        Ok(keys)
     }
 
     /// Puts a new random key first in the key file at `path` (the other keys stay, in order, so
@@ -588,6 +625,30 @@ mod tests {
         assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
         let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(left.len(), 1, "no temporary file is left");
+    }
+
+    /// The request-state keyring reads the same file: the raw keys in file order, checked as
+    /// `load` checks them (a file others may read is refused).
+    #[cfg(unix)]
+    #[test]
+    fn key_material_is_the_files_keys_in_order() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("request-state.key");
+        let a = BASE64.encode([1u8; KEY_BYTES]);
+        let b = BASE64.encode([2u8; KEY_BYTES]);
+        std::fs::write(&path, format!("# ring\nk2 {b}\n\nk1 {a}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let keys = Keyring::load_key_material(&path).unwrap();
+        let ids: Vec<&str> = keys.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["k2", "k1"]);
+        assert_eq!(*keys[0].1, [2u8; KEY_BYTES]);
+        assert_eq!(*keys[1].1, [1u8; KEY_BYTES]);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(
+            Keyring::load_key_material(&path),
+            Err(KeyringError::Permissions { .. })
+        ));
     }
 
     #[cfg(unix)]

@@ -1,8 +1,11 @@
 //! How a running tool call reaches the client that made it: what a script's requests to the
 //! client (sampling, elicitation, roots) and its stream closing need.
 
+use std::collections::BTreeMap;
+
 use rmcp::model::{ClientCapabilities, ProtocolVersion, RequestId};
 use rmcp::service::{Peer, RoleServer};
+use serde_json::Value;
 
 use crate::context::stream::StreamLink;
 
@@ -24,4 +27,14 @@ pub(crate) struct ClientLink {
     /// The HTTP front collapses the answer into one JSON response: the client cannot receive
     /// requests during the call.
     pub(crate) json_reply: bool,
+}
+
+/// The client's part of one input-required round (2026-07-28): what a retry carries as top-level
+/// params of `tools/call`, `prompts/get` or `resources/read`.
+#[derive(Default, Clone, Debug)]
+pub(crate) struct InputRound {
+    /// `inputResponses`, by key.
+    pub(crate) responses: BTreeMap<String, Value>,
+    /// `requestState`, as the client echoed it.
+    pub(crate) state: Option<String>,
 }

@@ -18,7 +18,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Principal, PrincipalId, Scope};
-use crate::context::client::ClientLink;
+use crate::context::client::{ClientLink, InputRound};
 use crate::context::progress::{Progress, ProgressSink};
 use crate::context::stream::StreamLink;
 
@@ -58,6 +58,8 @@ pub(crate) struct RequestCx<'a> {
     /// nothing.
     principal: Option<&'a Principal>,
     origin: Origin<'a>,
+    /// The input-required round the request carries (2026-07-28 retries).
+    input: Option<&'a InputRound>,
 }
 
 #[derive(Clone)]
@@ -104,6 +106,7 @@ impl<'a> RequestCx<'a> {
                 stream,
                 log_level,
             },
+            input: None,
         }
     }
 
@@ -116,6 +119,7 @@ impl<'a> RequestCx<'a> {
                 ct: CancellationToken::new(),
                 progress,
             },
+            input: None,
         }
     }
 
@@ -126,7 +130,19 @@ impl<'a> RequestCx<'a> {
         RequestCx {
             principal: Some(principal),
             origin: self.origin.clone(),
+            input: None,
         }
+    }
+
+    /// The same request carrying `round`, the client's answers of an input-required round.
+    pub(crate) fn with_input(mut self, round: &'a InputRound) -> Self {
+        self.input = Some(round);
+        self
+    }
+
+    /// The client's answers of an input-required round, when the request carries one.
+    pub(crate) fn input(&self) -> Option<&'a InputRound> {
+        self.input
     }
 
     /// The caller with its scope capped at `most` (`None` without a caller).
@@ -207,6 +223,29 @@ impl<'a> RequestCx<'a> {
                 .is_none_or(|info| info.protocol_version.as_str() >= "2025-06-18"),
             Origin::Local { .. } => true,
         }
+    }
+
+    /// Tells this request's session that its tool list changed (the caller's own pending
+    /// version, issue 17: nobody else's list changed, so the catalog announces nothing). Sent
+    /// from a task of its own, so it goes to the session's stream, not into this request's
+    /// answer. Nothing for the command line or a request without a session (2026-07-28).
+    pub(crate) fn tell_tool_list_changed(&self) {
+        let Origin::Mcp { ctx, .. } = &self.origin else {
+            return;
+        };
+        let session = ctx
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version.as_str() < "2026-07-28");
+        if !session {
+            return;
+        }
+        let peer = ctx.peer.clone();
+        tokio::spawn(async move {
+            if let Err(error) = peer.notify_tool_list_changed().await {
+                tracing::debug!(%error, "list_changed not delivered to the author's session");
+            }
+        });
     }
 
     /// How a running script reaches the client (empty for the command line).

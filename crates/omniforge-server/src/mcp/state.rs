@@ -10,6 +10,8 @@ use crate::catalog::publish::Catalog;
 use crate::content::snapshot::Content;
 use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
+use crate::tools::authoring::approval::Approval;
+use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::stored::kept::KeptOutputs;
 
 /// Server-wide state.
@@ -33,4 +35,9 @@ pub(crate) struct Shared {
     pub(crate) call_log: Option<Arc<dyn Store>>,
     /// The script host (for `/healthz`'s sandbox layers); `None` in bridge mode.
     pub(crate) host: Option<Arc<ScriptHost>>,
+    /// The tool authoring operations (for the console's rollback and example runs); `None`
+    /// in bridge mode.
+    pub(crate) authoring: Option<Arc<ToolAuthoring>>,
+    /// The approval gate (pending versions, approve, reject); `None` in bridge mode.
+    pub(crate) approval: Option<Arc<Approval>>,
 }

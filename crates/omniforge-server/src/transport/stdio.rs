@@ -476,6 +476,8 @@ mod tests {
                 kept: None,
                 call_log: None,
                 host: None,
+                authoring: None,
+                approval: None,
             });
             let (input, server_in) = tokio::io::duplex(1 << 16);
             let (server_out, output) = tokio::io::duplex(1 << 16);

@@ -39,6 +39,7 @@ pub(crate) struct FileConfig {
     pub(crate) max_tool_timeout: Option<Duration>,
     pub(crate) memory_limit_bytes: Option<u64>,
     pub(crate) keep_failed_drafts: Option<bool>,
+    pub(crate) require_approval: Option<bool>,
     pub(crate) max_result_bytes: Option<usize>,
     pub(crate) call_log_rows: Option<u64>,
     pub(crate) schema_profile: Option<SchemaProfileArg>,
@@ -48,6 +49,7 @@ pub(crate) struct FileConfig {
     pub(crate) task_ttl: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) task_lease: Option<Duration>,
+    pub(crate) request_state_key_file: Option<PathBuf>,
     pub(crate) warm_pool: Option<usize>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) warm_idle: Option<Duration>,

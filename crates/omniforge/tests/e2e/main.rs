@@ -6,14 +6,17 @@
 //!
 //! Run: `cargo nextest run -p omniforge --test e2e` (or `cargo test -p omniforge --test e2e`).
 
+mod approval;
 mod authoring_audit;
 mod cli;
 mod client_features;
 mod clients;
 mod connections;
+mod console;
 mod content;
 mod escape;
 mod examples;
+mod input_required;
 mod manifest_tools;
 mod oauth;
 mod postgres;
