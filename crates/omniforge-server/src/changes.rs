@@ -138,6 +138,7 @@ mod tests {
             secrets: vec![],
             author: "t".into(),
             examples: Vec::new(),
+            execution: Default::default(),
         }
     }
 

@@ -95,6 +95,7 @@ pub(crate) struct Stored {
     pub(crate) tools: Arc<ToolAuthoring>,
     pub(crate) content: Arc<Content>,
     pub(crate) kept: Arc<KeptOutputs>,
+    pub(crate) tasks: Arc<Tasks>,
 }
 
 /// A running server: its sources are loaded and followed. Serve it over stdio
@@ -145,6 +146,7 @@ impl Server {
             kept: None,
             call_log: None,
             host: None,
+            tasks: None,
         };
         let stored = match settings.store {
             None => None,
@@ -155,6 +157,7 @@ impl Server {
                 shared.host = Some(stored.host.clone());
                 shared.kept = Some(stored.kept.clone());
                 shared.call_log = Some(stored.store.clone());
+                shared.tasks = Some(stored.tasks.clone());
                 Some(stored)
             }
         };
@@ -258,11 +261,8 @@ async fn start_stored(
         content: content.clone(),
     };
     tokio::spawn(changes::follow(store.clone(), seq, sides, stop.clone()));
-    tokio::spawn(tasks::keep_leases(Tasks::new(
-        store.clone(),
-        s.tasks,
-        stop.clone(),
-    )));
+    let tasks = Tasks::new(store.clone(), s.tasks, stop.clone());
+    tokio::spawn(tasks::keep_leases(tasks.clone()));
     tokio::spawn(collect_garbage(
         Arc::downgrade(&host),
         store.clone(),
@@ -275,5 +275,6 @@ async fn start_stored(
         tools: authoring,
         content,
         kept,
+        tasks,
     })
 }

@@ -154,6 +154,7 @@ fn version(description: &str) -> NewVersion {
         secrets: vec![],
         author: "other-process".into(),
         examples: Vec::new(),
+        execution: Default::default(),
     }
 }
 

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
-    CustomResult, ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams, CompleteResult, CustomRequest,
+    CustomResult, ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, GetTaskParams,
+    GetTaskResult, Implementation, JsonObject, TASKS_EXTENSION_ID, UpdateTaskParams,
     ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
     LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
     ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
@@ -23,6 +24,7 @@ use crate::mcp::listen;
 use crate::mcp::prompts;
 use crate::mcp::resources;
 use crate::mcp::state::Shared;
+use crate::mcp::tasks;
 use crate::mcp::tools;
 
 /// Gives each handler (stdio connection or HTTP session) an id for its resource subscriptions.
@@ -51,8 +53,7 @@ impl OmniForge {
 
 impl ServerHandler for OmniForge {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
+        let mut capabilities = ServerCapabilities::builder()
                 .enable_completions()
                 .enable_prompts()
                 .enable_prompts_list_changed()
@@ -62,8 +63,14 @@ impl ServerHandler for OmniForge {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_logging()
-                .build(),
-        )
+                .build();
+        if self.shared.tasks.is_some() {
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
+        }
+        ServerConfig::new(capabilities)
         .with_server_info(
             Implementation::new("omniforge", env!("CARGO_PKG_VERSION")).with_title("OmniForge"),
         )
@@ -181,6 +188,30 @@ impl ServerHandler for OmniForge {
 
     async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
         listen::listen(&self.shared, ctx).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        tasks::get(&self.shared, request, &ctx).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::update(&self.shared, request, &ctx).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::cancel(&self.shared, request, &ctx).await
     }
 
     async fn on_custom_request(

@@ -10,6 +10,7 @@ use crate::catalog::publish::Catalog;
 use crate::content::snapshot::Content;
 use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
+use crate::tasks::Tasks;
 use crate::tools::stored::kept::KeptOutputs;
 
 /// Server-wide state.
@@ -33,4 +34,7 @@ pub(crate) struct Shared {
     pub(crate) call_log: Option<Arc<dyn Store>>,
     /// The script host (for `/healthz`'s sandbox layers); `None` in bridge mode.
     pub(crate) host: Option<Arc<ScriptHost>>,
+    /// This replica's durable tasks (the Tasks extension is advertised exactly when set);
+    /// `None` in bridge mode.
+    pub(crate) tasks: Option<Arc<Tasks>>,
 }

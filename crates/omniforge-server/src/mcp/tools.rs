@@ -21,6 +21,7 @@ use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::mcp::pagination::{encode_cursor, offset};
 use crate::mcp::state::Shared;
+use crate::mcp::tasks::{self, Route};
 use crate::mcp::to_wire;
 
 /// `tools/list`: the listed tools the caller may use, one page.
@@ -69,6 +70,12 @@ pub(crate) async fn call(
     let cx = RequestCx::of(ctx, Some(log_level));
     let started = SystemTime::now();
     let snapshot = shared.catalog.snapshot();
+    if !cx.arguments_not_object()
+        && let Some(entry) = snapshot.get(&request.name).filter(|e| cx.allows(e.scope))
+        && let Route::Task(tasks) = tasks::route(shared, entry, ctx)?
+    {
+        return tasks::start(&tasks, snapshot.clone(), request, ctx).await;
+    }
     let result = if cx.arguments_not_object() {
         Err(CallError::ArgumentsNotObject)
     } else {

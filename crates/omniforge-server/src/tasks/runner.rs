@@ -35,13 +35,6 @@ pub(crate) struct TaskCall {
     pub(crate) timeout: Duration,
 }
 
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the tools/call path makes tasks with the wire part of issue 13"
-    )
-)]
 impl Tasks {
     /// Creates the task in the store (so that any replica resolves its id once this returns)
     /// and runs `run` for it on this replica. `run` gets a token that fires when the task

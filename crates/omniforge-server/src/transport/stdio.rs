@@ -467,6 +467,7 @@ mod tests {
                 kept: None,
                 call_log: None,
                 host: None,
+                tasks: None,
             });
             let (input, server_in) = tokio::io::duplex(1 << 16);
             let (server_out, output) = tokio::io::duplex(1 << 16);
