@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::model::{
-    ArgumentsDigest, Execution, NewPrompt, NewResource, NewTemplate, NewVersion, ResourceBody, TemplateBody,
+    ArgumentsDigest, Execution, NewPrompt, NewResource, NewTemplate, NewVersion, ResourceBody,
+    TemplateBody,
 };
 
 /// `value` as canonical JSON text (see the [module docs](self)).

@@ -10,13 +10,13 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams, CompleteResult, CustomRequest,
-    CustomResult, ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, GetTaskParams,
-    GetTaskResult, Implementation, JsonObject, TASKS_EXTENSION_ID, UpdateTaskParams,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, CustomRequest, CustomResult, ErrorCode, ErrorData, GetPromptRequestParams,
+    GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, JsonObject, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter,
+    TASKS_EXTENSION_ID, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 
@@ -54,16 +54,16 @@ impl OmniForge {
 impl ServerHandler for OmniForge {
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder()
-                .enable_completions()
-                .enable_prompts()
-                .enable_prompts_list_changed()
-                .enable_resources()
-                .enable_resources_subscribe()
-                .enable_resources_list_changed()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .build();
+            .enable_completions()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .build();
         if self.shared.tasks.is_some() {
             capabilities
                 .extensions
@@ -71,10 +71,10 @@ impl ServerHandler for OmniForge {
                 .insert(TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
         }
         ServerConfig::new(capabilities)
-        .with_server_info(
-            Implementation::new("omniforge", env!("CARGO_PKG_VERSION")).with_title("OmniForge"),
-        )
-        .with_instructions(self.shared.instructions)
+            .with_server_info(
+                Implementation::new("omniforge", env!("CARGO_PKG_VERSION")).with_title("OmniForge"),
+            )
+            .with_instructions(self.shared.instructions)
     }
 
     async fn list_tools(

@@ -229,7 +229,11 @@ pub(crate) async fn cancel(
 /// This server's tasks (a server without a store advertises none, so rmcp never calls).
 fn tasks_of(shared: &Shared) -> Result<&Arc<Tasks>, ErrorData> {
     shared.tasks.as_ref().ok_or_else(|| {
-        ErrorData::new(ErrorCode::METHOD_NOT_FOUND, "this server keeps no tasks", None)
+        ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            "this server keeps no tasks",
+            None,
+        )
     })
 }
 

@@ -18,9 +18,8 @@ use crate::digest::version_sha256;
 use crate::error::StoreError;
 use crate::model::{
     Actor, Annotations, AuditAction, AuditEntry, AuditObject, ChangeKind, Execution, JsonObject,
-    Limits, TaskStart, TaskSupport,
-    NewStatus, NewVersion, Runtime, StoredTool, Tool, ToolVersion, VersionState, VersionStatus,
-    validate_tool_name,
+    Limits, NewStatus, NewVersion, Runtime, StoredTool, TaskStart, TaskSupport, Tool, ToolVersion,
+    VersionState, VersionStatus, validate_tool_name,
 };
 use crate::validate::{check_version, checked_i64, status_reason};
 

@@ -26,6 +26,7 @@ mod secrets;
 mod server;
 mod sessions;
 mod stateless;
+mod tasks;
 mod util;
 mod warm;
 mod wire;
