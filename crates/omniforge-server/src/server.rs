@@ -210,7 +210,7 @@ impl Server {
     /// The HTTP app (the MCP endpoint at `settings.path` and `GET /healthz`), for serving
     /// yourself or for in-process tests. `rmcp_ct` ends every session and SSE stream.
     pub fn app(&self, settings: HttpSettings, rmcp_ct: CancellationToken) -> Router {
-        transport::http::app(self.shared.clone(), settings, rmcp_ct)
+        transport::http::app(self.shared.clone(), settings, rmcp_ct, TaskTracker::new())
     }
 }
 

@@ -42,8 +42,9 @@ const BATCH_ID_PREFIX: &str = "omniforge-batch/";
 
 /// Serves MCP on `input`/`output` until `input` ends or `shutdown` fires.
 ///
-/// On `shutdown` the filter stops reading, waits for in-flight tool calls to finish (the
-/// caller bounds that wait), then closes the session.
+/// When `input` ends or `shutdown` fires, the filter stops reading, waits for in-flight tool
+/// calls to finish and answer (the caller bounds that wait after a signal), then closes the
+/// session.
 ///
 /// # Errors
 /// An I/O error on `input` or `output`.
@@ -78,15 +79,23 @@ where
     let pump = tokio::spawn(pump_rmcp_output(from_rmcp, out_tx.clone(), state.clone()));
     let writer = tokio::spawn(write_output(output, out_rx));
 
+    let mut to_rmcp = to_rmcp;
     let read_result = tokio::select! {
-        r = read_input(input, to_rmcp, out_tx, state) => r,
-        () = shutdown.cancelled() => {
-            tracing::info!("shutting down: waiting for in-flight tool calls");
-            shared.calls.close();
-            shared.calls.wait().await;
-            Ok(())
-        }
+        r = read_input(input, &mut to_rmcp, out_tx, state) => r,
+        () = shutdown.cancelled() => Ok(()),
     };
+    // Whether the input ended (the client has no more requests) or a signal came, the calls
+    // already running are answered first; rmcp's input stays open until then, since its end
+    // would cancel them. The caller bounds this wait after a signal.
+    if !shared.calls.is_empty() {
+        tracing::info!(
+            calls = shared.calls.len(),
+            "waiting for in-flight tool calls"
+        );
+    }
+    shared.calls.close();
+    shared.calls.wait().await;
+    drop(to_rmcp);
     service_ct.cancel();
     let _ = service.await;
     let _ = pump.await;
@@ -131,7 +140,7 @@ struct Batch {
 
 async fn read_input<R: AsyncRead + Unpin>(
     input: R,
-    mut to_rmcp: tokio::io::DuplexStream,
+    to_rmcp: &mut tokio::io::DuplexStream,
     out: mpsc::UnboundedSender<Vec<u8>>,
     state: Arc<Mutex<FilterState>>,
 ) -> io::Result<()> {

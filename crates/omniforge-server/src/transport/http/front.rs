@@ -9,11 +9,14 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
+use futures::StreamExt;
 use http::header::{ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
 use http::{HeaderValue, Method, Request, StatusCode};
 use http_body_util::Full;
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use serde_json::Value;
+use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::auth::Principal;
 use crate::context::request::FrontInfo;
@@ -37,6 +40,8 @@ pub(super) struct Front {
     pub(super) max_body_bytes: usize,
     pub(super) mcp: StreamableHttpService<OmniForge, ResumableSessions>,
     pub(super) book: Arc<SessionBook>,
+    /// POST answers still streaming to their clients: shutdown waits for them after the calls.
+    pub(super) answers: TaskTracker,
 }
 
 /// The MCP endpoint's handler (every method).
@@ -57,6 +62,25 @@ pub(super) async fn endpoint(State(front): State<Arc<Front>>, request: Request<B
         access::allow_origin(&mut response, origin);
     }
     response
+}
+
+/// Keeps `token` until an SSE answer's body has been written (or dropped), so shutdown can wait
+/// for the answers of calls that finished inside the grace period. Other bodies are complete
+/// already.
+fn track(response: Response, token: TaskTrackerToken) -> Response {
+    let streaming = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !streaming {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().map(move |chunk| {
+        let _answer_in_flight = &token;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(body))
 }
 
 impl Front {
@@ -82,7 +106,10 @@ impl Front {
         }
         let (mut parts, body) = request.into_parts();
         match parts.method {
-            Method::POST => self.post(parts, body, principal, session).await,
+            Method::POST => {
+                let token = self.answers.token();
+                track(self.post(parts, body, principal, session).await, token)
+            }
             Method::GET | Method::DELETE => {
                 let negotiated = session.as_deref().and_then(|id| self.book.version(id));
                 if let Err(response) =

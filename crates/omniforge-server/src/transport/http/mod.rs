@@ -57,6 +57,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::mcp::handler::OmniForge;
 use crate::mcp::state::Shared;
@@ -68,11 +69,13 @@ use crate::transport::http::sessions::SessionBook;
 
 /// Builds the axum app: the MCP endpoint at `settings.path` and `GET /healthz`.
 ///
-/// `rmcp_ct` ends every session and SSE stream when cancelled.
+/// `rmcp_ct` ends every session and SSE stream when cancelled; `answers` tracks the POST
+/// answers still streaming, for the shutdown's drain.
 pub(crate) fn app(
     shared: Arc<Shared>,
     settings: HttpSettings,
     rmcp_ct: CancellationToken,
+    answers: TaskTracker,
 ) -> Router {
     let book = Arc::new(SessionBook::new(settings.max_sessions));
     let mut session_manager = LocalSessionManager::default();
@@ -109,6 +112,7 @@ pub(crate) fn app(
         max_body_bytes: settings.max_body_bytes,
         mcp,
         book,
+        answers,
     });
     let router = Router::new()
         .route("/healthz", get(health))
@@ -131,7 +135,8 @@ async fn health(State(front): State<Arc<Front>>, headers: http::HeaderMap) -> Re
 }
 
 /// Serves `app` on `listener` until `shutdown` fires, then stops accepting, lets in-flight
-/// tool calls finish within `grace`, and ends what is left.
+/// tool calls finish and their answers reach their clients within `grace`, and ends what is
+/// left.
 ///
 /// # Errors
 /// An I/O error from the listener.
@@ -148,18 +153,27 @@ pub(crate) async fn serve(
         keep_alive_timeout: settings.keep_alive_timeout,
         max_connections: settings.max_connections,
     };
-    let router = app(shared.clone(), settings, rmcp_ct.clone());
+    let answers = TaskTracker::new();
+    let router = app(shared.clone(), settings, rmcp_ct.clone(), answers.clone());
     let drain = {
         let shutdown = shutdown.clone();
         let rmcp_ct = rmcp_ct.clone();
         async move {
             shutdown.cancelled().await;
             shared.calls.close();
-            if tokio::time::timeout(grace, shared.calls.wait())
+            answers.close();
+            let deadline = tokio::time::Instant::now() + grace;
+            if tokio::time::timeout_at(deadline, shared.calls.wait())
                 .await
                 .is_err()
             {
                 tracing::warn!(grace = ?grace, "in-flight tool calls outlived the grace period; cancelling them");
+            } else if tokio::time::timeout_at(deadline, answers.wait())
+                .await
+                .is_err()
+            {
+                // Streams of calls that were answered, but whose clients read slowly.
+                tracing::warn!(grace = ?grace, "answers still streaming at the end of the grace period; ending them");
             }
             rmcp_ct.cancel();
         }
