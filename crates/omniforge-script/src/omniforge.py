@@ -11,6 +11,8 @@ Installed into every tool environment by OmniForge, so a script can ``import omn
     reply = omniforge.sample("Summarise: ...", max_tokens=200)   # sampling/createMessage
     answer = omniforge.elicit("Your name?", {"type": "object", "properties": {...}})
     folders = omniforge.roots()             # roots/list
+    answers = omniforge.ask({"name": omniforge.elicit_request("Name?", schema),
+                             "where": omniforge.roots_request()})  # several in one round
     caps = omniforge.client_capabilities()  # what the calling client declared
     omniforge.call_builtin("omniforge_get_tool", {"name": "x"})  # declared in its PEP 723 block
     omniforge.protocol_error(-32021, "needs sampling", {"requiredCapabilities": {"sampling": {}}})
@@ -18,10 +20,13 @@ Installed into every tool environment by OmniForge, so a script can ``import omn
 Content builders (``text``, ``image``, ``audio``, ``resource``, ``resource_link``) return MCP
 content items as dicts; bytes are base64-encoded for you.
 
-``sample``, ``elicit`` and ``roots`` are requests to the MCP client that called the tool: each
-returns the client's answer, or raises ``RequestError`` (e.g. when the client did not declare
-the capability, or the protocol revision forbids server-to-client requests) or
-``TimeoutError``.
+``sample``, ``elicit`` and ``roots`` are questions to the MCP client that called the tool, and
+``ask`` puts several in one round: each returns the client's answer, or raises ``RequestError``
+(e.g. when the client did not declare the capability) or ``TimeoutError``. Every question has a
+key (``key=``, default ``q1``, ``q2``, … in asking order). Under protocol revision 2026-07-28 a
+question ends the call with an input-required result (its key names it in ``inputRequests``);
+the client's retry runs the script again from the start and answers its questions from the
+client's ``inputResponses``: ask before doing anything with side effects.
 
 The server talks to the script over a Unix socket whose descriptor number is in the
 ``OMNIFORGE_FD`` environment variable; both directions carry newline-delimited JSON-RPC 2.0.
@@ -51,6 +56,10 @@ __all__ = [
     "sample",
     "elicit",
     "roots",
+    "ask",
+    "sample_request",
+    "elicit_request",
+    "roots_request",
     "close_sse_stream",
     "client_capabilities",
     "protocol_error",
@@ -318,28 +327,18 @@ _SAMPLE_KEYS = {
 }
 
 
-def _client_request(method, body, timeout):
-    params = {} if body is None else {"request": body}
-    if timeout is not None:
-        params["timeout_s"] = float(timeout)
-    # The server bounds the wait itself (timeout_s, else the tool's own time limit); the
-    # local wait only guards against a server that never answers.
-    local = None if timeout is None else float(timeout) + 5.0
-    return request(method, params, timeout=local)
+_key_numbers = itertools.count(1)
+_key_lock = threading.Lock()
 
 
-def sample(messages_or_prompt, max_tokens=1024, timeout=None, **kw):
-    """Asks the client's LLM for a completion (MCP ``sampling/createMessage``).
+def _default_key():
+    """``q1``, ``q2``, … in the order the script asks its unnamed questions."""
+    with _key_lock:
+        return "q%d" % next(_key_numbers)
 
-    ``messages_or_prompt``: a str (one user text message) or a list of MCP sampling messages
-    (a str item becomes a user text message). Keyword arguments are further request fields:
-    ``system_prompt``, ``temperature``, ``stop_sequences``, ``model_preferences``,
-    ``include_context``, ``metadata`` (or their MCP camelCase names).
 
-    Returns the client's result as a dict: ``{"role", "content", "model", "stopReason"}``;
-    the reply text is ``reply["content"]["text"]``. Raises ``RequestError`` when the client
-    lacks the ``sampling`` capability or refuses, ``TimeoutError`` after ``timeout`` seconds.
-    """
+def sample_request(messages_or_prompt, max_tokens=1024, **kw):
+    """A ``sampling/createMessage`` question for ``ask`` (``sample``'s arguments)."""
     if isinstance(messages_or_prompt, str):
         items = [messages_or_prompt]
     else:
@@ -352,29 +351,97 @@ def sample(messages_or_prompt, max_tokens=1024, timeout=None, **kw):
     body = {"messages": messages, "maxTokens": int(max_tokens)}
     for key, value in kw.items():
         body[_SAMPLE_KEYS.get(key, key)] = value
-    return _client_request("sample", body, timeout)
+    return {"method": "sampling/createMessage", "params": body}
 
 
-def elicit(message, requested_schema, timeout=None):
+def elicit_request(message, requested_schema):
+    """An ``elicitation/create`` question (form mode) for ``ask``."""
+    body = {"message": str(message), "requestedSchema": requested_schema}
+    return {"method": "elicitation/create", "params": body}
+
+
+def roots_request():
+    """A ``roots/list`` question for ``ask``."""
+    return {"method": "roots/list", "params": {}}
+
+
+def ask(requests, timeout=None):
+    """Asks the client several questions in one round and returns their answers by key.
+
+    ``requests``: a dict of key → question, the questions built with ``elicit_request``,
+    ``sample_request`` and ``roots_request``. Keys name the questions for the client (MCP
+    ``inputRequests`` keys under protocol revision 2026-07-28); use each key once per call.
+
+    Returns a dict of key → the client's result (as ``elicit``, ``sample`` and ``roots/list``
+    answer it). Raises ``RequestError`` when the client did not declare a capability a question
+    needs (none is asked then), ``TimeoutError`` after ``timeout`` seconds.
+
+    Under 2026-07-28 the call ends here with an input-required result when an answer is still
+    missing, and the client's retry **runs the script again from the start**, answering its
+    questions from what the client sent: ask before doing anything with side effects.
+    """
+    if not isinstance(requests, dict) or not requests:
+        raise ValueError("ask: give a non-empty dict of key -> question")
+    questions = {}
+    for key, question in requests.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError("ask: keys must be non-empty strings")
+        if not isinstance(question, dict) or "method" not in question:
+            raise ValueError("ask: %r is not a question (build it with elicit_request, "
+                             "sample_request or roots_request)" % key)
+        questions[key] = question
+    params = {"requests": questions}
+    if timeout is not None:
+        params["timeout_s"] = float(timeout)
+    # The server bounds the wait itself (timeout_s, else the tool's own time limit); the
+    # local wait only guards against a server that never answers.
+    local = None if timeout is None else float(timeout) + 5.0
+    answer = request("ask", params, timeout=local) or {}
+    return answer.get("responses") or {}
+
+
+def _ask_one(question, key, timeout):
+    key = _default_key() if key is None else str(key)
+    return ask({key: question}, timeout).get(key)
+
+
+def sample(messages_or_prompt, max_tokens=1024, timeout=None, key=None, **kw):
+    """Asks the client's LLM for a completion (MCP ``sampling/createMessage``).
+
+    ``messages_or_prompt``: a str (one user text message) or a list of MCP sampling messages
+    (a str item becomes a user text message). Keyword arguments are further request fields:
+    ``system_prompt``, ``temperature``, ``stop_sequences``, ``model_preferences``,
+    ``include_context``, ``metadata`` (or their MCP camelCase names). ``key`` names the
+    question (default ``q1``, ``q2``, … in asking order; see ``ask``).
+
+    Returns the client's result as a dict: ``{"role", "content", "model", "stopReason"}``;
+    the reply text is ``reply["content"]["text"]``. Raises ``RequestError`` when the client
+    lacks the ``sampling`` capability or refuses, ``TimeoutError`` after ``timeout`` seconds.
+    """
+    return _ask_one(sample_request(messages_or_prompt, max_tokens, **kw), key, timeout)
+
+
+def elicit(message, requested_schema, timeout=None, key=None):
     """Asks the user for input through the client (MCP ``elicitation/create``, form mode).
 
     ``requested_schema``: the form's JSON schema (an object schema of primitive properties,
-    with defaults and enum forms as MCP allows); it is sent unchanged.
+    with defaults and enum forms as MCP allows); it is sent unchanged. ``key`` names the
+    question (default ``q1``, ``q2``, … in asking order; see ``ask``).
 
     Returns the client's result as a dict: ``{"action": "accept"|"decline"|"cancel",
     "content": {...}}`` (content only with accept). Raises ``RequestError`` when the client
     lacks the ``elicitation`` capability, ``TimeoutError`` after ``timeout`` seconds.
     """
-    body = {"message": str(message), "requestedSchema": requested_schema}
-    return _client_request("elicit", body, timeout)
+    return _ask_one(elicit_request(message, requested_schema), key, timeout)
 
 
-def roots(timeout=None):
+def roots(timeout=None, key=None):
     """The client's roots (MCP ``roots/list``): a list of ``{"uri", "name"?}`` dicts.
 
+    ``key`` names the question (default ``q1``, ``q2``, … in asking order; see ``ask``).
     Raises ``RequestError`` when the client lacks the ``roots`` capability.
     """
-    answer = _client_request("roots", None, timeout) or {}
+    answer = _ask_one(roots_request(), key, timeout) or {}
     return answer.get("roots", [])
 
 

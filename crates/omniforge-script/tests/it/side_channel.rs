@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use omniforge_script::*;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -189,13 +189,16 @@ for bad in (lambda: omniforge.image("not base64!", "image/png"),
     );
 }
 
+/// `sample`, `elicit`, `roots` and `ask` send one `ask` request per round: the MCP params
+/// unchanged, each question under its key (`key=`, else `q1`, `q2`, … in asking order).
 #[tokio::test]
-async fn sample_elicit_roots_send_their_mcp_params() {
+async fn questions_are_asked_by_key_with_their_mcp_params() {
     let (tx, mut rx) = mpsc::channel(8);
     let code = r#"import omniforge
 print(omniforge.sample("hi", max_tokens=5, system_prompt="terse", temperature=0.2, timeout=3))
-print(omniforge.elicit("Name?", {"type": "object", "properties": {"n": {"type": "string", "default": "x"}}}))
+print(omniforge.elicit("Name?", {"type": "object", "properties": {"n": {"type": "string", "default": "x"}}}, key="name"))
 print(omniforge.roots())
+print(omniforge.ask({"a": omniforge.roots_request(), "b": omniforge.elicit_request("B?", {})}))
 "#;
     let mut s = spec(code).await;
     s.messages = Some(tx);
@@ -205,37 +208,46 @@ print(omniforge.roots())
     while let Some(message) = rx.recv().await {
         if let ScriptMessage::Request(request) = message {
             seen.push((request.method().to_owned(), request.params().clone()));
-            let answer = match request.method() {
-                "sample" => json!({"role": "assistant", "content": {"type": "text", "text": "yo"}}),
-                "elicit" => json!({"action": "decline"}),
-                _ => json!({"roots": [{"uri": "file:///r"}]}),
-            };
-            request.respond(Ok(answer));
+            let mut responses = serde_json::Map::new();
+            for (key, question) in request.params()["requests"].as_object().unwrap() {
+                let answer = match question["method"].as_str().unwrap() {
+                    "sampling/createMessage" => {
+                        json!({"role": "assistant", "content": {"type": "text", "text": "yo"}})
+                    }
+                    "elicitation/create" => json!({"action": "decline"}),
+                    _ => json!({"roots": [{"uri": "file:///r"}]}),
+                };
+                responses.insert(key.clone(), answer);
+            }
+            request.respond(Ok(json!({"responses": responses})));
         }
     }
     let out = tokio::time::timeout(Duration::from_secs(20), run)
         .await
         .unwrap()
         .unwrap();
+    let ask = |requests: Value| ("ask".to_owned(), json!({"requests": requests}));
+    let mut first = ask(json!({"q1": {"method": "sampling/createMessage", "params":
+        {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
+         "maxTokens": 5, "systemPrompt": "terse", "temperature": 0.2}}}));
+    first.1["timeout_s"] = json!(3.0);
     assert_eq!(
         seen,
         [
-            (
-                "sample".to_owned(),
-                json!({"request": {"messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}],
-                                   "maxTokens": 5, "systemPrompt": "terse", "temperature": 0.2},
-                       "timeout_s": 3.0})
+            first,
+            ask(
+                json!({"name": {"method": "elicitation/create", "params": {"message": "Name?",
+                "requestedSchema": {"type": "object", "properties": {"n": {"type": "string", "default": "x"}}}}}})
             ),
-            (
-                "elicit".to_owned(),
-                json!({"request": {"message": "Name?", "requestedSchema":
-                    {"type": "object", "properties": {"n": {"type": "string", "default": "x"}}}}})
-            ),
-            ("roots".to_owned(), json!({})),
+            // The named question did not use a number: the next unnamed one is q2.
+            ask(json!({"q2": {"method": "roots/list", "params": {}}})),
+            ask(json!({"a": {"method": "roots/list", "params": {}},
+                       "b": {"method": "elicitation/create", "params": {"message": "B?", "requestedSchema": {}}}})),
         ]
     );
     assert_eq!(
         stdout(&out),
-        "{'content': {'text': 'yo', 'type': 'text'}, 'role': 'assistant'}\n{'action': 'decline'}\n[{'uri': 'file:///r'}]\n"
+        "{'content': {'text': 'yo', 'type': 'text'}, 'role': 'assistant'}\n{'action': 'decline'}\n\
+         [{'uri': 'file:///r'}]\n{'a': {'roots': [{'uri': 'file:///r'}]}, 'b': {'action': 'decline'}}\n"
     );
 }

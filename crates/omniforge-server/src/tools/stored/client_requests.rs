@@ -1,8 +1,8 @@
 //! Requests a running script sends to the MCP client that called its tool.
 //!
-//! The helper module's `sample`, `elicit` and `roots` arrive over the script's side channel as
-//! requests (`sample`, `elicit`, `roots`, with the MCP params under `request` and an optional
-//! `timeout_s`). Each becomes the MCP request (`sampling/createMessage`, `elicitation/create`,
+//! The helper module's questions (`ask`, `sample`, `elicit`, `roots`) arrive over the script's
+//! side channel as requests ([`crate::tools::stored::questions`]). Before 2026-07-28 each
+//! question becomes the MCP request (`sampling/createMessage`, `elicitation/create`,
 //! `roots/list`) sent through the calling session's rmcp [`Peer`](rmcp::service::Peer), tagged with the tool call's
 //! request id, so over Streamable HTTP it rides the call's own POST SSE stream (SEP-2260, as
 //! rmcp routes it). The params go out unchanged (an elicitation schema keeps its defaults and
@@ -23,14 +23,14 @@ use std::time::Duration;
 
 use omniforge_script::{RpcError, ScriptRequest};
 use rmcp::model::{
-    CancelledNotificationParam, ClientCapabilities, CustomRequest, ProtocolVersion,
-    RequestMetaObject, ServerRequest,
+    CancelledNotificationParam, CustomRequest, ProtocolVersion, RequestMetaObject, ServerRequest,
 };
-use rmcp::service::{OriginatingRequestId, PeerRequestOptions};
+use rmcp::service::{OriginatingRequestId, Peer, PeerRequestOptions, RoleServer};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::client::ClientLink;
+use crate::tools::stored::questions::{self, Ask, Question, error};
 use crate::tools::stored::redact::scrub_value;
 
 /// JSON-RPC error codes sent back to the script: `METHOD_NOT_FOUND` for an unknown script
@@ -52,56 +52,6 @@ pub(crate) mod code {
     pub(crate) const TIMEOUT: i64 = -32001;
 }
 
-/// The longest `timeout_s` a script may ask for; the run's own time limit usually ends it first.
-const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
-
-/// One kind of client request a script may make.
-#[derive(Clone, Copy)]
-enum Kind {
-    Sampling,
-    Elicitation,
-    Roots,
-}
-
-impl Kind {
-    fn method(self) -> &'static str {
-        match self {
-            Kind::Sampling => "sampling/createMessage",
-            Kind::Elicitation => "elicitation/create",
-            Kind::Roots => "roots/list",
-        }
-    }
-
-    fn capability(self) -> &'static str {
-        match self {
-            Kind::Sampling => "sampling",
-            Kind::Elicitation => "elicitation (form mode)",
-            Kind::Roots => "roots",
-        }
-    }
-
-    fn declared(self, caps: &ClientCapabilities) -> bool {
-        match self {
-            Kind::Sampling => caps.sampling.is_some(),
-            Kind::Roots => caps.roots.is_some(),
-            // `elicitation: {}` (as 2025-06-18 clients declare it) means form mode; a client
-            // that lists modes must list `form`.
-            Kind::Elicitation => caps
-                .elicitation
-                .as_ref()
-                .is_some_and(|e| e.form.is_some() || e.url.is_none()),
-        }
-    }
-}
-
-fn error(code: i64, message: impl Into<String>) -> RpcError {
-    RpcError {
-        code,
-        message: message.into(),
-        data: None,
-    }
-}
-
 /// Answers one script request. `ended` fires when the run is over (the script exited, timed
 /// out or was cancelled): a client request still waiting is then cancelled.
 /// Exact `secrets` values in what is sent are replaced by `[redacted]`, as in results.
@@ -113,16 +63,17 @@ pub(crate) async fn answer(
 ) {
     let params = scrub_value(request.params().clone(), secrets);
     let answer = match request.method() {
-        "sample" => forward(link, Kind::Sampling, &params, ended).await,
-        "elicit" => forward(link, Kind::Elicitation, &params, ended).await,
-        "roots" => forward(link, Kind::Roots, &params, ended).await,
+        method if questions::is_question(method) => match questions::parse(method, &params) {
+            Ok(ask) => ask_live(link, &ask, ended).await,
+            Err(e) => Err(e),
+        },
         "close_sse_stream" => close_stream(link, request.params()).await,
         "client_capabilities" => Ok(json!({"capabilities": link.capabilities})),
         other => Err(error(
             code::METHOD_NOT_FOUND,
             format!(
-                "unknown request {other:?}: scripts can send sample, elicit, roots, \
-                 close_sse_stream, client_capabilities and protocol_error"
+                "unknown request {other:?}: scripts can send ask, sample, elicit, roots, \
+                 close_sse_stream, client_capabilities, call_builtin and protocol_error"
             ),
         )),
     };
@@ -154,14 +105,18 @@ async fn close_stream(link: &ClientLink, params: &Value) -> Result<Value, RpcErr
     }
 }
 
-/// Checks and sends one client request; the client's result comes back as it answered.
-async fn forward(
+/// Asks the live client every question of `ask` at once (after checking that all can be
+/// sent); the client's results come back as it answered, by key (`q1`, `q2`, … for an old
+/// helper's unkeyed request, which gets the bare result).
+async fn ask_live(
     link: &ClientLink,
-    kind: Kind,
-    params: &Value,
+    ask: &Ask,
     ended: &CancellationToken,
 ) -> Result<Value, RpcError> {
-    let method = kind.method();
+    let Some(first) = ask.questions.first() else {
+        return Err(error(code::INVALID_PARAMS, "no question"));
+    };
+    let method = first.kind.method();
     let Some(peer) = &link.peer else {
         return Err(error(
             code::INTERNAL_ERROR,
@@ -202,47 +157,38 @@ async fn forward(
             ),
         ));
     };
-    if !kind.declared(capabilities) {
-        return Err(error(
-            code::METHOD_NOT_FOUND,
-            format!(
-                "{method} cannot be sent: the client did not declare the {} capability",
-                kind.capability()
-            ),
-        ));
-    }
-    let timeout = match params.get("timeout_s") {
-        None | Some(Value::Null) => None,
-        Some(v) => match v.as_f64() {
-            Some(s) if s > 0.0 && s.is_finite() => {
-                Some(Duration::from_secs_f64(s).min(MAX_TIMEOUT))
-            }
-            _ => {
-                return Err(error(
-                    code::INVALID_PARAMS,
-                    "timeout_s must be a positive number of seconds",
-                ));
-            }
-        },
-    };
-    let mut body = match (kind, params.get("request")) {
-        (Kind::Roots, None | Some(Value::Null)) => None,
-        (_, Some(Value::Object(body))) => Some(body.clone()),
-        _ => {
-            return Err(error(
-                code::INVALID_PARAMS,
-                format!("the {method} params must be a JSON object under \"request\""),
-            ));
+    questions::check_declared(ask, capabilities)?;
+    let answers = futures::future::join_all(
+        ask.questions
+            .iter()
+            .map(|q| forward(peer, link, q, ask.timeout, ended)),
+    )
+    .await;
+    let mut responses = serde_json::Map::new();
+    for (i, (question, answer)) in ask.questions.iter().zip(answers).enumerate() {
+        let answer = answer?;
+        if ask.legacy {
+            return Ok(answer);
         }
-    };
-    if let (Kind::Elicitation, Some(body)) = (kind, &body)
-        && body.get("mode").is_some_and(|m| m != "form")
-    {
-        return Err(error(
-            code::INVALID_PARAMS,
-            "only form-mode elicitation is available to scripts",
-        ));
+        let key = question
+            .key
+            .clone()
+            .unwrap_or_else(|| format!("q{}", i + 1));
+        responses.insert(key, answer);
     }
+    Ok(json!({"responses": responses}))
+}
+
+/// Sends one question to the client; its result comes back as it answered.
+async fn forward(
+    peer: &Peer<RoleServer>,
+    link: &ClientLink,
+    question: &Question,
+    timeout: Option<Duration>,
+    ended: &CancellationToken,
+) -> Result<Value, RpcError> {
+    let method = question.kind.method();
+    let mut body = question.params.clone();
     let mut options = PeerRequestOptions::no_options();
     options.timeout = timeout;
     // rmcp adds its own `_meta` (a progress token); a script's `_meta` joins it.
@@ -309,30 +255,12 @@ fn service_error(method: &str, e: rmcp::ServiceError) -> RpcError {
 mod tests {
     use super::*;
 
-    fn caps(value: Value) -> ClientCapabilities {
-        serde_json::from_value(value).unwrap()
-    }
-
-    #[test]
-    fn declared_capabilities() {
-        let all = caps(json!({"sampling": {}, "roots": {"listChanged": true}, "elicitation": {}}));
-        assert!(Kind::Sampling.declared(&all) && Kind::Roots.declared(&all));
-        // An empty elicitation object means form mode; url-only does not.
-        assert!(Kind::Elicitation.declared(&all));
-        assert!(Kind::Elicitation.declared(&caps(json!({"elicitation": {"form": {}}}))));
-        assert!(!Kind::Elicitation.declared(&caps(json!({"elicitation": {"url": {}}}))));
-        let none = caps(json!({}));
-        assert!(!Kind::Sampling.declared(&none) && !Kind::Roots.declared(&none));
-        assert!(!Kind::Elicitation.declared(&none));
-    }
-
     #[tokio::test]
     async fn refused_without_a_client_or_with_bad_params() {
         let ended = CancellationToken::new();
         let no_client = ClientLink::default();
-        let e = forward(&no_client, Kind::Sampling, &json!({}), &ended)
-            .await
-            .unwrap_err();
+        let ask = questions::parse("sample", &json!({"request": {}})).unwrap();
+        let e = ask_live(&no_client, &ask, &ended).await.unwrap_err();
         assert_eq!(e.code, code::INTERNAL_ERROR);
         assert!(e.message.contains("has none"), "{}", e.message);
         // close_sse_stream without a stream: nothing to close.

@@ -5,6 +5,7 @@
 //! - [`run`]: the call loop (progress, logs, heartbeat, the script's requests to the client).
 //! - [`client_requests`]: a script's `sample`, `elicit`, `roots`, `close_sse_stream` and
 //!   `client_capabilities`.
+//! - [`questions`]: the script↔server question protocol (`ask` with keys).
 //! - [`protocol_error`]: a script ending its call with a JSON-RPC error.
 //! - [`shape`]: a run's output to a result (helper result, outputSchema, size cap).
 //! - [`kept`]: the whole output behind a cut result's resource link.
@@ -14,6 +15,7 @@ pub(crate) mod call;
 pub(crate) mod client_requests;
 pub(crate) mod kept;
 pub(crate) mod protocol_error;
+pub(crate) mod questions;
 pub(crate) mod redact;
 pub(crate) mod run;
 pub(crate) mod shape;
