@@ -18,7 +18,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Principal, PrincipalId, Scope};
-use crate::context::client::ClientLink;
+use crate::context::client::{ClientLink, TaskLink};
 use crate::context::progress::{Progress, ProgressSink};
 use crate::context::stream::StreamLink;
 
@@ -224,6 +224,7 @@ impl<'a> RequestCx<'a> {
                 capabilities: ctx.client_capabilities(),
                 stream: stream.cloned(),
                 json_reply: *json_reply,
+                task: ctx.extensions.get::<TaskLink>().cloned(),
             },
             Origin::Local { .. } => ClientLink::default(),
         }

@@ -115,8 +115,9 @@ pub(crate) async fn start(
     detached.meta.remove("progressToken");
     let name = request.name.to_string();
     let task = tasks
-        .start(call, move |ct| {
+        .start(call, move |ct, link| {
             detached.ct = ct;
+            detached.extensions.insert(link);
             async move {
                 let cx = RequestCx::of(&detached, None);
                 let result = snapshot.call(&name, arguments, &cx, false).await;

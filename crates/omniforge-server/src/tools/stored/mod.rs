@@ -6,6 +6,7 @@
 //! - [`client_requests`]: a script's `sample`, `elicit`, `roots`, `close_sse_stream` and
 //!   `client_capabilities`.
 //! - [`questions`]: the script↔server question protocol (`ask` with keys).
+//! - [`task_input`]: the questions of a call running as a task, through the task's record.
 //! - [`protocol_error`]: a script ending its call with a JSON-RPC error.
 //! - [`shape`]: a run's output to a result (helper result, outputSchema, size cap).
 //! - [`kept`]: the whole output behind a cut result's resource link.
@@ -20,3 +21,4 @@ pub(crate) mod redact;
 pub(crate) mod run;
 pub(crate) mod shape;
 pub(crate) mod source;
+pub(crate) mod task_input;
