@@ -2,7 +2,8 @@
 //! binary and real scripts, over raw 2026-07-28 HTTP requests (the Python SDK 2.3 has no
 //! Tasks client): a call that outlives its request and is read through a second server
 //! process on the same store; `tasks/cancel` kills the script's processes; another principal's
-//! task is an unknown id; a task whose server died reads `failed` with a message. The
+//! task is an unknown id; a task whose server died reads `failed` with a message; a script's
+//! questions inside a task wait for `tasks/update`, delivered through another server. The
 //! conformance suite (scripts/conformance) checks the wire shapes.
 
 use std::path::Path;
@@ -27,7 +28,7 @@ fn meta(tasks: bool) -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": STATELESS,
         "io.modelcontextprotocol/clientInfo": {"name": "e2e-tasks", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "extensions": extensions},
     })
 }
 
@@ -320,4 +321,81 @@ async fn a_task_whose_server_died_reads_failed_with_a_message() {
     let message = failed["error"]["message"].as_str().unwrap();
     assert!(message.contains("stopped"), "{failed}");
     assert!(failed.get("result").is_none(), "{failed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_inside_a_task_wait_for_tasks_update_through_any_server() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(
+        &data,
+        &[json!({
+            "name": "two_questions",
+            "description": "Asks two questions in one round",
+            "inputSchema": {"type": "object", "properties": {}},
+            "taskSupport": "required",
+            "code": r#"import omniforge
+schema = lambda p, t: {"type": "object", "properties": {p: {"type": t}}, "required": [p]}
+answers = omniforge.ask({
+    "who": omniforge.elicit_request("Who?", schema("name", "string")),
+    "sure": omniforge.elicit_request("Sure?", schema("ok", "boolean")),
+})
+print("%s/%s" % (answers["who"]["content"]["name"], answers["sure"]["content"]["ok"]))
+"#,
+        })],
+    );
+    let runner = serve(&data, &[]).await;
+    let other = serve(&data, &[]).await;
+    // A required tool without the extension: -32021, nothing runs.
+    let refused = request(
+        &runner.url,
+        None,
+        "tools/call",
+        json!({"name": "two_questions", "arguments": {}, "_meta": meta(false)}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    let task_id = start_task(&runner.url, None, "two_questions", json!({})).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waiting = loop {
+        let answer = get(&other.url, None, &task_id).await;
+        if answer["result"]["status"] == "input_required" {
+            break answer["result"].clone();
+        }
+        assert_eq!(answer["result"]["status"], "working", "{answer}");
+        assert!(Instant::now() < deadline, "never input_required: {answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let requests = waiting["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 2, "{waiting}");
+    assert_eq!(requests["who"]["method"], "elicitation/create", "{waiting}");
+    assert_eq!(requests["who"]["params"]["message"], "Who?", "{waiting}");
+    // One answer (and one to a key never asked, ignored), through the other server.
+    let update = |responses: Value| {
+        request(
+            &other.url,
+            None,
+            "tasks/update",
+            json!({"taskId": task_id, "inputResponses": responses, "_meta": meta(true)}),
+        )
+    };
+    let ack = update(json!({
+        "who": {"action": "accept", "content": {"name": "Ada"}},
+        "never_asked": {"action": "accept", "content": {}},
+    }))
+    .await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let partial = get(&other.url, None, &task_id).await;
+    assert_eq!(partial["result"]["status"], "input_required", "{partial}");
+    let left: Vec<&String> = partial["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(left, ["sure"], "{partial}");
+    let ack = update(json!({"sure": {"action": "accept", "content": {"ok": true}}})).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = until_terminal(&other.url, None, &task_id, Duration::from_secs(30)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "Ada/True", "{done}");
 }
