@@ -172,6 +172,14 @@ impl<'a> RequestCx<'a> {
         }
     }
 
+    /// Whether the call runs as a task (its context carries the task runner's [`TaskLink`]).
+    pub(crate) fn in_task(&self) -> bool {
+        match &self.origin {
+            Origin::Mcp { ctx, .. } => ctx.extensions.get::<TaskLink>().is_some(),
+            Origin::Local { .. } => false,
+        }
+    }
+
     /// Which log messages the request receives: under 2026-07-28 what its `_meta` asks for
     /// (none without `logLevel`), before it the level the peer set with `logging/setLevel`.
     pub(crate) fn log_filter(&self) -> LogFilter {

@@ -399,3 +399,37 @@ print("%s/%s" % (answers["who"]["content"]["name"], answers["sure"]["content"]["
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["result"]["content"][0]["text"], "Ada/True", "{done}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_past_its_time_limit_reads_failed() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(
+        &data,
+        &[json!({
+            "name": "too_slow",
+            "description": "Sleeps past its time limit",
+            "inputSchema": {"type": "object", "properties": {}},
+            "taskSupport": "optional",
+            "timeout_s": 1,
+            "code": "import time\ntime.sleep(30)\n",
+        })],
+    );
+    let server = serve(&data, &[]).await;
+    // Inline, the time limit is an isError result as before.
+    let inline = request(
+        &server.url,
+        None,
+        "tools/call",
+        json!({"name": "too_slow", "arguments": {}, "_meta": meta(false)}),
+    )
+    .await;
+    assert_eq!(inline["result"]["isError"], true, "{inline}");
+    // As a task, it could not finish: failed, with the reason.
+    let task_id = start_task(&server.url, None, "too_slow", json!({})).await;
+    let failed = until_terminal(&server.url, None, &task_id, Duration::from_secs(30)).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap();
+    assert!(message.contains("time limit"), "{failed}");
+}

@@ -158,6 +158,18 @@ impl StoredTools {
         if let Err(error) = self.store.record_call(record).await {
             tracing::warn!(%error, "recording a call failed");
         }
+        // Inside a task, a run that could not finish (its time limit, a signal such as the
+        // memory limit's kill) fails the task instead of completing it with an isError
+        // result: `failed` is for a task that could not finish (issue 13).
+        if cx.in_task()
+            && let Some(message) = unfinished(outcome, spec_v.limits.timeout_ms)
+        {
+            return Err(CallError::Protocol {
+                code: INTERNAL_ERROR,
+                message,
+                data: None,
+            });
+        }
         result
     }
 
@@ -235,6 +247,23 @@ impl StoredTools {
             .await
             .map_err(CallError::from);
         (result, outcome)
+    }
+}
+
+/// The JSON-RPC code of a task whose run could not finish.
+const INTERNAL_ERROR: i32 = -32603;
+
+/// Why a run could not finish, if it could not: its time limit, or a signal.
+fn unfinished(outcome: CallOutcome, timeout_ms: u64) -> Option<String> {
+    match outcome {
+        CallOutcome::Timeout => Some(format!(
+            "the script did not finish within its time limit of {} s",
+            timeout_ms as f64 / 1000.0
+        )),
+        CallOutcome::Exit(status) if status < 0 => {
+            Some(format!("the script was killed by signal {}", -status))
+        }
+        _ => None,
     }
 }
 
