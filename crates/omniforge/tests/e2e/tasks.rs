@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::client_features::add_tools;
 use crate::procs::Serve;
 use crate::script_tools::{data_home, unique};
-use crate::util::{parse_sse, require, uv};
+use crate::util::{e2e_dir, no_proxy, parse_sse, python_driver, python2, require, uv};
 
 const STATELESS: &str = "2026-07-28";
 
@@ -432,4 +432,40 @@ async fn a_task_past_its_time_limit_reads_failed() {
     assert_eq!(failed["error"]["code"], -32603, "{failed}");
     let message = failed["error"]["message"].as_str().unwrap();
     assert!(message.contains("time limit"), "{failed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_polls_a_task_longer_than_its_request_timeout() {
+    require(&[uv(), python2()]);
+    let (_home, data) = data_home();
+    add_tools(&data, &[sleeper_tool()]);
+    let server = serve(&data, &[]).await;
+    // The client gives each request 4 s; the script takes 10 s. The driver's Tasks extension
+    // (client_drivers/tasks_client.py) polls tasks/get until the task completes.
+    let mut driver = python_driver(
+        &python2(),
+        &e2e_dir("client_drivers").join("tasks_client.py"),
+    );
+    no_proxy(&mut driver)
+        .args([&server.url, "sleeper", r#"{"seconds": 10}"#, "4"])
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), driver.output())
+        .await
+        .expect("the Python client did not finish in 120 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "python client failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(report["text"], "slept 10", "{report}");
+    assert_eq!(report["isError"], false, "{report}");
+    assert_eq!(
+        report["statuses"],
+        json!(["working", "completed"]),
+        "{report}"
+    );
+    assert!(report["polls"].as_u64().unwrap() >= 2, "{report}");
 }
