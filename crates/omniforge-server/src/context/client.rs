@@ -2,6 +2,7 @@
 //! client (sampling, elicitation, roots) and its stream closing need.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use omniforge_store::Store;
 use rmcp::model::{ClientCapabilities, ProtocolVersion, RequestId};
@@ -42,4 +43,7 @@ pub(crate) struct TaskLink {
     pub(crate) task_id: String,
     /// The replica running it (only it may set its pending input and take the answers).
     pub(crate) replica: String,
+    /// How long the task is kept: what the call keeps for it (a cut result's whole output)
+    /// lasts at least as long.
+    pub(crate) ttl: Duration,
 }

@@ -174,9 +174,14 @@ impl<'a> RequestCx<'a> {
 
     /// Whether the call runs as a task (its context carries the task runner's [`TaskLink`]).
     pub(crate) fn in_task(&self) -> bool {
+        self.task_ttl().is_some()
+    }
+
+    /// The TTL of the task the call runs as, if it runs as one.
+    pub(crate) fn task_ttl(&self) -> Option<std::time::Duration> {
         match &self.origin {
-            Origin::Mcp { ctx, .. } => ctx.extensions.get::<TaskLink>().is_some(),
-            Origin::Local { .. } => false,
+            Origin::Mcp { ctx, .. } => ctx.extensions.get::<TaskLink>().map(|t| t.ttl),
+            Origin::Local { .. } => None,
         }
     }
 

@@ -54,6 +54,7 @@ impl Tasks {
         F: FnOnce(CancellationToken, TaskLink) -> Fut,
         Fut: Future<Output = TaskEnd> + Send + 'static,
     {
+        let ttl = self.settings.ttl.max(call.timeout);
         let task = self
             .store
             .create_task(NewTask {
@@ -63,7 +64,7 @@ impl Tasks {
                 tool: call.tool,
                 version: call.version,
                 replica: self.replica.clone(),
-                ttl: Some(self.settings.ttl.max(call.timeout)),
+                ttl: Some(ttl),
                 poll_interval: self.settings.poll_interval,
                 lease: self.settings.lease,
             })
@@ -73,6 +74,7 @@ impl Tasks {
             store: self.store.clone(),
             task_id: task.task_id.clone(),
             replica: self.replica.clone(),
+            ttl,
         };
         let running = run(ct.clone(), link);
         tokio::spawn(drive(self.clone(), task.task_id.clone(), ct, running));

@@ -37,6 +37,7 @@ async fn request(url: &str, token: Option<&str>, method: &str, params: Value) ->
     let name = params
         .get("name")
         .or_else(|| params.get("taskId"))
+        .or_else(|| params.get("uri"))
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
@@ -468,4 +469,79 @@ async fn the_python_sdk_polls_a_task_longer_than_its_request_timeout() {
         "{report}"
     );
     assert!(report["polls"].as_u64().unwrap() >= 2, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_cut_output_lives_as_long_as_the_task() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(
+        &data,
+        &[json!({
+            "name": "long_output",
+            "description": "Prints 1000 lines",
+            "inputSchema": {"type": "object", "properties": {}},
+            "taskSupport": "optional",
+            "code": "for i in range(1000):\n    print(f'line {i}')\n",
+        })],
+    );
+    // Kept outputs expire after 1 s; tasks are kept an hour.
+    let server = serve(
+        &data,
+        &[
+            "--max-result-bytes",
+            "100",
+            "--output-ttl",
+            "1s",
+            "--task-ttl",
+            "1h",
+        ],
+    )
+    .await;
+    let link_of = |result: &Value| -> String {
+        result["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "resource_link")
+            .unwrap_or_else(|| panic!("no resource_link in a cut result: {result}"))["uri"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let read = |uri: String| {
+        let url = server.url.clone();
+        async move {
+            request(
+                &url,
+                None,
+                "resources/read",
+                json!({"uri": uri, "_meta": meta(false)}),
+            )
+            .await
+        }
+    };
+    let inline = request(
+        &server.url,
+        None,
+        "tools/call",
+        json!({"name": "long_output", "arguments": {}, "_meta": meta(false)}),
+    )
+    .await;
+    let inline_uri = link_of(&inline["result"]);
+    let task_id = start_task(&server.url, None, "long_output", json!({})).await;
+    let done = until_terminal(&server.url, None, &task_id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let task_uri = link_of(&done["result"]);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Past --output-ttl: the inline call's output is gone, the task's is not.
+    let gone = read(inline_uri).await;
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    let message = gone["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("resource not found"), "{gone}");
+    let kept = read(task_uri).await;
+    let text = kept["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.ends_with("line 999"), "{kept}");
 }
