@@ -1,4 +1,4 @@
-//! The one-shot actions of the command line (`omniforge tool add|edit|run|rollback|check`, `resource`,
+//! The one-shot actions of the command line (`omniforge tool add|edit|run|rollback|check|pending|approve|reject`, `resource`,
 //! `prompt`, `pack`), through the same validation, environments and sandbox as MCP. They
 //! answer in plain types: what a person reads, never an MCP wire type.
 
@@ -151,6 +151,50 @@ impl Server {
             arguments.insert("version".into(), Value::from(version));
         }
         CallOutput::of(stored.tools.check(arguments, &caller.cx()).await)
+    }
+
+    /// The tool versions pending approval (issue 17): one line each.
+    pub async fn pending_tools(&self, caller: &Caller) -> CallOutput {
+        let Some(stored) = &self.stored else {
+            return CallOutput::refused("this server has no store");
+        };
+        CallOutput::of(stored.approval.list(&caller.cx(), false).await)
+    }
+
+    /// Approves pending `version` of tool `name`, granting it exactly the secrets in `grants`.
+    pub async fn approve_tool(
+        &self,
+        name: &str,
+        version: u32,
+        grants: &[String],
+        caller: &Caller,
+    ) -> CallOutput {
+        let Some(stored) = &self.stored else {
+            return CallOutput::refused("this server has no store");
+        };
+        let mut arguments = JsonObject::new();
+        arguments.insert("name".into(), Value::from(name));
+        arguments.insert("version".into(), Value::from(version));
+        arguments.insert("grants".into(), Value::from(grants.to_vec()));
+        CallOutput::of(stored.approval.approve_call(arguments, &caller.cx()).await)
+    }
+
+    /// Rejects pending (or draft) `version` of tool `name` with `reason`, keeping it.
+    pub async fn reject_tool(
+        &self,
+        name: &str,
+        version: u32,
+        reason: &str,
+        caller: &Caller,
+    ) -> CallOutput {
+        let Some(stored) = &self.stored else {
+            return CallOutput::refused("this server has no store");
+        };
+        let mut arguments = JsonObject::new();
+        arguments.insert("name".into(), Value::from(name));
+        arguments.insert("version".into(), Value::from(version));
+        arguments.insert("reason".into(), Value::from(reason));
+        CallOutput::of(stored.approval.reject_call(arguments, &caller.cx()).await)
     }
 
     /// Runs the current version of the stored tool `name` once (it must be enabled).

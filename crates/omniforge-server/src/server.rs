@@ -24,6 +24,7 @@ use crate::script_host::gc::collect_garbage;
 use crate::script_host::host::{ScriptHost, ScriptSettings};
 use crate::settings::HttpSettings;
 use crate::tasks::{self, TaskSettings, Tasks};
+use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::builtin::instructions::{BRIDGE_INSTRUCTIONS, SERVER_INSTRUCTIONS};
 use crate::tools::manifest::source::{ManifestConfig, ManifestSource, ManifestSourceError};
@@ -64,6 +65,9 @@ pub struct StoreSettings {
     /// Keep a tool version whose examples fail as a draft instead of refusing it
     /// (`--keep-failed-drafts`; a call's `keepFailedDrafts` overrides it).
     pub keep_failed_drafts: bool,
+    /// The approval gate (`--require-approval`): a tool version written by a principal
+    /// without `admin` waits, pending, until an admin approves it.
+    pub require_approval: bool,
     /// How durable tasks are timed (TTL, poll interval, lease).
     pub tasks: TaskSettings,
 }
@@ -93,6 +97,7 @@ pub(crate) struct Stored {
     pub(crate) host: Arc<ScriptHost>,
     pub(crate) source: Arc<StoredSource>,
     pub(crate) tools: Arc<ToolAuthoring>,
+    pub(crate) approval: Arc<Approval>,
     pub(crate) content: Arc<Content>,
     pub(crate) kept: Arc<KeptOutputs>,
     pub(crate) tasks: Arc<Tasks>,
@@ -147,6 +152,7 @@ impl Server {
             call_log: None,
             host: None,
             tasks: None,
+            approval: None,
         };
         let stored = match settings.store {
             None => None,
@@ -158,6 +164,7 @@ impl Server {
                 shared.kept = Some(stored.kept.clone());
                 shared.call_log = Some(stored.store.clone());
                 shared.tasks = Some(stored.tasks.clone());
+                shared.approval = Some(stored.approval.clone());
                 Some(stored)
             }
         };
@@ -239,15 +246,22 @@ async fn start_stored(
     let content = Content::load(store.clone(), host.clone(), peers.clone())
         .await
         .map_err(StartError::Content)?;
+    let approval = Arc::new(Approval::new(
+        store.clone(),
+        source.clone(),
+        s.require_approval,
+    ));
     let authoring = Arc::new(ToolAuthoring::new(
         store.clone(),
         tools,
         source.clone(),
         catalog,
         s.keep_failed_drafts,
+        approval.clone(),
     ));
     let builtins = Authoring {
         tools: authoring.clone(),
+        approval: approval.clone(),
         store: store.clone(),
         content: content.clone(),
     };
@@ -273,6 +287,7 @@ async fn start_stored(
         host,
         source,
         tools: authoring,
+        approval,
         content,
         kept,
         tasks,

@@ -57,6 +57,7 @@ async fn fixture() -> Fixture {
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
             keep_failed_drafts: false,
+            require_approval: false,
             tasks: omniforge_server::TaskSettings::default(),
         }),
     };
@@ -452,7 +453,7 @@ async fn healthz_counts_tools_and_sessions() {
     assert_eq!(body["status"], "ok");
     assert_eq!(body["sessions"], 1);
     // instructions, 7 tool and 6 secret built-ins, call_tool, 10 content built-ins.
-    assert_eq!(body["tools"]["builtin"], 25);
+    assert_eq!(body["tools"]["builtin"], 28);
     assert_eq!(body["tools"]["stored"], 0);
 }
 

@@ -49,6 +49,7 @@ async fn server(dir: &std::path::Path) -> Server {
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
             keep_failed_drafts: false,
+            require_approval: false,
             tasks: omniforge_server::TaskSettings::default(),
         }),
     })

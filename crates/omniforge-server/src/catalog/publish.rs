@@ -21,13 +21,21 @@ use crate::catalog::snapshot::Snapshot;
 /// The raw lists, one per source, in merge order.
 type Sources = [Vec<Arc<Entry>>; 3];
 
+/// What a publish merges: the per-source lists, and the pending versions of stored tools
+/// (issue 17's approval gate), each with its author.
+#[derive(Debug, Default)]
+struct Lists {
+    sources: Sources,
+    pending: Vec<(Arc<str>, Arc<Entry>)>,
+}
+
 /// The merged tool catalog. Shared behind an `Arc`.
 #[derive(Debug)]
 pub(crate) struct Catalog {
     /// The per-source lists. Every writer holds this lock from its change through the publish
     /// of the merge, so publishes happen in the order of the changes. A std lock: never held
     /// across an `.await`.
-    sources: Mutex<Sources>,
+    sources: Mutex<Lists>,
     /// The published merge. Readers take it for an `Arc` clone; a writer replaces it (while
     /// holding `sources`).
     snapshot: RwLock<Arc<Snapshot>>,
@@ -65,9 +73,9 @@ impl Catalog {
     /// Replaces every entry of `source`.
     pub(crate) fn replace(&self, source: ToolSource, entries: Vec<Entry>) {
         let entries: Vec<Arc<Entry>> = entries.into_iter().map(|e| self.prepare(e)).collect();
-        let mut sources = self.lock();
-        sources[source as usize] = entries;
-        self.publish(&sources);
+        let mut lists = self.lock();
+        lists.sources[source as usize] = entries;
+        self.publish(&lists);
     }
 
     /// Adds or replaces one entry of its source, by name, at the front of the source's list
@@ -75,33 +83,61 @@ impl Catalog {
     pub(crate) fn upsert(&self, entry: Entry) {
         let source = entry.source as usize;
         let entry = self.prepare(entry);
-        let mut sources = self.lock();
-        let list = &mut sources[source];
+        let mut lists = self.lock();
+        let list = &mut lists.sources[source];
         list.retain(|e| e.name != entry.name);
         list.insert(0, entry);
-        self.publish(&sources);
+        self.publish(&lists);
     }
 
     /// Removes the entry `name` of `source`, if it is there.
     pub(crate) fn remove(&self, source: ToolSource, name: &str) {
-        let mut sources = self.lock();
-        let list = &mut sources[source as usize];
+        let mut lists = self.lock();
+        let list = &mut lists.sources[source as usize];
         let before = list.len();
         list.retain(|e| &*e.name != name);
         if list.len() != before {
-            self.publish(&sources);
+            self.publish(&lists);
         }
+    }
+
+    /// Replaces every pending entry (each with its author's principal id). What `tools/list`
+    /// shows to everyone is unchanged, so nothing is announced.
+    pub(crate) fn replace_pending(&self, entries: Vec<(Arc<str>, Entry)>) {
+        let entries = entries
+            .into_iter()
+            .map(|(author, e)| (author, self.prepare(e)))
+            .collect();
+        let mut lists = self.lock();
+        lists.pending = entries;
+        self.publish(&lists);
+    }
+
+    /// Replaces the pending entries of tool `name` (each with its author's principal id).
+    pub(crate) fn set_pending(&self, name: &str, entries: Vec<(Arc<str>, Entry)>) {
+        let entries: Vec<_> = entries
+            .into_iter()
+            .map(|(author, e)| (author, self.prepare(e)))
+            .collect();
+        let mut lists = self.lock();
+        let before = lists.pending.len();
+        lists.pending.retain(|(_, e)| &*e.name != name);
+        if entries.is_empty() && lists.pending.len() == before {
+            return;
+        }
+        lists.pending.extend(entries);
+        self.publish(&lists);
     }
 
     /// Whether `name` is taken by a source that outranks stored tools (built-in or manifest).
     pub(crate) fn is_reserved(&self, name: &str) -> bool {
-        self.lock()[..ToolSource::Stored as usize]
+        self.lock().sources[..ToolSource::Stored as usize]
             .iter()
             .flatten()
             .any(|e| &*e.name == name)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Sources> {
+    fn lock(&self) -> MutexGuard<'_, Lists> {
         self.sources.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -119,9 +155,10 @@ impl Catalog {
         Arc::new(entry)
     }
 
-    /// Publishes the merge of `sources`; the caller holds the `sources` lock.
-    fn publish(&self, sources: &Sources) {
-        let merged = Snapshot::merge(sources);
+    /// Publishes the merge of `lists`; the caller holds the `sources` lock. Only a change of
+    /// what every principal sees is announced: a pending entry is its author's alone.
+    fn publish(&self, lists: &Lists) {
+        let merged = Snapshot::merge(&lists.sources).with_pending(&lists.pending);
         let changed = {
             let mut current = self.snapshot.write().unwrap_or_else(|e| e.into_inner());
             let changed = !current.lists_same_tools(&merged);
@@ -151,12 +188,16 @@ mod tests {
     }
 
     fn tool(name: &str, source: ToolSource) -> Entry {
+        described(name, source, "d")
+    }
+
+    fn described(name: &str, source: ToolSource, description: &'static str) -> Entry {
         let schema = json!({"type": "object"})
             .as_object()
             .cloned()
             .unwrap_or_default();
         Entry::new(
-            Tool::new(name.to_owned(), "d", Arc::new(schema)),
+            Tool::new(name.to_owned(), description, Arc::new(schema)),
             source,
             Scope::Call,
             Arc::new(Nothing),
@@ -221,6 +262,58 @@ mod tests {
         assert_eq!(names(&catalog), ["z", "y", "x"]);
         catalog.remove(ToolSource::Stored, "y");
         assert_eq!(names(&catalog), ["z", "x"]);
+    }
+
+    #[test]
+    fn pending_entries_are_their_authors_alone_and_never_announced() {
+        let catalog = Catalog::new(SchemaProfile::AsAuthored);
+        catalog.replace(ToolSource::Builtin, vec![tool("b", ToolSource::Builtin)]);
+        catalog.replace(ToolSource::Stored, vec![tool("x", ToolSource::Stored)]);
+        let rx = catalog.subscribe();
+        let author: Arc<str> = Arc::from("token:w");
+        catalog.set_pending(
+            "x",
+            vec![(author.clone(), described("x", ToolSource::Stored, "v2"))],
+        );
+        catalog.set_pending("y", vec![(author.clone(), tool("y", ToolSource::Stored))]);
+        // A pending entry never shadows a built-in.
+        catalog.set_pending("b", vec![(author.clone(), tool("b", ToolSource::Stored))]);
+        assert!(
+            !rx.has_changed().unwrap_or(true),
+            "a pending write was announced"
+        );
+        let snap = catalog.snapshot();
+        let view = |p: Option<&str>| -> Vec<(String, String)> {
+            snap.entries_for(p)
+                .iter()
+                .map(|e| {
+                    let d = e.tool.description.as_deref().unwrap_or("");
+                    (e.tool.name.to_string(), d.to_owned())
+                })
+                .collect()
+        };
+        let everyone = [("b", "d"), ("x", "d")].map(|(n, d)| (n.to_owned(), d.to_owned()));
+        assert_eq!(view(None), everyone);
+        assert_eq!(view(Some("token:other")), everyone);
+        assert_eq!(
+            view(Some("token:w")),
+            [("b", "d"), ("x", "v2"), ("y", "d")].map(|(n, d)| (n.to_owned(), d.to_owned()))
+        );
+        assert!(snap.get_for("y", Some("token:w")).is_some());
+        assert!(snap.get_for("y", Some("token:other")).is_none());
+        assert!(snap.get_for("y", None).is_none());
+        assert_eq!(
+            snap.get_for("b", Some("token:w")).map(|e| e.source),
+            Some(ToolSource::Builtin)
+        );
+        // Approval: the pending entry goes and the live one changes; that is announced.
+        catalog.set_pending("x", Vec::new());
+        assert!(!rx.has_changed().unwrap_or(true));
+        catalog.upsert(described("x", ToolSource::Stored, "v2"));
+        assert!(
+            rx.has_changed().unwrap_or(false),
+            "approval was not announced"
+        );
     }
 
     #[test]

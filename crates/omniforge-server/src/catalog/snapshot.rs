@@ -1,5 +1,10 @@
 //! [`Snapshot`]: the merged catalog at one moment, and the routing of a `tools/call` in it:
 //! lookup, visibility (scope), argument check, then the entry's [`ToolCall`](crate::catalog::call::ToolCall).
+//!
+//! Under the approval gate (issue 17) a snapshot also holds the pending versions of stored
+//! tools, each seen only by its author: in place of the live entry of the same name, or as a
+//! tool nobody else has yet. Everyone else's view, and what announces `list_changed`, is the
+//! merge alone.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,6 +23,8 @@ use crate::error::CallError;
 pub(crate) struct Snapshot {
     entries: Vec<Arc<Entry>>,
     by_name: HashMap<Arc<str>, usize>,
+    /// Pending versions by author (principal id), then tool name.
+    pending: HashMap<Arc<str>, HashMap<Arc<str>, Arc<Entry>>>,
 }
 
 impl Snapshot {
@@ -42,14 +49,62 @@ impl Snapshot {
         snapshot
     }
 
-    /// All entries in catalog order.
+    /// The snapshot with `pending` (author, entry) added: each entry is seen by its author
+    /// only. A pending entry whose name a built-in or manifest tool holds is skipped.
+    pub(crate) fn with_pending(mut self, pending: &[(Arc<str>, Arc<Entry>)]) -> Snapshot {
+        for (author, entry) in pending {
+            if self
+                .get(&entry.name)
+                .is_some_and(|e| e.source != entry.source)
+            {
+                continue;
+            }
+            self.pending
+                .entry(author.clone())
+                .or_default()
+                .insert(entry.name.clone(), entry.clone());
+        }
+        self
+    }
+
+    /// All entries in catalog order, as everyone sees them (no pending version).
+    #[cfg(test)]
     pub(crate) fn entries(&self) -> &[Arc<Entry>] {
         &self.entries
     }
 
-    /// The entry called `name`, if the catalog has it.
+    /// The entries `principal` sees, in catalog order: its own pending versions in place of
+    /// the live ones, then its pending new tools (by name).
+    pub(crate) fn entries_for(&self, principal: Option<&str>) -> Vec<&Arc<Entry>> {
+        let Some(mine) = principal.and_then(|p| self.pending.get(p)) else {
+            return self.entries.iter().collect();
+        };
+        let mut out: Vec<&Arc<Entry>> = self
+            .entries
+            .iter()
+            .map(|e| mine.get(&e.name).unwrap_or(e))
+            .collect();
+        let mut new: Vec<&Arc<Entry>> = mine
+            .values()
+            .filter(|e| !self.by_name.contains_key(&e.name))
+            .collect();
+        new.sort_by(|a, b| a.name.cmp(&b.name));
+        out.extend(new);
+        out
+    }
+
+    /// The entry called `name`, if the catalog has it (as everyone sees it).
     pub(crate) fn get(&self, name: &str) -> Option<&Entry> {
         self.by_name.get(name).map(|&i| &*self.entries[i])
+    }
+
+    /// The entry called `name` as `principal` sees it: its own pending version first.
+    pub(crate) fn get_for(&self, name: &str, principal: Option<&str>) -> Option<&Entry> {
+        principal
+            .and_then(|p| self.pending.get(p))
+            .and_then(|mine| mine.get(name))
+            .map(|e| &**e)
+            .or_else(|| self.get(name))
     }
 
     /// How many listed tools come from `source`.
@@ -91,7 +146,7 @@ impl Snapshot {
         forwarded: bool,
     ) -> CallResult {
         let entry = self
-            .get(name)
+            .get_for(name, cx.principal().map(|p| p.as_str()))
             .filter(|e| cx.allows(e.scope))
             .ok_or(CallError::UnknownTool)?;
         let arguments = entry.check_arguments(arguments)?;

@@ -222,6 +222,29 @@ impl<'a> RequestCx<'a> {
         }
     }
 
+    /// Tells this request's session that its tool list changed (the caller's own pending
+    /// version, issue 17: nobody else's list changed, so the catalog announces nothing). Sent
+    /// from a task of its own, so it goes to the session's stream, not into this request's
+    /// answer. Nothing for the command line or a request without a session (2026-07-28).
+    pub(crate) fn tell_tool_list_changed(&self) {
+        let Origin::Mcp { ctx, .. } = &self.origin else {
+            return;
+        };
+        let session = ctx
+            .peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version.as_str() < "2026-07-28");
+        if !session {
+            return;
+        }
+        let peer = ctx.peer.clone();
+        tokio::spawn(async move {
+            if let Err(error) = peer.notify_tool_list_changed().await {
+                tracing::debug!(%error, "list_changed not delivered to the author's session");
+            }
+        });
+    }
+
     /// How a running script reaches the client (empty for the command line).
     pub(crate) fn client(&self) -> ClientLink {
         match &self.origin {

@@ -11,6 +11,7 @@ use crate::content::snapshot::Content;
 use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
 use crate::tasks::Tasks;
+use crate::tools::authoring::approval::Approval;
 use crate::tools::stored::kept::KeptOutputs;
 
 /// Server-wide state.
@@ -37,4 +38,6 @@ pub(crate) struct Shared {
     /// This replica's durable tasks (the Tasks extension is advertised exactly when set);
     /// `None` in bridge mode.
     pub(crate) tasks: Option<Arc<Tasks>>,
+    /// The approval gate (pending versions, approve, reject); `None` in bridge mode.
+    pub(crate) approval: Option<Arc<Approval>>,
 }

@@ -89,7 +89,10 @@ pub(crate) async fn start(
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     let cx = RequestCx::of(ctx, None);
-    let Some(entry) = snapshot.get(&request.name).filter(|e| cx.allows(e.scope)) else {
+    let Some(entry) = snapshot
+        .get_for(&request.name, cx.principal().map(|p| p.as_str()))
+        .filter(|e| cx.allows(e.scope))
+    else {
         return to_wire::call_response(Err(CallError::UnknownTool));
     };
     let arguments = match entry.check_arguments(request.arguments.unwrap_or_default()) {

@@ -37,8 +37,8 @@ pub(crate) fn list(
     let snapshot = shared.catalog.snapshot();
     let offset = offset(request)?;
     let visible: Vec<&Tool> = snapshot
-        .entries()
-        .iter()
+        .entries_for(cx.principal().map(|p| p.as_str()))
+        .into_iter()
         .filter(|t| t.listed && cx.allows(t.scope))
         .map(|t| &t.tool)
         .collect();
@@ -71,7 +71,9 @@ pub(crate) async fn call(
     let started = SystemTime::now();
     let snapshot = shared.catalog.snapshot();
     if !cx.arguments_not_object()
-        && let Some(entry) = snapshot.get(&request.name).filter(|e| cx.allows(e.scope))
+        && let Some(entry) = snapshot
+            .get_for(&request.name, cx.principal().map(|p| p.as_str()))
+            .filter(|e| cx.allows(e.scope))
         && let Route::Task(tasks) = tasks::route(shared, entry, ctx)?
     {
         return tasks::start(&tasks, snapshot.clone(), request, ctx).await;

@@ -18,25 +18,29 @@ use omniforge_store::Store;
 
 use crate::catalog::entry::Entry;
 use crate::content::snapshot::Content;
+use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
 
 /// What the authoring built-ins are made of.
 pub(crate) struct Authoring {
     /// The tool built-ins' service.
     pub(crate) tools: Arc<ToolAuthoring>,
+    /// The approval gate's service.
+    pub(crate) approval: Arc<Approval>,
     /// The store of secrets.
     pub(crate) store: Arc<dyn Store>,
     /// Stored resources, templates and prompts.
     pub(crate) content: Arc<Content>,
 }
 
-/// Every built-in, in catalog order: `omniforge_instructions`, the tool and secret authoring
-/// built-ins, `omniforge_call_tool`, the content authoring built-ins. Without `authoring`,
+/// Every built-in, in catalog order: `omniforge_instructions`, the tool, approval and secret
+/// authoring built-ins, `omniforge_call_tool`, the content authoring built-ins. Without `authoring`,
 /// only the first and `omniforge_call_tool`.
 pub(crate) fn builtins(authoring: Option<&Authoring>) -> Vec<Entry> {
     let mut entries = vec![builtin::instructions::entry()];
     if let Some(a) = authoring {
         entries.extend(authoring::tool::entries(&a.tools));
+        entries.extend(authoring::approval::entries(&a.approval));
         entries.extend(authoring::secret::entries(&a.store));
     }
     entries.push(builtin::forward::entry());

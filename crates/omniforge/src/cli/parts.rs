@@ -130,6 +130,7 @@ async fn build(common: &Common, tools: Tools, authoring: bool, once: bool) -> Re
                 max_result_bytes: scripts.max_result_bytes,
                 output_ttl: scripts.output_ttl,
                 keep_failed_drafts: scripts.keep_failed_drafts,
+                require_approval: scripts.require_approval,
                 tasks: scripts.tasks,
             })
         }

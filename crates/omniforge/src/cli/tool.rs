@@ -121,6 +121,31 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
             progress.finish();
             render::call_result(&result)?;
         }
+        ToolCommand::Pending => {
+            let server = parts::one_shot(common).await?;
+            let caller = Caller::local(super::principal());
+            render::call_result(&server.pending_tools(&caller).await)?;
+        }
+        ToolCommand::Approve {
+            name,
+            version,
+            grants,
+        } => {
+            let server = parts::one_shot(common).await?;
+            let caller = Caller::local(super::principal());
+            let result = server.approve_tool(&name, version, &grants, &caller).await;
+            render::call_result(&result)?;
+        }
+        ToolCommand::Reject {
+            name,
+            version,
+            reason,
+        } => {
+            let server = parts::one_shot(common).await?;
+            let caller = Caller::local(super::principal());
+            let result = server.reject_tool(&name, version, &reason, &caller).await;
+            render::call_result(&result)?;
+        }
         ToolCommand::Add { file, .. } => {
             let args = read_json_object(&file)?;
             write(common, args, true).await?;

@@ -39,6 +39,7 @@ pub(crate) struct FileConfig {
     pub(crate) max_tool_timeout: Option<Duration>,
     pub(crate) memory_limit_bytes: Option<u64>,
     pub(crate) keep_failed_drafts: Option<bool>,
+    pub(crate) require_approval: Option<bool>,
     pub(crate) max_result_bytes: Option<usize>,
     pub(crate) call_log_rows: Option<u64>,
     pub(crate) schema_profile: Option<SchemaProfileArg>,

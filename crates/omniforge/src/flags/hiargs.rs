@@ -115,6 +115,8 @@ pub(crate) struct Scripts {
     pub(crate) memory_limit_bytes: u64,
     /// Keep versions whose examples fail as drafts.
     pub(crate) keep_failed_drafts: bool,
+    /// Versions by principals without `admin` wait for an admin's approval.
+    pub(crate) require_approval: bool,
     /// Most bytes of text a call returns.
     pub(crate) max_result_bytes: usize,
     /// Rows kept in the call log.
@@ -280,6 +282,10 @@ impl Settings {
                 keep_failed_drafts: authoring
                     .keep_failed_drafts
                     .or(file.keep_failed_drafts)
+                    .unwrap_or(false),
+                require_approval: hosting
+                    .require_approval
+                    .or(file.require_approval)
                     .unwrap_or(false),
                 max_result_bytes: calls
                     .max_result_bytes
@@ -675,6 +681,31 @@ mod tests {
         );
         // ...but they are still accepted before it, as they always were.
         assert!(resolve(&["omniforge", "--manifest", "m.json", "tool", "list"]).is_ok());
+    }
+
+    /// `--require-approval` (issue 17): off by default; the flag, or `require_approval` in the
+    /// config file, turns it on; `--require-approval=false` beats the file.
+    #[test]
+    fn the_approval_gate_is_opt_in() {
+        let s = resolve(&["omniforge", "serve"]).unwrap();
+        assert!(!s.common.scripts.require_approval);
+        let s = resolve(&["omniforge", "serve", "--require-approval"]).unwrap();
+        assert!(s.common.scripts.require_approval);
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.toml");
+        std::fs::write(&file, "require_approval = true\n").unwrap();
+        let c = file.to_str().unwrap();
+        let s = resolve(&["omniforge", "--config", c, "serve"]).unwrap();
+        assert!(s.common.scripts.require_approval);
+        let s = resolve(&[
+            "omniforge",
+            "--config",
+            c,
+            "serve",
+            "--require-approval=false",
+        ])
+        .unwrap();
+        assert!(!s.common.scripts.require_approval);
     }
 
     #[test]

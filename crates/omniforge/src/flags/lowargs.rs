@@ -374,6 +374,30 @@ pub(crate) enum ToolCommand {
         #[command(flatten, next_help_heading = "Script tools")]
         options: RunArgs,
     },
+    /// List the tool versions pending approval (`serve --require-approval`): tool, version,
+    /// author, the current version, the secrets each requests.
+    Pending,
+    /// Approve a pending version: it becomes current for everyone (a running server sends
+    /// list_changed). Grants only the secrets named with --grant.
+    Approve {
+        /// Tool name.
+        name: String,
+        /// Version number.
+        version: u32,
+        /// A secret the version requests that it may have (repeatable); none unless named.
+        #[arg(long = "grant", value_name = "SECRET")]
+        grants: Vec<String>,
+    },
+    /// Reject a pending version; it stays in the history with the reason.
+    Reject {
+        /// Tool name.
+        name: String,
+        /// Version number.
+        version: u32,
+        /// Why (recorded with the version and in the audit log).
+        #[arg(long)]
+        reason: String,
+    },
     /// Show a tool's latest calls, newest first: time (UTC), principal, version, duration,
     /// outcome, error.
     Calls {

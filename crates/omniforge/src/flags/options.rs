@@ -156,6 +156,11 @@ pub(crate) struct HostingOptions {
     /// and `omniforge_call_tool`: tools, secrets, resources, templates, prompts).
     #[arg(long, env = "OMNIFORGE_NO_AUTHORING", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
     pub(crate) no_authoring: Option<bool>,
+    /// The approval gate: a tool version created or updated by a principal without the
+    /// `admin` scope is pending (seen and called by its author only, without secrets) until
+    /// an admin approves it (`omniforge tool approve`, `omniforge_approve_tool`).
+    #[arg(long, env = "OMNIFORGE_REQUIRE_APPROVAL", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) require_approval: Option<bool>,
     /// How long the whole output of a cut script result stays readable through its resource
     /// link [default: 1h].
     #[arg(long, env = "OMNIFORGE_OUTPUT_TTL", value_name = "DURATION", value_parser = parse_duration)]
@@ -299,7 +304,7 @@ overlay_fields! {
     SandboxOptions { sandbox, sandbox_disable_layer }
     AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes, keep_failed_drafts }
     CallOptions { max_result_bytes, call_log_rows }
-    HostingOptions { no_authoring, output_ttl, task_ttl, task_lease, warm_pool, warm_idle }
+    HostingOptions { no_authoring, require_approval, output_ttl, task_ttl, task_lease, warm_pool, warm_idle }
 }
 
 /// How tool schemas are served.

@@ -6,6 +6,7 @@
 //!
 //! Run: `cargo nextest run -p omniforge --test e2e` (or `cargo test -p omniforge --test e2e`).
 
+mod approval;
 mod authoring_audit;
 mod cli;
 mod client_features;

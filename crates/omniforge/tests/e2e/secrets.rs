@@ -68,6 +68,13 @@ impl Client {
         .unwrap()
     }
 
+    /// The headers of a GET on the session's SSE stream (notifications), with the token.
+    pub(crate) fn stream_headers(&self) -> Vec<(String, String)> {
+        let mut headers = crate::server::get_headers(&self.session, &self.version);
+        headers.push(("Authorization".into(), format!("Bearer {}", self.token)));
+        headers
+    }
+
     /// One request in the session; its response message (panics when none came).
     async fn exchange(&mut self, method: &str, params: Value) -> Value {
         let id = json!(self.next_id);

@@ -39,7 +39,7 @@ fn with_builtins(rest: &[&str]) -> Vec<String> {
 
 /// The built-in tools of a default server, in catalog order (as an `admin` principal, such
 /// as `anonymous` without tokens, sees them).
-const BUILTINS: [&str; 25] = [
+const BUILTINS: [&str; 28] = [
     "omniforge_instructions",
     "omniforge_create_tool",
     "omniforge_update_tool",
@@ -48,6 +48,9 @@ const BUILTINS: [&str; 25] = [
     "omniforge_rollback_tool",
     "omniforge_test_tool",
     "omniforge_check_tool",
+    "omniforge_list_pending_tools",
+    "omniforge_approve_tool",
+    "omniforge_reject_tool",
     "omniforge_set_secret",
     "omniforge_delete_secret",
     "omniforge_list_secrets",
@@ -355,7 +358,7 @@ async fn run_to_exit(args: &[&str], timeout: Duration) -> Option<std::process::O
 
 /// A long-lived SSE response (a GET stream, or a `subscriptions/listen` POST) read in the
 /// background; its JSON-RPC messages arrive on a channel.
-struct EventStream {
+pub(crate) struct EventStream {
     rx: mpsc::UnboundedReceiver<Value>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -368,7 +371,7 @@ impl Drop for EventStream {
 
 /// Sends a request whose answer is an SSE stream to keep open. Returns the status and
 /// headers, and the stream when the answer is `text/event-stream` (else the body text).
-async fn open_stream(
+pub(crate) async fn open_stream(
     client: &reqwest::Client,
     method: reqwest::Method,
     url: &str,
@@ -419,7 +422,7 @@ async fn open_stream(
 
 impl EventStream {
     /// Reads messages until one satisfies `want`; returns it and those read before it.
-    async fn wait_for(
+    pub(crate) async fn wait_for(
         &mut self,
         timeout: Duration,
         want: impl Fn(&Value) -> bool,
@@ -441,7 +444,7 @@ impl EventStream {
     }
 
     /// Messages that have already arrived, without waiting.
-    fn drain_now(&mut self) -> Vec<Value> {
+    pub(crate) fn drain_now(&mut self) -> Vec<Value> {
         let mut out = Vec::new();
         while let Ok(m) = self.rx.try_recv() {
             out.push(m);
@@ -450,7 +453,7 @@ impl EventStream {
     }
 }
 
-fn is_list_changed(m: &Value) -> bool {
+pub(crate) fn is_list_changed(m: &Value) -> bool {
     m.get("method") == Some(&json!("notifications/tools/list_changed"))
 }
 
@@ -615,7 +618,7 @@ fn with_header(
 }
 
 /// Headers of a GET that opens the session's SSE stream.
-fn get_headers(session: &str, version: &str) -> Vec<(String, String)> {
+pub(crate) fn get_headers(session: &str, version: &str) -> Vec<(String, String)> {
     vec![
         ("Accept".to_owned(), "text/event-stream".to_owned()),
         ("Mcp-Session-Id".to_owned(), session.to_owned()),

@@ -21,6 +21,7 @@ use crate::catalog::publish::Catalog;
 use crate::context::request::{LogFilter, RequestCx};
 use crate::error::{AuthoringError, parse_arguments};
 use crate::script_host::prepare::TimeoutRule;
+use crate::tools::authoring::approval::{self, Approval};
 use crate::tools::authoring::draft::{self, Draft};
 use crate::tools::authoring::examples;
 use crate::tools::authoring::secret;
@@ -43,6 +44,8 @@ pub(crate) struct ToolAuthoring {
     /// Whether a version whose examples fail is kept as a draft (`--keep-failed-drafts`)
     /// rather than refused, unless a call says otherwise.
     keep_failed_drafts: bool,
+    /// The approval gate: whether a version that passed its examples goes live or waits.
+    approval: Arc<Approval>,
 }
 
 /// One tool built-in.
@@ -70,7 +73,7 @@ impl ToolCall for ToolBuiltin {
                 Op::Create => a.create_or_update(call.arguments, call.cx, true).await,
                 Op::Update => a.create_or_update(call.arguments, call.cx, false).await,
                 Op::Delete => a.delete(call.arguments, call.cx).await,
-                Op::Get => a.get(call.arguments).await,
+                Op::Get => a.get(call.arguments, call.cx).await,
                 Op::Rollback => a.rollback(call.arguments, call.cx).await,
                 Op::Test => a.test(call.arguments, call.cx).await,
                 Op::Check => a.check(call.arguments, call.cx).await,
@@ -85,13 +88,14 @@ fn text(text: String) -> CallToolResult {
 
 impl ToolAuthoring {
     /// The tool built-ins over `store`, publishing through `source`; `keep_failed_drafts`:
-    /// the default of `keepFailedDrafts`.
+    /// the default of `keepFailedDrafts`; `approval`: the gate new versions pass.
     pub(crate) fn new(
         store: Arc<dyn Store>,
         tools: Arc<StoredTools>,
         source: Arc<StoredSource>,
         catalog: &Arc<Catalog>,
         keep_failed_drafts: bool,
+        approval: Arc<Approval>,
     ) -> ToolAuthoring {
         ToolAuthoring {
             store,
@@ -99,6 +103,7 @@ impl ToolAuthoring {
             source,
             catalog: Arc::downgrade(catalog),
             keep_failed_drafts,
+            approval,
         }
     }
 
@@ -163,7 +168,7 @@ impl ToolAuthoring {
         let report = examples::run(&self.tools, &spec, cx).await;
         let failed = report.failed();
         let status = match (failed, keep_failed) {
-            (0, _) => NewStatus::Live,
+            (0, _) => self.approval.status_for(cx),
             (_, true) => NewStatus::Draft {
                 reason: format!("{}\n{}", report.summary(), report.failures()),
             },
@@ -178,7 +183,7 @@ impl ToolAuthoring {
                 ))]));
             }
         };
-        let live = status == NewStatus::Live;
+        let (live, pending) = (status == NewStatus::Live, status == NewStatus::Pending);
         let version = if create {
             self.store
                 .create_tool(&cx.actor(), &name, spec, status)
@@ -198,13 +203,26 @@ impl ToolAuthoring {
             .await;
         // Grants are per version, given after the examples ran: an example run never has a
         // secret, whoever the author.
-        let pending = secret::grant_declared(&*self.store, cx, &name, version.number)
+        let pending_secrets = secret::grant_declared(&*self.store, cx, &name, version.number)
             .await
             .map_err(AuthoringError::from)?;
         self.source
             .reload_and_prepare(&name, cx.author())
             .await
             .map_err(AuthoringError::from)?;
+        let checked = if report.is_empty() {
+            String::new()
+        } else {
+            format!(" {}.", report.summary())
+        };
+        if pending {
+            cx.tell_tool_list_changed();
+            return Ok(text(approval::submitted_sentence(
+                &version,
+                &checked,
+                &pending_secrets,
+            )));
+        }
         if !live {
             return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                 "Kept as draft version {} of tool {name}: {}; it is not current and is not \
@@ -215,21 +233,16 @@ impl ToolAuthoring {
             ))]));
         }
         let verb = if create { "Created" } else { "Updated" };
-        let checked = if report.is_empty() {
-            String::new()
-        } else {
-            format!(" {}.", report.summary())
-        };
         let mut sentence = format!(
             "{verb} tool {name} (version {}).{checked} It is listed in tools/list now; clients \
              that ignore notifications/tools/list_changed can call it with omniforge_call_tool.",
             version.number
         );
-        if !pending.is_empty() {
+        if !pending_secrets.is_empty() {
             sentence.push_str(&format!(
                 " Secrets {} are requested, not granted: this version runs without them until \
                  an admin grants them to it (omniforge_grant_secret).",
-                pending.join(", ")
+                pending_secrets.join(", ")
             ));
         }
         Ok(text(sentence))
@@ -474,7 +487,7 @@ impl ToolAuthoring {
         })
     }
 
-    async fn get(&self, arguments: JsonObject) -> CallResult {
+    async fn get(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Args {
@@ -491,11 +504,17 @@ impl ToolAuthoring {
                 AuthoringError::invalid("name", format!("no tool named {:?}", args.name)).into(),
             );
         };
-        let versions = self
+        let mut versions = self
             .store
             .versions(&args.name)
             .await
             .map_err(AuthoringError::from)?;
+        // A pending version is shown to its author and admins only (issue 17).
+        if !cx.allows(Scope::Admin) {
+            versions.retain(|v| {
+                v.state.status != VersionStatus::Pending || v.spec.author == cx.author()
+            });
+        }
         let calls = self
             .store
             .recent_calls(&args.name, RECENT_CALLS)

@@ -80,6 +80,12 @@ and `omniforge_delete_tool` (`purge: true` removes the history) manage what exis
   again, and test runs get none. An `admin` stores them with `omniforge_set_secret {name,
   value}` (`omniforge_list_secrets`, `omniforge_delete_secret`,
   `omniforge_list_secret_requests`, `omniforge_revoke_secret`).
+- Approval: a server run with `--require-approval` keeps a version written without the `admin`
+  scope **pending** (after its examples pass): you see and can call it at once, without
+  secrets; everyone else keeps the current version until an admin approves it
+  (`omniforge_approve_tool {name, version, grants?}`, which grants only the secrets named) or
+  rejects it (`omniforge_reject_tool {name, version, reason}`). `omniforge_list_pending_tools`
+  lists yours (an admin's: all).
 - The helper module: `import omniforge`; `omniforge.progress(done, total, message)` reports
   progress to the caller, `omniforge.log(level, data)` logs (sent when at or above the
   client's logging/setLevel, default info), `omniforge.result(content=[...],

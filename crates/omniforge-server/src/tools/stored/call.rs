@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_script::{Exit, RunError, RunSpec};
-use omniforge_store::{CallOutcome, CallRecord, CallSource, Store, ToolVersion};
+use omniforge_store::{CallOutcome, CallRecord, CallSource, Store, ToolVersion, VersionStatus};
 use rmcp::model::JsonObject;
 use serde_json::Value;
 
@@ -91,7 +91,9 @@ impl StoredTools {
         let mut spec = self.spec(version);
         spec.arguments = Value::Object(arguments);
         let mut secrets = Vec::new();
-        if !spec_v.secrets.is_empty() {
+        // A pending version (issue 17) runs without secrets, whatever was granted to it: the
+        // store answers none for it too, this keeps the rule where the run is made.
+        if !spec_v.secrets.is_empty() && version.state.status == VersionStatus::Live {
             // Only what an admin granted to this exact version (issue 11, finding 1).
             let values = self
                 .store

@@ -1,11 +1,16 @@
 //! The stored tool source: each enabled tool's current version as a catalog entry (its call
-//! is a [`StoredCall`]). The whole list is loaded at start; afterwards a change of one tool
-//! updates that entry only.
+//! is a [`StoredCall`]), and each pending version (issue 17's approval gate) as an entry for
+//! its author only. The whole list is loaded at start; afterwards a change of one tool
+//! updates that tool's entries only.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use omniforge_store::{Annotations, CallSource, Store, StoreError, StoredTool, ToolVersion};
+use omniforge_store::{
+    Annotations, CallSource, Store, StoreError, StoredTool, Tool as ToolRow, ToolVersion,
+    VersionStatus,
+};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::json;
 
@@ -54,6 +59,7 @@ impl StoredSource {
     pub(crate) async fn reload_all(&self) -> Result<(), StoreError> {
         let _one = self.reloading.lock().await;
         let tools = self.store.list_enabled().await?;
+        let pending = self.pending_entries(None).await?;
         let current = tools
             .iter()
             .map(|t| {
@@ -67,8 +73,46 @@ impl StoredSource {
         entries.shrink_to_fit();
         if let Some(catalog) = self.catalog.upgrade() {
             catalog.replace(ToolSource::Stored, entries);
+            catalog.replace_pending(pending);
         }
         Ok(())
+    }
+
+    /// The pending versions of enabled tools (of tool `name` only, if given) as entries, each
+    /// with its author.
+    async fn pending_entries(
+        &self,
+        name: Option<&str>,
+    ) -> Result<Vec<(Arc<str>, Entry)>, StoreError> {
+        let mut versions = self
+            .store
+            .versions_with_status(VersionStatus::Pending, None)
+            .await?;
+        versions.retain(|v| name.is_none_or(|n| v.tool == n));
+        if versions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut rows: HashMap<String, Option<ToolRow>> = HashMap::new();
+        let mut out = Vec::new();
+        for version in versions {
+            if !rows.contains_key(&version.tool) {
+                let row = self.store.tool(&version.tool).await?;
+                rows.insert(version.tool.clone(), row);
+            }
+            let Some(Some(row)) = rows
+                .get(&version.tool)
+                .filter(|r| r.as_ref().is_some_and(|t| t.enabled))
+            else {
+                continue;
+            };
+            let author: Arc<str> = Arc::from(version.spec.author.as_str());
+            let stored = StoredTool {
+                tool: row.clone(),
+                current: version,
+            };
+            out.push((author, self.entry(stored)));
+        }
+        Ok(out)
     }
 
     /// Re-reads tool `name` and updates its entry: published when it exists and is enabled,
@@ -80,9 +124,11 @@ impl StoredSource {
     pub(crate) async fn reload(&self, name: &str) -> Result<Option<ToolVersion>, StoreError> {
         let _one = self.reloading.lock().await;
         let stored = self.store.get(name).await?;
+        let pending = self.pending_entries(Some(name)).await?;
         let Some(catalog) = self.catalog.upgrade() else {
             return Ok(None);
         };
+        catalog.set_pending(name, pending);
         let warm = self.tools.host.warm();
         match stored.filter(|s| s.tool.enabled) {
             Some(stored) => {
@@ -152,7 +198,7 @@ impl StoredSource {
             .await
     }
 
-    /// A catalog entry for a stored tool's current version.
+    /// A catalog entry for a stored tool's version (its current one, or a pending one).
     pub(crate) fn entry(&self, stored: StoredTool) -> Entry {
         let StoredTool {
             tool: row,
