@@ -115,6 +115,7 @@ mod tests {
     use crate::peers::Peers;
     use crate::script_host::host::{ScriptHost, ScriptSettings};
     use crate::tools::stored::call::StoredTools;
+    use crate::tools::stored::input_required::StateCodec;
     use crate::tools::stored::kept::KeptOutputs;
     use crate::tools::stored::shape::Shaper;
 
@@ -171,6 +172,7 @@ mod tests {
                 max_result_bytes: 1024,
                 kept: Arc::new(KeptOutputs::new(store.clone(), Duration::from_secs(60))),
             },
+            states: Arc::new(StateCodec::new(&[]).unwrap()),
         });
         let source = Arc::new(StoredSource::new(store.clone(), tools, &catalog));
         store

@@ -85,6 +85,19 @@ pub(crate) enum CallError {
     /// The script asked for a JSON-RPC error it may not send.
     #[error("protocol_error: {0}")]
     ProtocolRefused(String),
+    /// Not an error: the call needs the client's input first (2026-07-28 input-required
+    /// result). The answer is an `input_required` result, never `isError`.
+    #[error("input required: {}", .0.requests.keys().cloned().collect::<Vec<_>>().join(", "))]
+    InputRequired(Box<InputRequired>),
+}
+
+/// The questions a call waits for, and the sealed state its retry echoes.
+#[derive(Debug)]
+pub(crate) struct InputRequired {
+    /// Key → `{method, params}`: the `inputRequests`.
+    pub(crate) requests: serde_json::Map<String, serde_json::Value>,
+    /// The sealed `requestState`.
+    pub(crate) state: String,
 }
 
 /// A tool's result that breaks its own contract.

@@ -29,6 +29,7 @@ use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::builtin::instructions::{BRIDGE_INSTRUCTIONS, SERVER_INSTRUCTIONS};
 use crate::tools::manifest::source::{ManifestConfig, ManifestSource, ManifestSourceError};
 use crate::tools::stored::call::StoredTools;
+use crate::tools::stored::input_required::StateCodec;
 use crate::tools::stored::kept::KeptOutputs;
 use crate::tools::stored::shape::Shaper;
 use crate::tools::stored::source::StoredSource;
@@ -70,6 +71,11 @@ pub struct StoreSettings {
     pub require_approval: bool,
     /// How durable tasks are timed (TTL, poll interval, lease).
     pub tasks: TaskSettings,
+    /// The keys that sign the `requestState` of input-required results (2026-07-28), as
+    /// (id, key of at least 32 bytes): the first signs, every one opens, so replicas roll keys
+    /// without a stop (`--request-state-key-file`). Empty: one random key for this process
+    /// (a retry then works only on this process, until it stops).
+    pub request_state_keys: Vec<(String, Vec<u8>)>,
 }
 
 /// A server could not start.
@@ -89,6 +95,9 @@ pub enum StartError {
     /// The stored resources and prompts cannot be read.
     #[error("loading stored resources and prompts")]
     Content(#[source] StoreError),
+    /// The request-state keys are unusable (a key shorter than 32 bytes, a repeated id).
+    #[error("{0}")]
+    RequestStateKeys(String),
 }
 
 /// The parts of the stored side the one-shot commands use.
@@ -232,6 +241,8 @@ async fn start_stored(
     let store = s.store;
     let host = Arc::new(ScriptHost::new(s.scripts).map_err(StartError::Sandbox)?);
     let kept = Arc::new(KeptOutputs::new(store.clone(), s.output_ttl));
+    let states = StateCodec::new(&s.request_state_keys)
+        .map_err(|e| StartError::RequestStateKeys(e.to_string()))?;
     let tools = Arc::new(StoredTools {
         store: store.clone(),
         host: host.clone(),
@@ -239,6 +250,7 @@ async fn start_stored(
             max_result_bytes: s.max_result_bytes,
             kept: kept.clone(),
         },
+        states: Arc::new(states),
     });
     let source = Arc::new(StoredSource::new(store.clone(), tools.clone(), catalog));
     // Read before loading: a change that lands in between is seen twice, never missed.

@@ -59,6 +59,7 @@ async fn fixture() -> Fixture {
             keep_failed_drafts: false,
             require_approval: false,
             tasks: omniforge_server::TaskSettings::default(),
+            request_state_keys: Vec::new(),
         }),
     };
     Fixture {

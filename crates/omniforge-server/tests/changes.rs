@@ -51,6 +51,7 @@ async fn server(dir: &std::path::Path) -> Server {
             keep_failed_drafts: false,
             require_approval: false,
             tasks: omniforge_server::TaskSettings::default(),
+            request_state_keys: Vec::new(),
         }),
     })
     .await

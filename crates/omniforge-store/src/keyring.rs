@@ -111,6 +111,9 @@ struct Key {
     cipher: XChaCha20Poly1305,
 }
 
+/// One key of a key file as raw bytes, with its id (wiped on drop).
+pub type KeyMaterial = (String, Zeroizing<[u8; KEY_BYTES]>);
+
 /// A set of keys with ids; the first one encrypts new values. Cheap to clone (shared).
 ///
 /// Its `Debug` shows the key ids only.
@@ -263,6 +266,40 @@ impl Keyring {
             }
             other => other,
         }
+    }
+
+    /// The raw keys of the key file at `path`, in file order (the first one current), for other
+    /// uses of the same file format: the request-state keyring of input-required results
+    /// (`--request-state-key-file`) signs with them. Checked exactly as [`load`](Keyring::load).
+    ///
+    /// # Errors
+    /// As [`load`](Keyring::load).
+    pub fn load_key_material(path: &Path) -> Result<Vec<KeyMaterial>, KeyringError> {
+        // Permissions, format, key sizes and duplicate ids are checked here.
+        Keyring::load(path)?;
+        let text =
+            Zeroizing::new(
+                std::fs::read_to_string(path).map_err(|source| KeyringError::Io {
+                    path: path.to_owned(),
+                    source,
+                })?,
+            );
+        let mut keys = Vec::new();
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let mut fields = line.split_ascii_whitespace();
+            if let (Some(id), Some(key)) = (fields.next(), fields.next()) {
+                let bytes = Zeroizing::new(BASE64.decode(key).unwrap_or_default());
+                let mut key = Zeroizing::new([0u8; KEY_BYTES]);
+                if bytes.len() == KEY_BYTES {
+                    key.copy_from_slice(&bytes);
+                    keys.push((id.to_owned(), key));
+                }
+            }
+        }
+        Ok(keys)
     }
 
     /// Puts a new random key first in the key file at `path` (the other keys stay, in order, so

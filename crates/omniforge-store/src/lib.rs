@@ -141,7 +141,7 @@ pub use dump::{
     copy_store,
 };
 pub use error::{DatabaseError, NameKind, StoreError};
-pub use keyring::{KEY_BYTES, Keyring, KeyringError};
+pub use keyring::{KEY_BYTES, KeyMaterial, Keyring, KeyringError};
 pub use model::{
     Actor, Annotations, ArgumentsDigest, AuditAction, AuditFilter, AuditObject, AuditRecord,
     CallFilter, CallOutcome, CallRecord, CallSource, CapturedText, Change, ChangeKind, ChangeSet,

@@ -1,12 +1,14 @@
 //! How a running tool call reaches the client that made it: what a script's requests to the
 //! client (sampling, elicitation, roots) and its stream closing need.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_store::Store;
 use rmcp::model::{ClientCapabilities, ProtocolVersion, RequestId};
 use rmcp::service::{Peer, RoleServer};
+use serde_json::Value;
 
 use crate::context::stream::StreamLink;
 
@@ -46,4 +48,14 @@ pub(crate) struct TaskLink {
     /// How long the task is kept: what the call keeps for it (a cut result's whole output)
     /// lasts at least as long.
     pub(crate) ttl: Duration,
+}
+
+/// The client's part of one input-required round (2026-07-28): what a retry carries as top-level
+/// params of `tools/call`, `prompts/get` or `resources/read`.
+#[derive(Default, Clone, Debug)]
+pub(crate) struct InputRound {
+    /// `inputResponses`, by key.
+    pub(crate) responses: BTreeMap<String, Value>,
+    /// `requestState`, as the client echoed it.
+    pub(crate) state: Option<String>,
 }

@@ -18,7 +18,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Principal, PrincipalId, Scope};
-use crate::context::client::{ClientLink, TaskLink};
+use crate::context::client::{ClientLink, InputRound, TaskLink};
 use crate::context::progress::{Progress, ProgressSink};
 use crate::context::stream::StreamLink;
 
@@ -58,6 +58,8 @@ pub(crate) struct RequestCx<'a> {
     /// nothing.
     principal: Option<&'a Principal>,
     origin: Origin<'a>,
+    /// The input-required round the request carries (2026-07-28 retries).
+    input: Option<&'a InputRound>,
 }
 
 #[derive(Clone)]
@@ -104,6 +106,7 @@ impl<'a> RequestCx<'a> {
                 stream,
                 log_level,
             },
+            input: None,
         }
     }
 
@@ -116,6 +119,7 @@ impl<'a> RequestCx<'a> {
                 ct: CancellationToken::new(),
                 progress,
             },
+            input: None,
         }
     }
 
@@ -126,7 +130,19 @@ impl<'a> RequestCx<'a> {
         RequestCx {
             principal: Some(principal),
             origin: self.origin.clone(),
+            input: None,
         }
+    }
+
+    /// The same request carrying `round`, the client's answers of an input-required round.
+    pub(crate) fn with_input(mut self, round: &'a InputRound) -> Self {
+        self.input = Some(round);
+        self
+    }
+
+    /// The client's answers of an input-required round, when the request carries one.
+    pub(crate) fn input(&self) -> Option<&'a InputRound> {
+        self.input
     }
 
     /// The caller with its scope capped at `most` (`None` without a caller).

@@ -2,10 +2,13 @@
 //! tool-level `isError` result (the model can correct itself), except a cancelled call and a
 //! script's `protocol_error` (a JSON-RPC error with the script's code); a [`ContentError`] is a JSON-RPC error with its code.
 
-use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData};
+use rmcp::model::{
+    CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData, InputRequest,
+    InputRequests, InputRequiredResult,
+};
 use serde_json::json;
 
-use crate::error::{CallError, ContentError};
+use crate::error::{CallError, ContentError, InputRequired};
 
 /// The answer to a `tools/call`.
 ///
@@ -22,8 +25,23 @@ pub(crate) fn call_response(
             message,
             data,
         }) => Err(ErrorData::new(ErrorCode(code), message, data)),
+        Err(CallError::InputRequired(input)) => input_required(*input).map(Into::into),
         Err(error) => Ok(call_error(&error).into()),
     }
+}
+
+/// The `input_required` result of a call that waits for the client's input.
+///
+/// # Errors
+/// -32603 when a question is not a valid MCP request (checked when the script asked).
+pub(crate) fn input_required(input: InputRequired) -> Result<InputRequiredResult, ErrorData> {
+    let mut requests = InputRequests::new();
+    for (key, request) in input.requests {
+        let request = serde_json::from_value::<InputRequest>(request)
+            .map_err(|e| ErrorData::internal_error(format!("input request {key:?}: {e}"), None))?;
+        requests.insert(key, request);
+    }
+    Ok(InputRequiredResult::new(Some(requests), Some(input.state)))
 }
 
 /// A call error as the `isError` result a client sees (also what the command line prints).

@@ -17,6 +17,7 @@ use rmcp::service::{RequestContext, RoleServer};
 
 use crate::catalog::call::{CallResult, failure_reason};
 use crate::catalog::entry::ToolSource;
+use crate::context::client::InputRound;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::mcp::pagination::{encode_cursor, offset};
@@ -67,7 +68,11 @@ pub(crate) async fn call(
     log_level: &Mutex<Option<LoggingLevel>>,
 ) -> Result<CallToolResponse, ErrorData> {
     let _in_flight = shared.calls.token();
-    let cx = RequestCx::of(ctx, Some(log_level));
+    let round = InputRound {
+        responses: request.input_responses.clone().unwrap_or_default(),
+        state: request.request_state.clone(),
+    };
+    let cx = RequestCx::of(ctx, Some(log_level)).with_input(&round);
     let started = SystemTime::now();
     let snapshot = shared.catalog.snapshot();
     if !cx.arguments_not_object()

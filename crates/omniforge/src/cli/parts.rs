@@ -70,6 +70,27 @@ pub(super) fn keyring(common: &Common, url: &str, file: Option<&Path>) -> Result
     }
 }
 
+/// The keys that sign input-required request states: `--request-state-key-file` (it must
+/// exist: replicas must share it, so none is made up), else `<data-dir>/request-state.key`,
+/// made with one key and mode 0600 on first use. Same file format as the secret keyring.
+fn request_state_keys(common: &Common) -> Result<Vec<(String, Vec<u8>)>> {
+    let file = match &common.scripts.request_state_key_file {
+        Some(file) => file.clone(),
+        None => {
+            let file = common.data_dir.join("request-state.key");
+            Keyring::load_or_generate(&file)
+                .with_context(|| format!("making the request-state key {}", file.display()))?;
+            file
+        }
+    };
+    let keys = Keyring::load_key_material(&file)
+        .with_context(|| format!("loading the request-state keyring {}", file.display()))?;
+    Ok(keys
+        .into_iter()
+        .map(|(id, key)| (id, key.to_vec()))
+        .collect())
+}
+
 /// The script sandbox level of the settings.
 pub(super) fn sandbox_level(sandbox: SandboxArg) -> SandboxLevel {
     match sandbox {
@@ -132,6 +153,12 @@ async fn build(common: &Common, tools: Tools, authoring: bool, once: bool) -> Re
                 keep_failed_drafts: scripts.keep_failed_drafts,
                 require_approval: scripts.require_approval,
                 tasks: scripts.tasks,
+                // A one-shot command answers no MCP request: it needs no request-state key.
+                request_state_keys: if once {
+                    Vec::new()
+                } else {
+                    request_state_keys(common)?
+                },
             })
         }
     };

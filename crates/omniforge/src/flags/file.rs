@@ -49,6 +49,7 @@ pub(crate) struct FileConfig {
     pub(crate) task_ttl: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) task_lease: Option<Duration>,
+    pub(crate) request_state_key_file: Option<PathBuf>,
     pub(crate) warm_pool: Option<usize>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) warm_idle: Option<Duration>,

@@ -125,6 +125,8 @@ pub(crate) struct Scripts {
     pub(crate) output_ttl: Duration,
     /// How durable tasks are timed.
     pub(crate) tasks: omniforge_server::TaskSettings,
+    /// The request-state keyring file given (absolute); `None`: `<data-dir>/request-state.key`.
+    pub(crate) request_state_key_file: Option<PathBuf>,
     /// Warm templates at most (0: off).
     pub(crate) warm_pool: usize,
     /// Idle expiry of a warm template.
@@ -296,6 +298,11 @@ impl Settings {
                     .output_ttl
                     .or(file.output_ttl)
                     .unwrap_or(Duration::from_secs(3600)),
+                request_state_key_file: hosting
+                    .request_state_key_file
+                    .or(file.request_state_key_file.take())
+                    .map(absolute)
+                    .transpose()?,
                 tasks: omniforge_server::TaskSettings {
                     ttl: hosting
                         .task_ttl

@@ -173,6 +173,12 @@ pub(crate) struct HostingOptions {
     /// at most this plus a third after its last renewal [default: 30s].
     #[arg(long, env = "OMNIFORGE_TASK_LEASE", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) task_lease: Option<Duration>,
+    /// The keys that sign the requestState of input-required results (protocol 2026-07-28):
+    /// one `ID BASE64KEY` line per key (32 random bytes), mode 0600; the first signs, every
+    /// one opens, so replicas roll keys without a stop. Replicas must share it
+    /// [default: <data-dir>/request-state.key, made with one key on first use].
+    #[arg(long, env = "OMNIFORGE_REQUEST_STATE_KEY_FILE", value_name = "FILE")]
+    pub(crate) request_state_key_file: Option<PathBuf>,
     /// Warm templates at most: a stored tool's calls fork from an interpreter that already
     /// started in the sandbox and imported the tool's dependencies (one template per tool
     /// version and calling principal); 0 turns the pool off and every call starts cold
@@ -304,7 +310,7 @@ overlay_fields! {
     SandboxOptions { sandbox, sandbox_disable_layer }
     AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes, keep_failed_drafts }
     CallOptions { max_result_bytes, call_log_rows }
-    HostingOptions { no_authoring, require_approval, output_ttl, task_ttl, task_lease, warm_pool, warm_idle }
+    HostingOptions { no_authoring, require_approval, output_ttl, task_ttl, task_lease, request_state_key_file, warm_pool, warm_idle }
 }
 
 /// How tool schemas are served.

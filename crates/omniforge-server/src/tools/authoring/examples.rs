@@ -274,6 +274,7 @@ pub(crate) async fn run(tools: &StoredTools, version: &NewVersion, cx: &RequestC
                 &[],
                 cx,
                 None,
+                None,
             )
             .await;
         let seen = Seen::of(result.unwrap_or_else(|e| {

@@ -564,7 +564,16 @@ impl ToolAuthoring {
         spec.memory_bytes = host.settings().memory_bytes;
         spec.network = args.network.unwrap_or(false);
         self.tools
-            .run(spec, None, None, LogFilter::AtLeast(None), &[], cx, None)
+            .run(
+                spec,
+                None,
+                None,
+                LogFilter::AtLeast(None),
+                &[],
+                cx,
+                None,
+                None,
+            )
             .await
             .0
     }

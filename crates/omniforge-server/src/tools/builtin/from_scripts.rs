@@ -28,7 +28,7 @@ use crate::auth::Scope;
 use crate::catalog::call::Router;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
-use crate::tools::stored::client_requests::code;
+use crate::tools::stored::questions::code;
 use crate::tools::stored::redact::scrub_value;
 
 /// The built-ins a stored tool may declare and call.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use omniforge_script::{Exit, RunError, RunSpec};
 use omniforge_store::{CallOutcome, CallRecord, CallSource, Store, ToolVersion, VersionStatus};
-use rmcp::model::JsonObject;
+use rmcp::model::{JsonObject, ProtocolVersion};
 use serde_json::Value;
 
 use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, failure_reason, running};
@@ -16,6 +16,7 @@ use crate::schema::LazySchema;
 use crate::script_host::host::{ScriptHost, WarmCall};
 use crate::script_host::warm::version_key;
 use crate::tools::builtin::from_scripts::{self, BuiltinAccess};
+use crate::tools::stored::input_required::{Binding, Replay, StateCodec};
 use crate::tools::stored::redact::{redact, redact_error};
 use crate::tools::stored::run::{Reporting, run};
 use crate::tools::stored::shape::Shaper;
@@ -26,6 +27,8 @@ pub(crate) struct StoredTools {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) host: Arc<ScriptHost>,
     pub(crate) shaper: Shaper,
+    /// Seals and opens the `requestState` of input-required results.
+    pub(crate) states: Arc<StateCodec>,
 }
 
 /// The call of one stored version: only what a call reads (the input schema, description and
@@ -71,6 +74,35 @@ impl StoredTools {
     ) -> CallResult {
         let version = &stored.version;
         let spec_v = &version.spec;
+        // Under 2026-07-28 questions become input-required rounds; a state that does not open
+        // is refused before anything runs. Inside a task they are asked live through the task
+        // (`task_input.rs`), never replayed.
+        let client = cx.client();
+        let arguments = Value::Object(arguments);
+        let replay = if client.task.is_none()
+            && client
+                .protocol_version
+                .as_ref()
+                .is_some_and(|v| *v >= ProtocolVersion::V_2026_07_28)
+        {
+            let binding = Binding {
+                principal: cx.author(),
+                kind: "tool",
+                name: &version.tool,
+                version: version.number.to_string(),
+                arguments: &arguments,
+                timeout: Duration::from_millis(spec_v.limits.timeout_ms),
+            };
+            let round = cx.input().cloned().unwrap_or_default();
+            Some(Replay::open(
+                &self.states,
+                binding,
+                client.capabilities,
+                &round,
+            )?)
+        } else {
+            None
+        };
         // Made through another replica: wait for this server's install of its environment
         // (started when the version arrived), with progress. The catalog keeps no lock; the
         // store has it.
@@ -89,7 +121,7 @@ impl StoredTools {
             .await
             .map_err(CallError::Environment)?;
         let mut spec = self.spec(version);
-        spec.arguments = Value::Object(arguments);
+        spec.arguments = arguments.clone();
         let mut secrets = Vec::new();
         // A pending version (issue 17) runs without secrets, whatever was granted to it: the
         // store answers none for it too, this keeps the rule where the run is made.
@@ -121,6 +153,7 @@ impl StoredTools {
                 &secrets,
                 cx,
                 builtins,
+                replay.as_ref(),
             )
             .await;
         let result = match result {
@@ -212,6 +245,7 @@ impl StoredTools {
         secrets: &[String],
         cx: &RequestCx<'_>,
         builtins: Option<&BuiltinAccess<'_>>,
+        replay: Option<&Replay<'_>>,
     ) -> (CallResult, CallOutcome) {
         // A kept output names its tool; a test run has none.
         let tool = warm.map_or("omniforge_test_tool", |w| w.tool);
@@ -226,6 +260,7 @@ impl StoredTools {
             ct: cx.ct(),
             ended_with: &ended_with,
             builtins,
+            replay,
         };
         let output = match run(&self.host, spec, warm, reporting).await {
             Ok(output) => output,

@@ -30,28 +30,9 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::client::ClientLink;
-use crate::tools::stored::questions::{self, Ask, Question, error};
+use crate::tools::stored::questions::{self, Ask, Question, code, error};
 use crate::tools::stored::redact::scrub_value;
 use crate::tools::stored::task_input;
-
-/// JSON-RPC error codes sent back to the script: `METHOD_NOT_FOUND` for an unknown script
-/// request or a capability the client lacks (it would answer the same), `INVALID_PARAMS` for
-/// unusable params, `INVALID_REQUEST` when the request cannot be sent at all (2026-07-28, a
-/// JSON-only call, too many at once).
-pub(crate) mod code {
-    use rmcp::model::ErrorCode;
-
-    /// The request cannot be sent at all.
-    pub(crate) const INVALID_REQUEST: i64 = ErrorCode::INVALID_REQUEST.0 as i64;
-    /// An unknown script request, or a capability the client lacks.
-    pub(crate) const METHOD_NOT_FOUND: i64 = ErrorCode::METHOD_NOT_FOUND.0 as i64;
-    /// Unusable params.
-    pub(crate) const INVALID_PARAMS: i64 = ErrorCode::INVALID_PARAMS.0 as i64;
-    /// No client, a closed connection, or the tool call ended first.
-    pub(crate) const INTERNAL_ERROR: i64 = ErrorCode::INTERNAL_ERROR.0 as i64;
-    /// The client did not answer in time (the code the TypeScript SDK uses for timeouts).
-    pub(crate) const TIMEOUT: i64 = -32001;
-}
 
 /// Answers one script request. `ended` fires when the run is over (the script exited, timed
 /// out or was cancelled): a client request still waiting is then cancelled.

@@ -22,8 +22,10 @@ use crate::context::request::LogFilter;
 use crate::error::CallError;
 use crate::script_host::host::{ScriptHost, WarmCall};
 use crate::tools::builtin::from_scripts::{self, BuiltinAccess};
-use crate::tools::stored::client_requests::{self, code};
+use crate::tools::stored::client_requests;
+use crate::tools::stored::input_required::{Answer, Replay};
 use crate::tools::stored::protocol_error;
+use crate::tools::stored::questions::{self, code};
 use crate::tools::stored::redact::{scrub, scrub_value};
 
 /// Most requests one run may have waiting for the client at once: a script cannot flood the
@@ -50,6 +52,9 @@ pub(crate) struct Reporting<'a> {
     pub(crate) ended_with: &'a std::sync::Mutex<Option<CallError>>,
     /// The built-ins the script may call (`None`: none, e.g. `omniforge_test_tool`).
     pub(crate) builtins: Option<&'a BuiltinAccess<'a>>,
+    /// Under 2026-07-28: the script's questions are answered from the round's input, and the
+    /// first unanswered one ends the call `input_required`. `None`: asked live.
+    pub(crate) replay: Option<&'a Replay<'a>>,
 }
 
 /// Runs `spec` to its end (warm when `warm` names a stored call whose template is ready),
@@ -70,7 +75,12 @@ pub(crate) async fn run(
         LogFilter::AtLeast(level) => Some(level.map_or(1, level_rank)),
         LogFilter::Off => None,
     };
-    let run = host.run(spec, warm, to.ct.clone());
+    // `stop` ends the run early: a question under replay that ends the call.
+    let stop = to.ct.child_token();
+    let run = host.run(spec, warm, stop.clone());
+    // Question requests the call ended on: held unanswered until the script is gone, so it
+    // cannot go on (and do things) after the call decided its answer.
+    let mut held = Vec::new();
     tokio::pin!(run);
     let mut heartbeat =
         tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
@@ -103,6 +113,23 @@ pub(crate) async fn run(
                         data: None,
                     }));
                 }
+                ScriptMessage::Request(request)
+                    if to.replay.is_some() && questions::is_question(request.method()) =>
+                {
+                    let answer = match questions::parse(request.method(), request.params()) {
+                        Err(e) => Answer::Reply(Err(e)),
+                        Ok(ask) => to.replay.map_or(Answer::Reply(Ok(Value::Null)), |r| r.answer(&ask)),
+                    };
+                    match answer {
+                        Answer::Reply(reply) => request.respond(reply),
+                        Answer::Stop(end) => {
+                            *to.ended_with.lock().unwrap_or_else(|e| e.into_inner()) = Some(end);
+                            held.push(request);
+                            stop.cancel();
+                        }
+                    }
+                }
+                ScriptMessage::Request(_) if stop.is_cancelled() => {}
                 ScriptMessage::Request(request) if request.method() == "call_builtin" => {
                     asks.push(Box::pin(from_scripts::answer(request, to.builtins, to.secrets)));
                 }
@@ -133,6 +160,7 @@ pub(crate) async fn run(
     ended.cancel();
     while asks.next().await.is_some() {}
     drop(asks);
+    drop(held);
     // A stream the script closed: hold the answer until the client has resumed it.
     if let Some(stream) = &to.client.stream {
         stream.0.settle(to.ct).await;

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::client::TaskLink;
-use crate::tools::stored::client_requests::code;
+use crate::tools::stored::questions::code;
 use crate::tools::stored::questions::{self, Ask, error};
 
 /// How long the wait for answers sleeps before it looks at the store anyway (a safety poll:
