@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::client_features::add_tools;
+use crate::manifest_tools::{Fixture, fixture_manifest};
 use crate::procs::Serve;
 use crate::script_tools::{data_home, unique};
 use crate::util::{e2e_dir, no_proxy, parse_sse, python_driver, python2, require, uv};
@@ -544,4 +545,43 @@ async fn a_tasks_cut_output_lives_as_long_as_the_task() {
         .as_str()
         .unwrap_or_default();
     assert!(text.ends_with("line 999"), "{kept}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_tool_named_in_task_support_runs_as_a_task() {
+    let fixture = Fixture::start().await;
+    let (home, data) = data_home();
+    let config = home.path().join("omniforge.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[manifest]]\npath = {:?}\nupstream = {:?}\ntask_support = {{ fixture_echo = \"optional\" }}\n",
+            fixture_manifest().to_str().unwrap(),
+            fixture.url,
+        ),
+    )
+    .unwrap();
+    let server = serve(&data, &["--config", config.to_str().unwrap()]).await;
+    let task_id = start_task(
+        &server.url,
+        None,
+        "fixture_echo",
+        json!({"text": "as a task", "shout": true}),
+    )
+    .await;
+    let done = until_terminal(&server.url, None, &task_id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["text"], "AS A TASK",
+        "{done}"
+    );
+    // A manifest tool not named there answers inline even with the extension declared.
+    let inline = request(
+        &server.url,
+        None,
+        "tools/call",
+        json!({"name": "fixture_whoami", "arguments": {}, "_meta": meta(true)}),
+    )
+    .await;
+    assert_eq!(inline["result"]["resultType"], "complete", "{inline}");
 }
