@@ -31,6 +31,7 @@ mod auth;
 mod catalog;
 mod changes;
 mod commands;
+mod console;
 mod content;
 mod context;
 mod error;

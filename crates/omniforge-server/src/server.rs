@@ -161,6 +161,7 @@ impl Server {
             call_log: None,
             host: None,
             tasks: None,
+            authoring: None,
             approval: None,
         };
         let stored = match settings.store {
@@ -173,6 +174,7 @@ impl Server {
                 shared.kept = Some(stored.kept.clone());
                 shared.call_log = Some(stored.store.clone());
                 shared.tasks = Some(stored.tasks.clone());
+                shared.authoring = Some(stored.tools.clone());
                 shared.approval = Some(stored.approval.clone());
                 Some(stored)
             }

@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["tools"],
     &["changes", "pack", "tasks"],
     &["mcp"],
+    &["console"],
     &["transport"],
     &["server"],
     &["commands"],

@@ -627,6 +627,30 @@ mod tests {
         assert_eq!(left.len(), 1, "no temporary file is left");
     }
 
+    /// The request-state keyring reads the same file: the raw keys in file order, checked as
+    /// `load` checks them (a file others may read is refused).
+    #[cfg(unix)]
+    #[test]
+    fn key_material_is_the_files_keys_in_order() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("request-state.key");
+        let a = BASE64.encode([1u8; KEY_BYTES]);
+        let b = BASE64.encode([2u8; KEY_BYTES]);
+        std::fs::write(&path, format!("# ring\nk2 {b}\n\nk1 {a}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let keys = Keyring::load_key_material(&path).unwrap();
+        let ids: Vec<&str> = keys.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["k2", "k1"]);
+        assert_eq!(*keys[0].1, [2u8; KEY_BYTES]);
+        assert_eq!(*keys[1].1, [1u8; KEY_BYTES]);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(
+            Keyring::load_key_material(&path),
+            Err(KeyringError::Permissions { .. })
+        ));
+    }
+
     #[cfg(unix)]
     #[test]
     fn generated_files_are_private_and_grow_at_the_front() {

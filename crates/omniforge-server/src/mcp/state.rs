@@ -12,6 +12,7 @@ use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
 use crate::tasks::Tasks;
 use crate::tools::authoring::approval::Approval;
+use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::stored::kept::KeptOutputs;
 
 /// Server-wide state.
@@ -38,6 +39,9 @@ pub(crate) struct Shared {
     /// This replica's durable tasks (the Tasks extension is advertised exactly when set);
     /// `None` in bridge mode.
     pub(crate) tasks: Option<Arc<Tasks>>,
+    /// The tool authoring operations (for the console's rollback and example runs); `None`
+    /// in bridge mode.
+    pub(crate) authoring: Option<Arc<ToolAuthoring>>,
     /// The approval gate (pending versions, approve, reject); `None` in bridge mode.
     pub(crate) approval: Option<Arc<Approval>>,
 }

@@ -477,6 +477,7 @@ mod tests {
                 call_log: None,
                 host: None,
                 tasks: None,
+                authoring: None,
                 approval: None,
             });
             let (input, server_in) = tokio::io::duplex(1 << 16);

@@ -563,10 +563,11 @@ async fn scripts_get_the_clients_answers_or_a_clear_error() {
     server.assert_no_panic();
 }
 
-/// Under the stateless revision 2026-07-28 a script's request is refused before anything is
-/// sent (raw HTTP: the SDK clients here speak 2025-11-25).
+/// Under the stateless revision 2026-07-28 a script's question is never a request on the
+/// response stream: the call answers `input_required`, its first question (`q1`, the
+/// sampling request with its params unchanged) under `inputRequests`, with a sealed state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn revision_2026_07_28_forbids_server_to_client_requests() {
+async fn revision_2026_07_28_asks_through_an_input_required_result() {
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[ask_all_tool()]);
@@ -606,22 +607,30 @@ async fn revision_2026_07_28_forbids_server_to_client_requests() {
         })
         .map_or_else(|| serde_json::from_str(&text), serde_json::from_str)
         .unwrap_or_else(|e| panic!("{e}: {text}"));
-    let out = &message["result"]["structuredContent"];
-    for (name, method) in [
-        ("sample", "sampling/createMessage"),
-        ("elicit", "elicitation/create"),
-        ("roots", "roots/list"),
-    ] {
-        assert_eq!(out[name]["code"], -32600, "{out}");
-        assert_eq!(
-            out[name]["message"],
-            format!(
-                "{method} cannot be sent: protocol revision 2026-07-28, which this call uses, \
-                 forbids server-to-client requests"
-            ),
-            "{out}"
-        );
-    }
+    let result = &message["result"];
+    assert_eq!(result["resultType"], "input_required", "{message}");
+    let asked = &result["inputRequests"];
+    assert_eq!(asked.as_object().unwrap().len(), 1, "{message}");
+    assert_eq!(asked["q1"]["method"], "sampling/createMessage", "{message}");
+    assert_eq!(
+        asked["q1"]["params"]["systemPrompt"], "Be brief",
+        "{message}"
+    );
+    assert_eq!(asked["q1"]["params"]["maxTokens"], 10, "{message}");
+    assert!(
+        result["requestState"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty()),
+        "{message}"
+    );
+    // Only the answer: no server-to-client request went out on the stream.
+    let requests = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .filter(|m| m.get("method").is_some())
+        .count();
+    assert_eq!(requests, 0, "{text}");
     server.assert_no_panic();
 }
 

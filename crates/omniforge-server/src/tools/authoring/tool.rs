@@ -332,7 +332,7 @@ impl ToolAuthoring {
         }
     }
 
-    async fn delete(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
+    pub(crate) async fn delete(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Args {

@@ -94,12 +94,23 @@ and `omniforge_delete_tool` (`purge: true` removes the history) manage what exis
   `omniforge.audio(data, \"audio/wav\")` (bytes or base64 text), `omniforge.resource(uri,
   text=... | blob=..., mime_type=...)` (embedded), `omniforge.resource_link(uri, name, ...)`;
   pass a list of them as `content=`. An invalid item makes the call an error result.
-- Asking the client (when it declared the capability; not under protocol 2026-07-28):
+- Asking the client (when it declared the capability):
   `omniforge.sample(prompt_or_messages, max_tokens=...)` (sampling/createMessage, returns
   {role, content, model, stopReason}), `omniforge.elicit(message, requested_schema)`
   (elicitation/create, form mode, returns {action, content}), `omniforge.roots()` (list of
-  {uri, name}). Each takes `timeout=` seconds and raises `omniforge.RequestError` with a
-  clear message when refused. At most 8 may wait for the client at once.
+  {uri, name}). Each takes `timeout=` seconds and `key=` (the question's name, default q1, q2,
+  ... in asking order) and raises `omniforge.RequestError` with a clear message when refused.
+  `omniforge.ask({\"name\": omniforge.elicit_request(msg, schema), \"greeting\":
+  omniforge.sample_request(prompt), \"where\": omniforge.roots_request()})` asks several in one
+  round and returns {key: answer}. At most 8 may wait for the client at once.
+- Under protocol 2026-07-28 a question ends the call with an input-required result (the keys
+  name the questions); the client retries with the answers and the SCRIPT RUNS AGAIN FROM THE
+  START, each question answered from them. Ask before doing anything with side effects, and
+  never put secret values in a question. Example:
+    import omniforge
+    a = omniforge.elicit(\"Delete which file?\", {\"type\": \"object\", \"properties\":
+        {\"file\": {\"type\": \"string\"}}, \"required\": [\"file\"]}, key=\"file\")
+    if a[\"action\"] == \"accept\": ...  # act only after every question
 
 Example (`add_vat`):
     code: import json, sys

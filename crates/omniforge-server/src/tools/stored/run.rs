@@ -116,7 +116,9 @@ pub(crate) async fn run(
                 ScriptMessage::Request(request)
                     if to.replay.is_some() && questions::is_question(request.method()) =>
                 {
-                    let answer = match questions::parse(request.method(), request.params()) {
+                    // Secret values never reach the client, in a question neither.
+                    let params = scrub_value(request.params().clone(), to.secrets);
+                    let answer = match questions::parse(request.method(), &params) {
                         Err(e) => Answer::Reply(Err(e)),
                         Ok(ask) => to.replay.map_or(Answer::Reply(Ok(Value::Null)), |r| r.answer(&ask)),
                     };

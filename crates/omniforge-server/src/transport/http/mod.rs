@@ -67,7 +67,8 @@ use crate::transport::http::front::Front;
 use crate::transport::http::resume::ResumableSessions;
 use crate::transport::http::sessions::SessionBook;
 
-/// Builds the axum app: the MCP endpoint at `settings.path` and `GET /healthz`.
+/// Builds the axum app: the MCP endpoint at `settings.path`, `GET /healthz`, and the web
+/// console at `/console` on a server with a store.
 ///
 /// `rmcp_ct` ends every session and SSE stream when cancelled; `answers` tracks the POST
 /// answers still streaming, for the shutdown's drain.
@@ -106,6 +107,21 @@ pub(crate) fn app(
         .oauth
         .as_deref()
         .map(|oauth| well_known::routes(oauth, &settings.path));
+    // The console (issue 17) sits behind the same Host check as the MCP endpoint.
+    let console = crate::console::router(shared.clone(), &settings).map(|console| {
+        let access = Arc::new(Access::new(&settings));
+        console.route_layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| {
+                let access = access.clone();
+                async move {
+                    match access.check_host(request.headers()) {
+                        Ok(()) => next.run(request).await,
+                        Err(refused) => refused,
+                    }
+                }
+            },
+        ))
+    });
     let front = Arc::new(Front {
         shared,
         access: Access::new(&settings),
@@ -118,6 +134,10 @@ pub(crate) fn app(
         .route("/healthz", get(health))
         .route(&settings.path, any(front::endpoint))
         .with_state(front);
+    let router = match console {
+        Some(console) => router.merge(console),
+        None => router,
+    };
     match metadata {
         Some(metadata) => router.merge(metadata),
         None => router,

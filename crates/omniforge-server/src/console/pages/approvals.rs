@@ -1,0 +1,203 @@
+//! Pending approvals (admins only, with `--require-approval`): the list, and one pending
+//! version's review: its diff against the current version (or its whole content for a new
+//! tool), each secret it asks for as its own tick box (approving grants only the ticked ones),
+//! approve, or reject with a reason.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use maud::html;
+use serde_json::Value;
+
+use crate::auth::Scope;
+use crate::console::guard::{Viewer, not_found, require};
+use crate::console::layout::{self, Nav};
+use crate::console::pages::{done, field, fields, tool_href};
+use crate::console::widgets::{json as json_block, scroll_table, utc};
+use crate::console::{Console, actions, diff};
+use crate::context::request::RequestCx;
+use crate::tools::authoring::approval::PendingVersion;
+
+/// The pending versions the viewer (an admin) may decide on.
+async fn pending(console: &Console, viewer: &Viewer) -> Vec<PendingVersion> {
+    let Some(approval) = &console.shared.approval else {
+        return Vec::new();
+    };
+    let cx = RequestCx::local(&viewer.principal, None);
+    approval.pending(&cx).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "console: the pending versions could not be read");
+        Vec::new()
+    })
+}
+
+fn review_href(name: &str, version: u32) -> String {
+    let tool = tool_href(name);
+    let name = tool.trim_start_matches("/console/tools/");
+    format!("/console/approvals/{name}/{version}")
+}
+
+/// `GET /console/approvals`.
+pub(crate) async fn list(State(console): State<Arc<Console>>, viewer: Viewer) -> Response {
+    if let Err(r) = require(&viewer, Scope::Admin) {
+        return r;
+    }
+    let pending = pending(&console, &viewer).await;
+    let required = console
+        .shared
+        .approval
+        .as_ref()
+        .is_some_and(|a| a.required());
+    layout::page(&viewer, Nav::Approvals, "Approvals", html! {
+        h1 { "Pending approvals" }
+        @if !required {
+            p.muted { "This server runs without " code { "--require-approval" } ": new versions go live at once." }
+        }
+        @if pending.is_empty() {
+            p { "Nothing waits for approval." }
+        } @else {
+            (scroll_table("Pending versions", html! {
+                table {
+                    caption.visually-hidden { "Pending versions" }
+                    thead { tr { th scope="col" { "Version" } th scope="col" { "Author" } th scope="col" { "Written" } th scope="col" { "Current" } th scope="col" { "Secrets asked for" } } }
+                    tbody {
+                        @for p in &pending {
+                            @let v = &p.version;
+                            tr {
+                                th scope="row" { a href=(review_href(&v.tool, v.number)) { "Review " (v.tool) " version " (v.number) } }
+                                td { (v.spec.author) }
+                                td { (utc(v.created_at_ms)) }
+                                td { @match &p.current { Some(c) => { "version " (c.number) }, None => { "none (a new tool)" } } }
+                                td { (p.requests.iter().filter(|r| r.grant.is_none()).count()) }
+                            }
+                        }
+                    }
+                }
+            }))
+        }
+    })
+    .into_response()
+}
+
+/// `GET /console/approvals/{name}/{version}`.
+pub(crate) async fn review(
+    State(console): State<Arc<Console>>,
+    viewer: Viewer,
+    Path((name, version)): Path<(String, u32)>,
+) -> Response {
+    if let Err(r) = require(&viewer, Scope::Admin) {
+        return r;
+    }
+    let all = pending(&console, &viewer).await;
+    let Some(p) = all
+        .iter()
+        .find(|p| p.version.tool == name && p.version.number == version)
+    else {
+        return not_found();
+    };
+    let v = &p.version;
+    let action = review_href(&name, version);
+    let title = format!("Review {name} version {version}");
+    layout::page(&viewer, Nav::Approvals, &title, html! {
+        p.crumbs { a href="/console/approvals" { "Approvals" } " / " (name) " version " (version) }
+        h1 { "Review " code { (name) } " version " (version) }
+        dl.facts {
+            dt { "Author" } dd { (v.spec.author) }
+            dt { "Written" } dd { (utc(v.created_at_ms)) }
+            dt { "Tool" } dd { a href=(tool_href(&name)) { (name) } }
+        }
+        section aria-labelledby="changes" {
+            h2 #changes { "What changes" }
+            @match &p.current {
+                Some(current) => div role="region" aria-label="Diff" { (diff::versions(&name, current, v)) },
+                None => {
+                    p { "A new tool: nobody but its author sees it until it is approved." }
+                    h3 { "Description" } p { (v.spec.description) }
+                    h3 { "Input schema" } (json_block(&Value::Object(v.spec.input_schema.clone())))
+                    h3 { "Code" } pre.code { (v.spec.code) }
+                    @if !v.spec.dependencies.is_empty() { h3 { "Dependencies" } pre.code { (v.spec.dependencies.join("\n")) } }
+                },
+            }
+        }
+        section aria-labelledby="decide" {
+            h2 #decide { "Decide" }
+            form method="post" action=(format!("{action}/approve")) {
+                input type="hidden" name="csrf" value=(viewer.csrf);
+                @let asked: Vec<_> = p.requests.iter().filter(|r| r.grant.is_none()).collect();
+                @if asked.is_empty() {
+                    p { "This version asks for no secret." }
+                } @else {
+                    fieldset {
+                        legend { "Secrets it asks for: approving grants only those ticked" }
+                        @for r in &asked {
+                            @let id = format!("grant-{}", r.secret);
+                            div.check {
+                                input type="checkbox" id=(id) name="grant" value=(r.secret) disabled[!r.exists];
+                                label for=(id) {
+                                    "Grant " (r.secret) " to " (name) " version " (version)
+                                    @if !r.exists { " (not set yet: set it first)" }
+                                }
+                            }
+                        }
+                    }
+                }
+                button type="submit" { "Approve version " (version) }
+            }
+            form method="post" action=(format!("{action}/reject")) {
+                input type="hidden" name="csrf" value=(viewer.csrf);
+                div.field {
+                    label for="reason" { "Reason for rejecting" }
+                    textarea #reason name="reason" rows="3" required {}
+                }
+                button.danger type="submit" { "Reject version " (version) }
+            }
+        }
+    })
+    .into_response()
+}
+
+/// `POST /console/approvals/{name}/{version}/approve`: the ticked `grant` fields only.
+pub(crate) async fn approve(
+    State(console): State<Arc<Console>>,
+    viewer: Viewer,
+    Path((name, version)): Path<(String, u32)>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = require(&viewer, Scope::Admin) {
+        return r;
+    }
+    let grants: Vec<String> = fields(&body)
+        .into_iter()
+        .filter(|(k, _)| k == "grant")
+        .map(|(_, v)| v)
+        .collect();
+    let outcome = actions::approve(&console, &viewer, &name, version, &grants).await;
+    let to = if outcome.ok {
+        "/console/approvals".to_owned()
+    } else {
+        review_href(&name, version)
+    };
+    done(&console, &viewer, outcome.ok, outcome.text, &to)
+}
+
+/// `POST /console/approvals/{name}/{version}/reject`.
+pub(crate) async fn reject(
+    State(console): State<Arc<Console>>,
+    viewer: Viewer,
+    Path((name, version)): Path<(String, u32)>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = require(&viewer, Scope::Admin) {
+        return r;
+    }
+    let fields = fields(&body);
+    let reason = field(&fields, "reason").unwrap_or("");
+    let outcome = actions::reject(&console, &viewer, &name, version, reason).await;
+    let to = if outcome.ok {
+        "/console/approvals".to_owned()
+    } else {
+        review_href(&name, version)
+    };
+    done(&console, &viewer, outcome.ok, outcome.text, &to)
+}

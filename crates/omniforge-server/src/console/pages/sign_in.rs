@@ -1,0 +1,131 @@
+//! Sign-in with a static token (the MCP endpoint's token file), and sign-out.
+//!
+//! The form is served with an anonymous session whose CSRF token it carries, so a sign-in
+//! cannot be forged from another site (no login CSRF); a successful sign-in replaces that
+//! session with a new one (new id, new CSRF token), so no id chosen before sign-in survives
+//! it. OAuth sign-in is not offered yet: an OAuth-only server's console says so.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::{IntoResponse, Redirect, Response};
+use http::header::SET_COOKIE;
+use http::{HeaderMap, StatusCode};
+use maud::{Markup, html};
+
+use crate::auth::Principal;
+use crate::console::Console;
+use crate::console::guard::{over_tls, session_id, set_cookie};
+use crate::console::layout;
+use crate::console::pages::{field, fields};
+
+fn page(console: &Console, csrf: &str, error: Option<&str>) -> Markup {
+    layout::shell(
+        "Sign in",
+        html! {
+            h1 { "Sign in to the OmniForge console" }
+            @if let Some(e) = error { p.flash.err role="alert" { (e) } }
+            form method="post" action="/console/sign-in" {
+                input type="hidden" name="csrf" value=(csrf);
+                @if console.open {
+                    p { "This server has no tokens configured: everyone on this machine is its anonymous admin." }
+                } @else {
+                    div.field {
+                        label for="token" { "Token" }
+                        p.hint id="token-hint" { "A bearer token from the server's token file. The console checks it and keeps only who it names." }
+                        input #token type="password" name="token" autocomplete="off" required aria-describedby="token-hint";
+                    }
+                    @if console.tokens.is_empty() {
+                        p.hint { "This server accepts OAuth access tokens only; the console's OAuth sign-in is not available yet." }
+                    }
+                }
+                button type="submit" { "Sign in" }
+            }
+        },
+    )
+}
+
+fn unavailable() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        layout::bare(
+            "Sign-in unavailable",
+            "The server could not make a session id. Try again.",
+        ),
+    )
+        .into_response()
+}
+
+/// `GET /console/sign-in`: the form, with a new anonymous session unless one is live.
+pub(crate) async fn form(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    let existing = session_id(&headers).and_then(|id| console.sessions.get(&id));
+    match existing {
+        Some(s) if s.principal.is_some() => Redirect::to("/console/tools").into_response(),
+        Some(s) => page(&console, &s.csrf, None).into_response(),
+        None => match console.sessions.start(None) {
+            Some((id, s)) => (
+                [(SET_COOKIE, set_cookie(over_tls(&headers), Some(&id)))],
+                page(&console, &s.csrf, None),
+            )
+                .into_response(),
+            None => unavailable(),
+        },
+    }
+}
+
+/// The principal of `token` (compared in constant time against every configured token).
+fn authenticate(console: &Console, token: Option<&str>) -> Option<Principal> {
+    if console.open {
+        return Some(Principal::anonymous());
+    }
+    console.tokens.authenticate(token?.trim())
+}
+
+/// `POST /console/sign-in`. The change guard has checked the Origin and the anonymous
+/// session's CSRF token before this runs.
+pub(crate) async fn submit(
+    State(console): State<Arc<Console>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(old) = session_id(&headers) else {
+        return Redirect::to("/console/sign-in").into_response();
+    };
+    let fields = fields(&body);
+    let Some(principal) = authenticate(&console, field(&fields, "token")) else {
+        tracing::info!("console sign-in refused: the token is not valid");
+        let csrf = console
+            .sessions
+            .get(&old)
+            .map(|s| s.csrf)
+            .unwrap_or_default();
+        return (
+            StatusCode::UNAUTHORIZED,
+            page(&console, &csrf, Some("That token is not valid.")),
+        )
+            .into_response();
+    };
+    tracing::info!(principal = %principal.id, "console sign-in");
+    console.sessions.end(&old);
+    match console.sessions.start(Some(principal)) {
+        Some((id, _)) => (
+            [(SET_COOKIE, set_cookie(over_tls(&headers), Some(&id)))],
+            Redirect::to("/console/tools"),
+        )
+            .into_response(),
+        None => unavailable(),
+    }
+}
+
+/// `POST /console/sign-out`: ends the session and removes the cookie.
+pub(crate) async fn sign_out(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
+    if let Some(id) = session_id(&headers) {
+        console.sessions.end(&id);
+    }
+    (
+        [(SET_COOKIE, set_cookie(over_tls(&headers), None))],
+        Redirect::to("/console/sign-in"),
+    )
+        .into_response()
+}

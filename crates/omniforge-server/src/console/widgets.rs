@@ -1,0 +1,109 @@
+//! Small shared renderings: times, durations, JSON, schemas, scrollable tables. Everything is
+//! interpolated through maud, which escapes it; nothing here builds HTML from strings.
+
+use maud::{Markup, html};
+use serde_json::Value;
+
+/// `2026-11-30 14:05:09 UTC` from unix milliseconds.
+pub(crate) fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// `41 ms`, `2.3 s`.
+pub(crate) fn duration(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    }
+}
+
+/// Pretty JSON in a `pre`.
+pub(crate) fn json(value: &Value) -> Markup {
+    html! { pre.code { (serde_json::to_string_pretty(value).unwrap_or_default()) } }
+}
+
+/// A table that may scroll sideways inside itself on a narrow screen (never the page). The
+/// region is focusable so keyboard users can scroll it.
+pub(crate) fn scroll_table(label: &str, table: Markup) -> Markup {
+    html! { div.table-wrap role="region" aria-label=(format!("{label} table")) tabindex="0" { (table) } }
+}
+
+/// A JSON Schema's properties as a table: name, type, required, description. The schema as
+/// written follows in a disclosure.
+pub(crate) fn schema(label: &str, schema: &Value) -> Markup {
+    let props = schema.get("properties").and_then(Value::as_object);
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    html! {
+        @match props {
+            Some(props) if !props.is_empty() => {
+                (scroll_table(label, html! {
+                    table {
+                        caption.visually-hidden { (label) }
+                        thead { tr { th scope="col" { "Field" } th scope="col" { "Type" } th scope="col" { "Required" } th scope="col" { "Description" } } }
+                        tbody {
+                            @for (name, p) in props {
+                                tr {
+                                    th scope="row" { code { (name) } }
+                                    td { (type_of(p)) }
+                                    td { @if required.contains(&name.as_str()) { "yes" } @else { "no" } }
+                                    td { (p.get("description").and_then(Value::as_str).unwrap_or("")) }
+                                }
+                            }
+                        }
+                    }
+                }))
+            }
+            _ => { p.muted { "No arguments." } }
+        }
+        details { summary { (label) " as JSON" } (json(schema)) }
+    }
+}
+
+fn type_of(p: &Value) -> String {
+    match p.get("type") {
+        Some(Value::String(t)) if t == "array" => {
+            let item = p.get("items").map_or_else(|| "any".into(), type_of);
+            format!("array of {item}")
+        }
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        _ => "any".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_utc() {
+        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(utc(1_764_600_000_000), "2025-12-01 14:40:00 UTC");
+    }
+}

@@ -1,0 +1,885 @@
+//! The web console's security rules (issue 17), in-process through `Server::app()` with a real
+//! SQLite store: security headers on every answer, the session cookie's flags and its fresh
+//! id at sign-in, no login CSRF, the cookie never opening `/mcp`, the CSRF token and Origin
+//! check on every change, agent-written text escaped, and what each scope sees and may do.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use http::{HeaderMap, Request, StatusCode};
+use http_body_util::BodyExt;
+use omniforge_script::SandboxLevel;
+use omniforge_server::{
+    HttpSettings, SchemaProfile, ScriptSettings, Server, Settings, StoreSettings, TokenSet,
+};
+use omniforge_store::digest::arguments_digest;
+use omniforge_store::{
+    Actor, Annotations, CallLog, CallOutcome, CallRecord, CallSource, CapturedText, Keyring,
+    Limits, NewStatus, NewVersion, Runtime, SecretStore, SqliteStore, StoreConfig, ToolStore,
+};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tower::ServiceExt;
+
+const TOKENS: &str =
+    "admin adm-token admin\nwriter wri-token tools:write\ncaller cal-token tools:call\n";
+const HOST: &str = "127.0.0.1:8080";
+const ORIGIN: &str = "http://127.0.0.1:8080";
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'";
+/// Agent-written text that would run or inject markup if it reached a page unescaped.
+const HOSTILE: &str =
+    r#"<script>document.body.dataset.xss=1</script><img src=x onerror="alert(1)">"'"#;
+
+struct Fixture {
+    app: Router,
+    store: Arc<SqliteStore>,
+    _server: Server,
+    _dir: tempfile::TempDir,
+}
+
+fn version(description: &str, author: &str) -> NewVersion {
+    NewVersion {
+        title: None,
+        description: description.into(),
+        input_schema: json!({"type": "object", "properties": {"q": {"type": "string", "description": HOSTILE}}})
+            .as_object()
+            .cloned()
+            .unwrap(),
+        output_schema: None,
+        annotations: Annotations::default(),
+        runtime: Runtime::Python,
+        code: format!("print({HOSTILE:?})"),
+        dependencies: vec![],
+        limits: Limits {
+            timeout_ms: 10_000,
+            memory_bytes: 256 << 20,
+            network: false,
+        },
+        lock: String::new(),
+        env_id: "env-none".into(),
+        secrets: vec!["API_KEY".into()],
+        author: author.into(),
+        examples: Vec::new(),
+        execution: Default::default(),
+    }
+}
+
+/// A server (`--require-approval`) whose store holds tool `hostile` (versions 1 and 2 live, 3
+/// pending, all by `token:writer`), a secret `API_KEY` and one logged call each of
+/// `token:caller` and `token:writer`.
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StoreConfig {
+        busy_timeout: omniforge_store::DEFAULT_BUSY_TIMEOUT,
+        call_log_max_rows: omniforge_store::DEFAULT_CALL_LOG_MAX_ROWS,
+        max_readers: omniforge_store::DEFAULT_MAX_READERS,
+        change_log_max_rows: omniforge_store::DEFAULT_CHANGE_LOG_MAX_ROWS,
+        call_stats_max_age: omniforge_store::DEFAULT_CALL_STATS_MAX_AGE,
+        keyring: Some(Keyring::generate_file(&dir.path().join("secret.key")).unwrap()),
+    };
+    let store = Arc::new(
+        SqliteStore::open_with(dir.path().join("omniforge.db"), &config)
+            .await
+            .unwrap(),
+    );
+    let actor = Actor::new("token:writer");
+    store
+        .create_tool(
+            &actor,
+            "hostile",
+            version(HOSTILE, "token:writer"),
+            NewStatus::Live,
+        )
+        .await
+        .unwrap();
+    store
+        .add_version(
+            &actor,
+            "hostile",
+            version("second", "token:writer"),
+            NewStatus::Live,
+        )
+        .await
+        .unwrap();
+    store
+        .add_version(
+            &actor,
+            "hostile",
+            version("third, pending", "token:writer"),
+            NewStatus::Pending,
+        )
+        .await
+        .unwrap();
+    store
+        .set_secret(
+            &Actor::new("token:admin"),
+            "API_KEY",
+            "value-never-shown-4711",
+        )
+        .await
+        .unwrap();
+    for principal in ["token:caller", "token:writer"] {
+        store
+            .record_call(CallRecord {
+                tool: "hostile".into(),
+                source: CallSource::Stored,
+                version: Some(2),
+                started_at_ms: 1_764_600_000_000,
+                duration_ms: 12,
+                outcome: CallOutcome::Ok,
+                bytes_out: 2,
+                principal: Some(principal.into()),
+                error: None,
+                arguments: Some(arguments_digest(&json!({"q": principal}))),
+                arguments_text: Some(CapturedText::new(format!("{{\"q\": \"{principal}\"}}"))),
+                result_text: Some(CapturedText::new(HOSTILE)),
+            })
+            .await
+            .unwrap();
+    }
+    let server = Server::start(Settings {
+        page_size: 1000,
+        schema_profile: SchemaProfile::AsAuthored,
+        manifests: Vec::new(),
+        inline_schema_refs: false,
+        store: Some(StoreSettings {
+            store: store.clone(),
+            scripts: ScriptSettings {
+                data_dir: dir.path().to_owned(),
+                python: "python3".into(),
+                uv: None,
+                allow_source_builds: false,
+                sandbox: SandboxLevel::Off,
+                default_timeout: Duration::from_secs(30),
+                max_timeout: Duration::from_secs(600),
+                memory_bytes: 512 << 20,
+                host: omniforge_script::HostEnv::from_vars(std::env::vars_os()),
+                disabled_layers: Vec::new(),
+                warm_pool: 0,
+                warm_idle: Duration::from_secs(600),
+            },
+            authoring: true,
+            max_result_bytes: 64 * 1024,
+            output_ttl: Duration::from_secs(3600),
+            keep_failed_drafts: false,
+            require_approval: true,
+            tasks: omniforge_server::TaskSettings::default(),
+            request_state_keys: Vec::new(),
+        }),
+    })
+    .await
+    .unwrap();
+    let app = server.app(
+        HttpSettings {
+            path: "/mcp".into(),
+            stateless: false,
+            allowed_origins: vec!["https://app.example.com".into()],
+            allowed_hosts: Vec::new(),
+            check_host: true,
+            tokens: TokenSet::parse(TOKENS).unwrap(),
+            oauth: None,
+            max_body_bytes: 64 * 1024,
+            session_idle_timeout: Duration::from_secs(300),
+            max_sessions: 1000,
+            header_read_timeout: Duration::from_secs(30),
+            keep_alive_timeout: Duration::from_secs(75),
+            max_connections: 1024,
+        },
+        CancellationToken::new(),
+    );
+    Fixture {
+        app,
+        store,
+        _server: server,
+        _dir: dir,
+    }
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+async fn send(app: &Router, request: Request<Body>) -> Answer {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.into_body().collect().await.unwrap().to_bytes();
+    Answer {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+fn get(path: &str, cookie: Option<&str>) -> Request<Body> {
+    let mut request = Request::get(path).header("host", HOST);
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", format!("omniforge_console={cookie}"));
+    }
+    request.body(Body::empty()).unwrap()
+}
+
+/// A form POST; `headers` are added (or override the defaults: the console's Origin and a
+/// form body type).
+fn post(
+    path: &str,
+    cookie: Option<&str>,
+    form: &[(&str, &str)],
+    headers: &[(&str, &str)],
+) -> Request<Body> {
+    let mut request = Request::post(path).header("host", HOST);
+    let mut set = vec![
+        ("origin", ORIGIN),
+        ("content-type", "application/x-www-form-urlencoded"),
+    ];
+    for (k, v) in headers {
+        set.retain(|(name, _)| name != k);
+        set.push((k, v));
+    }
+    for (k, v) in set.into_iter().filter(|(_, v)| !v.is_empty()) {
+        request = request.header(k, v);
+    }
+    if let Some(cookie) = cookie {
+        request = request.header("cookie", format!("omniforge_console={cookie}"));
+    }
+    let body = serde_urlencoded::to_string(form).unwrap();
+    request.body(Body::from(body)).unwrap()
+}
+
+/// The session cookie's value in a `Set-Cookie`, and the whole header.
+fn set_cookie(headers: &HeaderMap) -> (String, String) {
+    let header = headers["set-cookie"].to_str().unwrap().to_owned();
+    let value = header
+        .split(';')
+        .next()
+        .unwrap()
+        .split_once('=')
+        .unwrap()
+        .1
+        .to_owned();
+    (value, header)
+}
+
+/// The CSRF token a page's forms carry.
+fn csrf(body: &str) -> String {
+    let at = body
+        .find(r#"name="csrf" value=""#)
+        .expect("a form with a CSRF token")
+        + r#"name="csrf" value=""#.len();
+    body[at..].split('"').next().unwrap().to_owned()
+}
+
+/// Signs in with `token`; returns the session cookie and its CSRF token.
+async fn sign_in(app: &Router, token: &str) -> (String, String) {
+    let form = send(app, get("/console/sign-in", None)).await;
+    assert_eq!(form.status, StatusCode::OK);
+    let (anonymous, _) = set_cookie(&form.headers);
+    let signed = send(
+        app,
+        post(
+            "/console/sign-in",
+            Some(&anonymous),
+            &[("csrf", &csrf(&form.body)), ("token", token)],
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(signed.status, StatusCode::SEE_OTHER, "{}", signed.body);
+    let (cookie, _) = set_cookie(&signed.headers);
+    let page = send(app, get("/console/tools", Some(&cookie))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    (cookie, csrf(&page.body))
+}
+
+async fn current_version(store: &SqliteStore) -> Option<u32> {
+    store
+        .tool("hostile")
+        .await
+        .unwrap()
+        .unwrap()
+        .current_version
+}
+
+#[tokio::test]
+async fn every_console_answer_carries_the_csp_and_frame_headers() {
+    let f = fixture().await;
+    let (cookie, _) = sign_in(&f.app, "adm-token").await;
+    let css = send(&f.app, get("/console/tools", Some(&cookie)))
+        .await
+        .body;
+    let css_path = css
+        .split("href=\"/console/assets/")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    let answers = [
+        send(&f.app, get("/console/sign-in", None)).await,
+        send(&f.app, get("/console/tools", None)).await,
+        send(&f.app, get("/console/tools", Some(&cookie))).await,
+        send(&f.app, get("/console/tools/hostile", Some(&cookie))).await,
+        send(&f.app, get("/console/tools/no-such-tool", Some(&cookie))).await,
+        send(&f.app, get("/console/no-such-page", Some(&cookie))).await,
+        send(&f.app, get(&format!("/console/assets/{css_path}"), None)).await,
+        send(
+            &f.app,
+            post(
+                "/console/tools/hostile/rollback",
+                Some(&cookie),
+                &[("version", "1")],
+                &[],
+            ),
+        )
+        .await,
+    ];
+    let statuses: Vec<u16> = answers.iter().map(|a| a.status.as_u16()).collect();
+    assert_eq!(statuses, [200, 303, 200, 200, 404, 404, 200, 403]);
+    for a in &answers {
+        assert_eq!(a.headers["content-security-policy"], CSP, "{:?}", a.status);
+        assert_eq!(a.headers["x-frame-options"], "DENY");
+        assert_eq!(a.headers["x-content-type-options"], "nosniff");
+    }
+    // Paths outside the console are not the console's.
+    let outside = send(&f.app, get("/not-the-console", None)).await;
+    assert_eq!(outside.status, StatusCode::NOT_FOUND);
+    assert!(!outside.headers.contains_key("content-security-policy"));
+    // Pages are not cached; the content-hashed stylesheet is, for good.
+    assert_eq!(answers[2].headers["cache-control"], "no-store");
+    assert_eq!(
+        answers[6].headers["cache-control"],
+        "public, max-age=31536000, immutable"
+    );
+    // No page carries a script, inline or not.
+    assert!(!answers[3].body.contains("<script"));
+}
+
+#[tokio::test]
+async fn sign_in_issues_a_fresh_httponly_samesite_strict_session() {
+    let f = fixture().await;
+    let form = send(&f.app, get("/console/sign-in", None)).await;
+    let (anonymous, header) = set_cookie(&form.headers);
+    assert_eq!(
+        header,
+        format!("omniforge_console={anonymous}; Path=/console; HttpOnly; SameSite=Strict")
+    );
+    // A wrong token: 401 and no session.
+    let wrong = send(
+        &f.app,
+        post(
+            "/console/sign-in",
+            Some(&anonymous),
+            &[("csrf", &csrf(&form.body)), ("token", "nope")],
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(wrong.status, StatusCode::UNAUTHORIZED);
+    assert!(!wrong.headers.contains_key("set-cookie"));
+    let signed = send(
+        &f.app,
+        post(
+            "/console/sign-in",
+            Some(&anonymous),
+            &[("csrf", &csrf(&form.body)), ("token", "wri-token")],
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(signed.status, StatusCode::SEE_OTHER);
+    let (session, header) = set_cookie(&signed.headers);
+    assert_ne!(session, anonymous, "sign-in must issue a new session id");
+    assert!(
+        header.contains("HttpOnly")
+            && header.contains("SameSite=Strict")
+            && !header.contains("Secure")
+    );
+    // The id from before sign-in opens nothing afterwards.
+    let old = send(&f.app, get("/console/tools", Some(&anonymous))).await;
+    assert_eq!(old.status, StatusCode::SEE_OTHER);
+    assert_eq!(old.headers["location"], "/console/sign-in");
+    let page = send(&f.app, get("/console/tools", Some(&session))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("token:writer"));
+    // Over TLS (a proxy says so), the cookie is Secure and bound to the origin.
+    let mut tls = get("/console/sign-in", None);
+    tls.headers_mut()
+        .insert("x-forwarded-proto", "https".parse().unwrap());
+    let tls = send(&f.app, tls).await;
+    let (_, header) = set_cookie(&tls.headers);
+    assert!(header.starts_with("__Host-omniforge_console="), "{header}");
+    assert!(
+        header.ends_with("; Path=/; HttpOnly; SameSite=Strict; Secure"),
+        "{header}"
+    );
+}
+
+#[tokio::test]
+async fn a_sign_in_without_the_forms_own_session_and_token_is_refused() {
+    let f = fixture().await;
+    // A cross-site page posting a valid token (login CSRF) has neither the anonymous session
+    // nor its CSRF token.
+    let forged = send(
+        &f.app,
+        post("/console/sign-in", None, &[("token", "adm-token")], &[]),
+    )
+    .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN);
+    assert!(!forged.headers.contains_key("set-cookie"));
+    let form = send(&f.app, get("/console/sign-in", None)).await;
+    let (anonymous, _) = set_cookie(&form.headers);
+    let other = send(&f.app, get("/console/sign-in", None)).await;
+    let forged = send(
+        &f.app,
+        post(
+            "/console/sign-in",
+            Some(&anonymous),
+            &[("csrf", &csrf(&other.body)), ("token", "adm-token")],
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(
+        forged.status,
+        StatusCode::FORBIDDEN,
+        "another session's CSRF token"
+    );
+    let forged = send(
+        &f.app,
+        post(
+            "/console/sign-in",
+            Some(&anonymous),
+            &[("csrf", &csrf(&form.body)), ("token", "adm-token")],
+            &[("origin", "https://evil.example")],
+        ),
+    )
+    .await;
+    assert_eq!(forged.status, StatusCode::FORBIDDEN, "a foreign Origin");
+    assert!(!forged.headers.contains_key("set-cookie"));
+}
+
+#[tokio::test]
+async fn the_console_cookie_never_opens_mcp() {
+    let f = fixture().await;
+    let (cookie, _) = sign_in(&f.app, "adm-token").await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let request = Request::post("/mcp")
+        .header("host", HOST)
+        .header("content-type", "application/json")
+        .header("accept", "application/json")
+        .header("cookie", format!("omniforge_console={cookie}"))
+        .body(Body::from(initialize.to_string()))
+        .unwrap();
+    assert_eq!(send(&f.app, request).await.status, StatusCode::UNAUTHORIZED);
+}
+
+#[tokio::test]
+async fn every_change_needs_the_sessions_csrf_token_and_an_allowed_origin() {
+    let f = fixture().await;
+    let (cookie, token) = sign_in(&f.app, "adm-token").await;
+    let (_, other_token) = sign_in(&f.app, "wri-token").await;
+    let path = "/console/tools/hostile/rollback";
+    let refused = [
+        (
+            vec![("version", "1")],
+            vec![],
+            StatusCode::FORBIDDEN,
+            "no CSRF token",
+        ),
+        (
+            vec![("csrf", "made-up"), ("version", "1")],
+            vec![],
+            StatusCode::FORBIDDEN,
+            "a made-up token",
+        ),
+        (
+            vec![("csrf", other_token.as_str()), ("version", "1")],
+            vec![],
+            StatusCode::FORBIDDEN,
+            "another session's token",
+        ),
+        (
+            vec![("csrf", token.as_str()), ("version", "1")],
+            vec![("origin", "https://evil.example")],
+            StatusCode::FORBIDDEN,
+            "a foreign Origin",
+        ),
+        (
+            vec![("csrf", token.as_str()), ("version", "1")],
+            vec![("origin", "")],
+            StatusCode::FORBIDDEN,
+            "no Origin",
+        ),
+        (
+            vec![("csrf", token.as_str()), ("version", "1")],
+            vec![("origin", "null")],
+            StatusCode::FORBIDDEN,
+            "Origin null",
+        ),
+        (
+            vec![("csrf", token.as_str()), ("version", "1")],
+            vec![("sec-fetch-site", "cross-site")],
+            StatusCode::FORBIDDEN,
+            "cross-site Fetch Metadata",
+        ),
+        (
+            vec![("csrf", token.as_str()), ("version", "1")],
+            vec![("content-type", "application/json")],
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "not a form",
+        ),
+    ];
+    for (form, headers, status, why) in refused {
+        let answer = send(&f.app, post(path, Some(&cookie), &form, &headers)).await;
+        assert_eq!(answer.status, status, "{why}: {}", answer.body);
+        assert_eq!(
+            current_version(&f.store).await,
+            Some(2),
+            "{why} changed the tool"
+        );
+    }
+    // With its token, from the console's own origin (or a listed one), the change is made.
+    let answer = send(
+        &f.app,
+        post(
+            path,
+            Some(&cookie),
+            &[("csrf", &token), ("version", "1")],
+            &[("origin", "https://app.example.com")],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    assert_eq!(current_version(&f.store).await, Some(1));
+    let page = send(&f.app, get("/console/tools/hostile", Some(&cookie))).await;
+    assert!(
+        page.body.contains("now runs version 1"),
+        "the outcome is shown: {}",
+        page.body
+    );
+}
+
+#[tokio::test]
+async fn agent_written_text_is_escaped_on_every_page() {
+    let f = fixture().await;
+    let (cookie, _) = sign_in(&f.app, "adm-token").await;
+    let calls = send(&f.app, get("/console/calls", Some(&cookie))).await;
+    let first_call = calls
+        .body
+        .split("href=\"/console/calls/")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+        .to_owned();
+    for path in [
+        "/console/tools".to_owned(),
+        "/console/tools?q=%3Cscript%3E".to_owned(),
+        "/console/tools/hostile".to_owned(),
+        "/console/tools/hostile?version=1".to_owned(),
+        "/console/tools/hostile?from=1&to=2".to_owned(),
+        format!("/console/calls/{first_call}"),
+        "/console/audit".to_owned(),
+    ] {
+        let page = send(&f.app, get(&path, Some(&cookie))).await;
+        assert_eq!(page.status, StatusCode::OK, "{path}");
+        assert!(
+            !page.body.contains("<script"),
+            "{path}: an unescaped script"
+        );
+        assert!(!page.body.contains("<img"), "{path}: an unescaped image");
+        assert!(
+            !page.body.contains("onerror=\""),
+            "{path}: an unescaped attribute"
+        );
+    }
+    let tool = send(
+        &f.app,
+        get("/console/tools/hostile?version=1", Some(&cookie)),
+    )
+    .await
+    .body;
+    assert!(
+        tool.contains("&lt;script&gt;document.body.dataset.xss=1&lt;/script&gt;"),
+        "the text is shown, escaped"
+    );
+    let diff = send(
+        &f.app,
+        get("/console/tools/hostile?from=1&to=2", Some(&cookie)),
+    )
+    .await
+    .body;
+    assert!(
+        diff.contains("Version 1 → version 2") && diff.contains("second"),
+        "{diff}"
+    );
+}
+
+#[tokio::test]
+async fn each_scope_sees_and_does_only_what_its_token_may() {
+    let f = fixture().await;
+    // tools:write: no audit log, no secrets, no grants.
+    let (writer, writer_csrf) = sign_in(&f.app, "wri-token").await;
+    assert_eq!(
+        send(&f.app, get("/console/audit", Some(&writer)))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        send(&f.app, get("/console/secrets", Some(&writer)))
+            .await
+            .status,
+        StatusCode::NOT_FOUND
+    );
+    let grant = [
+        ("csrf", writer_csrf.as_str()),
+        ("secret", "API_KEY"),
+        ("tool", "hostile"),
+        ("version", "2"),
+    ];
+    let answer = send(
+        &f.app,
+        post("/console/secrets/grant", Some(&writer), &grant, &[]),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    assert!(
+        f.store.grants(None, None).await.unwrap().is_empty(),
+        "a writer granted a secret"
+    );
+    let tools = send(&f.app, get("/console/tools", Some(&writer)))
+        .await
+        .body;
+    assert!(!tools.contains("/console/audit") && !tools.contains("/console/secrets"));
+    // tools:call: the tool's schema and its own calls, no code, no versions, no changes.
+    let (caller, caller_csrf) = sign_in(&f.app, "cal-token").await;
+    let page = send(&f.app, get("/console/tools/hostile", Some(&caller)))
+        .await
+        .body;
+    assert!(page.contains("Input schema"));
+    assert!(
+        !page.contains("Roll back") && !page.contains("print("),
+        "{page}"
+    );
+    assert!(
+        page.contains("token:caller") && !page.contains("token:writer"),
+        "only its own calls"
+    );
+    assert!(
+        !page.contains("id=\"activity\""),
+        "the hourly charts count everyone's calls"
+    );
+    let rollback = [("csrf", caller_csrf.as_str()), ("version", "1")];
+    let answer = send(
+        &f.app,
+        post(
+            "/console/tools/hostile/rollback",
+            Some(&caller),
+            &rollback,
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    assert_eq!(current_version(&f.store).await, Some(2));
+    let calls = send(&f.app, get("/console/calls", Some(&caller)))
+        .await
+        .body;
+    assert!(calls.contains("token:caller") && !calls.contains("token:writer"));
+    let admin_calls = {
+        let (admin, _) = sign_in(&f.app, "adm-token").await;
+        send(&f.app, get("/console/calls", Some(&admin))).await.body
+    };
+    let writers_call = admin_calls
+        .split("href=\"/console/calls/")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap().to_owned())
+        .find(|id| {
+            let id: u64 = id.parse().unwrap();
+            // Newest first: the writer's call was recorded second.
+            id == 2
+        })
+        .unwrap();
+    let answer = send(
+        &f.app,
+        get(&format!("/console/calls/{writers_call}"), Some(&caller)),
+    )
+    .await;
+    assert_eq!(
+        answer.status,
+        StatusCode::NOT_FOUND,
+        "another principal's call"
+    );
+    // The admin grants the request; the secret's value appears on no page.
+    let (admin, admin_csrf) = sign_in(&f.app, "adm-token").await;
+    let tool = send(&f.app, get("/console/tools/hostile", Some(&admin)))
+        .await
+        .body;
+    assert!(
+        tool.contains("id=\"activity\"")
+            && tool.contains("No calls of hostile in the last 24 hours."),
+        "{tool}"
+    );
+    let secrets = send(&f.app, get("/console/secrets", Some(&admin)))
+        .await
+        .body;
+    assert!(
+        secrets.contains("Grant API_KEY to hostile version 2"),
+        "{secrets}"
+    );
+    let grant = [
+        ("csrf", admin_csrf.as_str()),
+        ("secret", "API_KEY"),
+        ("tool", "hostile"),
+        ("version", "2"),
+    ];
+    let answer = send(
+        &f.app,
+        post("/console/secrets/grant", Some(&admin), &grant, &[]),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    assert_eq!(f.store.grants(None, None).await.unwrap().len(), 1);
+    for path in [
+        "/console/secrets",
+        "/console/tools/hostile",
+        "/console/audit",
+        "/console/calls",
+        "/console/tools",
+    ] {
+        let page = send(&f.app, get(path, Some(&admin))).await.body;
+        assert!(
+            !page.contains("value-never-shown-4711"),
+            "{path} shows a secret value"
+        );
+    }
+}
+
+async fn status_of(store: &SqliteStore, number: u32) -> String {
+    store
+        .version("hostile", number)
+        .await
+        .unwrap()
+        .state
+        .status
+        .to_string()
+}
+
+#[tokio::test]
+async fn only_admins_review_approve_and_reject_pending_versions() {
+    let f = fixture().await;
+    let (writer, writer_csrf) = sign_in(&f.app, "wri-token").await;
+    // The author sees its pending version on the tool page, not the approvals.
+    let page = send(&f.app, get("/console/tools/hostile", Some(&writer)))
+        .await
+        .body;
+    assert!(
+        page.contains("third, pending") || page.contains("Version 3"),
+        "{page}"
+    );
+    for path in ["/console/approvals", "/console/approvals/hostile/3"] {
+        assert_eq!(
+            send(&f.app, get(path, Some(&writer))).await.status,
+            StatusCode::NOT_FOUND,
+            "{path}"
+        );
+    }
+    let form = [("csrf", writer_csrf.as_str()), ("grant", "API_KEY")];
+    let answer = send(
+        &f.app,
+        post(
+            "/console/approvals/hostile/3/approve",
+            Some(&writer),
+            &form,
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        status_of(&f.store, 3).await,
+        "pending",
+        "a writer approved its own version"
+    );
+    // The caller does not even see the pending version.
+    let (caller, _) = sign_in(&f.app, "cal-token").await;
+    let page = send(&f.app, get("/console/tools/hostile", Some(&caller)))
+        .await
+        .body;
+    assert!(!page.contains("third, pending"));
+    // The admin reviews: the diff against the current version, one tick box per secret.
+    let (admin, admin_csrf) = sign_in(&f.app, "adm-token").await;
+    let list = send(&f.app, get("/console/approvals", Some(&admin)))
+        .await
+        .body;
+    assert!(list.contains("Review hostile version 3"), "{list}");
+    let review = send(&f.app, get("/console/approvals/hostile/3", Some(&admin)))
+        .await
+        .body;
+    assert!(review.contains("Version 2 → version 3"), "{review}");
+    assert!(
+        review.contains(r#"name="grant" value="API_KEY""#),
+        "{review}"
+    );
+    // Without a reason, a rejection is refused and changes nothing.
+    let form = [("csrf", admin_csrf.as_str()), ("reason", " ")];
+    let answer = send(
+        &f.app,
+        post(
+            "/console/approvals/hostile/3/reject",
+            Some(&admin),
+            &form,
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER);
+    assert_eq!(status_of(&f.store, 3).await, "pending");
+    // Approved with nothing ticked: live, and no grant made.
+    let form = [("csrf", admin_csrf.as_str())];
+    let answer = send(
+        &f.app,
+        post(
+            "/console/approvals/hostile/3/approve",
+            Some(&admin),
+            &form,
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::SEE_OTHER, "{}", answer.body);
+    assert_eq!(status_of(&f.store, 3).await, "live");
+    assert_eq!(current_version(&f.store).await, Some(3));
+    assert!(
+        f.store.grants(None, None).await.unwrap().is_empty(),
+        "an unticked secret was granted"
+    );
+    let list = send(&f.app, get("/console/approvals", Some(&admin)))
+        .await
+        .body;
+    assert!(
+        list.contains("Approved version 3 of tool hostile") && list.contains("Nothing waits"),
+        "{list}"
+    );
+}
+
+#[tokio::test]
+async fn the_console_sits_behind_the_host_check() {
+    let f = fixture().await;
+    // DNS rebinding: a page of another name resolving to this loopback server.
+    let request = Request::get("/console/sign-in")
+        .header("host", "rebound.example:8080")
+        .body(Body::empty())
+        .unwrap();
+    let answer = send(&f.app, request).await;
+    assert_eq!(answer.status, StatusCode::FORBIDDEN);
+    assert!(!answer.headers.contains_key("set-cookie"));
+}

@@ -1,0 +1,275 @@
+//! Input-required results (SEP-2322, protocol 2026-07-28): a script's questions answered over
+//! rounds through the official Python SDK 2.x client, and the sealed `requestState` refused when
+//! tampered, another principal's, another request's, or sealed under a key no longer in the
+//! ring (raw JSON-RPC over HTTP, to send exactly those states).
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::client_features::add_tools;
+use crate::script_tools::{Omni, data_home};
+use crate::util::{parse_sse, python_driver, python2, require, uv};
+
+const STATELESS: &str = "2026-07-28";
+
+/// Two questions, one round each; the answer names both.
+fn two_steps_tool() -> Value {
+    json!({
+        "name": "two_steps",
+        "description": "Asks a name, then a colour",
+        "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}},
+        "code": r#"
+import omniforge
+def ask(message, field, key):
+    answer = omniforge.elicit(message, {"type": "object", "properties": {field: {"type": "string"}},
+                                        "required": [field]}, key=key)
+    return (answer.get("content") or {}).get(field)
+name = ask("Name?", "name", "step1")
+color = ask("Colour?", "color", "step2")
+omniforge.result("%s likes %s" % (name, color))
+"#,
+    })
+}
+
+/// A 2026-07-28 `tools/call` over raw HTTP with `extra` params (`inputResponses`,
+/// `requestState`): the JSON-RPC answer.
+async fn call(url: &str, token: Option<&str>, arguments: Value, extra: Value) -> Value {
+    call_tool(url, token, "two_steps", arguments, extra).await
+}
+
+/// [`call`] of the tool `name`.
+async fn call_tool(
+    url: &str,
+    token: Option<&str>,
+    name: &str,
+    arguments: Value,
+    extra: Value,
+) -> Value {
+    let mut params = json!({"name": name, "arguments": arguments, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": STATELESS,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {}},
+    }});
+    for (k, v) in extra.as_object().into_iter().flatten() {
+        params[k] = v.clone();
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+    let mut post = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(url);
+    if let Some(token) = token {
+        post = post.bearer_auth(token);
+    }
+    let response = post
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", STATELESS)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", name)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    let sse = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"));
+    let bytes = response.bytes().await.unwrap();
+    let messages: Vec<Value> = if sse {
+        parse_sse(&bytes, true).0
+    } else {
+        vec![serde_json::from_slice(&bytes).unwrap()]
+    };
+    messages
+        .into_iter()
+        .find(|m| m.get("method").is_none() && m.get("id").is_some())
+        .unwrap_or_else(|| panic!("no answer: {}", String::from_utf8_lossy(&bytes)))
+}
+
+fn accept(field: &str, value: &str) -> Value {
+    json!({"action": "accept", "content": {field: value}})
+}
+
+/// Writes a request-state key file of `keys` (id, one byte repeated 32 times), mode 0600.
+fn key_file(path: &Path, keys: &[(&str, u8)]) {
+    use base64::Engine as _;
+    let text: String = keys
+        .iter()
+        .map(|(id, b)| {
+            let key = base64::engine::general_purpose::STANDARD.encode([*b; 32]);
+            format!("{id} {key}\n")
+        })
+        .collect();
+    std::fs::write(path, text).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+fn refused(answer: &Value) {
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    assert_eq!(
+        answer["error"]["message"], "requestState failed verification",
+        "{answer}"
+    );
+}
+
+/// The SDK client meets `input_required` twice and retries with each answer: the script re-runs
+/// and completes with both answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elicitation_over_two_rounds_through_the_python_sdk() {
+    require(&[uv(), python2()]);
+    let (_home, data) = data_home();
+    add_tools(&data, &[two_steps_tool()]);
+    let server = Omni::serve(&data, &[]).await;
+    let driver = crate::util::e2e_dir("client_drivers").join("input_required.py");
+    let answers = json!([accept("name", "Alice"), accept("color", "blue")]);
+    let out = python_driver(&python2(), &driver)
+        .args([server.url.as_str(), "two_steps", &answers.to_string()])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        out["result"]["content"][0]["text"], "Alice likes blue",
+        "{out}"
+    );
+    let asked: Vec<&str> = out["asked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(asked, ["Name?", "Colour?"], "{out}");
+    server.assert_no_panic();
+}
+
+/// A state opens only for the principal, tool and arguments it was sealed for, untampered,
+/// under a key still in the ring (rotation: a new first key, the old one second, still opens).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_state_opens_only_for_its_caller_request_and_keyring() {
+    require(&[uv()]);
+    let (home, data) = data_home();
+    add_tools(&data, &[two_steps_tool()]);
+    let tokens = home.path().join("tokens.txt");
+    std::fs::write(
+        &tokens,
+        "alice alice-token tools:call\nbob bob-token tools:call\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let keys = home.path().join("request-state.key");
+    let serve = async |ring: &[(&str, u8)]| {
+        key_file(&keys, ring);
+        Omni::serve(
+            &data,
+            &[
+                "--token-file",
+                tokens.to_str().unwrap(),
+                "--request-state-key-file",
+                keys.to_str().unwrap(),
+            ],
+        )
+        .await
+    };
+    let args = json!({"x": 1});
+    let server = serve(&[("k1", 1)]).await;
+    let alice = Some("alice-token");
+    let first = call(&server.url, alice, args.clone(), json!({})).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    assert_eq!(
+        result["inputRequests"]["step1"]["method"], "elicitation/create",
+        "{first}"
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let step1 = json!({"step1": accept("name", "Alice")});
+    let round2 = json!({"inputResponses": step1, "requestState": state});
+    // Round 2 as alice: the next question, with a new state.
+    let second = call(&server.url, alice, args.clone(), round2.clone()).await;
+    assert_eq!(second["result"]["resultType"], "input_required", "{second}");
+    assert!(second["result"]["inputRequests"]["step2"].is_object());
+    assert_ne!(second["result"]["requestState"], state.as_str());
+    // Tampered, another principal's, another request's (other arguments): refused.
+    let tampered = json!({"inputResponses": step1, "requestState": format!("{state}-TAMPERED")});
+    refused(&call(&server.url, alice, args.clone(), tampered).await);
+    refused(&call(&server.url, Some("bob-token"), args.clone(), round2.clone()).await);
+    refused(&call(&server.url, alice, json!({"x": 2}), round2.clone()).await);
+    drop(server);
+
+    // Rotated in: k2 seals, k1 (second) still opens round 1's state.
+    let server = serve(&[("k2", 2), ("k1", 1)]).await;
+    let second = call(&server.url, alice, args.clone(), round2.clone()).await;
+    assert_eq!(second["result"]["resultType"], "input_required", "{second}");
+    let state2 = second["result"]["requestState"].as_str().unwrap();
+    let round3 = json!({"inputResponses": {"step2": accept("color", "blue")},
+        "requestState": state2});
+    let done = call(&server.url, alice, args.clone(), round3.clone()).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Alice likes blue",
+        "{done}"
+    );
+    drop(server);
+
+    // Rotated out: k1 is gone, so round 1's state no longer opens; k2's still does.
+    let server = serve(&[("k3", 3), ("k2", 2)]).await;
+    refused(&call(&server.url, alice, args.clone(), round2).await);
+    let done = call(&server.url, alice, args, round3).await;
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Alice likes blue",
+        "{done}"
+    );
+    server.assert_no_panic();
+}
+
+/// A question asked through an input-required result passes the same secret redaction as one
+/// sent live: the secret's value never reaches the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_under_replay_has_secret_values_redacted() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    let secret = format!("sk-mrtr-{}", std::process::id());
+    let mut set = std::process::Command::new(env!("CARGO_BIN_EXE_omniforge"))
+        .args(["secret", "set", "E2E_KEY", "--data-dir"])
+        .arg(&data)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write as _;
+        let mut stdin = set.stdin.take().unwrap();
+        stdin.write_all(secret.as_bytes()).unwrap();
+    }
+    assert!(set.wait().unwrap().success());
+    let code = r#"import os
+import omniforge
+omniforge.sample("the key is " + os.environ["E2E_KEY"], max_tokens=5, key="leak")
+omniforge.result("done")
+"#;
+    add_tools(
+        &data,
+        &[
+            json!({"name": "leaky", "description": "asks with a secret", "code": code,
+            "secrets": ["E2E_KEY"]}),
+        ],
+    );
+    let server = Omni::serve(&data, &[]).await;
+    let answer = call_tool(&server.url, None, "leaky", json!({}), json!({})).await;
+    assert!(!answer.to_string().contains(&secret), "{answer}");
+    let asked = &answer["result"]["inputRequests"]["leak"];
+    assert_eq!(
+        asked["params"]["messages"][0]["content"]["text"], "the key is [redacted]",
+        "{answer}"
+    );
+    server.assert_no_panic();
+}
