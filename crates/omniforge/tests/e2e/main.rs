@@ -30,6 +30,7 @@ mod secrets;
 mod server;
 mod sessions;
 mod stateless;
+mod tasks;
 mod traces;
 mod util;
 mod warm;
