@@ -62,6 +62,7 @@ fn version(description: &str, author: &str) -> NewVersion {
         secrets: vec!["API_KEY".into()],
         author: author.into(),
         examples: Vec::new(),
+        execution: Default::default(),
     }
 }
 
@@ -143,6 +144,8 @@ async fn fixture() -> Fixture {
         schema_profile: SchemaProfile::AsAuthored,
         manifests: Vec::new(),
         inline_schema_refs: false,
+        metrics_max_tools: omniforge_server::DEFAULT_METRICS_MAX_TOOLS,
+        metrics: true,
         store: Some(StoreSettings {
             store: store.clone(),
             scripts: ScriptSettings {

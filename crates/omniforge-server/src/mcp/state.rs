@@ -10,6 +10,8 @@ use crate::catalog::publish::Catalog;
 use crate::content::snapshot::Content;
 use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
+use crate::tasks::Tasks;
+use crate::telemetry::metrics::Metrics;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::stored::kept::KeptOutputs;
@@ -35,6 +37,11 @@ pub(crate) struct Shared {
     pub(crate) call_log: Option<Arc<dyn Store>>,
     /// The script host (for `/healthz`'s sandbox layers); `None` in bridge mode.
     pub(crate) host: Option<Arc<ScriptHost>>,
+    /// The server's metrics (`/metrics`).
+    pub(crate) metrics: Arc<Metrics>,
+    /// This replica's durable tasks (the Tasks extension is advertised exactly when set);
+    /// `None` in bridge mode.
+    pub(crate) tasks: Option<Arc<Tasks>>,
     /// The tool authoring operations (for the console's rollback and example runs); `None`
     /// in bridge mode.
     pub(crate) authoring: Option<Arc<ToolAuthoring>>,

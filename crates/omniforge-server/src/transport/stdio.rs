@@ -476,6 +476,8 @@ mod tests {
                 kept: None,
                 call_log: None,
                 host: None,
+                metrics: Arc::new(crate::telemetry::metrics::Metrics::new(1, true)),
+                tasks: None,
                 authoring: None,
                 approval: None,
             });

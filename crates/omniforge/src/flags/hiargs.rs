@@ -3,6 +3,7 @@
 //!
 //! Precedence: flags > `OMNIFORGE_*` environment > config file > defaults.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
 use omniforge_server::{HttpSettings, ManifestConfig};
+use omniforge_store::TaskSupport;
 
 use super::file::{self, FileConfig, FileManifest};
 use super::lowargs::{
@@ -78,6 +80,12 @@ pub(crate) struct Common {
     pub(crate) log_format: LogFormat,
     /// Tools per tools/list page.
     pub(crate) page_size: usize,
+    /// Record metrics.
+    pub(crate) metrics: bool,
+    /// Distinct `tool` labels in /metrics at most.
+    pub(crate) metrics_max_tools: usize,
+    /// Where to export trace spans (OTLP/HTTP base URL); `None`: nowhere.
+    pub(crate) otlp_endpoint: Option<String>,
     /// Grace period for in-flight calls at shutdown.
     pub(crate) shutdown_grace: Duration,
     /// Forge manifests to serve, each with its upstream.
@@ -173,6 +181,8 @@ pub(crate) struct Http {
     pub(crate) max_connections: usize,
     /// Where to write the endpoint URL once the server accepts connections.
     pub(crate) ready_file: Option<PathBuf>,
+    /// Where to serve /metrics without authentication.
+    pub(crate) metrics_listen: Option<SocketAddr>,
     /// OAuth access tokens; `None` without an issuer. Empty audiences: the endpoint's URL.
     pub(crate) oauth: Option<Box<omniforge_server::OAuthSettings>>,
 }
@@ -243,6 +253,12 @@ impl Settings {
                 .or(file.log_format)
                 .unwrap_or(LogFormat::Text),
             page_size: server.page_size.or(file.page_size).unwrap_or(1000),
+            metrics: server.metrics.or(file.metrics).unwrap_or(true),
+            metrics_max_tools: server
+                .metrics_max_tools
+                .or(file.metrics_max_tools)
+                .unwrap_or(omniforge_server::DEFAULT_METRICS_MAX_TOOLS),
+            otlp_endpoint: server.otlp_endpoint.or(file.otlp_endpoint.take()),
             schema_profile: server
                 .schema_profile
                 .or(file.schema_profile)
@@ -428,6 +444,7 @@ fn http(args: HttpOptions, oauth: super::oauth::OAuthOptions, file: &FileConfig)
             .max_connections
             .or(file.max_connections)
             .map_or(HttpSettings::DEFAULT_MAX_CONNECTIONS, |n| n as usize),
+        metrics_listen: args.metrics_listen.or(file.metrics_listen),
         ready_file: args
             .ready_file
             .or_else(|| file.ready_file.clone())
@@ -478,8 +495,10 @@ fn manifests(
                     (None, Some(path)) if read_credentials => Some(read_credential(path)?),
                     (None, _) => None,
                 };
+                let task_support = task_support(&m.path, m.task_support)?;
                 Ok(ManifestConfig {
                     path: m.path,
+                    task_support,
                     upstream: UpstreamConfig {
                         base_url: m.upstream,
                         auth_header,
@@ -516,6 +535,7 @@ fn manifests(
             };
             Ok(ManifestConfig {
                 path,
+                task_support: BTreeMap::new(),
                 upstream: UpstreamConfig {
                     base_url: upstreams.get(i).cloned().unwrap_or_default(),
                     auth_header,
@@ -524,6 +544,24 @@ fn manifests(
                     max_response_bytes: default_max_bytes,
                 },
             })
+        })
+        .collect()
+}
+
+/// A `[[manifest]]`'s `task_support` table, each value checked.
+fn task_support(
+    path: &Path,
+    table: BTreeMap<String, String>,
+) -> Result<BTreeMap<String, TaskSupport>> {
+    table
+        .into_iter()
+        .map(|(tool, value)| match TaskSupport::parse(&value) {
+            Some(support) => Ok((tool, support)),
+            None => bail!(
+                "[[manifest]] {}: task_support.{tool} = {value:?}: give \"forbidden\", \
+                 \"optional\" or \"required\"",
+                path.display()
+            ),
         })
         .collect()
 }
@@ -702,6 +740,33 @@ mod tests {
         let err = crate::flags::parse_from(["omniforge", "--shutdown-grace", "ten", "stdio"])
             .unwrap_err();
         assert!(err.to_string().contains("30s"), "{err}");
+    }
+
+    #[test]
+    fn manifest_tools_may_run_as_tasks_by_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("c.toml");
+        std::fs::write(
+            &config,
+            "[[manifest]]\npath = \"m.json\"\ntask_support = { slow_report = \"optional\", export = \"required\" }\n",
+        )
+        .unwrap();
+        let s = resolve(&["omniforge", "--config", config.to_str().unwrap(), "stdio"]).unwrap();
+        let support = &s.common.manifests[0].task_support;
+        assert_eq!(support.get("slow_report"), Some(&TaskSupport::Optional));
+        assert_eq!(support.get("export"), Some(&TaskSupport::Required));
+        assert_eq!(support.len(), 2);
+        std::fs::write(
+            &config,
+            "[[manifest]]\npath = \"m.json\"\ntask_support = { slow_report = \"sometimes\" }\n",
+        )
+        .unwrap();
+        let err =
+            resolve(&["omniforge", "--config", config.to_str().unwrap(), "stdio"]).unwrap_err();
+        assert!(
+            err.to_string().contains("task_support.slow_report"),
+            "{err:#}"
+        );
     }
 
     #[test]
