@@ -22,6 +22,7 @@ use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::mcp::pagination::{encode_cursor, offset};
 use crate::mcp::state::Shared;
+use crate::mcp::tasks::{self, Route};
 use crate::mcp::to_wire;
 use crate::telemetry::metrics::{self, Source};
 use crate::telemetry::spans;
@@ -76,6 +77,15 @@ pub(crate) async fn call(
     let clock = Instant::now();
     // The metrics count against the catalog the call started with.
     let snapshot = shared.catalog.snapshot();
+    if !cx.arguments_not_object()
+        && let Some(entry) = snapshot
+            .get_for(&request.name, cx.principal().map(|p| p.as_str()))
+            .filter(|e| cx.allows(e.scope))
+        && let Route::Task(tasks) = tasks::route(shared, entry, ctx)?
+    {
+        let _in_flight = shared.calls.token();
+        return tasks::start(&tasks, snapshot.clone(), request, ctx).await;
+    }
     let arguments = if cx.arguments_not_object() {
         Err(CallError::ArgumentsNotObject)
     } else {
