@@ -115,7 +115,7 @@ impl ServerHandler for OmniForge {
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        resources::read(&self.shared, request, &ctx).await
+        resources::read(&self.shared, request, &ctx, &self.log_level).await
     }
 
     async fn subscribe(

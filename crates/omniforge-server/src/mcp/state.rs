@@ -12,6 +12,7 @@ use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
+use crate::tools::stored::input_required::StateCodec;
 use crate::tools::stored::kept::KeptOutputs;
 
 /// Server-wide state.
@@ -35,6 +36,9 @@ pub(crate) struct Shared {
     pub(crate) call_log: Option<Arc<dyn Store>>,
     /// The script host (for `/healthz`'s sandbox layers); `None` in bridge mode.
     pub(crate) host: Option<Arc<ScriptHost>>,
+    /// Seals and opens the `requestState` of input-required results (content scripts' too);
+    /// `None` in bridge mode.
+    pub(crate) states: Option<Arc<StateCodec>>,
     /// The tool authoring operations (for the console's rollback and example runs); `None`
     /// in bridge mode.
     pub(crate) authoring: Option<Arc<ToolAuthoring>>,

@@ -476,6 +476,7 @@ mod tests {
                 kept: None,
                 call_log: None,
                 host: None,
+                states: None,
                 authoring: None,
                 approval: None,
             });

@@ -5,6 +5,7 @@
 //! - [`run`]: the call loop (progress, logs, heartbeat, the script's requests to the client).
 //! - [`client_requests`]: a script's `sample`, `elicit`, `roots`, `close_sse_stream` and
 //!   `client_capabilities`.
+//! - [`content_run`]: a script template's run through the same loop (its questions too).
 //! - [`input_required`]: 2026-07-28 input-required rounds (replay, sealed request state).
 //! - [`questions`]: the script↔server question protocol (`ask` with keys).
 //! - [`protocol_error`]: a script ending its call with a JSON-RPC error.
@@ -14,6 +15,7 @@
 
 pub(crate) mod call;
 pub(crate) mod client_requests;
+pub(crate) mod content_run;
 pub(crate) mod input_required;
 pub(crate) mod kept;
 pub(crate) mod protocol_error;
