@@ -155,6 +155,17 @@ impl Upstream {
     /// upstream request (cancellation). Never fails as a Rust error: every problem is an
     /// [`Outcome::Failure`] described for the caller.
     pub async fn call(&self, tool: &ManifestTool, arguments: &Map<String, Value>) -> Outcome {
+        self.call_with_headers(tool, arguments, &[]).await
+    }
+
+    /// [`Upstream::call`] with extra request headers, e.g. the W3C `traceparent` of the
+    /// caller's span (configured upstream headers come first; these are added after them).
+    pub async fn call_with_headers(
+        &self,
+        tool: &ManifestTool,
+        arguments: &Map<String, Value>,
+        extra: &[(String, String)],
+    ) -> Outcome {
         if !self.is_configured() {
             return Outcome::Failure(format!(
                 "no upstream address is configured for tool {}: start OmniForge with --upstream URL \
@@ -174,6 +185,9 @@ impl Upstream {
             .body(Value::Object(arguments.clone()).to_string());
         if tool.idempotency_key {
             request = request.header("idempotency-key", uuid::Uuid::new_v4().to_string());
+        }
+        for (name, value) in extra {
+            request = request.header(name.as_str(), value.as_str());
         }
         let response = match request.send().await {
             Ok(response) => response,

@@ -135,7 +135,7 @@ pub use format::prototype_text;
 pub use helper::{HELPER_ARG, main_if_helper};
 pub use host::HostEnv;
 pub use run::{
-    Exit, RunError, RunOutput, RunSpec, Runner, RunnerConfig, SINGLE_THREAD_VARS, doctor,
+    Exit, Load, RunError, RunOutput, RunSpec, Runner, RunnerConfig, SINGLE_THREAD_VARS, doctor,
 };
 pub use sandbox::{
     Layer, RUN_UID_BASE, RUN_UID_SLOTS, SANDBOX_UID, SandboxLevel, UID_LEASE_DIR,

@@ -147,20 +147,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> = Arc::new(SqliteStore::open_in_memory().await.unwrap());
         let host = Arc::new(
-            ScriptHost::new(ScriptSettings {
-                data_dir: dir.path().to_owned(),
-                python: "python3".into(),
-                uv: None,
-                allow_source_builds: false,
-                sandbox: SandboxLevel::Off,
-                default_timeout: Duration::from_secs(1),
-                max_timeout: Duration::from_secs(1),
-                memory_bytes: 1 << 28,
-                host: HostEnv::from_vars(std::env::vars_os()),
-                disabled_layers: Vec::new(),
-                warm_pool: 0,
-                warm_idle: std::time::Duration::from_secs(600),
-            })
+            ScriptHost::new(
+                ScriptSettings {
+                    data_dir: dir.path().to_owned(),
+                    python: "python3".into(),
+                    uv: None,
+                    allow_source_builds: false,
+                    sandbox: SandboxLevel::Off,
+                    default_timeout: Duration::from_secs(1),
+                    max_timeout: Duration::from_secs(1),
+                    memory_bytes: 1 << 28,
+                    host: HostEnv::from_vars(std::env::vars_os()),
+                    disabled_layers: Vec::new(),
+                    warm_pool: 0,
+                    warm_idle: std::time::Duration::from_secs(600),
+                },
+                Arc::new(crate::telemetry::metrics::Metrics::new(1, true)),
+            )
             .unwrap(),
         );
         let catalog = Arc::new(Catalog::new(SchemaProfile::AsAuthored));

@@ -43,6 +43,7 @@ mod script_host;
 mod server;
 mod settings;
 mod tasks;
+mod telemetry;
 mod tools;
 mod transport;
 
@@ -58,6 +59,7 @@ pub use script_host::host::ScriptSettings;
 pub use server::{Server, Settings, StartError, StoreSettings};
 pub use settings::HttpSettings;
 pub use tasks::{DEFAULT_TASK_LEASE, DEFAULT_TASK_POLL_INTERVAL, DEFAULT_TASK_TTL, TaskSettings};
+pub use telemetry::metrics::DEFAULT_MAX_TOOLS as DEFAULT_METRICS_MAX_TOOLS;
 pub use tools::authoring::secret::{change_grant, secret_requests};
 pub use tools::authoring::tool::{call_json, describe_tool};
 pub use tools::manifest::source::{ManifestConfig, ManifestSourceError};

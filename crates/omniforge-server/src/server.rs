@@ -24,6 +24,7 @@ use crate::script_host::gc::collect_garbage;
 use crate::script_host::host::{ScriptHost, ScriptSettings};
 use crate::settings::HttpSettings;
 use crate::tasks::{self, TaskSettings, Tasks};
+use crate::telemetry::metrics::Metrics;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::builtin::instructions::{BRIDGE_INSTRUCTIONS, SERVER_INSTRUCTIONS};
@@ -49,6 +50,13 @@ pub struct Settings {
     /// Stored tools, resources and prompts, and the built-ins; `None` serves manifest tools
     /// only (`omniforge bridge`).
     pub store: Option<StoreSettings>,
+    /// The most tools that get a `tool` label of their own in `/metrics`; calls of the
+    /// others count as `tool="other"` (`--metrics-max-tools`, default
+    /// [`DEFAULT_METRICS_MAX_TOOLS`](crate::DEFAULT_METRICS_MAX_TOOLS)).
+    pub metrics_max_tools: usize,
+    /// Record metrics (`--metrics`, default true); `false` leaves `/metrics` with the build
+    /// info only (what the benchmark compares against).
+    pub metrics: bool,
 }
 
 /// The stored side of a server.
@@ -144,10 +152,12 @@ impl Server {
         let stop = CancellationToken::new();
         let catalog = Arc::new(Catalog::new(settings.schema_profile));
         let peers = Arc::new(Peers::default());
+        let metrics = Arc::new(Metrics::new(settings.metrics_max_tools, settings.metrics));
         let manifests = crate::tools::manifest::source::start(
             catalog.clone(),
             &settings.manifests,
             settings.inline_schema_refs,
+            metrics.clone(),
         )
         .map_err(StartError::Manifests)?;
         let mut shared = Shared {
@@ -161,13 +171,14 @@ impl Server {
             call_log: None,
             host: None,
             states: None,
+            metrics: metrics.clone(),
             authoring: None,
             approval: None,
         };
         let stored = match settings.store {
             None => None,
             Some(s) => {
-                let stored = start_stored(s, &catalog, &peers, &stop).await?;
+                let stored = start_stored(s, &catalog, &peers, &stop, metrics).await?;
                 shared.instructions = SERVER_INSTRUCTIONS;
                 shared.content = Some(stored.content.clone());
                 shared.host = Some(stored.host.clone());
@@ -230,6 +241,30 @@ impl Server {
     pub fn app(&self, settings: HttpSettings, rmcp_ct: CancellationToken) -> Router {
         transport::http::app(self.shared.clone(), settings, rmcp_ct, TaskTracker::new())
     }
+
+    /// The app of `--metrics-listen`: `GET /metrics` without authentication (bind it to a
+    /// loopback or otherwise private address).
+    pub fn metrics_app(&self) -> Router {
+        transport::http::metrics::router(self.shared.clone())
+    }
+
+    /// Serves [`Server::metrics_app`] on `listener` until `shutdown` fires; logs an error
+    /// should the listener fail.
+    pub fn serve_metrics(
+        &self,
+        listener: TcpListener,
+        shutdown: CancellationToken,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let app = self.metrics_app();
+        async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await;
+            if let Err(error) = served {
+                tracing::error!(%error, "the metrics listener failed");
+            }
+        }
+    }
 }
 
 /// Builds the stored side: script host, stored tools, content, the authoring built-ins, and
@@ -239,9 +274,10 @@ async fn start_stored(
     catalog: &Arc<Catalog>,
     peers: &Arc<Peers>,
     stop: &CancellationToken,
+    metrics: Arc<Metrics>,
 ) -> Result<Stored, StartError> {
     let store = s.store;
-    let host = Arc::new(ScriptHost::new(s.scripts).map_err(StartError::Sandbox)?);
+    let host = Arc::new(ScriptHost::new(s.scripts, metrics).map_err(StartError::Sandbox)?);
     let kept = Arc::new(KeptOutputs::new(store.clone(), s.output_ttl));
     let states = StateCodec::new(&s.request_state_keys)
         .map_err(|e| StartError::RequestStateKeys(e.to_string()))?;

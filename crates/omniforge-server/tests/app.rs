@@ -37,6 +37,8 @@ async fn fixture() -> Fixture {
         schema_profile: SchemaProfile::AsAuthored,
         manifests: Vec::new(),
         inline_schema_refs: false,
+        metrics_max_tools: omniforge_server::DEFAULT_METRICS_MAX_TOOLS,
+        metrics: true,
         store: Some(StoreSettings {
             store: Arc::new(store),
             scripts: ScriptSettings {

@@ -143,6 +143,8 @@ async fn fixture() -> Fixture {
         schema_profile: SchemaProfile::AsAuthored,
         manifests: Vec::new(),
         inline_schema_refs: false,
+        metrics_max_tools: omniforge_server::DEFAULT_METRICS_MAX_TOOLS,
+        metrics: true,
         store: Some(StoreSettings {
             store: store.clone(),
             scripts: ScriptSettings {

@@ -5,6 +5,7 @@
 mod cli;
 mod flags;
 mod logging;
+mod telemetry;
 
 use std::io::Write as _;
 
@@ -33,7 +34,7 @@ fn main() {
 
 fn run(args: LowArgs, protected: Option<std::io::Result<()>>) -> Result<()> {
     let settings = Settings::resolve(args)?;
-    logging::init(&settings.common)?;
+    let tracer = logging::init(&settings.common)?;
     if let Some(Err(error)) = protected {
         tracing::warn!(%error, "cannot mark the process non-dumpable; processes of the same user can read its memory and environment");
     }
@@ -45,6 +46,9 @@ fn run(args: LowArgs, protected: Option<std::io::Result<()>>) -> Result<()> {
     // Do not wait for the blocking thread that reads stdin: it only ends when stdin closes,
     // and a SIGTERM must not wait for that.
     runtime.shutdown_background();
+    if let Some(provider) = &tracer {
+        telemetry::stop(provider);
+    }
     result
 }
 

@@ -206,6 +206,19 @@ impl Runner {
         })
     }
 
+    /// How busy the runner is right now: runs executing, and runs admitted that wait for a
+    /// slot (the run queue). For metrics: two relaxed reads, no lock.
+    pub fn load(&self) -> Load {
+        let inner = &self.inner;
+        let slots = inner.config.max_concurrent.max(1);
+        let running = slots.saturating_sub(inner.slots.permits.available_permits());
+        let admitted = inner.admitted.load(Ordering::Relaxed);
+        Load {
+            running,
+            queued: admitted.saturating_sub(running),
+        }
+    }
+
     /// The layers this runner uses (and those it lacks), as [`crate::doctor`] reports them.
     pub fn layers(&self) -> &[Layer] {
         &self.inner.plan.layers
@@ -419,6 +432,15 @@ impl Runner {
 pub(crate) struct Admission<'a> {
     slot: Slot<'a>,
     _admitted: Admitted<'a>,
+}
+
+/// A runner's load at one moment ([`Runner::load`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Load {
+    /// Runs holding a slot (executing).
+    pub running: usize,
+    /// Runs admitted and waiting for a slot.
+    pub queued: usize,
 }
 
 /// The run slots of a runner.

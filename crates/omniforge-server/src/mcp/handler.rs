@@ -12,18 +12,22 @@ use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
     CustomResult, ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
-    SubscriptionFilter, Tool, UnsubscribeRequestParams,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 
 use crate::mcp::listen;
+use crate::mcp::metered::metered;
 use crate::mcp::prompts;
 use crate::mcp::resources;
 use crate::mcp::state::Shared;
 use crate::mcp::tools;
+use crate::telemetry::spans;
+use tracing::Instrument as _;
 
 /// Gives each handler (stdio connection or HTTP session) an id for its resource subscriptions.
 static NEXT_HANDLER_ID: AtomicU64 = AtomicU64::new(1);
@@ -70,12 +74,32 @@ impl ServerHandler for OmniForge {
         .with_instructions(self.shared.instructions)
     }
 
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // rmcp's own `initialize`, counted.
+        ctx.peer.set_peer_info(request.clone());
+        metered(&self.shared, "initialize", None, &ctx, async {
+            self.negotiate_initialize(&request)
+        })
+        .await
+    }
+
+    async fn ping(&self, ctx: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        metered(&self.shared, "ping", None, &ctx, async { Ok(()) }).await
+    }
+
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        tools::list(&self.shared, request, &ctx)
+        metered(&self.shared, "tools/list", None, &ctx, async {
+            tools::list(&self.shared, request, &ctx)
+        })
+        .await
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -91,23 +115,37 @@ impl ServerHandler for OmniForge {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        tools::call(&self.shared, request, &ctx, &self.log_level).await
+        // `tools.rs` counts the call and marks the span failed.
+        let span = spans::request("tools/call", Some(&request.name), &ctx.id, &ctx.meta.0.0);
+        tools::call(&self.shared, request, &ctx, &self.log_level)
+            .instrument(span)
+            .await
     }
 
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        resources::list(&self.shared, request)
+        metered(&self.shared, "resources/list", None, &ctx, async {
+            resources::list(&self.shared, request)
+        })
+        .await
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        resources::list_templates(&self.shared, request)
+        metered(
+            &self.shared,
+            "resources/templates/list",
+            None,
+            &ctx,
+            async { resources::list_templates(&self.shared, request) },
+        )
+        .await
     }
 
     async fn read_resource(
@@ -115,7 +153,14 @@ impl ServerHandler for OmniForge {
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        resources::read(&self.shared, request, &ctx, &self.log_level).await
+        metered(
+            &self.shared,
+            "resources/read",
+            None,
+            &ctx,
+            resources::read(&self.shared, request, &ctx, &self.log_level),
+        )
+        .await
     }
 
     async fn subscribe(
@@ -123,32 +168,45 @@ impl ServerHandler for OmniForge {
         request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        resources::subscribe(&self.shared, self.id, request.uri, ctx.peer.clone())
+        metered(&self.shared, "resources/subscribe", None, &ctx, async {
+            resources::subscribe(&self.shared, self.id, request.uri, ctx.peer.clone())
+        })
+        .await
     }
 
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        resources::unsubscribe(&self.shared, self.id, &request.uri);
-        Ok(())
+        metered(&self.shared, "resources/unsubscribe", None, &ctx, async {
+            resources::unsubscribe(&self.shared, self.id, &request.uri);
+            Ok(())
+        })
+        .await
     }
 
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        prompts::list(&self.shared, request)
+        metered(&self.shared, "prompts/list", None, &ctx, async {
+            prompts::list(&self.shared, request)
+        })
+        .await
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        prompts::get(&self.shared, request)
+        let name = request.name.clone();
+        metered(&self.shared, "prompts/get", Some(&name), &ctx, async {
+            prompts::get(&self.shared, request)
+        })
+        .await
     }
 
     async fn complete(
@@ -156,16 +214,26 @@ impl ServerHandler for OmniForge {
         request: CompleteRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        prompts::complete(&self.shared, request, ctx.ct.clone()).await
+        metered(
+            &self.shared,
+            "completion/complete",
+            None,
+            &ctx,
+            prompts::complete(&self.shared, request, ctx.ct.clone()),
+        )
+        .await
     }
 
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
-        Ok(())
+        metered(&self.shared, "logging/setLevel", None, &ctx, async {
+            *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = Some(request.level);
+            Ok(())
+        })
+        .await
     }
 
     async fn on_initialized(&self, ctx: NotificationContext<RoleServer>) {
@@ -186,12 +254,15 @@ impl ServerHandler for OmniForge {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _ctx: RequestContext<RoleServer>,
+        ctx: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        Err(ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            format!("Method not found: {}", request.method),
-            None,
-        ))
+        metered(&self.shared, "other", None, &ctx, async {
+            Err(ErrorData::new(
+                ErrorCode::METHOD_NOT_FOUND,
+                format!("Method not found: {}", request.method),
+                None,
+            ))
+        })
+        .await
     }
 }

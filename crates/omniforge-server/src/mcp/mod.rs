@@ -16,6 +16,7 @@
 
 pub(crate) mod handler;
 pub(crate) mod listen;
+pub(crate) mod metered;
 pub(crate) mod pagination;
 pub(crate) mod prompts;
 pub(crate) mod resources;

@@ -10,6 +10,7 @@ use crate::catalog::publish::Catalog;
 use crate::content::snapshot::Content;
 use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
+use crate::telemetry::metrics::Metrics;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::stored::input_required::StateCodec;
@@ -39,6 +40,8 @@ pub(crate) struct Shared {
     /// Seals and opens the `requestState` of input-required results (content scripts' too);
     /// `None` in bridge mode.
     pub(crate) states: Option<Arc<StateCodec>>,
+    /// The server's metrics (`/metrics`).
+    pub(crate) metrics: Arc<Metrics>,
     /// The tool authoring operations (for the console's rollback and example runs); `None`
     /// in bridge mode.
     pub(crate) authoring: Option<Arc<ToolAuthoring>>,

@@ -5,7 +5,7 @@
 // earlier revision we serve.
 #![allow(deprecated)]
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use omniforge_store::{CallOutcome, CallRecord, CallSource};
 
@@ -23,6 +23,8 @@ use crate::error::CallError;
 use crate::mcp::pagination::{encode_cursor, offset};
 use crate::mcp::state::Shared;
 use crate::mcp::to_wire;
+use crate::telemetry::metrics::{self, Source};
+use crate::telemetry::spans;
 
 /// `tools/list`: the listed tools the caller may use, one page.
 ///
@@ -73,6 +75,7 @@ pub(crate) async fn call(
     };
     let cx = RequestCx::of(ctx, Some(log_level)).with_input(&round);
     let started = SystemTime::now();
+    let clock = Instant::now();
     let snapshot = shared.catalog.snapshot();
     let result = if cx.arguments_not_object() {
         Err(CallError::ArgumentsNotObject)
@@ -104,7 +107,46 @@ pub(crate) async fn call(
             }
         });
     }
+    count(shared, &request.name, &snapshot, &cx, &result, clock);
     to_wire::call_response(result)
+}
+
+/// Counts a call in the metrics: its tool (the label capped; `other` for names that are no
+/// tool the caller may use), source and outcome, and the request.
+fn count(
+    shared: &Shared,
+    name: &str,
+    snapshot: &crate::catalog::snapshot::Snapshot,
+    cx: &RequestCx<'_>,
+    result: &CallResult,
+    clock: Instant,
+) {
+    let elapsed = clock.elapsed();
+    let entry = snapshot.get(name).filter(|e| cx.allows(e.scope));
+    let source = match entry.map(|e| e.source) {
+        Some(ToolSource::Builtin) => Source::Builtin,
+        Some(ToolSource::Manifest) => Source::Manifest,
+        // Unknown names are asked of the stored tools last, so they count there.
+        Some(ToolSource::Stored) | None => Source::Stored,
+    };
+    let outcome = match result {
+        Ok(r) if r.is_error != Some(true) => metrics::CallOutcome::Ok,
+        Err(CallError::Cancelled) => metrics::CallOutcome::Cancelled,
+        Err(CallError::Busy) => metrics::CallOutcome::Busy,
+        _ => metrics::CallOutcome::ToolError,
+    };
+    let tool = shared.metrics.tool_label(name, entry.is_some());
+    shared.metrics.tool_call(tool, source, outcome, elapsed);
+    let error = match result {
+        Ok(r) if r.is_error != Some(true) => None,
+        Err(CallError::Cancelled) => Some(metrics::error_type(-32800)),
+        Err(CallError::Protocol { code, .. }) => Some(metrics::error_type(*code)),
+        _ => Some("tool_error"),
+    };
+    shared.metrics.request("tools/call", error, elapsed);
+    if let Some(error) = error {
+        spans::failed(&tracing::Span::current(), error);
+    }
 }
 
 /// The call log row of a built-in or manifest call.

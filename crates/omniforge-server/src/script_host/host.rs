@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_script::{
-    Env, EnvBuilder, EnvConfig, EnvError, HostEnv, Interpreter, Layout, RunError, RunOutput,
+    Env, EnvBuilder, EnvConfig, EnvError, Exit, HostEnv, Interpreter, Layout, RunError, RunOutput,
     RunSpec, Runner, RunnerConfig, SandboxLevel, UvTool, WarmConfig, prototype_text,
 };
 use omniforge_store::{ScriptSpec, StoreError};
@@ -17,6 +17,9 @@ use crate::context::progress::Progress;
 use crate::error::{InstallError, ScriptError};
 use crate::script_host::install::Installs;
 use crate::script_host::warm::Warm;
+use crate::telemetry::metrics::{KillCause, Load, Metrics};
+use crate::telemetry::spans;
+use tracing::Instrument as _;
 
 /// Which stored call a run is, for the warm pool: a tool's version and the calling principal.
 pub(crate) struct WarmCall<'a> {
@@ -70,6 +73,8 @@ pub(crate) struct ScriptHost {
     envs: OnceCell<EnvBuilder>,
     /// Environments being installed from stored locks (`install.rs`).
     installs: Arc<Installs>,
+    /// Where builds, kills and busy refusals are counted.
+    metrics: Arc<Metrics>,
 }
 
 impl ScriptHost {
@@ -79,7 +84,10 @@ impl ScriptHost {
     /// # Errors
     /// The run directory cannot be created, or the sandbox level cannot be provided (e.g.
     /// `strict` without namespaces).
-    pub(crate) fn new(settings: ScriptSettings) -> Result<ScriptHost, RunError> {
+    pub(crate) fn new(
+        settings: ScriptSettings,
+        metrics: Arc<Metrics>,
+    ) -> Result<ScriptHost, RunError> {
         let mut runner_config = RunnerConfig::new(settings.sandbox);
         runner_config.scratch_dir = Layout::new(&settings.data_dir).run_dir();
         runner_config.host = settings.host.clone();
@@ -94,8 +102,23 @@ impl ScriptHost {
             warm: Warm::new(Runner::new(runner_config)?, warm),
             settings,
             envs: OnceCell::new(),
-            installs: Arc::new(Installs::default()),
+            installs: Arc::new(Installs::new(metrics.clone())),
+            metrics,
         })
+    }
+
+    /// The metrics this host counts into.
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Runs executing and waiting for a slot, now (read at each metrics scrape).
+    pub(crate) fn load(&self) -> Load {
+        let load = self.warm.runner().load();
+        Load {
+            running: load.running,
+            queued: load.queued,
+        }
     }
 
     /// The settings.
@@ -204,14 +227,40 @@ impl ScriptHost {
         warm: Option<&WarmCall<'_>>,
         ct: CancellationToken,
     ) -> Result<RunOutput, RunError> {
-        match warm {
+        let span = spans::sandbox_run();
+        let result = match warm {
             Some(w) => {
                 self.warm
                     .run(w.tool, &w.version, w.principal, spec, ct)
+                    .instrument(span.clone())
                     .await
             }
-            None => self.warm.runner().run(spec, ct).await,
+            None => {
+                self.warm
+                    .runner()
+                    .run(spec, ct)
+                    .instrument(span.clone())
+                    .await
+            }
+        };
+        let outcome = match &result {
+            Ok(output) => match output.exit {
+                Exit::Code(0) => "ok",
+                Exit::Code(_) | Exit::Signal(_) => "exit",
+                Exit::Timeout => "timeout",
+                Exit::Cancelled => "cancelled",
+            },
+            Err(RunError::Busy) => "busy",
+            Err(_) => "not_started",
+        };
+        span.record("omniforge.sandbox.outcome", outcome);
+        match &result {
+            Err(RunError::Busy) => self.metrics.busy(),
+            Ok(output) if output.exit == Exit::Timeout => self.metrics.kill(KillCause::Timeout),
+            Ok(output) if output.exit == Exit::Cancelled => self.metrics.kill(KillCause::Cancel),
+            _ => {}
         }
+        result
     }
 
     /// Runs a stored script (a template's or a completion's) once with `input` as its JSON

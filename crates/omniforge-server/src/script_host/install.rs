@@ -25,6 +25,7 @@ use tokio::sync::{Semaphore, watch};
 
 use crate::context::progress::Progress;
 use crate::error::InstallError;
+use crate::telemetry::metrics::Metrics;
 
 /// What one install has said so far, and how it ended.
 #[derive(Debug, Clone, Default)]
@@ -43,18 +44,20 @@ pub(crate) struct Installs {
     running: Mutex<HashMap<String, watch::Receiver<InstallState>>>,
     /// One install at a time: builds are CPU- and disk-heavy, and calls share the machine.
     slots: Arc<Semaphore>,
-}
-
-impl Default for Installs {
-    fn default() -> Installs {
-        Installs {
-            running: Mutex::new(HashMap::new()),
-            slots: Arc::new(Semaphore::new(1)),
-        }
-    }
+    /// Where each install's duration is recorded.
+    metrics: Arc<Metrics>,
 }
 
 impl Installs {
+    /// No install running yet.
+    pub(crate) fn new(metrics: Arc<Metrics>) -> Installs {
+        Installs {
+            running: Mutex::new(HashMap::new()),
+            slots: Arc::new(Semaphore::new(1)),
+            metrics,
+        }
+    }
+
     /// Waits until the install of `env_id` ends, starting one from `lock` (asked for only
     /// then) if nobody is installing it; sends the install's lines to `progress`.
     ///
@@ -134,7 +137,14 @@ impl Installs {
         tokio::spawn(async move {
             let result = match installs.slots.clone().acquire_owned().await {
                 Ok(_slot) => match builder.await {
-                    Ok(envs) => install(&envs, &lock, &tx).await,
+                    Ok(envs) => {
+                        let started = std::time::Instant::now();
+                        let result = install(&envs, &lock, &tx).await;
+                        installs
+                            .metrics
+                            .environment_build(result.is_ok(), started.elapsed());
+                        result
+                    }
                     Err(e) => Err(e),
                 }
                 .map_err(|e| InstallError::Build(Arc::new(e))),

@@ -11,6 +11,8 @@ use tokio::sync::mpsc;
 use crate::context::progress::Progress;
 use crate::error::AuthoringError;
 use crate::script_host::host::ScriptHost;
+use crate::telemetry::spans;
+use tracing::Instrument as _;
 
 /// A script ready to run: its environment is built.
 pub(crate) struct Prepared {
@@ -91,11 +93,15 @@ impl ScriptHost {
             .lock(&dependencies)
             .await
             .map_err(AuthoringError::Dependencies)?;
+        let started = std::time::Instant::now();
+        let span = spans::environment_build(dependencies.len());
         let env = {
             let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-            let build = envs.build(&lock, move |event| {
-                let _ = tx.send(event.to_string());
-            });
+            let build = envs
+                .build(&lock, move |event| {
+                    let _ = tx.send(event.to_string());
+                })
+                .instrument(span.clone());
             tokio::pin!(build);
             let mut step = 1.0;
             let built = loop {
@@ -113,6 +119,11 @@ impl ScriptHost {
             while let Ok(message) = rx.try_recv() {
                 progress.send(step, message).await;
                 step += 1.0;
+            }
+            self.metrics()
+                .environment_build(built.is_ok(), started.elapsed());
+            if built.is_err() {
+                span.record("error.type", "install_failed");
             }
             built.map_err(AuthoringError::Install)?
         };

@@ -477,6 +477,7 @@ mod tests {
                 call_log: None,
                 host: None,
                 states: None,
+                metrics: Arc::new(crate::telemetry::metrics::Metrics::new(1, true)),
                 authoring: None,
                 approval: None,
             });

@@ -168,6 +168,8 @@ async fn build(common: &Common, tools: Tools, authoring: bool, once: bool) -> Re
         manifests: common.manifests.clone(),
         inline_schema_refs: common.inline_schema_refs,
         store,
+        metrics_max_tools: common.metrics_max_tools,
+        metrics: common.metrics,
     };
     Ok(Server::start(settings).await?)
 }

@@ -109,6 +109,25 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
         oauth_issuer = config.oauth.as_ref().map(|o| o.settings().issuer.as_str()),
         "listening"
     );
+    if let Some(addr) = settings.metrics_listen {
+        let metrics = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding --metrics-listen {addr}"))?;
+        let addr = metrics.local_addr().context("reading the bound address")?;
+        if !addr.ip().is_loopback() {
+            tracing::warn!(
+                %addr,
+                "--metrics-listen is not a loopback address: anyone who reaches it reads the \
+                 metrics (tool names and counts) without authentication"
+            );
+        }
+        tracing::info!(url = %format!("http://{addr}/metrics"), "serving metrics without authentication");
+        tokio::spawn(
+            server
+                .server
+                .serve_metrics(metrics, server.shutdown.clone()),
+        );
+    }
     // The socket is listening (connections queue from here on), so clients may connect now.
     let _ready = ready.map(|file| file.announce(&url)).transpose()?;
     server

@@ -20,6 +20,10 @@ pub(crate) struct FileConfig {
     pub(crate) log_level: Option<String>,
     pub(crate) log_format: Option<LogFormat>,
     pub(crate) page_size: Option<usize>,
+    pub(crate) metrics: Option<bool>,
+    pub(crate) metrics_max_tools: Option<usize>,
+    pub(crate) otlp_endpoint: Option<String>,
+    pub(crate) metrics_listen: Option<SocketAddr>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) shutdown_grace: Option<Duration>,
     #[serde(default)]

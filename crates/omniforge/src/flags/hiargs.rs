@@ -78,6 +78,12 @@ pub(crate) struct Common {
     pub(crate) log_format: LogFormat,
     /// Tools per tools/list page.
     pub(crate) page_size: usize,
+    /// Record metrics.
+    pub(crate) metrics: bool,
+    /// Distinct `tool` labels in /metrics at most.
+    pub(crate) metrics_max_tools: usize,
+    /// Where to export trace spans (OTLP/HTTP base URL); `None`: nowhere.
+    pub(crate) otlp_endpoint: Option<String>,
     /// Grace period for in-flight calls at shutdown.
     pub(crate) shutdown_grace: Duration,
     /// Forge manifests to serve, each with its upstream.
@@ -173,6 +179,8 @@ pub(crate) struct Http {
     pub(crate) max_connections: usize,
     /// Where to write the endpoint URL once the server accepts connections.
     pub(crate) ready_file: Option<PathBuf>,
+    /// Where to serve /metrics without authentication.
+    pub(crate) metrics_listen: Option<SocketAddr>,
     /// OAuth access tokens; `None` without an issuer. Empty audiences: the endpoint's URL.
     pub(crate) oauth: Option<Box<omniforge_server::OAuthSettings>>,
 }
@@ -243,6 +251,12 @@ impl Settings {
                 .or(file.log_format)
                 .unwrap_or(LogFormat::Text),
             page_size: server.page_size.or(file.page_size).unwrap_or(1000),
+            metrics: server.metrics.or(file.metrics).unwrap_or(true),
+            metrics_max_tools: server
+                .metrics_max_tools
+                .or(file.metrics_max_tools)
+                .unwrap_or(omniforge_server::DEFAULT_METRICS_MAX_TOOLS),
+            otlp_endpoint: server.otlp_endpoint.or(file.otlp_endpoint.take()),
             schema_profile: server
                 .schema_profile
                 .or(file.schema_profile)
@@ -428,6 +442,7 @@ fn http(args: HttpOptions, oauth: super::oauth::OAuthOptions, file: &FileConfig)
             .max_connections
             .or(file.max_connections)
             .map_or(HttpSettings::DEFAULT_MAX_CONNECTIONS, |n| n as usize),
+        metrics_listen: args.metrics_listen.or(file.metrics_listen),
         ready_file: args
             .ready_file
             .or_else(|| file.ready_file.clone())

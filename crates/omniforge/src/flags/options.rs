@@ -28,6 +28,18 @@ pub(crate) struct ServerOptions {
     /// [default: as-authored].
     #[arg(long, env = "OMNIFORGE_SCHEMA_PROFILE", value_name = "PROFILE")]
     pub(crate) schema_profile: Option<SchemaProfileArg>,
+    /// The most tools that get a `tool` label of their own in /metrics; calls of the others
+    /// count as tool="other" [default: 200].
+    #[arg(long, env = "OMNIFORGE_METRICS_MAX_TOOLS", value_name = "N")]
+    pub(crate) metrics_max_tools: Option<usize>,
+    /// Record Prometheus metrics [default: true]; --metrics=false leaves /metrics with the
+    /// build info only.
+    #[arg(long, env = "OMNIFORGE_METRICS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_name = "BOOL")]
+    pub(crate) metrics: Option<bool>,
+    /// Export trace spans over OTLP/HTTP (protobuf) to this collector base URL, e.g.
+    /// http://127.0.0.1:4318 (/v1/traces is appended). Nothing is exported without it.
+    #[arg(long, env = "OMNIFORGE_OTLP_ENDPOINT", value_name = "URL")]
+    pub(crate) otlp_endpoint: Option<String>,
 }
 
 /// Forge manifests and their Connect upstreams.
@@ -254,6 +266,10 @@ pub(crate) struct HttpOptions {
     /// exit.
     #[arg(long, env = "OMNIFORGE_READY_FILE", value_name = "FILE")]
     pub(crate) ready_file: Option<PathBuf>,
+    /// Also serve GET /metrics on ADDR without authentication, for a Prometheus scraper
+    /// (bind a loopback or private address). On the MCP listener /metrics needs `admin`.
+    #[arg(long, env = "OMNIFORGE_METRICS_LISTEN", value_name = "ADDR")]
+    pub(crate) metrics_listen: Option<SocketAddr>,
 }
 
 /// Every group that the top level takes, merged with a subcommand's.
@@ -304,7 +320,7 @@ macro_rules! overlay_fields {
 }
 
 overlay_fields! {
-    ServerOptions { log_format, page_size, shutdown_grace, schema_profile }
+    ServerOptions { log_format, page_size, shutdown_grace, schema_profile, metrics, metrics_max_tools, otlp_endpoint }
     ManifestOptions { manifest, upstream, upstream_auth, upstream_auth_file, upstream_timeout, upstream_max_response_bytes, inline_schema_refs }
     InterpreterOptions { python, uv }
     SandboxOptions { sandbox, sandbox_disable_layer }

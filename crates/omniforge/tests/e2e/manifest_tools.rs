@@ -78,7 +78,7 @@ fn fixture_dir() -> PathBuf {
     repo_root().join("tests/fixtures/connect")
 }
 
-fn fixture_manifest() -> PathBuf {
+pub(crate) fn fixture_manifest() -> PathBuf {
     fixture_dir().join("manifest.json")
 }
 
@@ -162,17 +162,17 @@ fn kill_and_reap(child: &mut Child) {
 // ---------------------------------------------------------------------------------------
 
 /// `node22 tests/fixtures/connect/server.mjs --port 0`: a real Connect service.
-struct Fixture {
+pub(crate) struct Fixture {
     child: Child,
     /// Kept open: the fixture exits when its stdin reaches EOF.
     _stdin: ChildStdin,
     /// `http://127.0.0.1:PORT`.
-    url: String,
+    pub(crate) url: String,
     stderr: Captured,
 }
 
 impl Fixture {
-    async fn start() -> Fixture {
+    pub(crate) async fn start() -> Fixture {
         require(&[
             node22(),
             fixture_dir().join("node_modules/@connectrpc/connect-node/package.json"),

@@ -230,15 +230,15 @@ const ALL_SCOPES: &str = "tools:call tools:write admin";
 
 /// One MCP exchange over HTTP with a bearer token: status, `WWW-Authenticate`, session id, and
 /// the JSON-RPC messages of the answer.
-struct Reply {
-    status: u16,
-    challenge: Option<String>,
-    session: Option<String>,
-    messages: Vec<Value>,
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) challenge: Option<String>,
+    pub(crate) session: Option<String>,
+    pub(crate) messages: Vec<Value>,
 }
 
 impl Reply {
-    fn result(&self) -> &Value {
+    pub(crate) fn result(&self) -> &Value {
         self.messages
             .iter()
             .find_map(|m| m.get("result"))
@@ -248,7 +248,12 @@ impl Reply {
 
 /// POSTs one message asking for a plain JSON answer (no SSE), with a timeout long enough for
 /// a tool creation's environment build.
-async fn post(url: &str, token: Option<&str>, session: Option<&str>, body: Value) -> Reply {
+pub(crate) async fn post(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: Value,
+) -> Reply {
     let mut request = http_client()
         .post(url)
         .timeout(Duration::from_secs(120))
@@ -287,7 +292,7 @@ async fn post(url: &str, token: Option<&str>, session: Option<&str>, body: Value
 }
 
 /// `initialize` + `notifications/initialized` with `token`; the session id.
-async fn open_session(url: &str, token: &str) -> String {
+pub(crate) async fn open_session(url: &str, token: &str) -> String {
     let reply = post(url, Some(token), None, initialize_request(1, "2025-11-25")).await;
     assert_eq!(reply.status, 200, "initialize: {:?}", reply.messages);
     let session = reply.session.expect("a session id");
@@ -297,7 +302,7 @@ async fn open_session(url: &str, token: &str) -> String {
     session
 }
 
-fn call(id: u64, tool: &str, arguments: Value) -> Value {
+pub(crate) fn call(id: u64, tool: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
            "params": {"name": tool, "arguments": arguments}})
 }
@@ -306,7 +311,7 @@ fn list(id: u64) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}})
 }
 
-fn text_of(result: &Value) -> String {
+pub(crate) fn text_of(result: &Value) -> String {
     result["content"]
         .as_array()
         .into_iter()
@@ -331,7 +336,7 @@ fn claims(token: &str) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-fn param<'a>(challenge: &'a str, name: &str) -> Option<&'a str> {
+pub(crate) fn param<'a>(challenge: &'a str, name: &str) -> Option<&'a str> {
     let start = challenge.find(&format!("{name}=\""))? + name.len() + 2;
     let len = challenge[start..].find('"')?;
     Some(&challenge[start..start + len])
@@ -540,6 +545,56 @@ async fn static_tokens_alone_keep_their_challenge_and_serve_no_metadata() {
             r#"Bearer realm="omniforge", error="invalid_token", error_description="the token is not valid""#
         )
     );
+}
+
+/// RFC 6750 §2.3 (`?access_token=`) is not supported: the token must travel in the header, so
+/// a query token gets 400 `invalid_request` (not 401), even when it is a valid token, and the
+/// server answers nothing else for it.
+#[tokio::test]
+async fn access_token_in_the_query_gets_400() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = dir.path().join("tokens");
+    std::fs::write(&tokens, "alice s3cret tools:call\n").unwrap();
+    let server = Serve::start(&[
+        "--data-dir".as_ref(),
+        dir.path().as_os_str(),
+        "--token-file".as_ref(),
+        tokens.as_os_str(),
+    ])
+    .await;
+    for query in ["access_token=s3cret", "x=1&access%5Ftoken=s3cret"] {
+        let reply = post(&format!("{}?{query}", server.url), None, None, list(1)).await;
+        assert_eq!(reply.status, 400, "{query}: {:?}", reply.messages);
+        let challenge = reply.challenge.unwrap_or_default();
+        assert_eq!(
+            param(&challenge, "error"),
+            Some("invalid_request"),
+            "{challenge}"
+        );
+        assert!(
+            reply.messages[0]["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("query string"))
+        );
+        // Even with the header as well: the query token is refused, not ignored.
+        let reply = post(
+            &format!("{}?{query}", server.url),
+            Some("s3cret"),
+            None,
+            list(1),
+        )
+        .await;
+        assert_eq!(reply.status, 400, "{query} with the header");
+    }
+    // The header alone works, and another query parameter is no reason to refuse.
+    let reply = post(
+        &format!("{}?x=1", server.url),
+        Some("s3cret"),
+        None,
+        initialize_request(1, "2025-11-25"),
+    )
+    .await;
+    assert_eq!(reply.status, 200, "{:?}", reply.messages);
 }
 
 #[tokio::test]

@@ -3,6 +3,7 @@
 //! answers that streaming is not supported.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use omniforge_bridge::ManifestTool;
 use omniforge_bridge::dispatch::{Outcome, Upstream, fill_zero_values};
@@ -12,6 +13,9 @@ use serde_json::Value;
 use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, ready, running};
 use crate::error::{CallError, ResultError};
 use crate::schema::LazySchema;
+use crate::telemetry::metrics::Metrics;
+use crate::telemetry::spans;
+use tracing::Instrument as _;
 
 /// What a manifest tool's call needs: the RPC and its upstream.
 pub(crate) struct ManifestCall {
@@ -19,11 +23,16 @@ pub(crate) struct ManifestCall {
     upstream: Arc<Upstream>,
     /// The outputSchema, compiled at the first reply that needs it.
     output: Option<LazySchema>,
+    metrics: Arc<Metrics>,
 }
 
 impl ManifestCall {
     /// A call of `tool` on `upstream`.
-    pub(crate) fn new(tool: ManifestTool, upstream: Arc<Upstream>) -> ManifestCall {
+    pub(crate) fn new(
+        tool: ManifestTool,
+        upstream: Arc<Upstream>,
+        metrics: Arc<Metrics>,
+    ) -> ManifestCall {
         let output = tool
             .output_schema
             .clone()
@@ -32,13 +41,33 @@ impl ManifestCall {
             tool,
             upstream,
             output,
+            metrics,
         }
     }
 
     /// Calls the RPC and maps the outcome to an MCP result. Dropping the future aborts the
     /// upstream request.
     async fn dispatch(&self, arguments: &JsonObject) -> CallResult {
-        match self.upstream.call(&self.tool, arguments).await {
+        let started = Instant::now();
+        let span = spans::upstream_call(&self.tool.procedure);
+        // The upstream joins the trace: W3C `traceparent` of this client span.
+        let headers = spans::trace_headers(&span);
+        let outcome = self
+            .upstream
+            .call_with_headers(&self.tool, arguments, &headers)
+            .instrument(span.clone())
+            .await;
+        let counted = match &outcome {
+            Outcome::Reply(_) => "ok",
+            Outcome::ConnectError { .. } => "connect_error",
+            Outcome::Failure(_) => "failure",
+        };
+        self.metrics.upstream_call(counted, started.elapsed());
+        if counted != "ok" {
+            span.record("error.type", counted);
+            span.record("otel.status_code", "error");
+        }
+        match outcome {
             Outcome::Reply(reply) => self.reply(reply),
             Outcome::ConnectError {
                 code,

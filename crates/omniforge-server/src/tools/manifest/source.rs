@@ -17,6 +17,7 @@ use rmcp::model::Tool;
 use crate::auth::Scope;
 use crate::catalog::entry::{Entry, ToolSource};
 use crate::catalog::publish::Catalog;
+use crate::telemetry::metrics::Metrics;
 use crate::tools::manifest::call::{ManifestCall, Streaming};
 
 /// One configured manifest: the file and the service its RPCs go to.
@@ -82,6 +83,7 @@ pub(crate) fn start(
     catalog: Arc<Catalog>,
     configs: &[ManifestConfig],
     inline_schema_refs: bool,
+    metrics: Arc<Metrics>,
 ) -> Result<ManifestSource, ManifestSourceError> {
     let mut loaded = Vec::new();
     for config in configs {
@@ -98,11 +100,12 @@ pub(crate) fn start(
         loaded.push((manifest, Arc::new(upstream)));
     }
     let loaded = Arc::new(Mutex::new(loaded));
-    publish(&catalog, &loaded);
+    publish(&catalog, &loaded, &metrics);
     let mut watches = Vec::new();
     for (index, config) in configs.iter().enumerate() {
         let catalog = catalog.clone();
         let loaded_for_watch = loaded.clone();
+        let metrics = metrics.clone();
         let path = config.path.clone();
         let w = watch(&config.path, move |manifest| {
             let manifest = match prepare(&path, manifest, inline_schema_refs) {
@@ -119,7 +122,7 @@ pub(crate) fn start(
             {
                 slot.0 = manifest;
             }
-            publish(&catalog, &loaded_for_watch);
+            publish(&catalog, &loaded_for_watch, &metrics);
         })
         .map_err(|source| ManifestSourceError::Watch {
             path: config.path.clone(),
@@ -157,18 +160,22 @@ fn prepare(
     Ok(manifest)
 }
 
-fn publish(catalog: &Catalog, loaded: &Mutex<Vec<(Manifest, Arc<Upstream>)>>) {
+fn publish(
+    catalog: &Catalog,
+    loaded: &Mutex<Vec<(Manifest, Arc<Upstream>)>>,
+    metrics: &Arc<Metrics>,
+) {
     let tools: Vec<Entry> = loaded
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .flat_map(|(m, upstream)| m.tools.iter().map(move |t| entry(t, upstream)))
+        .flat_map(|(m, upstream)| m.tools.iter().map(move |t| entry(t, upstream, metrics)))
         .collect();
     catalog.replace(ToolSource::Manifest, tools);
 }
 
 /// Only MCP fields go on the wire; the forge routing fields stay behind.
-fn entry(t: &ManifestTool, upstream: &Arc<Upstream>) -> Entry {
+fn entry(t: &ManifestTool, upstream: &Arc<Upstream>, metrics: &Arc<Metrics>) -> Entry {
     let mut tool = Tool::new(
         t.name.clone(),
         t.description.clone(),
@@ -192,7 +199,11 @@ fn entry(t: &ManifestTool, upstream: &Arc<Upstream>) -> Entry {
         });
         Entry::new(tool, ToolSource::Manifest, Scope::Call, call).unlisted()
     } else {
-        let call = Arc::new(ManifestCall::new(t.clone(), upstream.clone()));
+        let call = Arc::new(ManifestCall::new(
+            t.clone(),
+            upstream.clone(),
+            metrics.clone(),
+        ));
         Entry::new(tool, ToolSource::Manifest, Scope::Call, call)
     }
 }

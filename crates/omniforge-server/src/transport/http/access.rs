@@ -14,7 +14,7 @@ use http::header::{ALLOW, AUTHORIZATION, HOST, ORIGIN, VARY};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 use crate::auth::oauth::{Grant, OAuth, TokenError};
-use crate::auth::{Principal, TokenSet};
+use crate::auth::{Principal, Scope, TokenSet};
 use crate::settings::HttpSettings;
 use crate::transport::http::challenge::Challenge;
 use crate::transport::http::wire::{SERVER_ERROR, rpc_error};
@@ -104,6 +104,35 @@ impl Access {
                 SERVER_ERROR,
                 format!("Forbidden: Origin '{origin}' is not allowed (add it with --allow-origin)"),
             ))
+        }
+    }
+
+    /// Refuses a request whose query string carries `access_token` (RFC 6750 §2.3 is not
+    /// supported: MCP allows only the `Authorization` header), with or without authentication
+    /// configured, so a token sent that way is never taken and the client learns why.
+    pub(super) fn check_query(&self, uri: &http::Uri) -> Result<(), Response> {
+        let carries_token = uri.query().is_some_and(|query| {
+            url::form_urlencoded::parse(query.as_bytes()).any(|(name, _)| name == "access_token")
+        });
+        if carries_token {
+            tracing::info!("refused a request with an access token in its query string");
+            return Err(self.challenge.token_in_query());
+        }
+        Ok(())
+    }
+
+    /// The principal of the request's bearer token when it holds `scope`; 403
+    /// `insufficient_scope` naming it when it does not.
+    pub(super) async fn require(
+        &self,
+        headers: &HeaderMap,
+        scope: Scope,
+    ) -> Result<Principal, Response> {
+        let principal = self.authenticate(headers).await?;
+        if principal.allows(scope) {
+            Ok(principal)
+        } else {
+            Err(self.challenge.insufficient_scope(Some(scope)))
         }
     }
 

@@ -72,18 +72,15 @@ impl Challenge {
 
     /// 403: a valid token that grants no OmniForge scope (or, with `admin`, not that one).
     pub(super) fn insufficient_scope(&self, needed: Option<Scope>) -> Response {
-        let scope = match needed {
-            Some(Scope::Admin) => Some(self.admin_scope.clone()),
-            _ => None,
+        let (scope, description) = match needed {
+            Some(Scope::Admin) => (Some(self.admin_scope.clone()), "this needs the admin scope"),
+            _ => (None, "the access token grants no OmniForge scope"),
         };
         self.respond(
             StatusCode::FORBIDDEN,
-            Some((
-                "insufficient_scope",
-                "the access token grants no OmniForge scope",
-            )),
+            Some(("insufficient_scope", description)),
             scope,
-            "Forbidden: the access token grants no OmniForge scope",
+            &format!("Forbidden: {description}"),
         )
     }
 
@@ -111,6 +108,22 @@ impl Challenge {
             )),
             None,
             "Bad Request: send exactly one Authorization: Bearer header",
+        )
+    }
+
+    /// 400: the token is in the query string (`?access_token=`, RFC 6750 §2.3), which
+    /// OmniForge does not accept: URLs end up in logs and browser history, and MCP allows only
+    /// the header.
+    pub(super) fn token_in_query(&self) -> Response {
+        self.respond(
+            StatusCode::BAD_REQUEST,
+            Some((
+                "invalid_request",
+                "send the access token in the Authorization header, not the query",
+            )),
+            None,
+            "Bad Request: access tokens in the query string are not accepted; send an \
+             Authorization: Bearer header",
         )
     }
 

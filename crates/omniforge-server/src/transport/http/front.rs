@@ -85,6 +85,9 @@ fn track(response: Response, token: TaskTrackerToken) -> Response {
 
 impl Front {
     async fn dispatch(self: &Arc<Self>, request: Request<Body>) -> Response {
+        if let Err(response) = self.access.check_query(request.uri()) {
+            return response;
+        }
         let principal = match self.access.authenticate(request.headers()).await {
             Ok(principal) => principal,
             Err(response) => return response,

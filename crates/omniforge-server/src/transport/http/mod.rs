@@ -21,7 +21,7 @@
 //! - [`wire`]: header names and JSON-RPC error bodies (every plain-text error rmcp produces
 //!   gets one).
 //! - [`front`]: the endpoint that runs these in order and forwards each message to rmcp.
-//! - [`healthz`]: `GET /healthz`.
+//! - [`healthz`]: `GET /healthz`; [`metrics`]: `GET /metrics` (`admin`).
 //! - [`connections`]: the accept loop: header read timeout, keep-alive idle timeout, connection
 //!   cap.
 //! - [`challenge`]: the `WWW-Authenticate` answers (static tokens; OAuth with
@@ -38,6 +38,7 @@ pub(crate) mod expiry;
 pub(crate) mod front;
 pub(crate) mod healthz;
 pub(crate) mod memory;
+pub(crate) mod metrics;
 pub(crate) mod negotiation;
 pub(crate) mod request_ids;
 pub(crate) mod resume;
@@ -79,6 +80,10 @@ pub(crate) fn app(
     answers: TaskTracker,
 ) -> Router {
     let book = Arc::new(SessionBook::new(settings.max_sessions));
+    let sessions = Arc::downgrade(&book);
+    shared
+        .metrics
+        .count_sessions_with(move || sessions.upgrade().map_or(0, |book| book.len()));
     let mut session_manager = LocalSessionManager::default();
     // rmcp's idle timer restarts only when a message passes, so it ended silent calls:
     // `expiry` closes sessions by what they are doing instead.
@@ -132,6 +137,7 @@ pub(crate) fn app(
     });
     let router = Router::new()
         .route("/healthz", get(health))
+        .route("/metrics", get(metrics::scrape))
         .route(&settings.path, any(front::endpoint))
         .with_state(front);
     let router = match console {

@@ -1,0 +1,520 @@
+//! [`Metrics`]: one Prometheus registry per server (`prometheus-client`, no global recorder,
+//! so two servers in one process never share counters), its metric families, and the
+//! OpenMetrics text a scrape gets.
+//!
+//! Labels are typed and bounded: methods and outcomes are fixed strings, and the `tool` label
+//! is capped ([`Metrics::tool_label`]): past the cap, and for names that are not a live tool
+//! the caller may use (unknown, hidden, pending), calls count under `tool="other"`. Gauges
+//! that are cheaper to read than to keep (sessions, run queue, catalog sizes) are set from
+//! their sources when scraped ([`Metrics::set_load`] and friends, called by the scrape).
+
+use std::collections::HashSet;
+use std::sync::{Mutex, RwLock};
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+/// The media type of [`Metrics::encode`]'s text (OpenMetrics 1.0, which Prometheus scrapes).
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The default cap on distinct `tool` label values (`--metrics-max-tools`).
+pub const DEFAULT_MAX_TOOLS: usize = 200;
+
+/// The `tool` label of calls that get no label of their own.
+pub(crate) const OTHER: &str = "other";
+
+/// Where a called tool comes from.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Source {
+    /// An `omniforge_*` built-in.
+    Builtin,
+    /// A manifest RPC on a Connect upstream.
+    Manifest,
+    /// A stored script tool.
+    Stored,
+}
+
+impl Source {
+    fn label(self) -> &'static str {
+        match self {
+            Source::Builtin => "builtin",
+            Source::Manifest => "manifest",
+            Source::Stored => "stored",
+        }
+    }
+}
+
+/// How a tool call ended, as counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CallOutcome {
+    /// A result without `isError`.
+    Ok,
+    /// A result with `isError: true` (the tool failed, or the call was refused as a tool-level
+    /// problem: unknown tool, bad arguments).
+    ToolError,
+    /// The run queue was full.
+    Busy,
+    /// The client cancelled the call.
+    Cancelled,
+}
+
+impl CallOutcome {
+    fn label(self) -> &'static str {
+        match self {
+            CallOutcome::Ok => "ok",
+            CallOutcome::ToolError => "tool_error",
+            CallOutcome::Busy => "busy",
+            CallOutcome::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Why the sandbox killed a run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum KillCause {
+    /// The call's timeout expired.
+    Timeout,
+    /// The call was cancelled (by the client, or the server stopping).
+    Cancel,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    mcp_method_name: &'static str,
+    error_type: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolCallLabels {
+    tool: String,
+    source: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ToolDurationLabels {
+    source: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabels {
+    cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CatalogLabels {
+    kind: &'static str,
+    source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabels {
+    version: &'static str,
+}
+
+type Histograms<S> = Family<S, Histogram, fn() -> Histogram>;
+
+fn latency() -> Histogram {
+    // 5 ms … ~82 s: the OpenTelemetry MCP semconv range, in powers of two.
+    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+fn build_latency() -> Histogram {
+    // 0.1 s … ~27 min: environment builds resolve and download packages.
+    Histogram::new(exponential_buckets(0.1, 2.0, 15))
+}
+
+/// The gauges read from elsewhere at scrape time.
+pub(crate) struct Load {
+    /// Script runs executing.
+    pub(crate) running: usize,
+    /// Script runs admitted and waiting for a slot.
+    pub(crate) queued: usize,
+}
+
+/// A server's metrics.
+pub(crate) struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    operation_duration: Histograms<OperationLabels>,
+    tool_calls: Family<ToolCallLabels, Counter>,
+    tool_call_duration: Histograms<ToolDurationLabels>,
+    upstream_duration: Histograms<OutcomeLabels>,
+    build_duration: Histograms<OutcomeLabels>,
+    busy_refusals: Counter,
+    kills: Family<CauseLabels, Counter>,
+    run_queue: Gauge,
+    run_slots_busy: Gauge,
+    sessions: Gauge,
+    catalog: Family<CatalogLabels, Gauge>,
+    /// The tool names that have a `tool` label of their own, at most `max_tools`.
+    tools: RwLock<HashSet<String>>,
+    max_tools: usize,
+    /// `false` (`--metrics=false`): nothing is recorded.
+    enabled: bool,
+    /// Counts the live HTTP sessions, set by the HTTP front when it starts.
+    session_count: Mutex<Option<Box<dyn Fn() -> usize + Send + Sync>>>,
+}
+
+impl Metrics {
+    /// Empty metrics with at most `max_tools` distinct `tool` labels; with `enabled` false
+    /// nothing is ever recorded (the scrape shows only the build info).
+    pub(crate) fn new(max_tools: usize, enabled: bool) -> Metrics {
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("omniforge");
+        let requests = Family::default();
+        registry.register(
+            "requests",
+            "MCP requests answered, by method and outcome",
+            requests.clone(),
+        );
+        let tool_calls = Family::default();
+        registry.register(
+            "tool_calls",
+            "tools/call requests by tool (capped; the rest as other), source and outcome; \
+             isError results count as tool_error",
+            tool_calls.clone(),
+        );
+        let tool_call_duration: Histograms<ToolDurationLabels> =
+            Family::new_with_constructor(latency);
+        registry.register_with_unit(
+            "tool_call_duration",
+            "tools/call latency by source and outcome",
+            Unit::Seconds,
+            tool_call_duration.clone(),
+        );
+        let upstream_duration: Histograms<OutcomeLabels> = Family::new_with_constructor(latency);
+        registry.register_with_unit(
+            "upstream_request_duration",
+            "Connect upstream calls of manifest tools, by outcome (ok, connect_error, failure)",
+            Unit::Seconds,
+            upstream_duration.clone(),
+        );
+        let build_duration: Histograms<OutcomeLabels> = Family::new_with_constructor(build_latency);
+        registry.register_with_unit(
+            "environment_build_duration",
+            "Python environment builds of stored tools, by outcome",
+            Unit::Seconds,
+            build_duration.clone(),
+        );
+        let busy_refusals = Counter::default();
+        registry.register(
+            "busy_refusals",
+            "script runs refused because every run slot and queue place was taken",
+            busy_refusals.clone(),
+        );
+        let kills = Family::default();
+        registry.register(
+            "sandbox_kills",
+            "script runs the sandbox killed, by cause",
+            kills.clone(),
+        );
+        let run_queue = Gauge::default();
+        registry.register(
+            "run_queue_depth",
+            "script runs admitted and waiting for a run slot",
+            run_queue.clone(),
+        );
+        let run_slots_busy = Gauge::default();
+        registry.register(
+            "run_slots_busy",
+            "script runs executing",
+            run_slots_busy.clone(),
+        );
+        let sessions = Gauge::default();
+        registry.register(
+            "sessions",
+            "live Streamable HTTP sessions",
+            sessions.clone(),
+        );
+        let catalog = Family::default();
+        registry.register(
+            "catalog_entries",
+            "catalog sizes: tools by source; resources, resource templates and prompts",
+            catalog.clone(),
+        );
+        let build_info: Family<VersionLabels, Gauge> = Family::default();
+        build_info
+            .get_or_create(&VersionLabels {
+                version: env!("CARGO_PKG_VERSION"),
+            })
+            .set(1);
+        registry.register("build_info", "the running OmniForge version", build_info);
+        // The OpenTelemetry MCP server metric, `mcp.server.operation.duration`, in Prometheus
+        // spelling and outside our prefix.
+        let operation_duration: Histograms<OperationLabels> = Family::new_with_constructor(latency);
+        root.register_with_unit(
+            "mcp_server_operation_duration",
+            "MCP requests handled, by method and error type (empty when it succeeded)",
+            Unit::Seconds,
+            operation_duration.clone(),
+        );
+        Metrics {
+            registry: root,
+            requests,
+            operation_duration,
+            tool_calls,
+            tool_call_duration,
+            upstream_duration,
+            build_duration,
+            busy_refusals,
+            kills,
+            run_queue,
+            run_slots_busy,
+            sessions,
+            catalog,
+            tools: RwLock::new(HashSet::new()),
+            max_tools,
+            enabled,
+            session_count: Mutex::new(None),
+        }
+    }
+
+    /// Counts one request of `method` (a fixed MCP method name) that took `elapsed`;
+    /// `error` is the JSON-RPC error code when it failed, `Some("tool_error")` for an
+    /// `isError` result.
+    pub(crate) fn request(
+        &self,
+        method: &'static str,
+        error: Option<&'static str>,
+        elapsed: Duration,
+    ) {
+        if !self.enabled {
+            return;
+        }
+        let outcome = if error.is_some() { "error" } else { "ok" };
+        self.requests
+            .get_or_create(&RequestLabels { method, outcome })
+            .inc();
+        self.operation_duration
+            .get_or_create(&OperationLabels {
+                mcp_method_name: method,
+                error_type: error.unwrap_or(""),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The `tool` label of a call of `name`: its own while there is room under the cap or
+    /// it already has one, else [`OTHER`]. `listed` says whether `name` is a live tool the
+    /// caller may use; names that are not (unknown, hidden, pending) are always [`OTHER`], so
+    /// a client cannot mint label values.
+    pub(crate) fn tool_label(&self, name: &str, listed: bool) -> String {
+        if !listed || !self.enabled {
+            return OTHER.to_owned();
+        }
+        let tools = self.tools.read().unwrap_or_else(|e| e.into_inner());
+        if tools.contains(name) {
+            return name.to_owned();
+        }
+        let full = tools.len() >= self.max_tools;
+        drop(tools);
+        if full {
+            return OTHER.to_owned();
+        }
+        let mut tools = self.tools.write().unwrap_or_else(|e| e.into_inner());
+        if tools.len() < self.max_tools {
+            tools.insert(name.to_owned());
+            name.to_owned()
+        } else {
+            OTHER.to_owned()
+        }
+    }
+
+    /// Counts one `tools/call` of the tool labelled `tool`.
+    pub(crate) fn tool_call(
+        &self,
+        tool: String,
+        source: Source,
+        outcome: CallOutcome,
+        elapsed: Duration,
+    ) {
+        if !self.enabled {
+            return;
+        }
+        let (source, outcome) = (source.label(), outcome.label());
+        self.tool_calls
+            .get_or_create(&ToolCallLabels {
+                tool,
+                source,
+                outcome,
+            })
+            .inc();
+        self.tool_call_duration
+            .get_or_create(&ToolDurationLabels { source, outcome })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records one Connect upstream call (`outcome`: `ok`, `connect_error` or `failure`).
+    pub(crate) fn upstream_call(&self, outcome: &'static str, elapsed: Duration) {
+        if !self.enabled {
+            return;
+        }
+        self.upstream_duration
+            .get_or_create(&OutcomeLabels { outcome })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records one environment build.
+    pub(crate) fn environment_build(&self, ok: bool, elapsed: Duration) {
+        if !self.enabled {
+            return;
+        }
+        let outcome = if ok { "ok" } else { "error" };
+        self.build_duration
+            .get_or_create(&OutcomeLabels { outcome })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Counts a run refused as busy.
+    pub(crate) fn busy(&self) {
+        if !self.enabled {
+            return;
+        }
+        self.busy_refusals.inc();
+    }
+
+    /// Counts a run the sandbox killed.
+    pub(crate) fn kill(&self, cause: KillCause) {
+        if !self.enabled {
+            return;
+        }
+        let cause = match cause {
+            KillCause::Timeout => "timeout",
+            KillCause::Cancel => "cancel",
+        };
+        self.kills.get_or_create(&CauseLabels { cause }).inc();
+    }
+
+    /// Sets the run slot and queue gauges.
+    pub(crate) fn set_load(&self, load: Load) {
+        self.run_slots_busy.set(gauge_value(load.running));
+        self.run_queue.set(gauge_value(load.queued));
+    }
+
+    /// Sets a catalog size: `kind` is `tool` (with the tool `source`), `resource`,
+    /// `resource_template` or `prompt` (source `stored`).
+    pub(crate) fn set_catalog(&self, kind: &'static str, source: &'static str, count: usize) {
+        self.catalog
+            .get_or_create(&CatalogLabels { kind, source })
+            .set(gauge_value(count));
+    }
+
+    /// Tells the metrics how to count live HTTP sessions (read at each scrape).
+    pub(crate) fn count_sessions_with(&self, count: impl Fn() -> usize + Send + Sync + 'static) {
+        *self.session_count.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(count));
+    }
+
+    /// The OpenMetrics text of every family, with the session gauge read now.
+    pub(crate) fn encode(&self) -> String {
+        let sessions = self
+            .session_count
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map_or(0, |count| count());
+        self.sessions.set(gauge_value(sessions));
+        let mut text = String::new();
+        // Writing into a String cannot fail; a family that could not encode is left out
+        // rather than failing the scrape.
+        if let Err(error) = prometheus_client::encoding::text::encode(&mut text, &self.registry) {
+            tracing::warn!(%error, "encoding the metrics failed");
+        }
+        text
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics")
+            .field("max_tools", &self.max_tools)
+            .finish_non_exhaustive()
+    }
+}
+
+fn gauge_value(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The `error_type` of a JSON-RPC error code: its decimal text for the standard codes and
+/// the MCP ones we answer, `_OTHER` for the rest (the label stays bounded).
+pub(crate) fn error_type(code: i32) -> &'static str {
+    match code {
+        -32700 => "-32700",
+        -32600 => "-32600",
+        -32601 => "-32601",
+        -32602 => "-32602",
+        -32603 => "-32603",
+        -32002 => "-32002",
+        -32042 => "-32042",
+        -32800 => "-32800",
+        _ => "_OTHER",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_labels_are_capped_and_unlisted_names_are_other() {
+        let metrics = Metrics::new(2, true);
+        assert_eq!(metrics.tool_label("a", true), "a");
+        assert_eq!(metrics.tool_label("nope", false), OTHER);
+        assert_eq!(metrics.tool_label("b", true), "b");
+        assert_eq!(metrics.tool_label("c", true), OTHER);
+        // A tool that got a label keeps it.
+        assert_eq!(metrics.tool_label("a", true), "a");
+    }
+
+    #[test]
+    fn disabled_metrics_record_nothing() {
+        let metrics = Metrics::new(DEFAULT_MAX_TOOLS, false);
+        metrics.request("tools/list", None, Duration::from_millis(3));
+        metrics.kill(KillCause::Timeout);
+        assert_eq!(metrics.tool_label("add", true), OTHER);
+        let text = metrics.encode();
+        assert!(!text.contains("omniforge_requests_total{"), "{text}");
+        assert!(!text.contains("omniforge_sandbox_kills_total{"), "{text}");
+        assert!(text.contains("omniforge_build_info{"), "{text}");
+    }
+
+    #[test]
+    fn the_text_is_openmetrics_with_our_families() {
+        let metrics = Metrics::new(DEFAULT_MAX_TOOLS, true);
+        metrics.request("tools/list", None, Duration::from_millis(3));
+        metrics.tool_call(
+            "add".into(),
+            Source::Stored,
+            CallOutcome::ToolError,
+            Duration::from_millis(40),
+        );
+        metrics.kill(KillCause::Timeout);
+        let text = metrics.encode();
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        for line in [
+            r#"omniforge_requests_total{method="tools/list",outcome="ok"} 1"#,
+            r#"omniforge_tool_calls_total{tool="add",source="stored",outcome="tool_error"} 1"#,
+            r#"omniforge_sandbox_kills_total{cause="timeout"} 1"#,
+            "# TYPE mcp_server_operation_duration_seconds histogram",
+        ] {
+            assert!(text.contains(line), "{line} missing in\n{text}");
+        }
+    }
+}

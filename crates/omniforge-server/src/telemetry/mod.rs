@@ -1,0 +1,7 @@
+//! Telemetry (issue 16): the server's Prometheus metrics ([`metrics`]) and trace spans
+//! ([`spans`]). A leaf room like
+//! `auth`: it names no other room, so every layer (the handler, tool calls, the script host,
+//! the HTTP front) records through it.
+
+pub(crate) mod metrics;
+pub(crate) mod spans;

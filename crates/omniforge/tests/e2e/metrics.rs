@@ -1,0 +1,345 @@
+//! `GET /metrics` (issue 16): who may read it, `--metrics-listen`, and counters that move with
+//! real calls, parsed by the official Prometheus Python client (`drivers/metrics.py`, which
+//! picks `prometheus_client.openmetrics.parser` for the OpenMetrics text the server sends).
+
+use serde_json::{Value, json};
+
+use crate::oauth::{call, open_session, param, post, text_of};
+use crate::procs::Serve;
+use crate::script_tools::data_home;
+use crate::util::{deps, e2e_dir, http_client, python_driver, require, uv};
+
+const TOKENS: &str = "alice s3cret-call-7f2 tools:call\nroot s3cret-admin-9c4 admin\n\
+                      writer s3cret-write-2b8 tools:write\n";
+const ADMIN: &str = "s3cret-admin-9c4";
+const WRITER: &str = "s3cret-write-2b8";
+
+/// `drivers/metrics.py URL [--bearer TOKEN]`: status, content type and parsed families.
+async fn scrape(url: &str, bearer: Option<&str>) -> Value {
+    let python = deps().join("py-obs/bin/python");
+    require(std::slice::from_ref(&python));
+    let mut cmd = python_driver(&python, &e2e_dir("drivers/metrics.py"));
+    cmd.arg(url);
+    if let Some(token) = bearer {
+        cmd.args(["--bearer", token]);
+    }
+    let output = cmd.output().await.unwrap();
+    assert!(
+        output.status.success(),
+        "metrics driver failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// The sum of the samples called `name` whose labels include `labels` (0 when none).
+fn value(report: &Value, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let families = report["families"].as_object().expect("parsed families");
+    families
+        .values()
+        .flat_map(|f| f["samples"].as_array().into_iter().flatten())
+        .filter(|s| s["name"] == name)
+        .filter(|s| labels.iter().all(|(k, v)| s["labels"][*k] == *v))
+        .map(|s| s["value"].as_f64().unwrap_or(0.0))
+        .sum()
+}
+
+/// Every `tool` label value of `omniforge_tool_calls_total`.
+fn tool_labels(report: &Value) -> Vec<String> {
+    report["families"]["omniforge_tool_calls"]["samples"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["labels"]["tool"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// `omniforge serve` with the two tokens, `--metrics-listen 127.0.0.1:0` and `extra`; the
+/// unauthenticated metrics URL from its log.
+async fn serve(data: &std::path::Path, extra: &[&str]) -> (Serve, String) {
+    let tokens = data.join("tokens");
+    std::fs::write(&tokens, TOKENS).unwrap();
+    let server = Serve::command()
+        .args(&["--data-dir".as_ref(), data.as_os_str()])
+        .args(&["--uv".as_ref(), uv().as_os_str()])
+        .args(&["--token-file".as_ref(), tokens.as_os_str()])
+        .args(&["--metrics-listen", "127.0.0.1:0"])
+        .args(extra)
+        .start()
+        .await;
+    // Logged before the server announces itself ready; stderr is read by another task.
+    let mut waited = 0;
+    let url = loop {
+        let log = server.stderr();
+        let url = log
+            .lines()
+            .filter(|l| l.contains("serving metrics"))
+            .find_map(|l| l.split("url=").nth(1))
+            .and_then(|rest| rest.split_whitespace().next())
+            .map(str::to_owned);
+        match url {
+            Some(url) => break url,
+            None if waited < 100 => {
+                waited += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            None => panic!("no metrics URL in the log within 10 s:\n{log}"),
+        }
+    };
+    (server, url)
+}
+
+#[tokio::test]
+async fn metrics_need_admin_on_the_mcp_listener_and_metrics_listen_serves_without_auth() {
+    let (_dir, data) = data_home();
+    let (server, listen_url) = serve(&data, &[]).await;
+    let on_mcp = format!("{}/metrics", server.base);
+
+    let anonymous = scrape(&on_mcp, None).await;
+    assert_eq!(anonymous["status"], 401, "{anonymous}");
+    let caller = scrape(&on_mcp, Some("s3cret-call-7f2")).await;
+    assert_eq!(caller["status"], 403, "{caller}");
+    let challenge = caller["www_authenticate"].as_str().unwrap_or_default();
+    assert_eq!(
+        param(challenge, "error"),
+        Some("insufficient_scope"),
+        "{challenge}"
+    );
+
+    let admin = scrape(&on_mcp, Some(ADMIN)).await;
+    assert_eq!(admin["status"], 200, "{admin}");
+    assert_eq!(admin["format"], "openmetrics", "{admin}");
+    assert_eq!(value(&admin, "omniforge_build_info", &[]), 1.0);
+    assert!(
+        value(
+            &admin,
+            "omniforge_catalog_entries",
+            &[("kind", "tool"), ("source", "builtin")]
+        ) > 0.0,
+        "{admin}"
+    );
+
+    let open = scrape(&listen_url, None).await;
+    assert_eq!(open["status"], 200, "{open}");
+    assert_eq!(value(&open, "omniforge_build_info", &[]), 1.0, "{open}");
+
+    // No token value reaches the metrics (the refused scrapes above presented two).
+    let text = http_client()
+        .get(&listen_url)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    for token in ["s3cret-call-7f2", ADMIN] {
+        assert!(!text.contains(token), "a token in the metrics:\n{text}");
+    }
+}
+
+/// Calls, a tool-level error, a JSON-RPC error, an environment build and a script killed at
+/// its timeout, each seen in the counters; with `--metrics-max-tools 3`, tools past the first
+/// three labels count as `other`, and a name that is no tool never becomes a label; under
+/// `--require-approval` a writer's pending tool, called by its author while a label is still
+/// free, never becomes one.
+#[tokio::test]
+async fn counters_move_with_calls_errors_and_a_kill() {
+    let (_dir, data) = data_home();
+    let (server, url) = serve(&data, &["--metrics-max-tools", "3", "--require-approval"]).await;
+    let session = open_session(&server.url, ADMIN).await;
+    let before = scrape(&url, None).await;
+    let send = async |message: Value| {
+        let reply = post(&server.url, Some(ADMIN), Some(&session), message).await;
+        assert_eq!(reply.status, 200, "{:?}", reply.messages);
+        reply.messages[0].clone()
+    };
+
+    let answer = send(call(2, "omniforge_instructions", json!({}))).await;
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    let create = json!({"name": "sleepy", "description": "Sleeps past its timeout.", "timeout_s": 1,
+                        "code": "import time\ntime.sleep(30)\n"});
+    let answer = send(call(3, "omniforge_create_tool", create)).await;
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    // A writer's tool waits for approval; its author may call it.
+    let writer = open_session(&server.url, WRITER).await;
+    let pending = json!({"name": "waiting_tool", "description": "Pending approval.",
+                         "code": "print('pending')\n"});
+    for (id, message) in [
+        (7, call(7, "omniforge_create_tool", pending)),
+        (8, call(8, "waiting_tool", json!({}))),
+    ] {
+        let reply = post(&server.url, Some(WRITER), Some(&writer), message).await;
+        assert_eq!(reply.status, 200, "{id}: {:?}", reply.messages);
+        assert_ne!(
+            reply.messages[0]["result"]["isError"], true,
+            "{id}: {:?}",
+            reply.messages
+        );
+    }
+    // The third label goes to a built-in (the pending tool did not take it); sleepy, past
+    // the cap, counts as other.
+    let answer = send(call(9, "omniforge_get_tool", json!({"name": "sleepy"}))).await;
+    assert_ne!(answer["result"]["isError"], true, "{answer}");
+    let answer = send(call(4, "sleepy", json!({}))).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(text_of(&answer["result"]).contains("timeout"), "{answer}");
+    let answer = send(call(5, "no_such_tool_4711", json!({}))).await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    let read = json!({"jsonrpc": "2.0", "id": 6, "method": "resources/read",
+                      "params": {"uri": "omniforge://nothing/here"}});
+    let answer = send(read).await;
+    assert!(answer["error"].is_object(), "{answer}");
+
+    let after = scrape(&url, None).await;
+    let delta = |name: &str, labels: &[(&str, &str)]| {
+        value(&after, name, labels) - value(&before, name, labels)
+    };
+    let calls = "omniforge_tool_calls_total";
+    let checks = [
+        (
+            delta(
+                calls,
+                &[
+                    ("tool", "omniforge_get_tool"),
+                    ("source", "builtin"),
+                    ("outcome", "ok"),
+                ],
+            ),
+            1.0,
+            "get_tool took the third label",
+        ),
+        (
+            delta(
+                calls,
+                &[
+                    ("tool", "omniforge_instructions"),
+                    ("source", "builtin"),
+                    ("outcome", "ok"),
+                ],
+            ),
+            1.0,
+            "instructions ok",
+        ),
+        (
+            delta(
+                calls,
+                &[
+                    ("tool", "omniforge_create_tool"),
+                    ("source", "builtin"),
+                    ("outcome", "ok"),
+                ],
+            ),
+            2.0,
+            "create_tool ok (the admin's and the writer's)",
+        ),
+        (
+            delta(
+                calls,
+                &[
+                    ("tool", "other"),
+                    ("source", "stored"),
+                    ("outcome", "tool_error"),
+                ],
+            ),
+            2.0,
+            "sleepy (past the cap) and the unknown name, as other",
+        ),
+        (
+            delta(
+                calls,
+                &[("tool", "other"), ("source", "stored"), ("outcome", "ok")],
+            ),
+            1.0,
+            "the pending tool called by its author, as other",
+        ),
+        (
+            delta("omniforge_sandbox_kills_total", &[("cause", "timeout")]),
+            1.0,
+            "the timeout kill",
+        ),
+        (
+            delta(
+                "omniforge_requests_total",
+                &[("method", "tools/call"), ("outcome", "ok")],
+            ),
+            5.0,
+            "tools/call ok requests",
+        ),
+        (
+            delta(
+                "omniforge_requests_total",
+                &[("method", "tools/call"), ("outcome", "error")],
+            ),
+            2.0,
+            "tools/call error requests (isError)",
+        ),
+        (
+            delta(
+                "omniforge_requests_total",
+                &[("method", "resources/read"), ("outcome", "error")],
+            ),
+            1.0,
+            "resources/read error",
+        ),
+        (
+            delta(
+                "mcp_server_operation_duration_seconds_count",
+                &[
+                    ("mcp_method_name", "tools/call"),
+                    ("error_type", "tool_error"),
+                ],
+            ),
+            2.0,
+            "operation duration of isError calls",
+        ),
+        (
+            delta(
+                "omniforge_tool_call_duration_seconds_count",
+                &[("source", "builtin")],
+            ),
+            4.0,
+            "built-in call latencies",
+        ),
+        (
+            delta(
+                "omniforge_environment_build_duration_seconds_count",
+                &[("outcome", "ok")],
+            ),
+            2.0,
+            "the environment builds (sleepy's, the pending tool's)",
+        ),
+        (
+            value(
+                &after,
+                "omniforge_catalog_entries",
+                &[("kind", "tool"), ("source", "stored")],
+            ),
+            1.0,
+            "stored tools in the catalog",
+        ),
+        (
+            value(&after, "omniforge_sessions", &[]),
+            2.0,
+            "live sessions",
+        ),
+        (
+            value(&after, "omniforge_run_queue_depth", &[]),
+            0.0,
+            "run queue",
+        ),
+    ];
+    let wrong: Vec<String> = checks
+        .iter()
+        .filter(|(got, want, _)| got != want)
+        .map(|(got, want, what)| format!("{what}: got {got}, want {want}"))
+        .collect();
+    assert!(wrong.is_empty(), "\n  - {}\n{after}", wrong.join("\n  - "));
+    let labels = tool_labels(&after);
+    assert!(
+        !labels
+            .iter()
+            .any(|l| l == "sleepy" || l == "no_such_tool_4711" || l == "waiting_tool"),
+        "labels past the cap, of no tool, or of a pending tool: {labels:?}"
+    );
+}
