@@ -139,6 +139,7 @@ mod tests {
             secrets: vec![],
             author: "t".into(),
             examples: Vec::new(),
+            execution: Default::default(),
         }
     }
 

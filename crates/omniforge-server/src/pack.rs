@@ -21,7 +21,9 @@
 
 use std::collections::HashSet;
 
-use omniforge_store::{ImportBatch, ImportReport, Store, StoreError, StoredTool};
+use omniforge_store::{
+    ImportBatch, ImportReport, Store, StoreError, StoredTool, TaskStart, TaskSupport,
+};
 use rmcp::model::JsonObject;
 use serde_json::{Value, json};
 
@@ -245,6 +247,13 @@ fn tool_arguments(stored: &StoredTool) -> JsonObject {
     }
     if !spec.secrets.is_empty() {
         args.insert("secrets".into(), json!(spec.secrets));
+    }
+    let execution = spec.execution;
+    if execution.task_support != TaskSupport::default() {
+        args.insert("taskSupport".into(), json!(execution.task_support.as_str()));
+    }
+    if execution.task_start != TaskStart::default() {
+        args.insert("taskStart".into(), json!(execution.task_start.as_str()));
     }
     args
 }

@@ -118,6 +118,7 @@ pub(crate) struct Stored {
     pub(crate) approval: Arc<Approval>,
     pub(crate) content: Arc<Content>,
     pub(crate) kept: Arc<KeptOutputs>,
+    pub(crate) tasks: Arc<Tasks>,
 }
 
 /// A running server: its sources are loaded and followed. Serve it over stdio
@@ -172,6 +173,7 @@ impl Server {
             host: None,
             states: None,
             metrics: metrics.clone(),
+            tasks: None,
             authoring: None,
             approval: None,
         };
@@ -185,6 +187,7 @@ impl Server {
                 shared.states = Some(stored.states.clone());
                 shared.kept = Some(stored.kept.clone());
                 shared.call_log = Some(stored.store.clone());
+                shared.tasks = Some(stored.tasks.clone());
                 shared.authoring = Some(stored.tools.clone());
                 shared.approval = Some(stored.approval.clone());
                 Some(stored)
@@ -326,11 +329,8 @@ async fn start_stored(
         content: content.clone(),
     };
     tokio::spawn(changes::follow(store.clone(), seq, sides, stop.clone()));
-    tokio::spawn(tasks::keep_leases(Tasks::new(
-        store.clone(),
-        s.tasks,
-        stop.clone(),
-    )));
+    let tasks = Tasks::new(store.clone(), s.tasks, stop.clone());
+    tokio::spawn(tasks::keep_leases(tasks.clone()));
     tokio::spawn(collect_garbage(
         Arc::downgrade(&host),
         store.clone(),
@@ -345,5 +345,6 @@ async fn start_stored(
         approval,
         content,
         kept,
+        tasks,
     })
 }

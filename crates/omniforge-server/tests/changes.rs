@@ -158,6 +158,7 @@ fn version(description: &str) -> NewVersion {
         secrets: vec![],
         author: "other-process".into(),
         examples: Vec::new(),
+        execution: Default::default(),
     }
 }
 

@@ -62,6 +62,7 @@ fn version(description: &str, author: &str) -> NewVersion {
         secrets: vec!["API_KEY".into()],
         author: author.into(),
         examples: Vec::new(),
+        execution: Default::default(),
     }
 }
 

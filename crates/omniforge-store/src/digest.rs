@@ -20,7 +20,8 @@ use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
 use crate::model::{
-    ArgumentsDigest, NewPrompt, NewResource, NewTemplate, NewVersion, ResourceBody, TemplateBody,
+    ArgumentsDigest, Execution, NewPrompt, NewResource, NewTemplate, NewVersion, ResourceBody,
+    TemplateBody,
 };
 
 /// `value` as canonical JSON text (see the [module docs](self)).
@@ -93,9 +94,11 @@ pub fn is_sha256_hex(s: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-/// A tool version's definition (everything but its author) as JSON.
+/// A tool version's definition (everything but its author) as JSON. `execution` (issue 13)
+/// appears only when it is not the default, so the digests of versions written before it
+/// existed do not change.
 pub fn version_definition(spec: &NewVersion) -> Value {
-    json!({
+    let mut definition = json!({
         "title": spec.title,
         "description": spec.description,
         "input_schema": spec.input_schema,
@@ -118,7 +121,19 @@ pub fn version_definition(spec: &NewVersion) -> Value {
         "env_id": spec.env_id,
         "secrets": spec.secrets,
         "examples": spec.examples,
-    })
+    });
+    if spec.execution != Execution::default()
+        && let Value::Object(map) = &mut definition
+    {
+        map.insert(
+            "execution".to_owned(),
+            json!({
+                "task_support": spec.execution.task_support.as_str(),
+                "task_start": spec.execution.task_start.as_str(),
+            }),
+        );
+    }
+    definition
 }
 
 /// SHA-256 of a tool version's definition.

@@ -104,6 +104,7 @@
 //!     secrets: vec![],
 //!     author: "stdio".into(),
 //!     examples: vec![],
+//!     execution: Default::default(),
 //! };
 //! let v1 = store.create_tool(&Actor::new("stdio"), "hello", spec, NewStatus::Live).await?;
 //! assert_eq!(v1.number, 1);
@@ -144,16 +145,17 @@ pub use keyring::{KEY_BYTES, KeyMaterial, Keyring, KeyringError};
 pub use model::{
     Actor, Annotations, ArgumentsDigest, AuditAction, AuditFilter, AuditObject, AuditRecord,
     CallFilter, CallOutcome, CallRecord, CallSource, CapturedText, Change, ChangeKind, ChangeSet,
-    ExampleResult, ExampleTrigger, Grant, HourStats, ImportBatch, ImportReport, JsonObject,
-    KeptOutput, Limits, LoggedCall, MAX_CALL_ERROR_BYTES, MAX_CALL_TEXT_BYTES, MAX_CALL_TOOL_BYTES,
-    MAX_EXAMPLE_TEXT_BYTES, MAX_KEPT_STREAM_BYTES, MAX_NAME_LEN, MAX_PRINCIPAL_BYTES,
-    MAX_REPLICA_ID_LEN, MAX_RUN_ID_LEN, MAX_STATUS_REASON_BYTES, MAX_TASK_ID_LEN,
-    MAX_TASK_MESSAGE_BYTES, NewKeptOutput, NewPrompt, NewResource, NewStatus, NewTask, NewTemplate,
-    NewVersion, OutputReader, PromptArgumentSpec, ResourceBody, ResourceInfo, RowState, Runtime,
-    STORE_PRINCIPAL, ScriptSpec, SecretInfo, SecretRequest, SecretValue, StoredPrompt,
-    StoredResource, StoredTask, StoredTemplate, StoredTool, TaskEnd, TaskStatus, TemplateBody,
-    Tool, ToolActivity, ToolVersion, VersionState, VersionStatus, WriteMode, validate_principal,
-    validate_run_id, validate_secret_name, validate_task_id, validate_tool_name,
+    ExampleResult, ExampleTrigger, Execution, Grant, HourStats, ImportBatch, ImportReport,
+    JsonObject, KeptOutput, Limits, LoggedCall, MAX_CALL_ERROR_BYTES, MAX_CALL_TEXT_BYTES,
+    MAX_CALL_TOOL_BYTES, MAX_EXAMPLE_TEXT_BYTES, MAX_KEPT_STREAM_BYTES, MAX_NAME_LEN,
+    MAX_PRINCIPAL_BYTES, MAX_REPLICA_ID_LEN, MAX_RUN_ID_LEN, MAX_STATUS_REASON_BYTES,
+    MAX_TASK_ID_LEN, MAX_TASK_MESSAGE_BYTES, NewKeptOutput, NewPrompt, NewResource, NewStatus,
+    NewTask, NewTemplate, NewVersion, OutputReader, PromptArgumentSpec, ResourceBody, ResourceInfo,
+    RowState, Runtime, STORE_PRINCIPAL, ScriptSpec, SecretInfo, SecretRequest, SecretValue,
+    StoredPrompt, StoredResource, StoredTask, StoredTemplate, StoredTool, TaskEnd, TaskStart,
+    TaskStatus, TaskSupport, TemplateBody, Tool, ToolActivity, ToolVersion, VersionState,
+    VersionStatus, WriteMode, validate_principal, validate_run_id, validate_secret_name,
+    validate_task_id, validate_tool_name,
 };
 pub use open::{StoreUrl, open};
 pub use postgres::{LISTENER_APPLICATION_NAME, PgEnv, PgStore};

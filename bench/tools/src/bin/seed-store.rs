@@ -2,6 +2,7 @@
 //! `omniforge_create_tool` would save them, for the `tools/list` workload (issue 6, #2).
 //!
 //!     seed-store DATA_DIR [N=10000]
+//!     seed-store postgres://... [N]    (issue 14: the same tools in a PostgreSQL store)
 //!
 //! Each tool: a ~150-character description, a title, a 2-property input schema with
 //! descriptions, read-only annotations, ~300 bytes of code, no dependencies. Tools are not
@@ -12,30 +13,33 @@ use std::time::Instant;
 
 use omniforge_store::{
     Actor, Annotations, DEFAULT_BUSY_TIMEOUT, DEFAULT_CALL_STATS_MAX_AGE,
-    DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, Limits, NewStatus, NewVersion, Runtime,
-    SqliteStore, StoreConfig, ToolStore,
+    DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, Limits, NewStatus, NewVersion, PgEnv,
+    Runtime, Store, StoreConfig, ToolStore,
 };
 use serde_json::json;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let dir = PathBuf::from(args.next().ok_or("usage: seed-store DATA_DIR [N]")?);
+    let target = args.next().ok_or("usage: seed-store DATA_DIR|postgres://... [N]")?;
     let n: usize = args.next().map_or(Ok(10_000), |a| a.parse())?;
-    std::fs::create_dir_all(&dir)?;
-    let store = SqliteStore::open_with(
-        dir.join("omniforge.db"),
-        &StoreConfig {
-            busy_timeout: DEFAULT_BUSY_TIMEOUT,
-            call_log_max_rows: 10_000,
-            max_readers: DEFAULT_MAX_READERS,
-            change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
-            call_stats_max_age: DEFAULT_CALL_STATS_MAX_AGE,
-            // No secrets are written: no keyring needed.
-            keyring: None,
-        },
-    )
-    .await?;
+    let url = if target.starts_with("postgres") {
+        target.clone()
+    } else {
+        let dir = PathBuf::from(&target);
+        std::fs::create_dir_all(&dir)?;
+        format!("sqlite:{}", dir.join("omniforge.db").display())
+    };
+    let config = StoreConfig {
+        busy_timeout: DEFAULT_BUSY_TIMEOUT,
+        call_log_max_rows: 10_000,
+        max_readers: DEFAULT_MAX_READERS,
+        change_log_max_rows: DEFAULT_CHANGE_LOG_MAX_ROWS,
+        call_stats_max_age: DEFAULT_CALL_STATS_MAX_AGE,
+        // No secrets are written: no keyring needed.
+        keyring: None,
+    };
+    let store = omniforge_store::open(&url, &PgEnv::from_vars(std::env::vars()), &config).await?;
     let existing = store.list_enabled().await?.len();
     let started = Instant::now();
     for i in existing..n {
@@ -89,7 +93,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     eprintln!(
         "seed-store: {} tools in {} ({} new, {:.1} s)",
         n,
-        dir.display(),
+        target,
         n.saturating_sub(existing),
         started.elapsed().as_secs_f64()
     );

@@ -1,7 +1,9 @@
 //! One catalog entry: a tool as served, where it comes from, who may see it, and its call.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use omniforge_store::{CallSource, TaskStart, TaskSupport};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
 
@@ -32,6 +34,34 @@ impl ToolSource {
     }
 }
 
+/// How an entry's calls may run as tasks (issue 13): what its definition says, and what a
+/// task of it records.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Tasking {
+    /// Whether a call may or must be a task.
+    pub(crate) support: TaskSupport,
+    /// When a task call becomes a task.
+    pub(crate) start: TaskStart,
+    /// The kind of tool a task of it runs (stored or manifest).
+    pub(crate) source: CallSource,
+    /// The stored tool's version.
+    pub(crate) version: Option<u32>,
+    /// The call's timeout (a task's TTL is never shorter).
+    pub(crate) timeout: Duration,
+}
+
+impl Default for Tasking {
+    fn default() -> Tasking {
+        Tasking {
+            support: TaskSupport::Forbidden,
+            start: TaskStart::Call,
+            source: CallSource::BuiltIn,
+            version: None,
+            timeout: Duration::ZERO,
+        }
+    }
+}
+
 /// One tool as the catalog serves it.
 pub(crate) struct Entry {
     /// The MCP tool definition sent in `tools/list` (in the served schema profile).
@@ -46,6 +76,8 @@ pub(crate) struct Entry {
     pub(crate) listed: bool,
     /// How `tools/call` runs it.
     pub(crate) call: Arc<dyn ToolCall>,
+    /// Whether its calls may run as tasks (never, by default).
+    pub(crate) tasking: Tasking,
     /// The inputSchema as authored (the served one may be rewritten by a schema profile).
     input: LazySchema,
 }
@@ -77,7 +109,14 @@ impl Entry {
             scope,
             listed: true,
             call,
+            tasking: Tasking::default(),
         }
+    }
+
+    /// This entry, its calls running as tasks as `tasking` says.
+    pub(crate) fn with_tasking(mut self, tasking: Tasking) -> Entry {
+        self.tasking = tasking;
+        self
     }
 
     /// A built-in needing `scope`.

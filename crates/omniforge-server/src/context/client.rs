@@ -2,7 +2,10 @@
 //! client (sampling, elicitation, roots) and its stream closing need.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
+use omniforge_store::Store;
 use rmcp::model::{ClientCapabilities, ProtocolVersion, RequestId};
 use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
@@ -27,6 +30,24 @@ pub(crate) struct ClientLink {
     /// The HTTP front collapses the answer into one JSON response: the client cannot receive
     /// requests during the call.
     pub(crate) json_reply: bool,
+    /// The task the call runs as: its questions go through the task's record in the store
+    /// (`input_required`, answered by `tasks/update`), not to the peer.
+    pub(crate) task: Option<TaskLink>,
+}
+
+/// The task a call runs as (issue 13), put into the call's request context by the task
+/// runner: where the script's questions and their answers meet.
+#[derive(Clone)]
+pub(crate) struct TaskLink {
+    /// The store holding the task.
+    pub(crate) store: Arc<dyn Store>,
+    /// The task's id.
+    pub(crate) task_id: String,
+    /// The replica running it (only it may set its pending input and take the answers).
+    pub(crate) replica: String,
+    /// How long the task is kept: what the call keeps for it (a cut result's whole output)
+    /// lasts at least as long.
+    pub(crate) ttl: Duration,
 }
 
 /// The client's part of one input-required round (2026-07-28): what a retry carries as top-level

@@ -18,7 +18,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Principal, PrincipalId, Scope};
-use crate::context::client::{ClientLink, InputRound};
+use crate::context::client::{ClientLink, InputRound, TaskLink};
 use crate::context::progress::{Progress, ProgressSink};
 use crate::context::stream::StreamLink;
 
@@ -188,6 +188,19 @@ impl<'a> RequestCx<'a> {
         }
     }
 
+    /// Whether the call runs as a task (its context carries the task runner's [`TaskLink`]).
+    pub(crate) fn in_task(&self) -> bool {
+        self.task_ttl().is_some()
+    }
+
+    /// The TTL of the task the call runs as, if it runs as one.
+    pub(crate) fn task_ttl(&self) -> Option<std::time::Duration> {
+        match &self.origin {
+            Origin::Mcp { ctx, .. } => ctx.extensions.get::<TaskLink>().map(|t| t.ttl),
+            Origin::Local { .. } => None,
+        }
+    }
+
     /// Which log messages the request receives: under 2026-07-28 what its `_meta` asks for
     /// (none without `logLevel`), before it the level the peer set with `logging/setLevel`.
     pub(crate) fn log_filter(&self) -> LogFilter {
@@ -263,6 +276,7 @@ impl<'a> RequestCx<'a> {
                 capabilities: ctx.client_capabilities(),
                 stream: stream.cloned(),
                 json_reply: *json_reply,
+                task: ctx.extensions.get::<TaskLink>().cloned(),
             },
             Origin::Local { .. } => ClientLink::default(),
         }

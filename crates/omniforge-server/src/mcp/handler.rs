@@ -10,13 +10,14 @@ use std::sync::{Arc, Mutex};
 
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
-    CustomResult, ErrorCode, ErrorData, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, CustomRequest, CustomResult, ErrorCode, ErrorData, GetPromptRequestParams,
+    GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
+    InitializeResult, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams,
     ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, Tool,
-    UnsubscribeRequestParams,
+    SetLevelRequestParams, SubscribeRequestParams, SubscriptionFilter, TASKS_EXTENSION_ID, Tool,
+    UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 
@@ -25,6 +26,7 @@ use crate::mcp::metered::metered;
 use crate::mcp::prompts;
 use crate::mcp::resources;
 use crate::mcp::state::Shared;
+use crate::mcp::tasks;
 use crate::mcp::tools;
 use crate::telemetry::spans;
 use tracing::Instrument as _;
@@ -55,23 +57,28 @@ impl OmniForge {
 
 impl ServerHandler for OmniForge {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_completions()
-                .enable_prompts()
-                .enable_prompts_list_changed()
-                .enable_resources()
-                .enable_resources_subscribe()
-                .enable_resources_list_changed()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_logging()
-                .build(),
-        )
-        .with_server_info(
-            Implementation::new("omniforge", env!("CARGO_PKG_VERSION")).with_title("OmniForge"),
-        )
-        .with_instructions(self.shared.instructions)
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_completions()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .build();
+        if self.shared.tasks.is_some() {
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(TASKS_EXTENSION_ID.to_owned(), JsonObject::new());
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(
+                Implementation::new("omniforge", env!("CARGO_PKG_VERSION")).with_title("OmniForge"),
+            )
+            .with_instructions(self.shared.instructions)
     }
 
     async fn initialize(
@@ -249,6 +256,30 @@ impl ServerHandler for OmniForge {
 
     async fn listen(&self, ctx: SubscriptionContext) -> Result<(), ErrorData> {
         listen::listen(&self.shared, ctx).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        tasks::get(&self.shared, request, &ctx).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::update(&self.shared, request, &ctx).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::cancel(&self.shared, request, &ctx).await
     }
 
     async fn on_custom_request(

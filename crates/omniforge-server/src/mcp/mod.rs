@@ -10,6 +10,7 @@
 //!   `resources/subscribe`, `resources/unsubscribe`.
 //! - [`prompts`]: `prompts/list`, `prompts/get`, `completion/complete`.
 //! - [`listen`]: 2026-07-28 `subscriptions/listen`.
+//! - [`tasks`]: the Tasks extension: `tools/call` as a task, `tasks/get|update|cancel`.
 //! - [`pagination`]: the opaque cursor.
 //! - [`to_wire`]: [`CallError`](crate::error::CallError) and
 //!   [`ContentError`](crate::error::ContentError) to `isError` results and JSON-RPC errors.
@@ -21,5 +22,6 @@ pub(crate) mod pagination;
 pub(crate) mod prompts;
 pub(crate) mod resources;
 pub(crate) mod state;
+pub(crate) mod tasks;
 pub(crate) mod to_wire;
 pub(crate) mod tools;

@@ -10,6 +10,7 @@ use crate::catalog::publish::Catalog;
 use crate::content::snapshot::Content;
 use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
+use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
@@ -42,6 +43,9 @@ pub(crate) struct Shared {
     pub(crate) states: Option<Arc<StateCodec>>,
     /// The server's metrics (`/metrics`).
     pub(crate) metrics: Arc<Metrics>,
+    /// This replica's durable tasks (the Tasks extension is advertised exactly when set);
+    /// `None` in bridge mode.
+    pub(crate) tasks: Option<Arc<Tasks>>,
     /// The tool authoring operations (for the console's rollback and example runs); `None`
     /// in bridge mode.
     pub(crate) authoring: Option<Arc<ToolAuthoring>>,

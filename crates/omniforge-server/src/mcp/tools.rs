@@ -22,6 +22,7 @@ use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::mcp::pagination::{encode_cursor, offset};
 use crate::mcp::state::Shared;
+use crate::mcp::tasks::{self, Route};
 use crate::mcp::to_wire;
 use crate::telemetry::metrics::{self, Source};
 use crate::telemetry::spans;
@@ -77,6 +78,14 @@ pub(crate) async fn call(
     let started = SystemTime::now();
     let clock = Instant::now();
     let snapshot = shared.catalog.snapshot();
+    if !cx.arguments_not_object()
+        && let Some(entry) = snapshot
+            .get_for(&request.name, cx.principal().map(|p| p.as_str()))
+            .filter(|e| cx.allows(e.scope))
+        && let Route::Task(tasks) = tasks::route(shared, entry, ctx)?
+    {
+        return tasks::start(&tasks, snapshot.clone(), request, ctx).await;
+    }
     let result = if cx.arguments_not_object() {
         Err(CallError::ArgumentsNotObject)
     } else {

@@ -29,6 +29,7 @@ use omniforge_store::Store;
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use lease::keep_leases;
+pub(crate) use runner::TaskCall;
 
 /// The default [`TaskSettings::ttl`]: a day.
 pub const DEFAULT_TASK_TTL: Duration = Duration::from_secs(24 * 3600);
@@ -93,6 +94,11 @@ impl Tasks {
             settings,
             stop,
         })
+    }
+
+    /// The store the tasks live in.
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     /// This replica's id.

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Tasks;
 use crate::auth::PrincipalId;
+use crate::context::client::TaskLink;
 
 /// How long the watcher waits for a change before it reads the task anyway (a safety poll:
 /// PostgreSQL's `LISTEN` and this instance's own writes wake it at once; another process's
@@ -35,16 +36,10 @@ pub(crate) struct TaskCall {
     pub(crate) timeout: Duration,
 }
 
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the tools/call path makes tasks with the wire part of issue 13"
-    )
-)]
 impl Tasks {
     /// Creates the task in the store (so that any replica resolves its id once this returns)
-    /// and runs `run` for it on this replica. `run` gets a token that fires when the task
+    /// and runs `run` for it on this replica. `run` gets the task's [`TaskLink`] (for the
+    /// call's questions) and a token that fires when the task
     /// ends without it (cancelled by its owner, failed by a sweep) or the server stops; it
     /// must then stop (a script call kills its process tree) and return.
     ///
@@ -56,9 +51,10 @@ impl Tasks {
         run: F,
     ) -> Result<StoredTask, StoreError>
     where
-        F: FnOnce(CancellationToken) -> Fut,
+        F: FnOnce(CancellationToken, TaskLink) -> Fut,
         Fut: Future<Output = TaskEnd> + Send + 'static,
     {
+        let ttl = self.settings.ttl.max(call.timeout);
         let task = self
             .store
             .create_task(NewTask {
@@ -68,13 +64,19 @@ impl Tasks {
                 tool: call.tool,
                 version: call.version,
                 replica: self.replica.clone(),
-                ttl: Some(self.settings.ttl.max(call.timeout)),
+                ttl: Some(ttl),
                 poll_interval: self.settings.poll_interval,
                 lease: self.settings.lease,
             })
             .await?;
         let ct = self.stop.child_token();
-        let running = run(ct.clone());
+        let link = TaskLink {
+            store: self.store.clone(),
+            task_id: task.task_id.clone(),
+            replica: self.replica.clone(),
+            ttl,
+        };
+        let running = run(ct.clone(), link);
         tokio::spawn(drive(self.clone(), task.task_id.clone(), ct, running));
         Ok(task)
     }

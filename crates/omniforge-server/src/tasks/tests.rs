@@ -57,7 +57,7 @@ async fn a_finished_call_completes_its_task_for_every_replica() {
     let tasks = Tasks::new(a, TaskSettings::default(), CancellationToken::new());
     let (go, wait) = tokio::sync::oneshot::channel::<()>();
     let task = tasks
-        .start(call("token:alice"), |_ct| async move {
+        .start(call("token:alice"), |_ct, _link| async move {
             let _ = wait.await;
             TaskEnd::Completed(text_result("slow done"))
         })
@@ -86,7 +86,7 @@ async fn the_ttl_is_never_shorter_than_the_call_timeout() {
     };
     let tasks = Tasks::new(a, settings, CancellationToken::new());
     let task = tasks
-        .start(call("token:alice"), |_ct| async {
+        .start(call("token:alice"), |_ct, _link| async {
             TaskEnd::Completed(text_result("ok"))
         })
         .await
@@ -100,7 +100,7 @@ async fn a_cancel_through_another_replica_kills_the_process() {
     let tasks = Tasks::new(a, TaskSettings::default(), CancellationToken::new());
     let (pid_tx, pid_rx) = tokio::sync::oneshot::channel();
     let task = tasks
-        .start(call("token:alice"), |ct| async move {
+        .start(call("token:alice"), |ct, _link| async move {
             let mut child = tokio::process::Command::new("sleep")
                 .arg("300")
                 .kill_on_drop(true)
@@ -159,7 +159,7 @@ async fn a_dead_replicas_task_fails_at_the_next_beat_and_a_live_one_is_renewed()
     .unwrap();
     let tasks = Tasks::new(a, TaskSettings::default(), CancellationToken::new());
     let live = tasks
-        .start(call("token:alice"), |ct| async move {
+        .start(call("token:alice"), |ct, _link| async move {
             ct.cancelled().await;
             TaskEnd::Completed(text_result("stopped"))
         })
@@ -187,7 +187,7 @@ async fn stopping_the_server_fails_its_running_tasks_with_a_message() {
     let stop = CancellationToken::new();
     let tasks = Tasks::new(a, TaskSettings::default(), stop.clone());
     let task = tasks
-        .start(call("token:alice"), |ct| async move {
+        .start(call("token:alice"), |ct, _link| async move {
             ct.cancelled().await;
             TaskEnd::Completed(text_result("[cancelled]"))
         })

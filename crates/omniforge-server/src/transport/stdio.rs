@@ -478,6 +478,7 @@ mod tests {
                 host: None,
                 states: None,
                 metrics: Arc::new(crate::telemetry::metrics::Metrics::new(1, true)),
+                tasks: None,
                 authoring: None,
                 approval: None,
             });

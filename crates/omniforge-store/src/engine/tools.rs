@@ -17,9 +17,9 @@ use super::rows::{
 use crate::digest::version_sha256;
 use crate::error::StoreError;
 use crate::model::{
-    Actor, Annotations, AuditAction, AuditEntry, AuditObject, ChangeKind, JsonObject, Limits,
-    NewStatus, NewVersion, Runtime, StoredTool, Tool, ToolVersion, VersionState, VersionStatus,
-    validate_tool_name,
+    Actor, Annotations, AuditAction, AuditEntry, AuditObject, ChangeKind, Execution, JsonObject,
+    Limits, NewStatus, NewVersion, Runtime, StoredTool, TaskStart, TaskSupport, Tool, ToolVersion,
+    VersionState, VersionStatus, validate_tool_name,
 };
 use crate::validate::{check_version, checked_i64, status_reason};
 
@@ -198,9 +198,10 @@ pub(super) async fn insert_version_row(
         "INSERT INTO tool_version (tool, number, title, description, input_schema, \
        output_schema, read_only_hint, destructive_hint, idempotent_hint, open_world_hint, \
        runtime, code, dependencies, timeout_ms, memory_bytes, network, lock, env_id, secrets, \
-       author, created_at_ms, examples, status, status_reason, status_by, status_at_ms) \
+       author, created_at_ms, examples, status, status_reason, status_by, status_at_ms, \
+       task_support, task_start) \
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-       $19, $20, $21, $22, $23, $24, $25, $26)",
+       $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)",
     )
     .bind(name)
     .bind(number)
@@ -228,6 +229,8 @@ pub(super) async fn insert_version_row(
     .bind(state.reason.as_deref())
     .bind(state.decided_by.as_deref())
     .bind(state.decided_at_ms)
+    .bind(s.execution.task_support.as_str())
+    .bind(s.execution.task_start.as_str())
     .execute(conn)
     .await?;
     Ok(())
@@ -247,7 +250,8 @@ macro_rules! version_columns {
          v.env_id AS v_env_id, v.secrets AS v_secrets, v.author AS v_author, \
          v.created_at_ms AS v_created_at_ms, v.examples AS v_examples, v.status AS v_status, \
          v.status_reason AS v_status_reason, v.status_by AS v_status_by, \
-         v.status_at_ms AS v_status_at_ms"
+         v.status_at_ms AS v_status_at_ms, v.task_support AS v_task_support, \
+         v.task_start AS v_task_start"
     };
 }
 pub(super) use version_columns;
@@ -266,6 +270,8 @@ pub(super) use tool_columns;
 pub(super) fn version_from_row(row: &mut Row) -> Result<ToolVersion, StoreError> {
     let runtime: String = row.get("v_runtime")?;
     let status: String = row.get("v_status")?;
+    let task_support: String = row.get("v_task_support")?;
+    let task_start: String = row.get("v_task_start")?;
     let spec = NewVersion {
         title: row.get("v_title")?,
         description: row.get("v_description")?,
@@ -291,6 +297,12 @@ pub(super) fn version_from_row(row: &mut Row) -> Result<ToolVersion, StoreError>
         secrets: get_json(row, "v_secrets")?,
         author: row.get("v_author")?,
         examples: get_json(row, "v_examples")?,
+        execution: Execution {
+            task_support: TaskSupport::parse(&task_support)
+                .ok_or_else(|| corrupt(format!("unknown task_support {task_support:?}")))?,
+            task_start: TaskStart::parse(&task_start)
+                .ok_or_else(|| corrupt(format!("unknown task_start {task_start:?}")))?,
+        },
     };
     Ok(ToolVersion {
         tool: row.get("v_tool")?,

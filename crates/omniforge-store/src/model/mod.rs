@@ -40,8 +40,8 @@ pub use task::{
     TaskStatus, validate_task_id,
 };
 pub use tool::{
-    Annotations, Limits, MAX_STATUS_REASON_BYTES, NewStatus, NewVersion, Runtime, StoredTool, Tool,
-    ToolVersion, VersionState, VersionStatus,
+    Annotations, Execution, Limits, MAX_STATUS_REASON_BYTES, NewStatus, NewVersion, Runtime,
+    StoredTool, TaskStart, TaskSupport, Tool, ToolVersion, VersionState, VersionStatus,
 };
 
 /// A JSON object, as tool input and output schemas are.

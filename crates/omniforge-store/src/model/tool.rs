@@ -188,6 +188,81 @@ pub struct NewVersion {
     /// `{"arguments": {...}, "expect": {...}}`; their shape is the server's to check. Part of the
     /// immutable definition. May be empty.
     pub examples: Vec<JsonObject>,
+    /// Whether and when its calls run as tasks (issue 13). Part of the immutable definition.
+    pub execution: Execution,
+}
+
+/// How a tool's calls may run as tasks (MCP Tasks extension, SEP-2663).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Execution {
+    /// Whether a call may or must be a task.
+    pub task_support: TaskSupport,
+    /// When a call that runs as a task becomes one.
+    pub task_start: TaskStart,
+}
+
+/// Whether a tool's calls may run as tasks (`taskSupport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskSupport {
+    /// Never: every call answers inline (the default).
+    #[default]
+    Forbidden,
+    /// A call is a task when the client declared the extension, inline otherwise.
+    Optional,
+    /// Only as a task: a client that did not declare the extension gets -32021.
+    Required,
+}
+
+impl TaskSupport {
+    /// Every value, in a fixed order.
+    pub const ALL: [TaskSupport; 3] = [
+        TaskSupport::Forbidden,
+        TaskSupport::Optional,
+        TaskSupport::Required,
+    ];
+
+    /// The stored and authored spelling: `forbidden`, `optional`, `required`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskSupport::Forbidden => "forbidden",
+            TaskSupport::Optional => "optional",
+            TaskSupport::Required => "required",
+        }
+    }
+
+    /// The value a spelling names, if any.
+    pub fn parse(s: &str) -> Option<TaskSupport> {
+        TaskSupport::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+}
+
+/// When a call that runs as a task becomes one (`taskStart`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TaskStart {
+    /// Before the script starts: the client gets the task at once (the default).
+    #[default]
+    Call,
+    /// When the script calls `omniforge.start_task()`: what it asks before runs as an
+    /// ordinary request (input-required rounds), the rest as the task.
+    Script,
+}
+
+impl TaskStart {
+    /// Every value, in a fixed order.
+    pub const ALL: [TaskStart; 2] = [TaskStart::Call, TaskStart::Script];
+
+    /// The stored and authored spelling: `call`, `script`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStart::Call => "call",
+            TaskStart::Script => "script",
+        }
+    }
+
+    /// The value a spelling names, if any.
+    pub fn parse(s: &str) -> Option<TaskStart> {
+        TaskStart::ALL.into_iter().find(|t| t.as_str() == s)
+    }
 }
 
 /// MCP tool annotations. Each hint is optional; `None` means "not said".

@@ -226,6 +226,7 @@ pub(crate) fn spec(tag: &str) -> NewVersion {
         secrets: vec!["API_TOKEN".into()],
         author: "alice".into(),
         examples: vec![],
+        execution: Default::default(),
     }
 }
 

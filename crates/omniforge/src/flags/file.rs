@@ -98,6 +98,9 @@ pub(crate) struct FileManifest {
     pub(crate) headers: std::collections::BTreeMap<String, String>,
     /// The largest response body accepted from this upstream, in bytes.
     pub(crate) max_response_bytes: Option<u64>,
+    /// Which tools may run as tasks: tool name → `forbidden`, `optional` or `required`.
+    #[serde(default)]
+    pub(crate) task_support: std::collections::BTreeMap<String, String>,
 }
 
 /// Reads and parses the config file at `path`.

@@ -3,6 +3,7 @@
 //!
 //! Precedence: flags > `OMNIFORGE_*` environment > config file > defaults.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use omniforge_server::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};
 use omniforge_server::{HttpSettings, ManifestConfig};
+use omniforge_store::TaskSupport;
 
 use super::file::{self, FileConfig, FileManifest};
 use super::lowargs::{
@@ -493,8 +495,10 @@ fn manifests(
                     (None, Some(path)) if read_credentials => Some(read_credential(path)?),
                     (None, _) => None,
                 };
+                let task_support = task_support(&m.path, m.task_support)?;
                 Ok(ManifestConfig {
                     path: m.path,
+                    task_support,
                     upstream: UpstreamConfig {
                         base_url: m.upstream,
                         auth_header,
@@ -531,6 +535,7 @@ fn manifests(
             };
             Ok(ManifestConfig {
                 path,
+                task_support: BTreeMap::new(),
                 upstream: UpstreamConfig {
                     base_url: upstreams.get(i).cloned().unwrap_or_default(),
                     auth_header,
@@ -539,6 +544,24 @@ fn manifests(
                     max_response_bytes: default_max_bytes,
                 },
             })
+        })
+        .collect()
+}
+
+/// A `[[manifest]]`'s `task_support` table, each value checked.
+fn task_support(
+    path: &Path,
+    table: BTreeMap<String, String>,
+) -> Result<BTreeMap<String, TaskSupport>> {
+    table
+        .into_iter()
+        .map(|(tool, value)| match TaskSupport::parse(&value) {
+            Some(support) => Ok((tool, support)),
+            None => bail!(
+                "[[manifest]] {}: task_support.{tool} = {value:?}: give \"forbidden\", \
+                 \"optional\" or \"required\"",
+                path.display()
+            ),
         })
         .collect()
 }
@@ -717,6 +740,33 @@ mod tests {
         let err = crate::flags::parse_from(["omniforge", "--shutdown-grace", "ten", "stdio"])
             .unwrap_err();
         assert!(err.to_string().contains("30s"), "{err}");
+    }
+
+    #[test]
+    fn manifest_tools_may_run_as_tasks_by_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("c.toml");
+        std::fs::write(
+            &config,
+            "[[manifest]]\npath = \"m.json\"\ntask_support = { slow_report = \"optional\", export = \"required\" }\n",
+        )
+        .unwrap();
+        let s = resolve(&["omniforge", "--config", config.to_str().unwrap(), "stdio"]).unwrap();
+        let support = &s.common.manifests[0].task_support;
+        assert_eq!(support.get("slow_report"), Some(&TaskSupport::Optional));
+        assert_eq!(support.get("export"), Some(&TaskSupport::Required));
+        assert_eq!(support.len(), 2);
+        std::fs::write(
+            &config,
+            "[[manifest]]\npath = \"m.json\"\ntask_support = { slow_report = \"sometimes\" }\n",
+        )
+        .unwrap();
+        let err =
+            resolve(&["omniforge", "--config", config.to_str().unwrap(), "stdio"]).unwrap_err();
+        assert!(
+            err.to_string().contains("task_support.slow_report"),
+            "{err:#}"
+        );
     }
 
     #[test]

@@ -4,8 +4,12 @@
 //! environment from the stored lock in its own data directory); a secret set through one
 //! replica reaches a tool run by another; `kill -9` of replica 1 during a burst of 50 creates
 //! and updates loses no acknowledged write, and its sessions get 404 and initialize again
-//! elsewhere; after a database restart the replicas reconnect, `list_changed` resumes and
-//! nothing acknowledged is lost.
+//! elsewhere (the official Python and TypeScript clients' sessions too, which initialize
+//! again), while the Python SDK's stateless (2026-07-28) client goes on through the balancer
+//! with only its request in flight on the dead replica allowed to fail; after a database
+//! restart the replicas reconnect, `list_changed` resumes and nothing acknowledged is lost.
+//! Apart, on two replicas with tokens: a cut result's kept output made through one is read
+//! through the other by its owner and an admin, and refused to another principal.
 //!
 //! Everything is started here and ended here by pid: a private PostgreSQL cluster
 //! (`omniforge-testpg`), three `omniforge serve` processes, one `haproxy` (Debian's).
@@ -22,7 +26,9 @@ use tokio::sync::mpsc;
 
 use crate::postgres::Mcp;
 use crate::procs::{Captured, Serve, drain, kill_and_reap};
-use crate::util::{self, omniforge_cli, repo_root, uv};
+use crate::replica_clients::{Driver, Sdk, counts_with_a_success, session_on};
+use crate::secrets::Client;
+use crate::util::{self, Auth, HttpServer, omniforge_cli, repo_root, uv};
 
 /// How long a change may take to reach another replica in these tests (the target is well
 /// under a second; the machine is shared).
@@ -368,6 +374,20 @@ async fn replicas_scenario() {
         }
     }
     let on_replica_1 = on_replica_1.expect("no balanced session landed on replica 1");
+    // The official clients: Python and TypeScript sessions that live on replica 1, and the
+    // Python SDK without a session (2026-07-28), calling through the balancer all along.
+    let mut sessions = Vec::new();
+    for sdk in [Sdk::Python, Sdk::TypeScript] {
+        sessions.push(session_on(sdk, &lb.url, &replicas[0].url).await);
+    }
+    let mut stateless = Driver::start(Sdk::Python, "stateless", &lb.url);
+    stateless.expect("READY").await;
+    let before = counts_with_a_success(&mut stateless).await;
+    assert!(
+        before["ok"].as_u64() > Some(0) && before["failed"] == 0,
+        "stateless Python client before the kill: {before}\n{}",
+        stateless.stderr_tail()
+    );
 
     // The burst: 5 writers x 10 writes through the balancer; replica 1 is killed after 15
     // acknowledged writes.
@@ -426,6 +446,45 @@ async fn replicas_scenario() {
     assert!(listed(&mut again).await.contains_key("spy"));
 
     eprintln!("replicas: dead session answered 404");
+    // The stateless client went on through the balancer: at most its one request in flight
+    // on replica 1 when it died failed, and every request since works.
+    stateless.send("report").await;
+    let during = stateless.expect("COUNTS").await;
+    assert!(
+        during["ok"].as_u64() > Some(0) && during["failed"].as_u64() <= Some(1),
+        "stateless Python client while replica 1 died: {during}\n{}",
+        stateless.stderr_tail()
+    );
+    // The official clients' sessions of replica 1: 404, then a new session on a survivor.
+    for (driver, id) in &mut sessions {
+        driver.send("call").await;
+        let lost = driver.expect("LOST").await;
+        assert_eq!(
+            (lost["id"].as_str(), lost["status"].as_u64()),
+            (Some(id.as_str()), Some(404)),
+            "{:?}: {lost}",
+            driver.sdk
+        );
+        let again = driver.expect("OK").await;
+        let new_id = again["id"].as_str().unwrap();
+        assert_ne!(new_id, id, "{:?}", driver.sdk);
+        driver.send("call").await;
+        assert_eq!(driver.expect("OK").await["id"], new_id, "{:?}", driver.sdk);
+    }
+    let after = counts_with_a_success(&mut stateless).await;
+    assert!(
+        after["ok"].as_u64() > Some(0) && after["failed"] == 0,
+        "stateless Python client after the kill: {after}\n{}",
+        stateless.stderr_tail()
+    );
+    stateless.send("quit").await;
+    for (driver, _) in &mut sessions {
+        driver.send("quit").await;
+    }
+    eprintln!(
+        "replicas: the official clients re-initialized; the stateless one went on \
+         (before the kill {before}, around it {during}, after it {after})"
+    );
     // A database restart: the survivors reconnect, nothing acknowledged is lost, and
     // list_changed resumes.
     cluster.restart().unwrap();
@@ -462,4 +521,67 @@ async fn replicas_scenario() {
         .await
         .unwrap();
     assert_eq!((text.trim(), is_error), ("after_restart", false));
+}
+
+/// A cut result's kept output, made by a call on replica A, is read through replica B by the
+/// principal that made the call and by an admin; another principal gets exactly the answer
+/// of an unknown id there.
+#[tokio::test]
+async fn a_kept_output_is_read_through_another_replica_by_its_owner_only() {
+    const WRITER: &str = "writer-token-0123456789abcdef";
+    const WRITER2: &str = "writer2-token-0123456789abcdef";
+    const BOSS: &str = "boss-token-0123456789abcdef";
+    let db = crate::postgres::cluster().database("kept").unwrap();
+    let url = db.url();
+    let uv = uv();
+    let tokens = Auth::TokenFile(format!(
+        "writer {WRITER} tools:write\nwriter2 {WRITER2} tools:write\nboss {BOSS} admin\n"
+    ));
+    let args = [
+        "--database",
+        &url,
+        "--uv",
+        uv.to_str().unwrap(),
+        "--max-result-bytes",
+        "64",
+    ];
+    let a = HttpServer::start(&args, &tokens).await;
+    let b = HttpServer::start(&args, &tokens).await;
+
+    let mut writer_a = Client::open(&a, WRITER).await;
+    let create = json!({"name": "long", "description": "Long output.", "code": "print('x' * 500 + 'END')\n"});
+    let (text, is_error, _) = writer_a.call("omniforge_create_tool", create).await;
+    assert!(!is_error, "{text}");
+    let (_, _, raw) = writer_a.call("long", json!({})).await;
+    let uri = raw["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|c| (c["type"] == "resource_link").then(|| c["uri"].as_str().unwrap().to_owned()))
+        .unwrap_or_else(|| panic!("no resource link: {raw}"));
+    let read = json!({"uri": uri});
+    for token in [WRITER, BOSS] {
+        let mut on_b = Client::open(&b, token).await;
+        let r = on_b.request("resources/read", read.clone()).await;
+        assert!(
+            r["contents"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.ends_with("END")),
+            "{r}"
+        );
+    }
+    let mut other = Client::open(&b, WRITER2).await;
+    let theirs = other.request_error("resources/read", read).await;
+    let unknown_uri = "omniforge://runs/0123456789abcdef0123456789abcdef/output";
+    let unknown = other
+        .request_error("resources/read", json!({"uri": unknown_uri}))
+        .await;
+    assert_eq!(theirs["code"], unknown["code"], "{theirs} vs {unknown}");
+    assert_eq!(
+        theirs["message"].as_str().unwrap().replace(&uri, "URI"),
+        unknown["message"]
+            .as_str()
+            .unwrap()
+            .replace(unknown_uri, "URI"),
+    );
 }

@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use omniforge_store::{Annotations, Limits, NewVersion, Runtime, ToolVersion};
+use omniforge_store::{
+    Annotations, Execution, Limits, NewVersion, Runtime, TaskStart, TaskSupport, ToolVersion,
+};
 use rmcp::model::JsonObject;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -40,6 +42,14 @@ pub(crate) struct Draft {
     /// Example calls run before the version goes live; an update without them keeps the
     /// current version's.
     examples: Option<Vec<JsonObject>>,
+    /// Whether calls may run as tasks (`forbidden`, `optional`, `required`); an update
+    /// without it keeps the current version's.
+    #[serde(rename = "taskSupport")]
+    task_support: Option<String>,
+    /// When a task starts (`call`, `script`); an update without it keeps the current
+    /// version's.
+    #[serde(rename = "taskStart")]
+    task_start: Option<String>,
     /// Keep a version whose examples fail as a draft instead of refusing it (this call only;
     /// the server's `--keep-failed-drafts` is the default). Not allowed in a pack.
     #[serde(rename = "keepFailedDrafts")]
@@ -146,6 +156,11 @@ pub(crate) async fn prepare(
         .dependencies
         .or_else(|| previous.map(|p| p.dependencies.clone()))
         .unwrap_or_default();
+    let execution = execution(
+        draft.task_support.as_deref(),
+        draft.task_start.as_deref(),
+        previous.map(|p| p.execution),
+    )?;
     let timeout = TimeoutRule {
         seconds: draft.timeout_s,
         keep: previous.map(|p| Duration::from_millis(p.limits.timeout_ms)),
@@ -190,8 +205,53 @@ pub(crate) async fn prepare(
             .unwrap_or_default(),
         author: cx.author().to_owned(),
         examples,
+        execution,
     };
     Ok((draft.name, version))
+}
+
+/// `taskSupport` and `taskStart` as given, each left out kept from `previous` (else the
+/// default: forbidden, call).
+///
+/// # Errors
+/// A text naming the field whose value is not one of its spellings.
+fn execution(
+    support: Option<&str>,
+    start: Option<&str>,
+    previous: Option<Execution>,
+) -> Result<Execution, AuthoringError> {
+    let previous = previous.unwrap_or_default();
+    let task_support = match support {
+        None => previous.task_support,
+        Some(s) => TaskSupport::parse(s).ok_or_else(|| {
+            AuthoringError::invalid(
+                "taskSupport",
+                format!("{s:?} is not one of \"forbidden\", \"optional\", \"required\""),
+            )
+        })?,
+    };
+    let task_start = match start {
+        None => previous.task_start,
+        Some(s) => TaskStart::parse(s).ok_or_else(|| {
+            AuthoringError::invalid(
+                "taskStart",
+                format!("{s:?} is not one of \"call\", \"script\""),
+            )
+        })?,
+    };
+    if task_start == TaskStart::Script {
+        // The store keeps the field; the runtime (`omniforge.start_task()`, the call answered
+        // when the script starts its task) is not built yet, so no version may claim it.
+        return Err(AuthoringError::invalid(
+            "taskStart",
+            "\"script\" (the task starting at omniforge.start_task()) is not available yet; \
+             leave taskStart out (\"call\": the task starts with the call)",
+        ));
+    }
+    Ok(Execution {
+        task_support,
+        task_start,
+    })
 }
 
 fn default_input_schema() -> JsonObject {

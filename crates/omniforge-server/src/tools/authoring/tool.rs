@@ -623,6 +623,8 @@ pub fn describe_tool(stored: &StoredTool, versions: &[ToolVersion]) -> Value {
         "limits": {"timeout_s": spec.limits.timeout_ms as f64 / 1000.0, "memory_bytes": spec.limits.memory_bytes, "network": spec.limits.network},
         "secrets": spec.secrets,
         "examples": spec.examples,
+        "taskSupport": spec.execution.task_support.as_str(),
+        "taskStart": spec.execution.task_start.as_str(),
         "versions": versions.iter().map(|v| json!({
             "number": v.number,
             "status": v.state.status.as_str(),
@@ -655,6 +657,8 @@ pub(crate) fn entries(authoring: &Arc<ToolAuthoring>) -> Vec<Entry> {
                 "text": {"type": "string"}, "contains": {"type": "string"}, "structured": {"type": "object"},
                 "structuredSchema": {"type": "object"}, "isError": {"type": "boolean"}}, "additionalProperties": false}},
                 "required": ["expect"], "additionalProperties": false}},
+        "taskSupport": {"type": "string", "enum": ["forbidden", "optional", "required"], "description": "Whether a call may run as a task (MCP Tasks extension) that the client polls: forbidden (default), optional (a task when the client declared the extension), required (only as a task; other clients get -32021). For work longer than a client's request timeout."},
+        "taskStart": {"type": "string", "enum": ["call"], "description": "When a task call becomes a task: call (the default and, for now, the only value: the task starts with the call)."},
         "keepFailedDrafts": {"type": "boolean", "description": "If an example fails, keep the version as a draft (never current) instead of refusing it."}
     });
     let draft_schema = |required: &[&str]| {
@@ -688,7 +692,7 @@ pub(crate) fn entries(authoring: &Arc<ToolAuthoring>) -> Vec<Entry> {
         entry(
             Op::Update,
             UPDATE,
-            "Add a new version of an existing tool (same fields as omniforge_create_tool; every field left out but name - description, code, schemas, title, dependencies, annotations, timeout_s, network, secrets - is kept from the current version).",
+            "Add a new version of an existing tool (same fields as omniforge_create_tool; every field left out but name - description, code, schemas, title, dependencies, annotations, timeout_s, network, secrets, taskSupport, taskStart - is kept from the current version).",
             draft_schema(&["name"]),
             ToolAnnotations::new()
                 .read_only(false)

@@ -121,6 +121,18 @@ Example (`add_vat`):
     examples: [{\"arguments\": {\"net\": 10}, \"expect\": {\"contains\": \"2.00\"}},
                {\"arguments\": {\"net\": 0}, \"expect\": {\"text\": \"{\\\"net\\\": \\\"0\\\", \\\"vat\\\": \\\"0.00\\\"}\"}}]
 
+## Long-running tools (tasks)
+Clients give up on a request after about a minute. For longer work give the tool
+`taskSupport: \"optional\"` (or `\"required\"`: only clients of the MCP Tasks extension may call
+it) and a `timeout_s` as long as the work. A client that declares the extension then gets a task
+at once and polls `tasks/get` until it is `completed` (the result inlined) or `failed` (the
+script's time limit, a signal, `omniforge.protocol_error`, its server stopped); `tasks/cancel`
+kills the script. Inside a task `omniforge.elicit`, `sample`, `roots` and `ask` wait for the
+user: the task reads `input_required` with the questions (by `key=`) until the client answers
+with `tasks/update`, then the script goes on. Example: code
+`a = omniforge.elicit(\"Delete it?\", {\"type\": \"object\", \"properties\": {\"ok\": {\"type\": \"boolean\"}}}, key=\"ok\")`
+then the work, with `taskSupport: \"optional\"`, `timeout_s: 3600`.
+
 ## Resources and prompts
 `omniforge_create_resource {uri, name, text | blob (base64), mimeType?, title?, description?}`
 stores a resource (resources/list, resources/read; subscribers are told when it changes).

@@ -5,6 +5,7 @@
 //! Later, a bad edit keeps the previous version in place (logged by the watcher); a good one
 //! replaces the catalog's manifest tools at once, which announces `list_changed`.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -12,10 +13,11 @@ use omniforge_bridge::dispatch::{Upstream, UpstreamConfig, UpstreamError};
 use omniforge_bridge::schema_refs::{InlineError, inline_refs};
 use omniforge_bridge::watch::{ManifestWatch, WatchError, watch};
 use omniforge_bridge::{Manifest, ManifestError, ManifestTool};
+use omniforge_store::{CallSource, TaskStart, TaskSupport};
 use rmcp::model::Tool;
 
 use crate::auth::Scope;
-use crate::catalog::entry::{Entry, ToolSource};
+use crate::catalog::entry::{Entry, Tasking, ToolSource};
 use crate::catalog::publish::Catalog;
 use crate::telemetry::metrics::Metrics;
 use crate::tools::manifest::call::{ManifestCall, Streaming};
@@ -27,6 +29,22 @@ pub struct ManifestConfig {
     pub path: PathBuf,
     /// The Connect service. An empty base URL makes every call a clear configuration error.
     pub upstream: UpstreamConfig,
+    /// Which of its tools may run as tasks (issue 13), by tool name; the others never do.
+    pub task_support: BTreeMap<String, TaskSupport>,
+}
+
+/// One loaded manifest: its tools, its service and which tools may run as tasks.
+struct Loaded {
+    manifest: Manifest,
+    upstream: Arc<Upstream>,
+    tasks: Arc<TaskConfig>,
+}
+
+/// A manifest's task settings.
+struct TaskConfig {
+    support: BTreeMap<String, TaskSupport>,
+    /// The upstream's per-call timeout (a task's TTL is never shorter).
+    timeout: std::time::Duration,
 }
 
 /// The loaded manifests and their watches. Dropping it stops the hot reload.
@@ -97,7 +115,19 @@ pub(crate) fn start(
                 path: config.path.clone(),
                 source,
             })?;
-        loaded.push((manifest, Arc::new(upstream)));
+        for name in config.task_support.keys() {
+            if !manifest.tools.iter().any(|t| &t.name == name) {
+                tracing::warn!(manifest = %config.path.display(), tool = %name, "task_support names a tool the manifest does not have");
+            }
+        }
+        loaded.push(Loaded {
+            manifest,
+            upstream: Arc::new(upstream),
+            tasks: Arc::new(TaskConfig {
+                support: config.task_support.clone(),
+                timeout: config.upstream.timeout,
+            }),
+        });
     }
     let loaded = Arc::new(Mutex::new(loaded));
     publish(&catalog, &loaded, &metrics);
@@ -120,7 +150,7 @@ pub(crate) fn start(
                 .unwrap_or_else(|e| e.into_inner())
                 .get_mut(index)
             {
-                slot.0 = manifest;
+                slot.manifest = manifest;
             }
             publish(&catalog, &loaded_for_watch, &metrics);
         })
@@ -160,22 +190,28 @@ fn prepare(
     Ok(manifest)
 }
 
-fn publish(
-    catalog: &Catalog,
-    loaded: &Mutex<Vec<(Manifest, Arc<Upstream>)>>,
-    metrics: &Arc<Metrics>,
-) {
+fn publish(catalog: &Catalog, loaded: &Mutex<Vec<Loaded>>, metrics: &Arc<Metrics>) {
     let tools: Vec<Entry> = loaded
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .flat_map(|(m, upstream)| m.tools.iter().map(move |t| entry(t, upstream, metrics)))
+        .flat_map(|l| {
+            l.manifest
+                .tools
+                .iter()
+                .map(move |t| entry(t, &l.upstream, &l.tasks, metrics))
+        })
         .collect();
     catalog.replace(ToolSource::Manifest, tools);
 }
 
 /// Only MCP fields go on the wire; the forge routing fields stay behind.
-fn entry(t: &ManifestTool, upstream: &Arc<Upstream>, metrics: &Arc<Metrics>) -> Entry {
+fn entry(
+    t: &ManifestTool,
+    upstream: &Arc<Upstream>,
+    tasks: &TaskConfig,
+    metrics: &Arc<Metrics>,
+) -> Entry {
     let mut tool = Tool::new(
         t.name.clone(),
         t.description.clone(),
@@ -204,7 +240,18 @@ fn entry(t: &ManifestTool, upstream: &Arc<Upstream>, metrics: &Arc<Metrics>) -> 
             upstream.clone(),
             metrics.clone(),
         ));
-        Entry::new(tool, ToolSource::Manifest, Scope::Call, call)
+        let tasking = Tasking {
+            support: tasks
+                .support
+                .get(&t.name)
+                .copied()
+                .unwrap_or(TaskSupport::Forbidden),
+            start: TaskStart::Call,
+            source: CallSource::Manifest,
+            version: None,
+            timeout: tasks.timeout,
+        };
+        Entry::new(tool, ToolSource::Manifest, Scope::Call, call).with_tasking(tasking)
     }
 }
 

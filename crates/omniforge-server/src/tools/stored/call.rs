@@ -75,13 +75,15 @@ impl StoredTools {
         let version = &stored.version;
         let spec_v = &version.spec;
         // Under 2026-07-28 questions become input-required rounds; a state that does not open
-        // is refused before anything runs.
+        // is refused before anything runs. Inside a task they are asked live through the task
+        // (`task_input.rs`), never replayed.
         let client = cx.client();
         let arguments = Value::Object(arguments);
-        let replay = if client
-            .protocol_version
-            .as_ref()
-            .is_some_and(|v| *v >= ProtocolVersion::V_2026_07_28)
+        let replay = if client.task.is_none()
+            && client
+                .protocol_version
+                .as_ref()
+                .is_some_and(|v| *v >= ProtocolVersion::V_2026_07_28)
         {
             let binding = Binding {
                 principal: cx.author(),
@@ -191,6 +193,18 @@ impl StoredTools {
         if let Err(error) = self.store.record_call(record).await {
             tracing::warn!(%error, "recording a call failed");
         }
+        // Inside a task, a run that could not finish (its time limit, a signal such as the
+        // memory limit's kill) fails the task instead of completing it with an isError
+        // result: `failed` is for a task that could not finish (issue 13).
+        if cx.in_task()
+            && let Some(message) = unfinished(outcome, spec_v.limits.timeout_ms)
+        {
+            return Err(CallError::Protocol {
+                code: INTERNAL_ERROR,
+                message,
+                data: None,
+            });
+        }
         result
     }
 
@@ -270,6 +284,23 @@ impl StoredTools {
             .await
             .map_err(CallError::from);
         (result, outcome)
+    }
+}
+
+/// The JSON-RPC code of a task whose run could not finish.
+const INTERNAL_ERROR: i32 = -32603;
+
+/// Why a run could not finish, if it could not: its time limit, or a signal.
+fn unfinished(outcome: CallOutcome, timeout_ms: u64) -> Option<String> {
+    match outcome {
+        CallOutcome::Timeout => Some(format!(
+            "the script did not finish within its time limit of {} s",
+            timeout_ms as f64 / 1000.0
+        )),
+        CallOutcome::Exit(status) if status < 0 => {
+            Some(format!("the script was killed by signal {}", -status))
+        }
+        _ => None,
     }
 }
 

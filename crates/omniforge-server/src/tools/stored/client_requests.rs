@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::context::client::ClientLink;
 use crate::tools::stored::questions::{self, Ask, Question, code, error};
 use crate::tools::stored::redact::scrub_value;
+use crate::tools::stored::task_input;
 
 /// Answers one script request. `ended` fires when the run is over (the script exited, timed
 /// out or was cancelled): a client request still waiting is then cancelled.
@@ -45,7 +46,10 @@ pub(crate) async fn answer(
     let params = scrub_value(request.params().clone(), secrets);
     let answer = match request.method() {
         method if questions::is_question(method) => match questions::parse(method, &params) {
-            Ok(ask) => ask_live(link, &ask, ended).await,
+            Ok(ask) => match &link.task {
+                Some(task) => task_input::ask(task, link.capabilities.as_ref(), &ask, ended).await,
+                None => ask_live(link, &ask, ended).await,
+            },
             Err(e) => Err(e),
         },
         "close_sse_stream" => close_stream(link, request.params()).await,

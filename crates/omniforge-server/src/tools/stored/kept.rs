@@ -44,7 +44,8 @@ impl KeptOutputs {
             tool: tool.to_owned(),
             stdout: cut(text, MAX_KEPT_STREAM_BYTES).to_owned(),
             stderr: String::new(),
-            ttl: self.ttl,
+            // A task's result (and so its link) is readable for the task's TTL.
+            ttl: cx.task_ttl().map_or(self.ttl, |task| task.max(self.ttl)),
         };
         match self.store.keep_output(output).await {
             Ok(_) => Some(format!("{RUN_OUTPUT_PREFIX}{id}/output")),

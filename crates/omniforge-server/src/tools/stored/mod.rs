@@ -8,6 +8,7 @@
 //! - [`content_run`]: a script template's run through the same loop (its questions too).
 //! - [`input_required`]: 2026-07-28 input-required rounds (replay, sealed request state).
 //! - [`questions`]: the script↔server question protocol (`ask` with keys).
+//! - [`task_input`]: the questions of a call running as a task, through the task's record.
 //! - [`protocol_error`]: a script ending its call with a JSON-RPC error.
 //! - [`shape`]: a run's output to a result (helper result, outputSchema, size cap).
 //! - [`kept`]: the whole output behind a cut result's resource link.
@@ -24,3 +25,4 @@ pub(crate) mod redact;
 pub(crate) mod run;
 pub(crate) mod shape;
 pub(crate) mod source;
+pub(crate) mod task_input;

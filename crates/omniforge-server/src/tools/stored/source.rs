@@ -5,16 +5,18 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use omniforge_store::{
-    Annotations, Store, StoreError, StoredTool, Tool as ToolRow, ToolVersion, VersionStatus,
+    Annotations, CallSource, Store, StoreError, StoredTool, Tool as ToolRow, ToolVersion,
+    VersionStatus,
 };
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::json;
 
 use crate::auth::Scope;
 use crate::catalog::call::{Call, CallResult};
-use crate::catalog::entry::{Entry, ToolSource};
+use crate::catalog::entry::{Entry, Tasking, ToolSource};
 use crate::catalog::publish::Catalog;
 use crate::catalog::snapshot::Snapshot;
 use crate::context::request::RequestCx;
@@ -238,11 +240,18 @@ impl StoredSource {
         // A call needs neither of these; `omniforge_get_tool` reads them from the store.
         spec.lock = String::new();
         spec.dependencies = Vec::new();
+        let tasking = Tasking {
+            support: spec.execution.task_support,
+            start: spec.execution.task_start,
+            source: CallSource::Stored,
+            version: Some(version.number),
+            timeout: Duration::from_millis(spec.limits.timeout_ms),
+        };
         let call = StoredCall {
             version,
             output: output_schema.map(|s| LazySchema::new("the outputSchema", s)),
             tools: self.tools.clone(),
         };
-        Entry::new(tool, ToolSource::Stored, Scope::Call, Arc::new(call))
+        Entry::new(tool, ToolSource::Stored, Scope::Call, Arc::new(call)).with_tasking(tasking)
     }
 }

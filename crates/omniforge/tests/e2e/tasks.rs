@@ -1,0 +1,587 @@
+//! Durable tasks on the wire (issue 13; the MCP Tasks extension, SEP-2663), against the real
+//! binary and real scripts, over raw 2026-07-28 HTTP requests (the Python SDK 2.3 has no
+//! Tasks client): a call that outlives its request and is read through a second server
+//! process on the same store; `tasks/cancel` kills the script's processes; another principal's
+//! task is an unknown id; a task whose server died reads `failed` with a message; a script's
+//! questions inside a task wait for `tasks/update`, delivered through another server. The
+//! conformance suite (scripts/conformance) checks the wire shapes.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::client_features::add_tools;
+use crate::manifest_tools::{Fixture, fixture_manifest};
+use crate::procs::Serve;
+use crate::script_tools::{data_home, unique};
+use crate::util::{e2e_dir, no_proxy, parse_sse, python_driver, python2, require, uv};
+
+const STATELESS: &str = "2026-07-28";
+
+/// A 2026-07-28 request's `_meta`; `tasks`: whether it declares the Tasks extension.
+fn meta(tasks: bool) -> Value {
+    let extensions = if tasks {
+        json!({"io.modelcontextprotocol/tasks": {}})
+    } else {
+        json!({})
+    };
+    json!({
+        "io.modelcontextprotocol/protocolVersion": STATELESS,
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e-tasks", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "extensions": extensions},
+    })
+}
+
+/// One 2026-07-28 request over raw HTTP; the JSON-RPC answer.
+async fn request(url: &str, token: Option<&str>, method: &str, params: Value) -> Value {
+    let name = params
+        .get("name")
+        .or_else(|| params.get("taskId"))
+        .or_else(|| params.get("uri"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut post = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", STATELESS)
+        .header("mcp-method", method);
+    if !name.is_empty() {
+        post = post.header("mcp-name", name);
+    }
+    if let Some(token) = token {
+        post = post.bearer_auth(token);
+    }
+    let response = post.body(body.to_string()).send().await.unwrap();
+    let is_sse = response
+        .headers()
+        .get("content-type")
+        .is_some_and(|v| v.to_str().unwrap_or("").starts_with("text/event-stream"));
+    let bytes = response.bytes().await.unwrap();
+    let messages = if is_sse {
+        parse_sse(&bytes, true).0
+    } else {
+        vec![serde_json::from_slice(&bytes).unwrap()]
+    };
+    messages
+        .into_iter()
+        .find(|m| m.get("method").is_none() && m.get("id").is_some())
+        .unwrap_or_else(|| panic!("no answer: {}", String::from_utf8_lossy(&bytes)))
+}
+
+/// `tools/call` declaring the extension: the CreateTaskResult's `taskId`.
+async fn start_task(url: &str, token: Option<&str>, tool: &str, arguments: Value) -> String {
+    let answer = request(
+        url,
+        token,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments, "_meta": meta(true)}),
+    )
+    .await;
+    let result = &answer["result"];
+    assert_eq!(result["resultType"], "task", "{answer}");
+    assert_eq!(result["status"], "working", "{answer}");
+    result["taskId"].as_str().unwrap().to_owned()
+}
+
+/// `tasks/get`: the answer.
+async fn get(url: &str, token: Option<&str>, task_id: &str) -> Value {
+    request(
+        url,
+        token,
+        "tasks/get",
+        json!({"taskId": task_id, "_meta": meta(true)}),
+    )
+    .await
+}
+
+/// Polls `tasks/get` until the task is terminal (at most `limit`): the last result.
+async fn until_terminal(url: &str, token: Option<&str>, task_id: &str, limit: Duration) -> Value {
+    let deadline = Instant::now() + limit;
+    loop {
+        let answer = get(url, token, task_id).await;
+        let status = answer["result"]["status"].as_str().unwrap_or("").to_owned();
+        if matches!(status.as_str(), "completed" | "failed" | "cancelled") {
+            return answer["result"].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "task {task_id} not terminal after {limit:?}: {answer}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A tool that sleeps `seconds` (default 3) as a task, its processes carrying `marker` in
+/// their argv, then answers `slept`.
+fn sleeper_tool() -> Value {
+    json!({
+        "name": "sleeper",
+        "description": "Sleeps, then answers",
+        "inputSchema": {"type": "object", "properties": {
+            "seconds": {"type": "number"}, "marker": {"type": "string"}}},
+        "taskSupport": "optional",
+        "timeout_s": 120,
+        "code": r#"import json, subprocess, sys
+args = json.load(sys.stdin)
+marker = args.get("marker", "none")
+seconds = args.get("seconds", 3)
+child = subprocess.Popen([sys.executable, "-c", "import sys, time; time.sleep(float(sys.argv[1]))", str(seconds), marker])
+child.wait()
+print("slept %s" % seconds)
+"#,
+    })
+}
+
+/// `omniforge serve` on `data` with `args`.
+async fn serve(data: &Path, args: &[&str]) -> Serve {
+    Serve::command()
+        .args(&["--data-dir".as_ref(), data.as_os_str()])
+        .args(&["--uv".as_ref(), uv().as_os_str()])
+        .args(args)
+        .start()
+        .await
+}
+
+/// Live processes whose argv contains `marker`.
+fn marked(marker: &str) -> Vec<i32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
+        if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_outlives_its_request_and_a_second_server_reads_it() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(&data, &[sleeper_tool()]);
+    let first = serve(&data, &[]).await;
+    let second = serve(&data, &[]).await;
+    // Without the extension the same tool answers inline.
+    let inline = request(
+        &first.url,
+        None,
+        "tools/call",
+        json!({"name": "sleeper", "arguments": {"seconds": 0}, "_meta": meta(false)}),
+    )
+    .await;
+    assert_eq!(inline["result"]["resultType"], "complete", "{inline}");
+    assert_eq!(
+        inline["result"]["content"][0]["text"], "slept 0",
+        "{inline}"
+    );
+
+    let task_id = start_task(&first.url, None, "sleeper", json!({"seconds": 3})).await;
+    // The request is answered; the task runs on the first server and the second reads it.
+    let working = get(&second.url, None, &task_id).await;
+    assert_eq!(working["result"]["taskId"], task_id, "{working}");
+    assert_eq!(working["result"]["status"], "working", "{working}");
+    assert!(working["result"].get("result").is_none(), "{working}");
+    let done = until_terminal(&second.url, None, &task_id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "slept 3", "{done}");
+    assert!(done["ttlMs"].as_u64().unwrap() >= 120_000, "{done}");
+    assert!(done["pollIntervalMs"].as_u64().unwrap() > 0, "{done}");
+    // The first server answers the same.
+    let again = get(&first.url, None, &task_id).await;
+    assert_eq!(again["result"]["result"], done["result"], "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_task_kills_its_processes() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(&data, &[sleeper_tool()]);
+    let server = serve(&data, &[]).await;
+    let marker = unique("omniforge-e2e-task-cancel-");
+    let task_id = start_task(
+        &server.url,
+        None,
+        "sleeper",
+        json!({"seconds": 60, "marker": marker}),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while marked(&marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the task's process never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ack = request(
+        &server.url,
+        None,
+        "tasks/cancel",
+        json!({"taskId": task_id, "_meta": meta(true)}),
+    )
+    .await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut left = marked(&marker);
+    while !left.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        left = marked(&marker);
+    }
+    for pid in &left {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+    }
+    assert!(left.is_empty(), "5 s after tasks/cancel: {left:?} alive");
+    let cancelled = get(&server.url, None, &task_id).await;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    // Cancelling again acknowledges the same and changes nothing.
+    let again = request(
+        &server.url,
+        None,
+        "tasks/cancel",
+        json!({"taskId": task_id, "_meta": meta(true)}),
+    )
+    .await;
+    assert_eq!(
+        again["result"],
+        json!({"resultType": "complete"}),
+        "{again}"
+    );
+    assert_eq!(
+        get(&server.url, None, &task_id).await["result"]["status"],
+        "cancelled"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_principals_task_is_an_unknown_id() {
+    require(&[uv()]);
+    let (home, data) = data_home();
+    add_tools(&data, &[sleeper_tool()]);
+    let tokens = home.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        "alice alice-token-0123456789abcdef tools:call\nbob bob-token-0123456789abcdef0 tools:call\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let server = serve(&data, &["--token-file", tokens.to_str().unwrap()]).await;
+    let alice = Some("alice-token-0123456789abcdef");
+    let bob = Some("bob-token-0123456789abcdef0");
+    let task_id = start_task(&server.url, alice, "sleeper", json!({"seconds": 1})).await;
+    let unknown = get(&server.url, bob, "task-does-not-exist").await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    for (method, params) in [
+        ("tasks/get", json!({"taskId": task_id, "_meta": meta(true)})),
+        (
+            "tasks/cancel",
+            json!({"taskId": task_id, "_meta": meta(true)}),
+        ),
+        (
+            "tasks/update",
+            json!({"taskId": task_id, "inputResponses": {}, "_meta": meta(true)}),
+        ),
+    ] {
+        let answer = request(&server.url, bob, method, params).await;
+        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
+        assert_eq!(
+            answer["error"]["message"], unknown["error"]["message"],
+            "{method}: another's task must read exactly like an unknown id"
+        );
+    }
+    // Bob's cancel did nothing: Alice's task completes.
+    let done = until_terminal(&server.url, alice, &task_id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_server_died_reads_failed_with_a_message() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(&data, &[sleeper_tool()]);
+    let mut first = serve(&data, &["--task-lease", "2s"]).await;
+    let task_id = start_task(&first.url, None, "sleeper", json!({"seconds": 60})).await;
+    first.kill();
+    let second = serve(&data, &["--task-lease", "2s"]).await;
+    let failed = until_terminal(&second.url, None, &task_id, Duration::from_secs(30)).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap();
+    assert!(message.contains("stopped"), "{failed}");
+    assert!(failed.get("result").is_none(), "{failed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn questions_inside_a_task_wait_for_tasks_update_through_any_server() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(
+        &data,
+        &[json!({
+            "name": "two_questions",
+            "description": "Asks two questions in one round",
+            "inputSchema": {"type": "object", "properties": {}},
+            "taskSupport": "required",
+            "code": r#"import omniforge
+schema = lambda p, t: {"type": "object", "properties": {p: {"type": t}}, "required": [p]}
+answers = omniforge.ask({
+    "who": omniforge.elicit_request("Who?", schema("name", "string")),
+    "sure": omniforge.elicit_request("Sure?", schema("ok", "boolean")),
+})
+print("%s/%s" % (answers["who"]["content"]["name"], answers["sure"]["content"]["ok"]))
+"#,
+        })],
+    );
+    let runner = serve(&data, &[]).await;
+    let other = serve(&data, &[]).await;
+    // A required tool without the extension: -32021, nothing runs.
+    let refused = request(
+        &runner.url,
+        None,
+        "tools/call",
+        json!({"name": "two_questions", "arguments": {}, "_meta": meta(false)}),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    let task_id = start_task(&runner.url, None, "two_questions", json!({})).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waiting = loop {
+        let answer = get(&other.url, None, &task_id).await;
+        if answer["result"]["status"] == "input_required" {
+            break answer["result"].clone();
+        }
+        assert_eq!(answer["result"]["status"], "working", "{answer}");
+        assert!(Instant::now() < deadline, "never input_required: {answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let requests = waiting["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 2, "{waiting}");
+    assert_eq!(requests["who"]["method"], "elicitation/create", "{waiting}");
+    assert_eq!(requests["who"]["params"]["message"], "Who?", "{waiting}");
+    // One answer (and one to a key never asked, ignored), through the other server.
+    let update = |responses: Value| {
+        request(
+            &other.url,
+            None,
+            "tasks/update",
+            json!({"taskId": task_id, "inputResponses": responses, "_meta": meta(true)}),
+        )
+    };
+    let ack = update(json!({
+        "who": {"action": "accept", "content": {"name": "Ada"}},
+        "never_asked": {"action": "accept", "content": {}},
+    }))
+    .await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let partial = get(&other.url, None, &task_id).await;
+    assert_eq!(partial["result"]["status"], "input_required", "{partial}");
+    let left: Vec<&String> = partial["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(left, ["sure"], "{partial}");
+    let ack = update(json!({"sure": {"action": "accept", "content": {"ok": true}}})).await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = until_terminal(&other.url, None, &task_id, Duration::from_secs(30)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "Ada/True", "{done}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_past_its_time_limit_reads_failed() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(
+        &data,
+        &[json!({
+            "name": "too_slow",
+            "description": "Sleeps past its time limit",
+            "inputSchema": {"type": "object", "properties": {}},
+            "taskSupport": "optional",
+            "timeout_s": 1,
+            "code": "import time\ntime.sleep(30)\n",
+        })],
+    );
+    let server = serve(&data, &[]).await;
+    // Inline, the time limit is an isError result as before.
+    let inline = request(
+        &server.url,
+        None,
+        "tools/call",
+        json!({"name": "too_slow", "arguments": {}, "_meta": meta(false)}),
+    )
+    .await;
+    assert_eq!(inline["result"]["isError"], true, "{inline}");
+    // As a task, it could not finish: failed, with the reason.
+    let task_id = start_task(&server.url, None, "too_slow", json!({})).await;
+    let failed = until_terminal(&server.url, None, &task_id, Duration::from_secs(30)).await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    assert_eq!(failed["error"]["code"], -32603, "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap();
+    assert!(message.contains("time limit"), "{failed}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_polls_a_task_longer_than_its_request_timeout() {
+    require(&[uv(), python2()]);
+    let (_home, data) = data_home();
+    add_tools(&data, &[sleeper_tool()]);
+    let server = serve(&data, &[]).await;
+    // The client gives each request 4 s; the script takes 10 s. The driver's Tasks extension
+    // (client_drivers/tasks_client.py) polls tasks/get until the task completes.
+    let mut driver = python_driver(
+        &python2(),
+        &e2e_dir("client_drivers").join("tasks_client.py"),
+    );
+    no_proxy(&mut driver)
+        .args([&server.url, "sleeper", r#"{"seconds": 10}"#, "4"])
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), driver.output())
+        .await
+        .expect("the Python client did not finish in 120 s")
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "python client failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(report["text"], "slept 10", "{report}");
+    assert_eq!(report["isError"], false, "{report}");
+    assert_eq!(
+        report["statuses"],
+        json!(["working", "completed"]),
+        "{report}"
+    );
+    assert!(report["polls"].as_u64().unwrap() >= 2, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_cut_output_lives_as_long_as_the_task() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(
+        &data,
+        &[json!({
+            "name": "long_output",
+            "description": "Prints 1000 lines",
+            "inputSchema": {"type": "object", "properties": {}},
+            "taskSupport": "optional",
+            "code": "for i in range(1000):\n    print(f'line {i}')\n",
+        })],
+    );
+    // Kept outputs expire after 1 s; tasks are kept an hour.
+    let server = serve(
+        &data,
+        &[
+            "--max-result-bytes",
+            "100",
+            "--output-ttl",
+            "1s",
+            "--task-ttl",
+            "1h",
+        ],
+    )
+    .await;
+    let link_of = |result: &Value| -> String {
+        result["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["type"] == "resource_link")
+            .unwrap_or_else(|| panic!("no resource_link in a cut result: {result}"))["uri"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let read = |uri: String| {
+        let url = server.url.clone();
+        async move {
+            request(
+                &url,
+                None,
+                "resources/read",
+                json!({"uri": uri, "_meta": meta(false)}),
+            )
+            .await
+        }
+    };
+    let inline = request(
+        &server.url,
+        None,
+        "tools/call",
+        json!({"name": "long_output", "arguments": {}, "_meta": meta(false)}),
+    )
+    .await;
+    let inline_uri = link_of(&inline["result"]);
+    let task_id = start_task(&server.url, None, "long_output", json!({})).await;
+    let done = until_terminal(&server.url, None, &task_id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let task_uri = link_of(&done["result"]);
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // Past --output-ttl: the inline call's output is gone, the task's is not.
+    let gone = read(inline_uri).await;
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    let message = gone["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("resource not found"), "{gone}");
+    let kept = read(task_uri).await;
+    let text = kept["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.ends_with("line 999"), "{kept}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_tool_named_in_task_support_runs_as_a_task() {
+    let fixture = Fixture::start().await;
+    let (home, data) = data_home();
+    let config = home.path().join("omniforge.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[manifest]]\npath = {:?}\nupstream = {:?}\ntask_support = {{ fixture_echo = \"optional\" }}\n",
+            fixture_manifest().to_str().unwrap(),
+            fixture.url,
+        ),
+    )
+    .unwrap();
+    let server = serve(&data, &["--config", config.to_str().unwrap()]).await;
+    let task_id = start_task(
+        &server.url,
+        None,
+        "fixture_echo",
+        json!({"text": "as a task", "shout": true}),
+    )
+    .await;
+    let done = until_terminal(&server.url, None, &task_id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["text"], "AS A TASK",
+        "{done}"
+    );
+    // A manifest tool not named there answers inline even with the extension declared.
+    let inline = request(
+        &server.url,
+        None,
+        "tools/call",
+        json!({"name": "fixture_whoami", "arguments": {}, "_meta": meta(true)}),
+    )
+    .await;
+    assert_eq!(inline["result"]["resultType"], "complete", "{inline}");
+}
