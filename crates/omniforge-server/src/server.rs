@@ -112,6 +112,7 @@ pub enum StartError {
 pub(crate) struct Stored {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) host: Arc<ScriptHost>,
+    pub(crate) states: Arc<StateCodec>,
     pub(crate) source: Arc<StoredSource>,
     pub(crate) tools: Arc<ToolAuthoring>,
     pub(crate) approval: Arc<Approval>,
@@ -170,6 +171,7 @@ impl Server {
             kept: None,
             call_log: None,
             host: None,
+            states: None,
             metrics: metrics.clone(),
             tasks: None,
             authoring: None,
@@ -182,6 +184,7 @@ impl Server {
                 shared.instructions = SERVER_INSTRUCTIONS;
                 shared.content = Some(stored.content.clone());
                 shared.host = Some(stored.host.clone());
+                shared.states = Some(stored.states.clone());
                 shared.kept = Some(stored.kept.clone());
                 shared.call_log = Some(stored.store.clone());
                 shared.tasks = Some(stored.tasks.clone());
@@ -281,6 +284,7 @@ async fn start_stored(
     let kept = Arc::new(KeptOutputs::new(store.clone(), s.output_ttl));
     let states = StateCodec::new(&s.request_state_keys)
         .map_err(|e| StartError::RequestStateKeys(e.to_string()))?;
+    let states = Arc::new(states);
     let tools = Arc::new(StoredTools {
         store: store.clone(),
         host: host.clone(),
@@ -288,7 +292,7 @@ async fn start_stored(
             max_result_bytes: s.max_result_bytes,
             kept: kept.clone(),
         },
-        states: Arc::new(states),
+        states: states.clone(),
     });
     let source = Arc::new(StoredSource::new(store.clone(), tools.clone(), catalog));
     // Read before loading: a change that lands in between is seen twice, never missed.
@@ -335,6 +339,7 @@ async fn start_stored(
     Ok(Stored {
         store,
         host,
+        states,
         source,
         tools: authoring,
         approval,

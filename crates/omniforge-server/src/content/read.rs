@@ -1,27 +1,58 @@
 //! `resources/read` of a stored resource, or of a URI that matches a resource template (its
-//! text with the variables filled in, or what its script prints).
+//! text with the variables filled in, or the script that prints it: the caller runs that, so
+//! the script's questions reach the client as tool calls' do).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use omniforge_store::{ResourceBody, TemplateBody};
+use omniforge_store::{ResourceBody, ScriptSpec, TemplateBody};
 use rmcp::model::ResourceContents;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 
 use crate::content::snapshot::Content;
 use crate::content::uri_template::{match_uri, substitute};
 use crate::error::ContentError;
 
+/// What a URI reads as.
+pub(crate) enum Read {
+    /// The contents, ready.
+    Contents(ResourceContents),
+    /// A script template's run, still to be made.
+    Script(TemplateRun),
+}
+
+/// The run of a script template for one URI: the script gets the URI's variables as JSON
+/// stdin and prints the text.
+pub(crate) struct TemplateRun {
+    /// The URI template.
+    pub(crate) template: String,
+    /// The template definition's digest (what a `requestState` is bound to).
+    pub(crate) digest: String,
+    /// The URI read.
+    pub(crate) uri: String,
+    /// The script.
+    pub(crate) script: ScriptSpec,
+    /// The variables, as a JSON object.
+    pub(crate) input: Value,
+    /// The template's `mimeType`.
+    pub(crate) mime_type: Option<String>,
+}
+
+impl TemplateRun {
+    /// The contents of the script's printed `text`.
+    pub(crate) fn contents(&self, text: String) -> ResourceContents {
+        with_mime(
+            ResourceContents::text(text, self.uri.clone()),
+            self.mime_type.clone(),
+        )
+    }
+}
+
 impl Content {
-    /// The contents of `uri`; `None` when nothing matches.
+    /// What `uri` reads as; `None` when nothing matches.
     ///
     /// # Errors
-    /// A template script failed, or the store failed.
-    pub(crate) async fn read(
-        &self,
-        uri: &str,
-        ct: CancellationToken,
-    ) -> Result<Option<ResourceContents>, ContentError> {
+    /// The store failed.
+    pub(crate) async fn read(&self, uri: &str) -> Result<Option<Read>, ContentError> {
         let snapshot = self.snapshot();
         if snapshot.resources.iter().any(|r| r.uri == uri) {
             let stored = self.store.get_resource(uri).await.map_err(|e| {
@@ -34,7 +65,7 @@ impl Content {
                     ResourceBody::Text(text) => ResourceContents::text(text, uri),
                     ResourceBody::Blob(bytes) => ResourceContents::blob(BASE64.encode(bytes), uri),
                 };
-                return Ok(Some(with_mime(contents, spec.mime_type)));
+                return Ok(Some(Read::Contents(with_mime(contents, spec.mime_type))));
             }
         }
         for (template, parsed) in &snapshot.templates {
@@ -42,26 +73,24 @@ impl Content {
                 continue;
             };
             let spec = &template.spec;
-            let text = match &spec.body {
-                TemplateBody::Text(pattern) => substitute(pattern, &vars),
-                TemplateBody::Script(script) => {
-                    let input = Value::Object(
-                        vars.iter()
-                            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            return Ok(Some(match &spec.body {
+                TemplateBody::Text(pattern) => Read::Contents(with_mime(
+                    ResourceContents::text(substitute(pattern, &vars), uri),
+                    spec.mime_type.clone(),
+                )),
+                TemplateBody::Script(script) => Read::Script(TemplateRun {
+                    template: spec.uri_template.clone(),
+                    digest: omniforge_store::digest::template_sha256(spec),
+                    uri: uri.to_owned(),
+                    script: script.clone(),
+                    input: Value::Object(
+                        vars.into_iter()
+                            .map(|(k, v)| (k, Value::String(v)))
                             .collect(),
-                    );
-                    self.host
-                        .run_script(script, input, ct.clone())
-                        .await
-                        .map_err(|error| ContentError::TemplateFailed {
-                            template: spec.uri_template.clone(),
-                            uri: uri.to_owned(),
-                            error,
-                        })?
-                }
-            };
-            let contents = ResourceContents::text(text, uri);
-            return Ok(Some(with_mime(contents, spec.mime_type.clone())));
+                    ),
+                    mime_type: spec.mime_type.clone(),
+                }),
+            }));
         }
         Ok(None)
     }

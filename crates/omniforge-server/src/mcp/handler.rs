@@ -165,7 +165,7 @@ impl ServerHandler for OmniForge {
             "resources/read",
             None,
             &ctx,
-            resources::read(&self.shared, request, &ctx),
+            resources::read(&self.shared, request, &ctx, &self.log_level),
         )
         .await
     }

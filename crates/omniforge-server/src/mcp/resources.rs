@@ -1,17 +1,27 @@
 //! `resources/list`, `resources/templates/list`, `resources/read`, `resources/subscribe` and
 //! `resources/unsubscribe`: stored content, plus the kept outputs behind cut results' links.
 
+// `LoggingLevel` is deprecated by SEP-2577 (2026-07-28) but `logging/setLevel` is part of every
+// earlier revision we serve (a template script's log messages follow it).
+#![allow(deprecated)]
+use std::sync::Mutex;
+
 use rmcp::model::{
-    ErrorData, ListResourceTemplatesResult, ListResourcesResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ResourceContents,
+    ErrorData, ListResourceTemplatesResult, ListResourcesResult, LoggingLevel,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    ResourceContents,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
+use serde_json::json;
 
+use crate::content::read::Read;
+use crate::context::client::InputRound;
 use crate::context::request::RequestCx;
-use crate::error::ContentError;
+use crate::error::{CallError, ContentError};
 use crate::mcp::pagination::paginate;
 use crate::mcp::state::Shared;
-use crate::mcp::to_wire::content_error;
+use crate::mcp::to_wire::{self, content_error};
+use crate::tools::stored::content_run::{ContentScript, Ended, run_content};
 use crate::tools::stored::kept::RUN_OUTPUT_PREFIX;
 
 /// `resources/list`. The outputs behind resource links of cut results are not listed: each is
@@ -53,16 +63,19 @@ pub(crate) fn list_templates(
     Ok(result)
 }
 
-/// `resources/read`.
+/// `resources/read`. A script template's questions are asked as a tool's are: under
+/// 2026-07-28 as an `input_required` result (the retry's `inputResponses` and `requestState`
+/// answer them), before it as requests to the client.
 ///
 /// # Errors
-/// -32002 for an unknown URI, -32603 when a template script fails.
+/// -32002 for an unknown URI, -32603 when a template script fails, -32602 for a
+/// `requestState` that does not open.
 pub(crate) async fn read(
     shared: &Shared,
     request: ReadResourceRequestParams,
     ctx: &RequestContext<RoleServer>,
+    log_level: &Mutex<Option<LoggingLevel>>,
 ) -> Result<ReadResourceResponse, ErrorData> {
-    let ct = ctx.ct.clone();
     let uri = request.uri;
     if uri.starts_with(RUN_OUTPUT_PREFIX) {
         let cx = RequestCx::of(ctx, None);
@@ -78,12 +91,47 @@ pub(crate) async fn read(
             None => Err(content_error(ContentError::OutputNotFound { uri })),
         };
     }
-    if let Some(content) = &shared.content
-        && let Some(contents) = content.read(&uri, ct).await.map_err(content_error)?
-    {
-        return Ok(ReadResourceResult::new(vec![contents]).into());
-    }
-    Err(content_error(ContentError::ResourceNotFound { uri }))
+    let read = match &shared.content {
+        Some(content) => content.read(&uri).await.map_err(content_error)?,
+        None => None,
+    };
+    let contents = match read {
+        None => return Err(content_error(ContentError::ResourceNotFound { uri })),
+        Some(Read::Contents(contents)) => contents,
+        Some(Read::Script(run)) => {
+            let (Some(host), Some(states)) = (&shared.host, &shared.states) else {
+                return Err(content_error(ContentError::ResourceNotFound { uri }));
+            };
+            let round = InputRound {
+                responses: request.input_responses.unwrap_or_default(),
+                state: request.request_state,
+            };
+            let cx = RequestCx::of(ctx, Some(log_level)).with_input(&round);
+            let script = ContentScript {
+                kind: "resource",
+                name: &run.template,
+                digest: run.digest.clone(),
+                script: &run.script,
+                input: run.input.clone(),
+                bound: json!({"uri": run.uri, "variables": run.input}),
+            };
+            match run_content(host, states, script, &cx).await {
+                Ok(text) => run.contents(text),
+                Err(Ended::Failed(error)) => {
+                    return Err(content_error(ContentError::TemplateFailed {
+                        template: run.template,
+                        uri,
+                        error,
+                    }));
+                }
+                Err(Ended::Answer(CallError::InputRequired(input))) => {
+                    return Ok(to_wire::input_required(*input)?.into());
+                }
+                Err(Ended::Answer(error)) => return Err(to_wire::request_error(error)),
+            }
+        }
+    };
+    Ok(ReadResourceResult::new(vec![contents]).into())
 }
 
 /// `resources/subscribe` from handler `handler`: the URI must be a stored resource or match a

@@ -14,6 +14,7 @@ use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
+use crate::tools::stored::input_required::StateCodec;
 use crate::tools::stored::kept::KeptOutputs;
 
 /// Server-wide state.
@@ -37,6 +38,9 @@ pub(crate) struct Shared {
     pub(crate) call_log: Option<Arc<dyn Store>>,
     /// The script host (for `/healthz`'s sandbox layers); `None` in bridge mode.
     pub(crate) host: Option<Arc<ScriptHost>>,
+    /// Seals and opens the `requestState` of input-required results (content scripts' too);
+    /// `None` in bridge mode.
+    pub(crate) states: Option<Arc<StateCodec>>,
     /// The server's metrics (`/metrics`).
     pub(crate) metrics: Arc<Metrics>,
     /// This replica's durable tasks (the Tasks extension is advertised exactly when set);

@@ -30,6 +30,19 @@ pub(crate) fn call_response(
     }
 }
 
+/// A request that ends with a JSON-RPC error rather than its result (a script's
+/// `protocol_error`, a refused `requestState`; anything else is -32603 with its text).
+pub(crate) fn request_error(error: CallError) -> ErrorData {
+    match error {
+        CallError::Protocol {
+            code,
+            message,
+            data,
+        } => ErrorData::new(ErrorCode(code), message, data),
+        other => ErrorData::internal_error(other.to_string(), None),
+    }
+}
+
 /// The `input_required` result of a call that waits for the client's input.
 ///
 /// # Errors

@@ -274,6 +274,25 @@ impl ScriptHost {
         input: Value,
         ct: CancellationToken,
     ) -> Result<String, ScriptError> {
+        let spec = self.script_spec(script, input).await?;
+        let output = match self.run(spec, None, ct).await {
+            Ok(output) => output,
+            Err(RunError::Busy) => return Err(ScriptError::Busy),
+            Err(e) => return Err(ScriptError::NotStarted(e)),
+        };
+        script_text(&output)
+    }
+
+    /// The run of a stored script (a template's, a completion's) with `input` as its JSON
+    /// stdin, once its environment is ready here.
+    ///
+    /// # Errors
+    /// Its environment could not be installed.
+    pub(crate) async fn script_spec(
+        self: &Arc<Self>,
+        script: &ScriptSpec,
+        input: Value,
+    ) -> Result<RunSpec, ScriptError> {
         // Made through another replica: install it here first (no one to report progress to).
         self.ready(
             &script.env_id,
@@ -287,15 +306,18 @@ impl ScriptHost {
         spec.timeout = Duration::from_millis(script.timeout_ms);
         spec.memory_bytes = script.memory_bytes;
         spec.network = script.network;
-        let output = match self.run(spec, None, ct).await {
-            Ok(output) => output,
-            Err(RunError::Busy) => return Err(ScriptError::Busy),
-            Err(e) => return Err(ScriptError::NotStarted(e)),
-        };
-        if output.exit.is_success() {
-            Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-        } else {
-            Err(ScriptError::Failed(prototype_text(&output, None).0))
-        }
+        Ok(spec)
+    }
+}
+
+/// A stored script's stdout when it exited 0.
+///
+/// # Errors
+/// It failed: its output, `[stderr]`, `[exit N]` or `[timeout]`.
+pub(crate) fn script_text(output: &RunOutput) -> Result<String, ScriptError> {
+    if output.exit.is_success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(ScriptError::Failed(prototype_text(output, None).0))
     }
 }

@@ -476,6 +476,7 @@ mod tests {
                 kept: None,
                 call_log: None,
                 host: None,
+                states: None,
                 metrics: Arc::new(crate::telemetry::metrics::Metrics::new(1, true)),
                 tasks: None,
                 authoring: None,

@@ -46,15 +46,34 @@ async fn call_tool(
     arguments: Value,
     extra: Value,
 ) -> Value {
-    let mut params = json!({"name": name, "arguments": arguments, "_meta": {
+    let params = json!({"name": name, "arguments": arguments});
+    request(url, token, "tools/call", name, params, extra).await
+}
+
+/// A 2026-07-28 `resources/read` of `uri` over raw HTTP with `extra` params.
+async fn read(url: &str, uri: &str, extra: Value) -> Value {
+    request(url, None, "resources/read", uri, json!({"uri": uri}), extra).await
+}
+
+/// A 2026-07-28 request over raw HTTP (`name`: its `Mcp-Name` header) with `extra` params
+/// (`inputResponses`, `requestState`): the JSON-RPC answer.
+async fn request(
+    url: &str,
+    token: Option<&str>,
+    method: &str,
+    name: &str,
+    mut params: Value,
+    extra: Value,
+) -> Value {
+    params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": STATELESS,
         "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {}},
-    }});
+    });
     for (k, v) in extra.as_object().into_iter().flatten() {
         params[k] = v.clone();
     }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
     let mut post = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -67,7 +86,7 @@ async fn call_tool(
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
         .header("mcp-protocol-version", STATELESS)
-        .header("mcp-method", "tools/call")
+        .header("mcp-method", method)
         .header("mcp-name", name)
         .body(body.to_string())
         .send()
@@ -270,6 +289,116 @@ omniforge.result("done")
     assert_eq!(
         asked["params"]["messages"][0]["content"]["text"], "the key is [redacted]",
         "{answer}"
+    );
+    server.assert_no_panic();
+}
+
+/// Stores the script template `ask://{topic}` in `data` with `omniforge resource add`: it asks
+/// one question (key `detail`) and prints `<topic>: <detail>`.
+fn add_asking_template(data: &Path) {
+    let code = r#"import json, sys
+import omniforge
+v = json.load(sys.stdin)
+answer = omniforge.elicit("More about %s?" % v["topic"], {"type": "object",
+    "properties": {"detail": {"type": "string"}}, "required": ["detail"]}, key="detail")
+print("%s: %s" % (v["topic"], (answer.get("content") or {}).get("detail")), end="")
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ask.json");
+    let template = json!({"uriTemplate": "ask://{topic}", "name": "ask",
+        "mimeType": "text/plain", "code": code});
+    std::fs::write(&file, template.to_string()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_omniforge"))
+        .args(["resource", "add"])
+        .arg(&file)
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--uv")
+        .arg(uv())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "omniforge resource add failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A script template's question reaches the official Python SDK 2.x client under both
+/// revisions: as an `elicitation/create` request in a 2025-11-25 session, and as an
+/// `input_required` result that the client answers by retrying `resources/read` under
+/// 2026-07-28. Either way the read completes with the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_script_asks_the_python_sdk_under_either_revision() {
+    require(&[uv(), python2()]);
+    let (_home, data) = data_home();
+    add_asking_template(&data);
+    let server = Omni::serve(&data, &[]).await;
+    let driver = crate::util::e2e_dir("client_drivers").join("read_resource.py");
+    let answers = json!([accept("detail", "fast")]);
+    for mode in ["legacy", STATELESS] {
+        let out = python_driver(&python2(), &driver)
+            .args([
+                server.url.as_str(),
+                "ask://rust",
+                &answers.to_string(),
+                mode,
+            ])
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            out["result"]["contents"],
+            json!([{"uri": "ask://rust", "mimeType": "text/plain", "text": "rust: fast"}]),
+            "{mode}: {out}"
+        );
+        // Asked once, with the script's question (a legacy request also carries `_meta`).
+        let asked = out["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{mode}: {out}");
+        assert_eq!(asked[0]["message"], "More about rust?", "{mode}: {out}");
+        assert_eq!(
+            asked[0]["requestedSchema"]["required"],
+            json!(["detail"]),
+            "{mode}: {out}"
+        );
+    }
+    server.assert_no_panic();
+}
+
+/// A template read's `requestState` opens only for the URI it was sealed for, untampered; the
+/// retry with the answer completes the read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_request_state_is_bound_to_its_uri() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_asking_template(&data);
+    let server = Omni::serve(&data, &[]).await;
+    let first = read(&server.url, "ask://rust", json!({})).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    assert_eq!(
+        result["inputRequests"]["detail"]["params"]["message"], "More about rust?",
+        "{first}"
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let responses = json!({"detail": accept("detail", "fast")});
+    let retry = json!({"inputResponses": responses, "requestState": state});
+    refused(&read(&server.url, "ask://go", retry.clone()).await);
+    let tampered =
+        json!({"inputResponses": responses, "requestState": format!("{state}-TAMPERED")});
+    refused(&read(&server.url, "ask://rust", tampered).await);
+    let done = read(&server.url, "ask://rust", retry).await;
+    assert_eq!(
+        done["result"]["contents"],
+        json!([{"uri": "ask://rust", "mimeType": "text/plain", "text": "rust: fast"}]),
+        "{done}"
     );
     server.assert_no_panic();
 }

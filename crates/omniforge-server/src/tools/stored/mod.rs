@@ -5,6 +5,7 @@
 //! - [`run`]: the call loop (progress, logs, heartbeat, the script's requests to the client).
 //! - [`client_requests`]: a script's `sample`, `elicit`, `roots`, `close_sse_stream` and
 //!   `client_capabilities`.
+//! - [`content_run`]: a script template's run through the same loop (its questions too).
 //! - [`input_required`]: 2026-07-28 input-required rounds (replay, sealed request state).
 //! - [`questions`]: the script↔server question protocol (`ask` with keys).
 //! - [`task_input`]: the questions of a call running as a task, through the task's record.
@@ -15,6 +16,7 @@
 
 pub(crate) mod call;
 pub(crate) mod client_requests;
+pub(crate) mod content_run;
 pub(crate) mod input_required;
 pub(crate) mod kept;
 pub(crate) mod protocol_error;
