@@ -1527,6 +1527,31 @@ async fn logging_set_level_and_ping_over_http() {
 // 10. Graceful shutdown
 // ---------------------------------------------------------------------------------------
 
+/// Initializes a 2025-11-25 session at `url` (with `notifications/initialized`); its id.
+async fn open_session(client: &reqwest::Client, url: &str) -> String {
+    let reply = post(
+        client,
+        url,
+        &post_headers(None, None),
+        &initialize_request(1, V2025),
+    )
+    .await;
+    answer(&reply, V2025, "initialize", 1);
+    let session = reply
+        .header("mcp-session-id")
+        .expect("session id")
+        .to_owned();
+    let reply = post(
+        client,
+        url,
+        &post_headers(Some(&session), Some(V2025)),
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(reply.status, 202);
+    session
+}
+
 /// SIGTERM to `serve` with a session's GET stream open: exit status 0 within the grace
 /// period (2 s) plus 5 s.
 #[tokio::test]
@@ -1538,26 +1563,7 @@ async fn sigterm_serve_with_open_get_stream_exits_cleanly() {
     )
     .await;
     let client = http_client();
-    let reply = post(
-        &client,
-        &server.url,
-        &post_headers(None, None),
-        &initialize_request(1, V2025),
-    )
-    .await;
-    answer(&reply, V2025, "initialize", 1);
-    let session = reply
-        .header("mcp-session-id")
-        .expect("session id")
-        .to_owned();
-    let reply = post(
-        &client,
-        &server.url,
-        &post_headers(Some(&session), Some(V2025)),
-        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
-    assert_eq!(reply.status, 202);
+    let session = open_session(&client, &server.url).await;
     let (status, _, stream) = open_stream(
         &client,
         reqwest::Method::GET,
@@ -1612,27 +1618,8 @@ async fn sigterm_serve_delivers_a_call_that_finishes_within_the_grace() {
     )
     .await;
     let client = http_client();
-    let reply = post(
-        &client,
-        &server.url,
-        &post_headers(None, None),
-        &initialize_request(1, V2025),
-    )
-    .await;
-    answer(&reply, V2025, "initialize", 1);
-    let session = reply
-        .header("mcp-session-id")
-        .expect("session id")
-        .to_owned();
+    let session = open_session(&client, &server.url).await;
     let headers = post_headers(Some(&session), Some(V2025));
-    let reply = post(
-        &client,
-        &server.url,
-        &headers,
-        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
-    assert_eq!(reply.status, 202);
     let code = "import time, omniforge\nomniforge.progress(1, 2, 'asleep')\ntime.sleep(3)\nprint('awake')\n";
     // The environment build may take a while on a loaded machine: read the stream, not a body.
     let (status, _, stream) = open_stream(
