@@ -933,6 +933,78 @@ async fn static_tokens_and_oauth_together_and_sessions_follow_the_principal() {
     assert_eq!(reply.status, 403);
 }
 
+/// A cut result's kept output belongs to the OAuth principal that made it: a refreshed token
+/// of the same subject reads it; another subject gets the answer an unknown URI gets.
+#[tokio::test]
+async fn kept_outputs_belong_to_the_oauth_principal() {
+    let setup = Setup::start(&[], &["--max-result-bytes", "64"]).await;
+    let token = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    let session = open_session(setup.url(), &token).await;
+    let create = json!({"name": "long", "description": "Long output.",
+                        "code": "print('x' * 500 + 'END')\n"});
+    let reply = post(
+        setup.url(),
+        Some(&token),
+        Some(&session),
+        call(2, "omniforge_create_tool", create),
+    )
+    .await;
+    assert_ne!(reply.result()["isError"], true, "{:?}", reply.messages);
+    let reply = post(
+        setup.url(),
+        Some(&token),
+        Some(&session),
+        call(3, "long", json!({})),
+    )
+    .await;
+    let uri = reply.result()["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|c| (c["type"] == "resource_link").then(|| c["uri"].as_str().unwrap().to_owned()))
+        .unwrap_or_else(|| panic!("no resource_link in {:?}", reply.messages));
+    let read = |id: u64, uri: &str| json!({"jsonrpc": "2.0", "id": id, "method": "resources/read", "params": {"uri": uri}});
+    // The same subject with a fresh token (a refresh), in a new session.
+    let refreshed = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    assert_ne!(refreshed, token);
+    let session = open_session(setup.url(), &refreshed).await;
+    let reply = post(setup.url(), Some(&refreshed), Some(&session), read(4, &uri)).await;
+    assert!(
+        reply.result().to_string().contains("END"),
+        "{:?}",
+        reply.messages
+    );
+    // Another subject: the same error as a URI that never existed.
+    let other = setup.token("cc-call", Some(ALL_SCOPES)).await;
+    let session = open_session(setup.url(), &other).await;
+    let error = |reply: &Reply| {
+        reply
+            .messages
+            .iter()
+            .find_map(|m| m.get("error").cloned())
+            .unwrap_or_else(|| panic!("no error in {:?}", reply.messages))
+    };
+    let theirs = error(&post(setup.url(), Some(&other), Some(&session), read(5, &uri)).await);
+    let unknown_uri = "omniforge://runs/0123456789abcdef0123456789abcdef/output";
+    let unknown = error(
+        &post(
+            setup.url(),
+            Some(&other),
+            Some(&session),
+            read(6, unknown_uri),
+        )
+        .await,
+    );
+    assert_eq!(theirs["code"], unknown["code"], "{theirs} vs {unknown}");
+    assert_eq!(
+        theirs["message"].as_str().unwrap().replace(&uri, "URI"),
+        unknown["message"]
+            .as_str()
+            .unwrap()
+            .replace(unknown_uri, "URI"),
+    );
+}
+
 #[tokio::test]
 async fn unreachable_issuer_answers_503_and_static_tokens_keep_working() {
     // Port 9 (discard) on loopback: nothing listens, so discovery fails at once.
