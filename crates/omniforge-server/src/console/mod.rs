@@ -1,6 +1,6 @@
 //! The web console (issue 17): server-rendered pages at `/console`, mounted beside the MCP
 //! endpoint by `transport::http::app` (behind the same `Host` check) on a server with a
-//! store. People sign in with the same static tokens as MCP clients, and see what the
+//! store. People sign in with the same static tokens or OAuth access tokens as MCP clients, and see what the
 //! principal of that token may see over MCP, no more; its changes run the same built-ins
 //! through the catalog as that principal ([`actions`]).
 //!
@@ -32,6 +32,7 @@ use axum::routing::{get, post};
 use omniforge_store::Store;
 
 use crate::auth::TokenSet;
+use crate::auth::oauth::OAuth;
 use crate::mcp::state::Shared;
 use crate::settings::HttpSettings;
 
@@ -43,6 +44,9 @@ pub(crate) struct Console {
     pub(crate) store: Arc<dyn Store>,
     /// The static tokens one signs in with (the MCP endpoint's own set).
     pub(crate) tokens: TokenSet,
+    /// The OAuth resource server the MCP endpoint checks access tokens with, if configured:
+    /// its access tokens sign in too.
+    pub(crate) oauth: Option<Arc<OAuth>>,
     /// No authentication is configured (a loopback server without tokens or OAuth): as on
     /// the MCP endpoint, everyone is the `anonymous` admin.
     pub(crate) open: bool,
@@ -61,6 +65,7 @@ pub(crate) fn router(shared: Arc<Shared>, settings: &HttpSettings) -> Option<Rou
         shared,
         store,
         tokens: settings.tokens.clone(),
+        oauth: settings.oauth.clone(),
         open: settings.tokens.is_empty() && settings.oauth.is_none(),
         allowed_origins: settings.allowed_origins.clone(),
         sessions: session::Sessions::default(),

@@ -47,6 +47,8 @@ pub(crate) struct Session {
     flash: Option<Flash>,
     created: Instant,
     last_seen: Instant,
+    /// The end of the credential it signed in with (an OAuth access token's expiry).
+    until: Option<Instant>,
 }
 
 impl Session {
@@ -56,7 +58,9 @@ impl Session {
         } else {
             ANONYMOUS
         };
-        now.duration_since(self.last_seen) > idle || now.duration_since(self.created) > ABSOLUTE
+        now.duration_since(self.last_seen) > idle
+            || now.duration_since(self.created) > ABSOLUTE
+            || self.until.is_some_and(|until| now >= until)
     }
 
     /// Whether `presented` is this session's CSRF token, compared in constant time.
@@ -89,9 +93,14 @@ impl Sessions {
         self.map.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Starts a session; returns its id (the cookie value) and a copy. `None` if no random
-    /// id could be made.
-    pub(crate) fn start(&self, principal: Option<Principal>) -> Option<(String, Session)> {
+    /// Starts a session, ending at `until` at the latest (besides the idle and absolute
+    /// limits); returns its id (the cookie value) and a copy. `None` if no random id could be
+    /// made.
+    pub(crate) fn start(
+        &self,
+        principal: Option<Principal>,
+        until: Option<Instant>,
+    ) -> Option<(String, Session)> {
         let id = random_token()?;
         let now = Instant::now();
         let session = Session {
@@ -100,6 +109,7 @@ impl Sessions {
             flash: None,
             created: now,
             last_seen: now,
+            until,
         };
         let mut map = self.lock();
         map.retain(|_, s| !s.expired(now));
@@ -159,8 +169,8 @@ mod tests {
     #[test]
     fn ids_are_random_and_ended_sessions_open_nothing() {
         let sessions = Sessions::default();
-        let (a, sa) = sessions.start(None).unwrap();
-        let (b, sb) = sessions.start(Some(Principal::anonymous())).unwrap();
+        let (a, sa) = sessions.start(None, None).unwrap();
+        let (b, sb) = sessions.start(Some(Principal::anonymous()), None).unwrap();
         assert_ne!(a, b);
         assert_ne!(sa.csrf, sb.csrf);
         assert_eq!(a.len(), 43, "32 bytes, base64url without padding");
@@ -170,5 +180,20 @@ mod tests {
         assert!(sessions.get(&b).unwrap().csrf_matches(&sb.csrf));
         assert!(!sessions.get(&b).unwrap().csrf_matches(&sa.csrf));
         assert!(!sessions.get(&b).unwrap().csrf_matches(""));
+    }
+
+    #[test]
+    fn a_session_ends_with_the_credential_it_signed_in_with() {
+        let sessions = Sessions::default();
+        let now = Instant::now();
+        let (ended, _) = sessions
+            .start(Some(Principal::anonymous()), Some(now))
+            .unwrap();
+        assert!(sessions.get(&ended).is_none(), "an expired token's session");
+        let later = now + Duration::from_secs(3600);
+        let (live, _) = sessions
+            .start(Some(Principal::anonymous()), Some(later))
+            .unwrap();
+        assert!(sessions.get(&live).is_some());
     }
 }

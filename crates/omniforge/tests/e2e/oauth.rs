@@ -1005,6 +1005,93 @@ async fn kept_outputs_belong_to_the_oauth_principal() {
     );
 }
 
+/// The console's sign-in form takes an OAuth access token and checks it as `/mcp` does: a
+/// token for this server signs in as its `oauth:` principal; a token for another resource or
+/// one without an OmniForge scope does not.
+#[tokio::test]
+async fn console_signs_in_with_an_oauth_access_token() {
+    let other = "http://127.0.0.1:2/other";
+    let setup = Setup::start(&["--resource", other], &[]).await;
+    let base = setup.url().trim_end_matches("/mcp").to_owned();
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let cookie_of = |reply: &reqwest::Response| {
+        reply
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(str::to_owned)
+    };
+    // Each attempt: the form (an anonymous session and its CSRF token), then the token.
+    let sign_in = |token: String| {
+        let browser = browser.clone();
+        let base = base.clone();
+        async move {
+            let form = browser
+                .get(format!("{base}/console/sign-in"))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(form.status(), 200);
+            let cookie = cookie_of(&form).expect("a session cookie with the form");
+            let html = form.text().await.unwrap();
+            let csrf = html
+                .split("name=\"csrf\" value=\"")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .expect("a CSRF field")
+                .to_owned();
+            let body = format!("csrf={csrf}&token={token}");
+            let reply = browser
+                .post(format!("{base}/console/sign-in"))
+                .header("cookie", &cookie)
+                .header("origin", &base)
+                .header("content-type", "application/x-www-form-urlencoded")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let status = reply.status().as_u16();
+            let signed_in = cookie_of(&reply);
+            (status, signed_in, reply.text().await.unwrap())
+        }
+    };
+    let token = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    let (status, cookie, _) = sign_in(token.clone()).await;
+    assert_eq!(status, 303, "{}", setup.logs());
+    let cookie = cookie.expect("a new session cookie at sign-in");
+    let audit = browser
+        .get(format!("{base}/console/audit"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(audit.status(), 200, "an admin page for an admin token");
+    let page = audit.text().await.unwrap();
+    assert!(
+        page.contains("cc-admin"),
+        "the principal on the page: {page}"
+    );
+    assert!(!page.contains(&token), "the token on a page");
+
+    let foreign = setup
+        .provider
+        .token("cc-admin", other, Some(ALL_SCOPES))
+        .await;
+    let (status, cookie, page) = sign_in(foreign).await;
+    assert_eq!(status, 401, "a token for another resource");
+    assert!(cookie.is_none(), "no session for a refused token");
+    assert!(page.contains("That token is not valid."), "{page}");
+
+    let scopeless = setup.token("cc-admin", None).await;
+    let (status, _, page) = sign_in(scopeless).await;
+    assert_eq!(status, 401, "a token without an OmniForge scope");
+    assert!(page.contains("grants no OmniForge scope"), "{page}");
+}
+
 #[tokio::test]
 async fn unreachable_issuer_answers_503_and_static_tokens_keep_working() {
     // Port 9 (discard) on loopback: nothing listens, so discovery fails at once.

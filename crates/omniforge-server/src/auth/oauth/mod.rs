@@ -21,7 +21,7 @@ mod jwks;
 mod jwt;
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
 
@@ -122,6 +122,8 @@ pub struct Grant {
     pub principal: PrincipalId,
     /// The strongest OmniForge scope; `None`: the token is valid but grants none (403).
     pub scope: Option<Scope>,
+    /// When the token expires (its `exp`), if it says.
+    pub expires_at: Option<SystemTime>,
 }
 
 /// Why a token was refused. `Display` is the fixed text of the challenge's
@@ -298,6 +300,10 @@ impl OAuth {
         Ok(Grant {
             principal: PrincipalId::oauth(&self.settings.issuer, subject),
             scope: self.settings.scopes.grant(scopes(claims)),
+            expires_at: claims
+                .get("exp")
+                .and_then(Value::as_u64)
+                .map(|secs| UNIX_EPOCH + Duration::from_secs(secs)),
         })
     }
 }

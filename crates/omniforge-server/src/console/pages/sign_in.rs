@@ -1,11 +1,13 @@
-//! Sign-in with a static token (the MCP endpoint's token file), and sign-out.
+//! Sign-in with a static token (the MCP endpoint's token file) or an OAuth access token
+//! (checked exactly as the MCP endpoint checks it), and sign-out.
 //!
 //! The form is served with an anonymous session whose CSRF token it carries, so a sign-in
 //! cannot be forged from another site (no login CSRF); a successful sign-in replaces that
 //! session with a new one (new id, new CSRF token), so no id chosen before sign-in survives
-//! it. OAuth sign-in is not offered yet: an OAuth-only server's console says so.
+//! it. A session signed in with an OAuth access token ends when the token expires.
 
 use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -15,6 +17,7 @@ use http::{HeaderMap, StatusCode};
 use maud::{Markup, html};
 
 use crate::auth::Principal;
+use crate::auth::oauth::{Grant, TokenError};
 use crate::console::Console;
 use crate::console::guard::{over_tls, session_id, set_cookie};
 use crate::console::layout;
@@ -33,11 +36,15 @@ fn page(console: &Console, csrf: &str, error: Option<&str>) -> Markup {
                 } @else {
                     div.field {
                         label for="token" { "Token" }
-                        p.hint id="token-hint" { "A bearer token from the server's token file. The console checks it and keeps only who it names." }
+                        p.hint id="token-hint" {
+                            @if console.oauth.is_some() {
+                                "A bearer token from the server's token file, or an OAuth access token issued for this server (the session then ends when the token expires). "
+                            } @else {
+                                "A bearer token from the server's token file. "
+                            }
+                            "The console checks it and keeps only who it names."
+                        }
                         input #token type="password" name="token" autocomplete="off" required aria-describedby="token-hint";
-                    }
-                    @if console.tokens.is_empty() {
-                        p.hint { "This server accepts OAuth access tokens only; the console's OAuth sign-in is not available yet." }
                     }
                 }
                 button type="submit" { "Sign in" }
@@ -63,7 +70,7 @@ pub(crate) async fn form(State(console): State<Arc<Console>>, headers: HeaderMap
     match existing {
         Some(s) if s.principal.is_some() => Redirect::to("/console/tools").into_response(),
         Some(s) => page(&console, &s.csrf, None).into_response(),
-        None => match console.sessions.start(None) {
+        None => match console.sessions.start(None, None) {
             Some((id, s)) => (
                 [(SET_COOKIE, set_cookie(over_tls(&headers), Some(&id)))],
                 page(&console, &s.csrf, None),
@@ -74,12 +81,47 @@ pub(crate) async fn form(State(console): State<Arc<Console>>, headers: HeaderMap
     }
 }
 
-/// The principal of `token` (compared in constant time against every configured token).
-fn authenticate(console: &Console, token: Option<&str>) -> Option<Principal> {
+/// The principal of `token` and when its sign-in ends: a static token (compared in constant
+/// time against every configured token), else an OAuth access token. `Err`: what to tell.
+async fn authenticate(
+    console: &Console,
+    token: Option<&str>,
+) -> Result<(Principal, Option<Instant>), &'static str> {
+    const INVALID: &str = "That token is not valid.";
     if console.open {
-        return Some(Principal::anonymous());
+        return Ok((Principal::anonymous(), None));
     }
-    console.tokens.authenticate(token?.trim())
+    let token = token
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .ok_or(INVALID)?;
+    if let Some(principal) = console.tokens.authenticate(token) {
+        return Ok((principal, None));
+    }
+    let oauth = console.oauth.as_ref().ok_or(INVALID)?;
+    match oauth.check(token).await {
+        Ok(Grant {
+            principal,
+            scope: Some(scope),
+            expires_at,
+        }) => {
+            let until = expires_at.map(|at| {
+                Instant::now() + at.duration_since(SystemTime::now()).unwrap_or_default()
+            });
+            Ok((Principal::new(principal, scope), until))
+        }
+        Ok(Grant { scope: None, .. }) => Err("That token grants no OmniForge scope."),
+        Err(TokenError::Unavailable) => {
+            Err("The authorization server cannot be reached; try again later.")
+        }
+        Err(error) => {
+            tracing::info!(
+                reason = error.kind(),
+                "console sign-in refused an OAuth access token"
+            );
+            Err(INVALID)
+        }
+    }
 }
 
 /// `POST /console/sign-in`. The change guard has checked the Origin and the anonymous
@@ -93,22 +135,25 @@ pub(crate) async fn submit(
         return Redirect::to("/console/sign-in").into_response();
     };
     let fields = fields(&body);
-    let Some(principal) = authenticate(&console, field(&fields, "token")) else {
-        tracing::info!("console sign-in refused: the token is not valid");
-        let csrf = console
-            .sessions
-            .get(&old)
-            .map(|s| s.csrf)
-            .unwrap_or_default();
-        return (
-            StatusCode::UNAUTHORIZED,
-            page(&console, &csrf, Some("That token is not valid.")),
-        )
-            .into_response();
+    let (principal, until) = match authenticate(&console, field(&fields, "token")).await {
+        Ok(signed_in) => signed_in,
+        Err(message) => {
+            tracing::info!("console sign-in refused: {message}");
+            let csrf = console
+                .sessions
+                .get(&old)
+                .map(|s| s.csrf)
+                .unwrap_or_default();
+            return (
+                StatusCode::UNAUTHORIZED,
+                page(&console, &csrf, Some(message)),
+            )
+                .into_response();
+        }
     };
     tracing::info!(principal = %principal.id, "console sign-in");
     console.sessions.end(&old);
-    match console.sessions.start(Some(principal)) {
+    match console.sessions.start(Some(principal), until) {
         Some((id, _)) => (
             [(SET_COOKIE, set_cookie(over_tls(&headers), Some(&id)))],
             Redirect::to("/console/tools"),

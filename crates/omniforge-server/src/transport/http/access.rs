@@ -167,10 +167,12 @@ impl Access {
             Ok(Grant {
                 principal,
                 scope: Some(scope),
+                ..
             }) => Ok(Principal::new(principal, scope)),
             Ok(Grant {
                 principal,
                 scope: None,
+                ..
             }) => {
                 tracing::info!(%principal, "refused an OAuth access token: it grants no OmniForge scope");
                 Err(self.challenge.insufficient_scope(None))
