@@ -123,7 +123,7 @@ impl ServerHandler for OmniForge {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         // `tools.rs` counts the call and marks the span failed.
-        let span = spans::request("tools/call", Some(&request.name), &ctx.id, &ctx.meta.0.0);
+        let span = spans::request("tools/call", Some(&request.name), &ctx);
         tools::call(&self.shared, request, &ctx, &self.log_level)
             .instrument(span)
             .await

@@ -21,7 +21,7 @@ pub(crate) async fn metered<T>(
     ctx: &RequestContext<RoleServer>,
     answer: impl Future<Output = Result<T, ErrorData>>,
 ) -> Result<T, ErrorData> {
-    let span = spans::request(method, target, &ctx.id, &ctx.meta.0.0);
+    let span = spans::request(method, target, ctx);
     let started = Instant::now();
     let result = answer.instrument(span.clone()).await;
     if let Err(error) = &result {

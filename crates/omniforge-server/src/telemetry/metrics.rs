@@ -19,6 +19,15 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+/// The `status` label values of the task gauges.
+const TASK_STATUSES: [&str; 5] = [
+    "working",
+    "input_required",
+    "completed",
+    "failed",
+    "cancelled",
+];
+
 /// The media type of [`Metrics::encode`]'s text (OpenMetrics 1.0, which Prometheus scrapes).
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
@@ -125,6 +134,37 @@ struct CatalogLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StreamLabels {
+    kind: &'static str,
+}
+
+/// Which SSE stream is open.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum StreamKind {
+    /// A GET stream (server-to-client messages outside any request).
+    Get,
+    /// A POST request's answer streamed as SSE.
+    Post,
+}
+
+/// Counts one open SSE stream in `omniforge_open_streams` until dropped.
+#[derive(Debug)]
+pub(crate) struct StreamGuard(Option<Gauge>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        if let Some(gauge) = &self.0 {
+            gauge.dec();
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabels {
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabels {
     version: &'static str,
 }
@@ -164,6 +204,8 @@ pub(crate) struct Metrics {
     run_slots_busy: Gauge,
     sessions: Gauge,
     catalog: Family<CatalogLabels, Gauge>,
+    tasks: Family<StatusLabels, Gauge>,
+    open_streams: Family<StreamLabels, Gauge>,
     /// The tool names that have a `tool` label of their own, at most `max_tools`.
     tools: RwLock<HashSet<String>>,
     max_tools: usize,
@@ -250,6 +292,21 @@ impl Metrics {
             "catalog sizes: tools by source; resources, resource templates and prompts",
             catalog.clone(),
         );
+        let tasks = Family::default();
+        registry.register(
+            "tasks",
+            "durable tasks in the store (every replica's), by status",
+            tasks.clone(),
+        );
+        let open_streams: Family<StreamLabels, Gauge> = Family::default();
+        for kind in ["get", "post"] {
+            open_streams.get_or_create(&StreamLabels { kind }).set(0);
+        }
+        registry.register(
+            "open_streams",
+            "SSE streams open now: GET streams and POST answers streamed as SSE",
+            open_streams.clone(),
+        );
         let build_info: Family<VersionLabels, Gauge> = Family::default();
         build_info
             .get_or_create(&VersionLabels {
@@ -280,6 +337,8 @@ impl Metrics {
             run_slots_busy,
             sessions,
             catalog,
+            tasks,
+            open_streams,
             tools: RwLock::new(HashSet::new()),
             max_tools,
             enabled,
@@ -416,6 +475,37 @@ impl Metrics {
             .set(gauge_value(count));
     }
 
+    /// Counts an SSE stream of `kind` as open until the guard is dropped.
+    pub(crate) fn stream_opened(&self, kind: StreamKind) -> StreamGuard {
+        if !self.enabled {
+            return StreamGuard(None);
+        }
+        let kind = match kind {
+            StreamKind::Get => "get",
+            StreamKind::Post => "post",
+        };
+        let gauge = self
+            .open_streams
+            .get_or_create(&StreamLabels { kind })
+            .clone();
+        gauge.inc();
+        StreamGuard(Some(gauge))
+    }
+
+    /// Sets the task gauges: `counts` is the store's count by status (`working`,
+    /// `input_required`, `completed`, `failed`, `cancelled`); a status it leaves out is 0.
+    pub(crate) fn set_tasks(&self, counts: &[(&'static str, u64)]) {
+        for status in TASK_STATUSES {
+            let n = counts
+                .iter()
+                .find(|(s, _)| *s == status)
+                .map_or(0, |(_, n)| *n);
+            self.tasks
+                .get_or_create(&StatusLabels { status })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+    }
+
     /// Tells the metrics how to count live HTTP sessions (read at each scrape).
     pub(crate) fn count_sessions_with(&self, count: impl Fn() -> usize + Send + Sync + 'static) {
         *self.session_count.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(count));
@@ -506,15 +596,24 @@ mod tests {
             Duration::from_millis(40),
         );
         metrics.kill(KillCause::Timeout);
+        metrics.set_tasks(&[("working", 2)]);
+        let get = metrics.stream_opened(StreamKind::Get);
+        let closed = metrics.stream_opened(StreamKind::Get);
+        drop(closed);
         let text = metrics.encode();
         assert!(text.ends_with("# EOF\n"), "{text}");
         for line in [
             r#"omniforge_requests_total{method="tools/list",outcome="ok"} 1"#,
             r#"omniforge_tool_calls_total{tool="add",source="stored",outcome="tool_error"} 1"#,
             r#"omniforge_sandbox_kills_total{cause="timeout"} 1"#,
+            r#"omniforge_tasks{status="working"} 2"#,
+            r#"omniforge_tasks{status="cancelled"} 0"#,
+            r#"omniforge_open_streams{kind="get"} 1"#,
+            r#"omniforge_open_streams{kind="post"} 0"#,
             "# TYPE mcp_server_operation_duration_seconds histogram",
         ] {
             assert!(text.contains(line), "{line} missing in\n{text}");
         }
+        drop(get);
     }
 }

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
+use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Map, Value};
 use tracing::Span;
 use tracing::field::Empty;
@@ -20,15 +21,17 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 /// The `tracing` target of every span meant for export.
 pub(crate) const TARGET: &str = "omniforge::trace";
 
-/// The span of one MCP request: `method`, its tool or prompt name when it has one, and the
-/// JSON-RPC id; its parent is the trace context in `meta` (`traceparent`, `tracestate`) when
-/// the client sent a valid one.
+/// The span of one MCP request: `method`, its tool or prompt name when it has one, the
+/// JSON-RPC id, and `mcp.session.id` when the request came in a Streamable HTTP session; its
+/// parent is the trace context in `ctx`'s `_meta` (`traceparent`, `tracestate`) when the client
+/// sent a valid one.
 pub(crate) fn request(
     method: &'static str,
     target: Option<&str>,
-    id: &dyn std::fmt::Display,
-    meta: &Map<String, Value>,
+    ctx: &RequestContext<RoleServer>,
 ) -> Span {
+    let id = &ctx.id;
+    let meta = &ctx.meta.0.0;
     let span = tracing::trace_span!(
         target: TARGET,
         "mcp.request",
@@ -36,6 +39,7 @@ pub(crate) fn request(
         otel.kind = "server",
         mcp.method.name = method,
         jsonrpc.request.id = %id,
+        mcp.session.id = Empty,
         gen_ai.operation.name = Empty,
         gen_ai.tool.name = Empty,
         gen_ai.prompt.name = Empty,
@@ -62,10 +66,25 @@ pub(crate) fn request(
         }
         _ => {}
     }
+    if let Some(session) = session_id(ctx) {
+        span.record("mcp.session.id", session);
+    }
     let parent = TraceContextPropagator::new().extract(&MetaExtractor(meta));
     // A missing or invalid traceparent extracts to an empty context: the span stays a root.
     let _ = span.set_parent(parent);
     span
+}
+
+/// The `Mcp-Session-Id` of a request that came over Streamable HTTP in a session (rmcp hands
+/// the handler the HTTP request's parts; the front has checked the session belongs to the
+/// caller).
+fn session_id(ctx: &RequestContext<RoleServer>) -> Option<&str> {
+    ctx.extensions
+        .get::<http::request::Parts>()?
+        .headers
+        .get("mcp-session-id")?
+        .to_str()
+        .ok()
 }
 
 /// Marks `span` failed with `error_type` (a JSON-RPC code, or `tool_error` for `isError`).

@@ -464,6 +464,12 @@ macro_rules! store_traits {
             async fn purge_expired_tasks(&self) -> Result<u64, $crate::error::StoreError> {
                 $crate::engine::tasks::purge_expired(&self.core).await
             }
+
+            async fn count_tasks(
+                &self,
+            ) -> Result<Vec<($crate::model::TaskStatus, u64)>, $crate::error::StoreError> {
+                $crate::engine::tasks::count(&self.core).await
+            }
         }
 
         #[async_trait::async_trait]

@@ -478,3 +478,19 @@ pub(crate) async fn purge_expired(core: &Core) -> Result<u64, StoreError> {
     w.commit().await?;
     Ok(done)
 }
+
+/// [`TaskStore::count_tasks`](crate::TaskStore::count_tasks): one grouped read.
+pub(crate) async fn count(core: &Core) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
+    let rows = q("SELECT status, COUNT(*) FROM task GROUP BY status")
+        .fetch_all(&mut *core.db.read().await?)
+        .await?;
+    rows.into_iter()
+        .map(|mut row| {
+            let status: String = row.at(0)?;
+            let n: i64 = row.at(1)?;
+            let status = TaskStatus::parse(&status)
+                .ok_or_else(|| corrupt(format!("unknown task status {status:?}")))?;
+            Ok((status, u64::try_from(n).unwrap_or(0)))
+        })
+        .collect()
+}

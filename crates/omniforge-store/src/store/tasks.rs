@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::tools::ToolStore;
 use crate::error::StoreError;
-use crate::model::{JsonObject, NewTask, StoredTask, TaskEnd};
+use crate::model::{JsonObject, NewTask, StoredTask, TaskEnd, TaskStatus};
 
 /// Durable tasks: in the database, so that a task outlives its client's connection and
 /// session, every replica answers `tasks/get`, and `tasks/update`/`tasks/cancel` reach the
@@ -144,4 +144,11 @@ pub trait TaskStore: ToolStore {
     /// # Errors
     /// [`StoreError::Database`].
     async fn purge_expired_tasks(&self) -> Result<u64, StoreError>;
+
+    /// How many tasks the store holds in each status, every principal's and every
+    /// replica's (for the metrics); statuses without tasks are left out.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`] for an unknown status; [`StoreError::Database`].
+    async fn count_tasks(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError>;
 }

@@ -2,11 +2,15 @@
 //! real calls, parsed by the official Prometheus Python client (`drivers/metrics.py`, which
 //! picks `prometheus_client.openmetrics.parser` for the OpenMetrics text the server sends).
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
+use crate::client_features::add_tools;
 use crate::oauth::{call, open_session, param, post, text_of};
 use crate::procs::Serve;
 use crate::script_tools::data_home;
+use crate::tasks::{sleeper_tool, start_task, until_terminal};
 use crate::util::{deps, e2e_dir, http_client, python_driver, require, uv};
 
 const TOKENS: &str = "alice s3cret-call-7f2 tools:call\nroot s3cret-admin-9c4 admin\n\
@@ -341,5 +345,90 @@ async fn counters_move_with_calls_errors_and_a_kill() {
             .iter()
             .any(|l| l == "sleepy" || l == "no_such_tool_4711" || l == "waiting_tool"),
         "labels past the cap, of no tool, or of a pending tool: {labels:?}"
+    );
+}
+
+/// A task started through `tools/call` with the Tasks extension moves the task gauges, read
+/// from the store at each scrape: `working` while its script runs, `completed` after.
+#[tokio::test]
+async fn the_task_gauges_follow_a_task_from_working_to_completed() {
+    require(&[uv()]);
+    let (_dir, data) = data_home();
+    add_tools(&data, &[sleeper_tool()]);
+    let (server, url) = serve(&data, &[]).await;
+    let before = scrape(&url, None).await;
+    for status in [
+        "working",
+        "input_required",
+        "completed",
+        "failed",
+        "cancelled",
+    ] {
+        assert_eq!(
+            value(&before, "omniforge_tasks", &[("status", status)]),
+            0.0,
+            "{status} before any task: {before}"
+        );
+    }
+    let task_id = start_task(&server.url, Some(ADMIN), "sleeper", json!({"seconds": 3})).await;
+    let running = scrape(&url, None).await;
+    assert_eq!(
+        value(&running, "omniforge_tasks", &[("status", "working")]),
+        1.0,
+        "{running}"
+    );
+    let done = until_terminal(&server.url, Some(ADMIN), &task_id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let after = scrape(&url, None).await;
+    for (status, want) in [("working", 0.0), ("completed", 1.0)] {
+        assert_eq!(
+            value(&after, "omniforge_tasks", &[("status", status)]),
+            want,
+            "{status} after the task: {after}"
+        );
+    }
+}
+
+/// The value of `omniforge_open_streams{kind}` in a fresh scrape.
+async fn open_streams(url: &str, kind: &str) -> f64 {
+    value(
+        &scrape(url, None).await,
+        "omniforge_open_streams",
+        &[("kind", kind)],
+    )
+}
+
+/// A session's GET stream counts in `omniforge_open_streams{kind="get"}` while it is open and
+/// stops counting when the client closes it.
+#[tokio::test]
+async fn an_open_get_stream_is_counted_until_the_client_closes_it() {
+    let (_dir, data) = data_home();
+    let (server, url) = serve(&data, &[]).await;
+    let session = open_session(&server.url, ADMIN).await;
+    assert_eq!(open_streams(&url, "get").await, 0.0);
+    let stream = http_client()
+        .get(&server.url)
+        .bearer_auth(ADMIN)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(stream.status().is_success(), "{}", stream.status());
+    assert_eq!(open_streams(&url, "get").await, 1.0, "the open GET stream");
+    drop(stream);
+    // The server notices the closed connection at its next write or poll of the body.
+    let mut open = 1.0;
+    for _ in 0..50 {
+        open = open_streams(&url, "get").await;
+        if open == 0.0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        open, 0.0,
+        "the GET stream still counted 5 s after the client closed it"
     );
 }

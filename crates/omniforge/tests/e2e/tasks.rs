@@ -76,7 +76,12 @@ async fn request(url: &str, token: Option<&str>, method: &str, params: Value) ->
 }
 
 /// `tools/call` declaring the extension: the CreateTaskResult's `taskId`.
-async fn start_task(url: &str, token: Option<&str>, tool: &str, arguments: Value) -> String {
+pub(crate) async fn start_task(
+    url: &str,
+    token: Option<&str>,
+    tool: &str,
+    arguments: Value,
+) -> String {
     let answer = request(
         url,
         token,
@@ -102,7 +107,12 @@ async fn get(url: &str, token: Option<&str>, task_id: &str) -> Value {
 }
 
 /// Polls `tasks/get` until the task is terminal (at most `limit`): the last result.
-async fn until_terminal(url: &str, token: Option<&str>, task_id: &str, limit: Duration) -> Value {
+pub(crate) async fn until_terminal(
+    url: &str,
+    token: Option<&str>,
+    task_id: &str,
+    limit: Duration,
+) -> Value {
     let deadline = Instant::now() + limit;
     loop {
         let answer = get(url, token, task_id).await;
@@ -120,7 +130,7 @@ async fn until_terminal(url: &str, token: Option<&str>, task_id: &str, limit: Du
 
 /// A tool that sleeps `seconds` (default 3) as a task, its processes carrying `marker` in
 /// their argv, then answers `slept`.
-fn sleeper_tool() -> Value {
+pub(crate) fn sleeper_tool() -> Value {
     json!({
         "name": "sleeper",
         "description": "Sleeps, then answers",

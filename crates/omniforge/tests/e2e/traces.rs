@@ -198,6 +198,11 @@ async fn spans_follow_the_client_trace_into_the_sandbox_and_the_upstream() {
     assert_eq!(attributes["gen_ai.tool.name"], "omniforge_instructions");
     assert_eq!(attributes["gen_ai.operation.name"], "execute_tool");
     assert_eq!(attributes["jsonrpc.request.id"], "2");
+    assert_eq!(
+        attributes["mcp.session.id"],
+        session.as_str(),
+        "the request span names its session: {instructions}"
+    );
     assert_eq!(instructions["resource"]["service.name"], "omniforge");
 
     // isError: error.type = tool_error, status ERROR; without a traceparent, a new trace.

@@ -22,6 +22,7 @@ use crate::auth::Principal;
 use crate::context::request::FrontInfo;
 use crate::mcp::handler::OmniForge;
 use crate::mcp::state::Shared;
+use crate::telemetry::metrics::{Metrics, StreamKind};
 use crate::transport::http::access::{self, ALLOWED_METHODS, Access};
 use crate::transport::http::negotiation::{self, Reply};
 use crate::transport::http::resume::ResumableSessions;
@@ -65,9 +66,9 @@ pub(super) async fn endpoint(State(front): State<Arc<Front>>, request: Request<B
 }
 
 /// Keeps `token` until an SSE answer's body has been written (or dropped), so shutdown can wait
-/// for the answers of calls that finished inside the grace period. Other bodies are complete
-/// already.
-fn track(response: Response, token: TaskTrackerToken) -> Response {
+/// for the answers of calls that finished inside the grace period, and counts the stream in
+/// the open-streams gauge meanwhile. Other bodies are complete already.
+fn track(response: Response, token: TaskTrackerToken, metrics: &Metrics) -> Response {
     let streaming = response
         .headers()
         .get(CONTENT_TYPE)
@@ -75,9 +76,29 @@ fn track(response: Response, token: TaskTrackerToken) -> Response {
     if !streaming {
         return response;
     }
+    let open = metrics.stream_opened(StreamKind::Post);
     let (parts, body) = response.into_parts();
     let body = body.into_data_stream().map(move |chunk| {
-        let _answer_in_flight = &token;
+        let _answer_in_flight = (&token, &open);
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(body))
+}
+
+/// Counts a GET answer streamed as SSE in the open-streams gauge until its body ends or is
+/// dropped (the client went away).
+fn count_stream(response: Response, metrics: &Metrics) -> Response {
+    let streaming = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    if !streaming {
+        return response;
+    }
+    let open = metrics.stream_opened(StreamKind::Get);
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().map(move |chunk| {
+        let _open = &open;
         chunk
     });
     Response::from_parts(parts, Body::from_stream(body))
@@ -111,7 +132,8 @@ impl Front {
         match parts.method {
             Method::POST => {
                 let token = self.answers.token();
-                track(self.post(parts, body, principal, session).await, token)
+                let response = self.post(parts, body, principal, session).await;
+                track(response, token, &self.shared.metrics)
             }
             Method::GET | Method::DELETE => {
                 let negotiated = session.as_deref().and_then(|id| self.book.version(id));
@@ -137,7 +159,11 @@ impl Front {
                 {
                     self.book.close(id);
                 }
-                response
+                if deleting {
+                    response
+                } else {
+                    count_stream(response, &self.shared.metrics)
+                }
             }
             _ => {
                 let mut response = rpc_error(

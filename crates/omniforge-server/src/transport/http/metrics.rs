@@ -33,7 +33,7 @@ pub(super) async fn scrape(
     if let Err(response) = front.access.require(&headers, Scope::Admin).await {
         return response;
     }
-    exposition(&front.shared)
+    exposition(&front.shared).await
 }
 
 /// The app of `--metrics-listen`: `GET /metrics`, no authentication.
@@ -41,14 +41,24 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route(
             "/metrics",
-            get(|State(shared): State<Arc<Shared>>| async move { exposition(&shared) }),
+            get(|State(shared): State<Arc<Shared>>| async move { exposition(&shared).await }),
         )
         .with_state(shared)
 }
 
 /// The metrics text, with the gauges read from their sources now.
-fn exposition(shared: &Shared) -> Response {
+async fn exposition(shared: &Shared) -> Response {
     let m = &shared.metrics;
+    if let Some(tasks) = &shared.tasks {
+        match tasks.store().count_tasks().await {
+            Ok(counts) => {
+                let counts: Vec<_> = counts.into_iter().map(|(s, n)| (s.as_str(), n)).collect();
+                m.set_tasks(&counts);
+            }
+            // The gauges keep their last values; the rest of the scrape still answers.
+            Err(error) => tracing::warn!(%error, "counting the tasks for the metrics failed"),
+        }
+    }
     if let Some(host) = &shared.host {
         m.set_load(host.load());
     }
