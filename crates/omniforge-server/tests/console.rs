@@ -589,6 +589,7 @@ async fn agent_written_text_is_escaped_on_every_page() {
         "/console/tools/hostile?from=1&to=2".to_owned(),
         format!("/console/calls/{first_call}"),
         "/console/audit".to_owned(),
+        "/console/server".to_owned(),
     ] {
         let page = send(&f.app, get(&path, Some(&cookie))).await;
         assert_eq!(page.status, StatusCode::OK, "{path}");
@@ -1019,5 +1020,69 @@ async fn the_try_it_form_calls_the_tool_as_the_viewer_like_a_client() {
     assert_eq!(
         logged_calls(&f.store, "omniforge_instructions", "token:caller", 3).await,
         3
+    );
+}
+
+#[tokio::test]
+async fn the_server_page_is_for_admins_and_charts_all_tools_calls() {
+    let f = fixture().await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // One call of a stored tool and one of a built-in: the chart counts both.
+    for (tool, source, version) in [
+        ("hostile", CallSource::Stored, Some(2)),
+        ("omniforge_list_tools", CallSource::BuiltIn, None),
+    ] {
+        f.store
+            .record_call(CallRecord {
+                tool: tool.into(),
+                source,
+                version,
+                started_at_ms: now - 60_000,
+                duration_ms: 7,
+                outcome: CallOutcome::Ok,
+                bytes_out: 2,
+                principal: Some("token:caller".into()),
+                error: None,
+                arguments: None,
+                arguments_text: None,
+                result_text: None,
+            })
+            .await
+            .unwrap();
+    }
+    // tools:write and tools:call: refused as on the audit page, and no link to it.
+    for token in ["wri-token", "cal-token"] {
+        let (cookie, _) = sign_in(&f.app, token).await;
+        assert_eq!(
+            send(&f.app, get("/console/server", Some(&cookie)))
+                .await
+                .status,
+            StatusCode::NOT_FOUND,
+            "{token}"
+        );
+        let tools = send(&f.app, get("/console/tools", Some(&cookie)))
+            .await
+            .body;
+        assert!(!tools.contains("/console/server"), "{token}");
+    }
+    let (admin, _) = sign_in(&f.app, "adm-token").await;
+    let tools = send(&f.app, get("/console/tools", Some(&admin))).await.body;
+    assert!(
+        tools.contains("href=\"/console/server\""),
+        "linked for admins"
+    );
+    let page = send(&f.app, get("/console/server", Some(&admin))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("Sandbox layers"), "{}", page.body);
+    assert!(page.body.contains("Live sessions"), "{}", page.body);
+    assert!(
+        page.body
+            .contains("Calls per hour of all tools, last 24 hours")
+            && page.body.contains("2 calls, 0 of them errors"),
+        "the chart counts every tool's calls: {}",
+        page.body
     );
 }

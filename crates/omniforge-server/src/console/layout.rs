@@ -15,6 +15,7 @@ pub(crate) enum Nav {
     Calls,
     Audit,
     Secrets,
+    Server,
 }
 
 fn head(title: &str) -> Markup {
@@ -31,7 +32,7 @@ fn head(title: &str) -> Markup {
 
 /// A full page for a signed-in viewer.
 pub(crate) fn page(viewer: &Viewer, nav: Nav, title: &str, content: Markup) -> Markup {
-    let items: [(Nav, &str, &str, Scope); 5] = [
+    let items: [(Nav, &str, &str, Scope); 6] = [
         (Nav::Catalog, "/console/tools", "Catalog", Scope::Call),
         (
             Nav::Approvals,
@@ -42,6 +43,7 @@ pub(crate) fn page(viewer: &Viewer, nav: Nav, title: &str, content: Markup) -> M
         (Nav::Calls, "/console/calls", "Calls", Scope::Call),
         (Nav::Audit, "/console/audit", "Audit log", Scope::Admin),
         (Nav::Secrets, "/console/secrets", "Secrets", Scope::Admin),
+        (Nav::Server, "/console/server", "Server", Scope::Admin),
     ];
     html! {
         (DOCTYPE)
