@@ -71,7 +71,7 @@ pub(crate) async fn page(State(console): State<Arc<Console>>, viewer: Viewer) ->
             }))
         }
         h2 { "Warm pool" }
-        pre { code { (warm) } }
+        pre.code { (warm) }
         h2 { "Calls per hour, all tools" }
         (charts::calls("server-calls-chart", "all tools", &hours))
     })
