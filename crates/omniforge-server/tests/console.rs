@@ -19,6 +19,10 @@ use omniforge_store::{
     Actor, Annotations, CallLog, CallOutcome, CallRecord, CallSource, CapturedText, Keyring,
     Limits, NewStatus, NewVersion, Runtime, SecretStore, SqliteStore, StoreConfig, ToolStore,
 };
+use omniforge_store::{
+    ContentStore, NewPrompt, NewResource, NewTemplate, PromptArgumentSpec, ResourceBody,
+    TemplateBody, WriteMode,
+};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -139,6 +143,62 @@ async fn fixture() -> Fixture {
             .await
             .unwrap();
     }
+    // Content with agent-written descriptions, for the resources and prompts page.
+    store
+        .put_resource(
+            &actor,
+            NewResource {
+                uri: "docs://hostile".into(),
+                name: "hostile-doc".into(),
+                title: None,
+                description: Some(HOSTILE.into()),
+                mime_type: Some("text/plain".into()),
+                body: ResourceBody::Text("body".into()),
+            },
+            WriteMode::Create,
+        )
+        .await
+        .unwrap();
+    store
+        .put_template(
+            &actor,
+            NewTemplate {
+                uri_template: "docs://pages/{page}".into(),
+                name: "hostile-pages".into(),
+                title: None,
+                description: Some(HOSTILE.into()),
+                mime_type: None,
+                body: TemplateBody::Text("page {page}".into()),
+                completions: Default::default(),
+                completion_script: None,
+            },
+            WriteMode::Create,
+        )
+        .await
+        .unwrap();
+    store
+        .put_prompt(
+            &actor,
+            NewPrompt {
+                name: "hostile-prompt".into(),
+                title: None,
+                description: Some(HOSTILE.into()),
+                arguments: vec![PromptArgumentSpec {
+                    name: "topic".into(),
+                    title: None,
+                    description: Some(HOSTILE.into()),
+                    required: true,
+                    values: Default::default(),
+                }],
+                messages: vec![
+                    json!({"role": "user", "content": {"type": "text", "text": "about {topic}"}}),
+                ],
+                completion_script: None,
+            },
+            WriteMode::Create,
+        )
+        .await
+        .unwrap();
     let server = Server::start(Settings {
         page_size: 1000,
         schema_profile: SchemaProfile::AsAuthored,
@@ -590,6 +650,7 @@ async fn agent_written_text_is_escaped_on_every_page() {
         format!("/console/calls/{first_call}"),
         "/console/audit".to_owned(),
         "/console/server".to_owned(),
+        "/console/content".to_owned(),
     ] {
         let page = send(&f.app, get(&path, Some(&cookie))).await;
         assert_eq!(page.status, StatusCode::OK, "{path}");
@@ -1084,5 +1145,54 @@ async fn the_server_page_is_for_admins_and_charts_all_tools_calls() {
             && page.body.contains("2 calls, 0 of them errors"),
         "the chart counts every tool's calls: {}",
         page.body
+    );
+}
+
+#[tokio::test]
+async fn every_viewer_sees_the_resources_and_prompts_a_client_would_list() {
+    let f = fixture().await;
+    for token in ["cal-token", "wri-token", "adm-token"] {
+        let (cookie, _) = sign_in(&f.app, token).await;
+        let tools = send(&f.app, get("/console/tools", Some(&cookie)))
+            .await
+            .body;
+        assert!(
+            tools.contains("href=\"/console/content\""),
+            "{token}: linked"
+        );
+        let page = send(&f.app, get("/console/content", Some(&cookie))).await;
+        assert_eq!(page.status, StatusCode::OK, "{token}");
+        for listed in [
+            "docs://hostile",
+            "docs://pages/{page}",
+            "hostile-prompt",
+            "topic",
+        ] {
+            assert!(
+                page.body.contains(listed),
+                "{token}: {listed}: {}",
+                page.body
+            );
+        }
+        assert!(
+            page.body
+                .matches("&lt;script&gt;document.body.dataset.xss=1&lt;/script&gt;")
+                .count()
+                >= 3,
+            "{token}: each description shown, escaped: {}",
+            page.body
+        );
+        assert!(!page.body.contains("<script"), "{token}: unescaped");
+        assert!(
+            !page
+                .body
+                .contains("method=\"post\" action=\"/console/content"),
+            "read-only"
+        );
+    }
+    assert_eq!(
+        send(&f.app, get("/console/content", None)).await.status,
+        StatusCode::SEE_OTHER,
+        "signed out: to the sign-in form"
     );
 }

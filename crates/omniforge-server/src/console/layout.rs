@@ -11,6 +11,7 @@ use crate::console::guard::Viewer;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Nav {
     Catalog,
+    Content,
     Approvals,
     Calls,
     Audit,
@@ -32,8 +33,14 @@ fn head(title: &str) -> Markup {
 
 /// A full page for a signed-in viewer.
 pub(crate) fn page(viewer: &Viewer, nav: Nav, title: &str, content: Markup) -> Markup {
-    let items: [(Nav, &str, &str, Scope); 6] = [
+    let items: [(Nav, &str, &str, Scope); 7] = [
         (Nav::Catalog, "/console/tools", "Catalog", Scope::Call),
+        (
+            Nav::Content,
+            "/console/content",
+            "Resources and prompts",
+            Scope::Call,
+        ),
         (
             Nav::Approvals,
             "/console/approvals",

@@ -75,7 +75,9 @@ pub(crate) fn router(
         sessions: session::Sessions::default(),
         live_sessions,
     });
-    use pages::{approvals, audit, calls, catalog, secrets, server, sign_in, tool, try_it};
+    use pages::{
+        approvals, audit, calls, catalog, content, secrets, server, sign_in, tool, try_it,
+    };
     let router = Router::new()
         .route("/console", get(|| async { Redirect::to("/console/tools") }))
         .route(
@@ -85,6 +87,7 @@ pub(crate) fn router(
         .route("/console/sign-in", get(sign_in::form).post(sign_in::submit))
         .route("/console/sign-out", post(sign_in::sign_out))
         .route("/console/tools", get(catalog::page))
+        .route("/console/content", get(content::page))
         .route("/console/tools/{name}", get(tool::page))
         .route("/console/tools/{name}/rollback", post(tool::rollback))
         .route("/console/tools/{name}/check", post(tool::check))

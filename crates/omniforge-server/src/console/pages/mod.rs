@@ -4,6 +4,7 @@ pub(crate) mod approvals;
 pub(crate) mod audit;
 pub(crate) mod calls;
 pub(crate) mod catalog;
+pub(crate) mod content;
 pub(crate) mod secrets;
 pub(crate) mod server;
 pub(crate) mod sign_in;
