@@ -19,6 +19,10 @@ use omniforge_store::{
     Actor, Annotations, CallLog, CallOutcome, CallRecord, CallSource, CapturedText, Keyring,
     Limits, NewStatus, NewVersion, Runtime, SecretStore, SqliteStore, StoreConfig, ToolStore,
 };
+use omniforge_store::{
+    ContentStore, NewPrompt, NewResource, NewTemplate, PromptArgumentSpec, ResourceBody,
+    TemplateBody, WriteMode,
+};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
@@ -139,6 +143,62 @@ async fn fixture() -> Fixture {
             .await
             .unwrap();
     }
+    // Content with agent-written descriptions, for the resources and prompts page.
+    store
+        .put_resource(
+            &actor,
+            NewResource {
+                uri: "docs://hostile".into(),
+                name: "hostile-doc".into(),
+                title: None,
+                description: Some(HOSTILE.into()),
+                mime_type: Some("text/plain".into()),
+                body: ResourceBody::Text("body".into()),
+            },
+            WriteMode::Create,
+        )
+        .await
+        .unwrap();
+    store
+        .put_template(
+            &actor,
+            NewTemplate {
+                uri_template: "docs://pages/{page}".into(),
+                name: "hostile-pages".into(),
+                title: None,
+                description: Some(HOSTILE.into()),
+                mime_type: None,
+                body: TemplateBody::Text("page {page}".into()),
+                completions: Default::default(),
+                completion_script: None,
+            },
+            WriteMode::Create,
+        )
+        .await
+        .unwrap();
+    store
+        .put_prompt(
+            &actor,
+            NewPrompt {
+                name: "hostile-prompt".into(),
+                title: None,
+                description: Some(HOSTILE.into()),
+                arguments: vec![PromptArgumentSpec {
+                    name: "topic".into(),
+                    title: None,
+                    description: Some(HOSTILE.into()),
+                    required: true,
+                    values: Default::default(),
+                }],
+                messages: vec![
+                    json!({"role": "user", "content": {"type": "text", "text": "about {topic}"}}),
+                ],
+                completion_script: None,
+            },
+            WriteMode::Create,
+        )
+        .await
+        .unwrap();
     let server = Server::start(Settings {
         page_size: 1000,
         schema_profile: SchemaProfile::AsAuthored,
@@ -589,6 +649,8 @@ async fn agent_written_text_is_escaped_on_every_page() {
         "/console/tools/hostile?from=1&to=2".to_owned(),
         format!("/console/calls/{first_call}"),
         "/console/audit".to_owned(),
+        "/console/server".to_owned(),
+        "/console/content".to_owned(),
     ] {
         let page = send(&f.app, get(&path, Some(&cookie))).await;
         assert_eq!(page.status, StatusCode::OK, "{path}");
@@ -1019,5 +1081,118 @@ async fn the_try_it_form_calls_the_tool_as_the_viewer_like_a_client() {
     assert_eq!(
         logged_calls(&f.store, "omniforge_instructions", "token:caller", 3).await,
         3
+    );
+}
+
+#[tokio::test]
+async fn the_server_page_is_for_admins_and_charts_all_tools_calls() {
+    let f = fixture().await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    // One call of a stored tool and one of a built-in: the chart counts both.
+    for (tool, source, version) in [
+        ("hostile", CallSource::Stored, Some(2)),
+        ("omniforge_list_tools", CallSource::BuiltIn, None),
+    ] {
+        f.store
+            .record_call(CallRecord {
+                tool: tool.into(),
+                source,
+                version,
+                started_at_ms: now - 60_000,
+                duration_ms: 7,
+                outcome: CallOutcome::Ok,
+                bytes_out: 2,
+                principal: Some("token:caller".into()),
+                error: None,
+                arguments: None,
+                arguments_text: None,
+                result_text: None,
+            })
+            .await
+            .unwrap();
+    }
+    // tools:write and tools:call: refused as on the audit page, and no link to it.
+    for token in ["wri-token", "cal-token"] {
+        let (cookie, _) = sign_in(&f.app, token).await;
+        assert_eq!(
+            send(&f.app, get("/console/server", Some(&cookie)))
+                .await
+                .status,
+            StatusCode::NOT_FOUND,
+            "{token}"
+        );
+        let tools = send(&f.app, get("/console/tools", Some(&cookie)))
+            .await
+            .body;
+        assert!(!tools.contains("/console/server"), "{token}");
+    }
+    let (admin, _) = sign_in(&f.app, "adm-token").await;
+    let tools = send(&f.app, get("/console/tools", Some(&admin))).await.body;
+    assert!(
+        tools.contains("href=\"/console/server\""),
+        "linked for admins"
+    );
+    let page = send(&f.app, get("/console/server", Some(&admin))).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(page.body.contains("Sandbox layers"), "{}", page.body);
+    assert!(page.body.contains("Live sessions"), "{}", page.body);
+    assert!(
+        page.body
+            .contains("Calls per hour of all tools, last 24 hours")
+            && page.body.contains("2 calls, 0 of them errors"),
+        "the chart counts every tool's calls: {}",
+        page.body
+    );
+}
+
+#[tokio::test]
+async fn every_viewer_sees_the_resources_and_prompts_a_client_would_list() {
+    let f = fixture().await;
+    for token in ["cal-token", "wri-token", "adm-token"] {
+        let (cookie, _) = sign_in(&f.app, token).await;
+        let tools = send(&f.app, get("/console/tools", Some(&cookie)))
+            .await
+            .body;
+        assert!(
+            tools.contains("href=\"/console/content\""),
+            "{token}: linked"
+        );
+        let page = send(&f.app, get("/console/content", Some(&cookie))).await;
+        assert_eq!(page.status, StatusCode::OK, "{token}");
+        for listed in [
+            "docs://hostile",
+            "docs://pages/{page}",
+            "hostile-prompt",
+            "topic",
+        ] {
+            assert!(
+                page.body.contains(listed),
+                "{token}: {listed}: {}",
+                page.body
+            );
+        }
+        assert!(
+            page.body
+                .matches("&lt;script&gt;document.body.dataset.xss=1&lt;/script&gt;")
+                .count()
+                >= 3,
+            "{token}: each description shown, escaped: {}",
+            page.body
+        );
+        assert!(!page.body.contains("<script"), "{token}: unescaped");
+        assert!(
+            !page
+                .body
+                .contains("method=\"post\" action=\"/console/content"),
+            "read-only"
+        );
+    }
+    assert_eq!(
+        send(&f.app, get("/console/content", None)).await.status,
+        StatusCode::SEE_OTHER,
+        "signed out: to the sign-in form"
     );
 }

@@ -11,10 +11,12 @@ use crate::console::guard::Viewer;
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Nav {
     Catalog,
+    Content,
     Approvals,
     Calls,
     Audit,
     Secrets,
+    Server,
 }
 
 fn head(title: &str) -> Markup {
@@ -31,8 +33,14 @@ fn head(title: &str) -> Markup {
 
 /// A full page for a signed-in viewer.
 pub(crate) fn page(viewer: &Viewer, nav: Nav, title: &str, content: Markup) -> Markup {
-    let items: [(Nav, &str, &str, Scope); 5] = [
+    let items: [(Nav, &str, &str, Scope); 7] = [
         (Nav::Catalog, "/console/tools", "Catalog", Scope::Call),
+        (
+            Nav::Content,
+            "/console/content",
+            "Resources and prompts",
+            Scope::Call,
+        ),
         (
             Nav::Approvals,
             "/console/approvals",
@@ -42,6 +50,7 @@ pub(crate) fn page(viewer: &Viewer, nav: Nav, title: &str, content: Markup) -> M
         (Nav::Calls, "/console/calls", "Calls", Scope::Call),
         (Nav::Audit, "/console/audit", "Audit log", Scope::Admin),
         (Nav::Secrets, "/console/secrets", "Secrets", Scope::Admin),
+        (Nav::Server, "/console/server", "Server", Scope::Admin),
     ];
     html! {
         (DOCTYPE)

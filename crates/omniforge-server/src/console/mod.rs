@@ -54,12 +54,21 @@ pub(crate) struct Console {
     pub(crate) allowed_origins: Vec<String>,
     /// The sessions.
     pub(crate) sessions: session::Sessions,
+    /// How many MCP sessions are live now (the transport's count).
+    pub(crate) live_sessions: LiveSessions,
 }
+
+/// Counts the live MCP sessions (the transport owns them; the console only asks).
+pub(crate) type LiveSessions = Arc<dyn Fn() -> usize + Send + Sync>;
 
 /// Every console route, or `None` on a server without a store (bridge mode). Changes are
 /// POSTs and pass [`guard::protect_changes`] first; every answer gets
 /// [`guard::security_headers`].
-pub(crate) fn router(shared: Arc<Shared>, settings: &HttpSettings) -> Option<Router> {
+pub(crate) fn router(
+    shared: Arc<Shared>,
+    settings: &HttpSettings,
+    live_sessions: LiveSessions,
+) -> Option<Router> {
     let store = shared.call_log.clone()?;
     let console = Arc::new(Console {
         shared,
@@ -69,8 +78,11 @@ pub(crate) fn router(shared: Arc<Shared>, settings: &HttpSettings) -> Option<Rou
         open: settings.tokens.is_empty() && settings.oauth.is_none(),
         allowed_origins: settings.allowed_origins.clone(),
         sessions: session::Sessions::default(),
+        live_sessions,
     });
-    use pages::{approvals, audit, calls, catalog, secrets, sign_in, tool, try_it};
+    use pages::{
+        approvals, audit, calls, catalog, content, secrets, server, sign_in, tool, try_it,
+    };
     let router = Router::new()
         .route("/console", get(|| async { Redirect::to("/console/tools") }))
         .route(
@@ -80,6 +92,7 @@ pub(crate) fn router(shared: Arc<Shared>, settings: &HttpSettings) -> Option<Rou
         .route("/console/sign-in", get(sign_in::form).post(sign_in::submit))
         .route("/console/sign-out", post(sign_in::sign_out))
         .route("/console/tools", get(catalog::page))
+        .route("/console/content", get(content::page))
         .route("/console/tools/{name}", get(tool::page))
         .route("/console/tools/{name}/rollback", post(tool::rollback))
         .route("/console/tools/{name}/check", post(tool::check))
@@ -103,6 +116,7 @@ pub(crate) fn router(shared: Arc<Shared>, settings: &HttpSettings) -> Option<Rou
         .route("/console/audit", get(audit::page))
         .route("/console/secrets", get(secrets::page))
         .route("/console/secrets/grant", post(secrets::grant))
+        .route("/console/server", get(server::page))
         .route("/console/assets/{file}", get(assets::serve))
         // Unknown console paths get the console's 404 (with its headers); other paths stay
         // the MCP server's.

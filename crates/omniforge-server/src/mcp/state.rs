@@ -52,3 +52,40 @@ pub(crate) struct Shared {
     /// The approval gate (pending versions, approve, reject); `None` in bridge mode.
     pub(crate) approval: Option<Arc<Approval>>,
 }
+
+impl Shared {
+    /// The server's health as `/healthz` answers it and the console's server page shows it:
+    /// the tools per source, the sandbox layers (as `omniforge doctor` names them), the live
+    /// `sessions`, and the warm templates (one by one when `detail`, for admins).
+    pub(crate) fn health(&self, sessions: usize, detail: bool) -> serde_json::Value {
+        use crate::catalog::entry::ToolSource;
+        use serde_json::{Value, json};
+        let snapshot = self.catalog.snapshot();
+        let tools: serde_json::Map<String, Value> = [
+            ToolSource::Builtin,
+            ToolSource::Manifest,
+            ToolSource::Stored,
+        ]
+        .into_iter()
+        .map(|s| (s.as_str().to_owned(), json!(snapshot.count(s))))
+        .collect();
+        // Whether each layer is active, and (as in `doctor --json`) how, or why not.
+        let layers = self.host.iter().flat_map(|h| h.layers());
+        let sandbox: serde_json::Map<String, Value> = layers
+            .clone()
+            .map(|l| (l.name.to_owned(), json!(l.active)))
+            .collect();
+        let sandbox_layers: Vec<Value> = layers
+            .map(|l| json!({"name": l.name, "active": l.active, "detail": l.detail}))
+            .collect();
+        json!({
+            "status": "ok",
+            "version": env!("CARGO_PKG_VERSION"),
+            "tools": tools,
+            "sandbox": sandbox,
+            "sandbox_layers": sandbox_layers,
+            "sessions": sessions,
+            "warm": self.host.as_ref().map(|h| h.warm().report(detail)),
+        })
+    }
+}

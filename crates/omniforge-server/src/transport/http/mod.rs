@@ -113,7 +113,9 @@ pub(crate) fn app(
         .as_deref()
         .map(|oauth| well_known::routes(oauth, &settings.path));
     // The console (issue 17) sits behind the same Host check as the MCP endpoint.
-    let console = crate::console::router(shared.clone(), &settings).map(|console| {
+    let counted = book.clone();
+    let live_sessions: crate::console::LiveSessions = Arc::new(move || counted.len());
+    let console = crate::console::router(shared.clone(), &settings, live_sessions).map(|console| {
         let access = Arc::new(Access::new(&settings));
         console.route_layer(axum::middleware::from_fn(
             move |request: axum::extract::Request, next: axum::middleware::Next| {
