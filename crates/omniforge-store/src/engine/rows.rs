@@ -12,6 +12,14 @@ pub(super) fn to_json(field: &str, value: &impl serde::Serialize) -> Result<Stri
     serde_json::to_string(value).map_err(|e| invalid(field, e.to_string()))
 }
 
+/// `value`, if any, as JSON text for a nullable JSON column (the write side of [`opt_json`]).
+pub(super) fn to_opt_json(
+    field: &str,
+    value: Option<&impl serde::Serialize>,
+) -> Result<Option<String>, StoreError> {
+    value.map(|v| to_json(field, v)).transpose()
+}
+
 /// An integer column that must fit a `u32`.
 pub(super) fn get_u32(row: &mut Row, column: &str) -> Result<u32, StoreError> {
     let v: i64 = row.get(column)?;

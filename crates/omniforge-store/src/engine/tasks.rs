@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::exec::{Conn, Row, q};
-use super::rows::{corrupt, get_json, not_found, now_ms, opt_json, opt_u32, to_json};
+use super::rows::{corrupt, get_json, not_found, now_ms, opt_json, opt_u32, to_json, to_opt_json};
 use super::{Core, Lock, Write};
 use crate::error::{NameKind, StoreError};
 use crate::model::{
@@ -79,19 +79,9 @@ pub(super) async fn insert_task(conn: &mut dyn Conn, t: &StoredTask) -> Result<b
     .bind(t.ttl_ms)
     .bind(t.expires_at_ms)
     .bind(t.poll_interval_ms)
-    .bind(
-        t.result
-            .as_ref()
-            .map(|r| to_json("result", r))
-            .transpose()?,
-    )
-    .bind(t.error.as_ref().map(|e| to_json("error", e)).transpose()?)
-    .bind(
-        t.input_requests
-            .as_ref()
-            .map(|r| to_json("input_requests", r))
-            .transpose()?,
-    )
+    .bind(to_opt_json("result", t.result.as_ref())?)
+    .bind(to_opt_json("error", t.error.as_ref())?)
+    .bind(to_opt_json("input_requests", t.input_requests.as_ref())?)
     .bind(to_json("input_responses", &t.input_responses)?)
     .bind(&t.replica)
     .bind(t.lease_expires_at_ms)
@@ -201,19 +191,9 @@ async fn save(mut w: Write<'_>, t: &StoredTask) -> Result<(), StoreError> {
     .bind(t.status.as_str())
     .bind(t.status_message.as_deref())
     .bind(t.updated_at_ms)
-    .bind(
-        t.result
-            .as_ref()
-            .map(|r| to_json("result", r))
-            .transpose()?,
-    )
-    .bind(t.error.as_ref().map(|e| to_json("error", e)).transpose()?)
-    .bind(
-        t.input_requests
-            .as_ref()
-            .map(|r| to_json("input_requests", r))
-            .transpose()?,
-    )
+    .bind(to_opt_json("result", t.result.as_ref())?)
+    .bind(to_opt_json("error", t.error.as_ref())?)
+    .bind(to_opt_json("input_requests", t.input_requests.as_ref())?)
     .bind(to_json("input_responses", &t.input_responses)?)
     .bind(&t.task_id)
     .execute(w.conn())
