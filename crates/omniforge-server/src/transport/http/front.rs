@@ -69,25 +69,23 @@ pub(super) async fn endpoint(State(front): State<Arc<Front>>, request: Request<B
 /// for the answers of calls that finished inside the grace period, and counts the stream in
 /// the open-streams gauge meanwhile. Other bodies are complete already.
 fn track(response: Response, token: TaskTrackerToken, metrics: &Metrics) -> Response {
-    let streaming = response
-        .headers()
-        .get(CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    if !streaming {
-        return response;
-    }
-    let open = metrics.stream_opened(StreamKind::Post);
-    let (parts, body) = response.into_parts();
-    let body = body.into_data_stream().map(move |chunk| {
-        let _answer_in_flight = (&token, &open);
-        chunk
-    });
-    Response::from_parts(parts, Body::from_stream(body))
+    hold_while_streaming(response, || {
+        (token, metrics.stream_opened(StreamKind::Post))
+    })
 }
 
 /// Counts a GET answer streamed as SSE in the open-streams gauge until its body ends or is
 /// dropped (the client went away).
 fn count_stream(response: Response, metrics: &Metrics) -> Response {
+    hold_while_streaming(response, || metrics.stream_opened(StreamKind::Get))
+}
+
+/// When `response` is an SSE stream, keeps what `guard` makes alive until its body ends or is
+/// dropped; other responses pass unchanged (and `guard` is not called).
+fn hold_while_streaming<G: Send + Sync + 'static>(
+    response: Response,
+    guard: impl FnOnce() -> G,
+) -> Response {
     let streaming = response
         .headers()
         .get(CONTENT_TYPE)
@@ -95,10 +93,10 @@ fn count_stream(response: Response, metrics: &Metrics) -> Response {
     if !streaming {
         return response;
     }
-    let open = metrics.stream_opened(StreamKind::Get);
+    let guard = guard();
     let (parts, body) = response.into_parts();
     let body = body.into_data_stream().map(move |chunk| {
-        let _open = &open;
+        let _held = &guard;
         chunk
     });
     Response::from_parts(parts, Body::from_stream(body))
