@@ -176,6 +176,7 @@ impl Server {
             tasks: None,
             authoring: None,
             approval: None,
+            upstreams: manifests.upstreams(),
         };
         let stored = match settings.store {
             None => None,

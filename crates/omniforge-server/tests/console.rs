@@ -3,6 +3,7 @@
 //! id at sign-in, no login CSRF, the cookie never opening `/mcp`, the CSRF token and Origin
 //! check on every change, agent-written text escaped, and what each scope sees and may do.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +13,8 @@ use http::{HeaderMap, Request, StatusCode};
 use http_body_util::BodyExt;
 use omniforge_script::SandboxLevel;
 use omniforge_server::{
-    HttpSettings, SchemaProfile, ScriptSettings, Server, Settings, StoreSettings, TokenSet,
+    HttpSettings, ManifestConfig, SchemaProfile, ScriptSettings, Server, Settings, StoreSettings,
+    TokenSet, UpstreamConfig,
 };
 use omniforge_store::digest::arguments_digest;
 use omniforge_store::{
@@ -74,7 +76,13 @@ fn version(description: &str, author: &str) -> NewVersion {
 /// pending, all by `token:writer`), a secret `API_KEY` and one logged call each of
 /// `token:caller` and `token:writer`.
 async fn fixture() -> Fixture {
+    fixture_with(|_| Vec::new()).await
+}
+
+/// [`fixture`] with the manifests `manifests` writes into the fixture's directory.
+async fn fixture_with(manifests: impl FnOnce(&Path) -> Vec<ManifestConfig>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
+    let manifests = manifests(dir.path());
     let config = StoreConfig {
         busy_timeout: omniforge_store::DEFAULT_BUSY_TIMEOUT,
         call_log_max_rows: omniforge_store::DEFAULT_CALL_LOG_MAX_ROWS,
@@ -202,7 +210,7 @@ async fn fixture() -> Fixture {
     let server = Server::start(Settings {
         page_size: 1000,
         schema_profile: SchemaProfile::AsAuthored,
-        manifests: Vec::new(),
+        manifests,
         inline_schema_refs: false,
         metrics_max_tools: omniforge_server::DEFAULT_METRICS_MAX_TOOLS,
         metrics: true,
@@ -1195,4 +1203,158 @@ async fn every_viewer_sees_the_resources_and_prompts_a_client_would_list() {
         StatusCode::SEE_OTHER,
         "signed out: to the sign-in form"
     );
+}
+
+/// A forge manifest with tools `PREFIX_ok` (`/p.v1.S/Ok`) and `PREFIX_refused`
+/// (`/p.v1.S/Refused`) at `path`, served by `base_url`.
+fn manifest(path: &Path, base_url: &str, prefix: &str) -> ManifestConfig {
+    let tools: Vec<_> = [("ok", "Ok"), ("refused", "Refused")]
+        .into_iter()
+        .map(|(name, method)| {
+            let name = format!("{prefix}_{name}");
+            json!({"name": name, "description": name, "inputSchema": {"type": "object"},
+                   "service": "p.v1.S", "method": method, "procedure": format!("/p.v1.S/{method}")})
+        })
+        .collect();
+    std::fs::write(path, json!({"project": "p", "tools": tools}).to_string()).unwrap();
+    ManifestConfig {
+        path: path.to_owned(),
+        upstream: UpstreamConfig {
+            base_url: base_url.into(),
+            auth_header: None,
+            timeout: Duration::from_secs(10),
+            headers: Vec::new(),
+            max_response_bytes: omniforge_server::DEFAULT_MAX_RESPONSE_BYTES,
+        },
+        task_support: Default::default(),
+    }
+}
+
+/// A Connect service over HTTP+JSON on a free port: `/p.v1.S/Ok` replies `{"n": 1}`, every
+/// other procedure answers the Connect error `permission_denied`.
+async fn connect_service() -> String {
+    let app = axum::Router::new().fallback(|uri: http::Uri| async move {
+        if uri.path() == "/p.v1.S/Ok" {
+            (StatusCode::OK, axum::Json(json!({"n": 1})))
+        } else {
+            (
+                StatusCode::FORBIDDEN,
+                axum::Json(json!({"code": "permission_denied", "message": "no"})),
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// Runs `tool` with no arguments from its try-it form (the body of `tools/call`, as the
+/// viewer); returns the result page.
+async fn try_tool(app: &Router, cookie: &str, tool: &str) -> String {
+    let page = send(app, get(&format!("/console/tools/{tool}"), Some(cookie))).await;
+    let token = csrf(&page.body);
+    let form = [("arguments", ""), ("csrf", token.as_str())];
+    let ran = send(
+        app,
+        post(
+            &format!("/console/tools/{tool}/try"),
+            Some(cookie),
+            &form,
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
+    ran.body
+}
+
+#[tokio::test]
+async fn the_server_page_shows_environments_upstreams_and_the_warm_pool() {
+    let service = connect_service().await;
+    // A port nothing listens on: its calls get no answer.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://user:pw-never-shown@{}", l.local_addr().unwrap())
+    };
+    let f = fixture_with(|dir| {
+        vec![
+            manifest(&dir.join("answering.json"), &service, "a"),
+            manifest(&dir.join("silent.json"), &closed, "s"),
+        ]
+    })
+    .await;
+    // Environments on disk: the fixture's tool uses `env-none`; `orphan` is used by nothing.
+    let envs = f._dir.path().join("envs");
+    std::fs::create_dir_all(envs.join("env-none/lib")).unwrap();
+    std::fs::write(envs.join("env-none/lib/a.py"), vec![b'x'; 4096]).unwrap();
+    std::fs::write(envs.join("env-none/.omniforge-env"), b"").unwrap();
+    std::fs::create_dir_all(envs.join("orphan")).unwrap();
+    std::fs::write(envs.join("orphan/b"), vec![b'x'; 1024]).unwrap();
+
+    let (admin, _) = sign_in(&f.app, "adm-token").await;
+    let before = send(&f.app, get("/console/server", Some(&admin))).await;
+    assert_eq!(before.status, StatusCode::OK);
+    assert!(
+        before.body.matches("no calls yet").count() == 2,
+        "two upstreams, no calls: {}",
+        before.body
+    );
+    // Calls as a client makes them (the try-it form runs the body of tools/call): a reply, then a Connect error, from the
+    // answering service; no answer from the silent one.
+    let ok = try_tool(&f.app, &admin, "a_ok").await;
+    assert!(ok.contains("isError: false"), "{ok}");
+    let refused = try_tool(&f.app, &admin, "a_refused").await;
+    assert!(refused.contains("permission_denied"), "{refused}");
+    let silent = try_tool(&f.app, &admin, "s_ok").await;
+    assert!(silent.contains("isError: true"), "{silent}");
+    let page = send(&f.app, get("/console/server", Some(&admin)))
+        .await
+        .body;
+
+    // Environments: each with its size and whether it is in use, and the total.
+    assert!(
+        page.contains("2 environment(s), 5.0 KiB in total"),
+        "{page}"
+    );
+    assert!(
+        page.contains("1.0 KiB in environments no tool version uses"),
+        "{page}"
+    );
+    let row = |id: &str| {
+        let start = page
+            .find(&format!("<code>{id}</code>"))
+            .unwrap_or_else(|| panic!("{id}: {page}"));
+        page[start..].split("</tr>").next().unwrap().to_owned()
+    };
+    assert!(row("env-none").contains("4.0 KiB") && row("env-none").contains("<td>yes</td>"));
+    assert!(row("orphan").contains("garbage collection removes it"));
+
+    // Upstreams: the answering one with its last call (a Connect error), the silent one
+    // without credentials on the page.
+    assert!(page.contains(&service), "{page}");
+    assert!(page.contains("answering with an error"), "{page}");
+    assert!(page.contains("/p.v1.S/Refused"), "{page}");
+    assert!(
+        !page.contains("pw-never-shown"),
+        "credentials of a base URL on the page: {page}"
+    );
+    let upstream = |file: &str| {
+        let start = page.find(file).unwrap_or_else(|| panic!("{file}: {page}"));
+        page[start..].split("</tr>").next().unwrap().to_owned()
+    };
+    let answering = upstream("answering.json");
+    assert!(
+        answering.contains("<td>2</td><td>0</td>"),
+        "two answered, none failed: {answering}"
+    );
+    let silent = upstream("silent.json");
+    assert!(
+        silent.contains("not answering") && silent.contains("<td>0</td><td>1</td>"),
+        "{silent}"
+    );
+
+    // The warm pool as a table of facts, not a JSON dump.
+    assert!(page.contains("Ready / starting / cold"), "{page}");
+    assert!(!page.contains("max_templates"), "{page}");
 }

@@ -7,6 +7,7 @@
 //! - [`guard`]: security headers, the change checks (Origin, Fetch Metadata, CSRF), the
 //!   session cookie, the signed-in [`guard::Viewer`].
 //! - [`session`]: the session store.
+//! - [`disk`]: the server page's environment sizes, measured at most once a minute.
 //! - [`assets`]: the stylesheet, embedded, served under a content-hashed name.
 //! - [`layout`], [`widgets`], [`diff`], [`charts`] (inline SVG), [`images`] (result images as
 //!   raster `data:` URLs only): shared rendering (maud: every value escaped).
@@ -16,6 +17,7 @@ pub(crate) mod actions;
 pub(crate) mod assets;
 pub(crate) mod charts;
 pub(crate) mod diff;
+pub(crate) mod disk;
 pub(crate) mod guard;
 pub(crate) mod images;
 pub(crate) mod layout;
@@ -56,6 +58,8 @@ pub(crate) struct Console {
     pub(crate) sessions: session::Sessions,
     /// How many MCP sessions are live now (the transport's count).
     pub(crate) live_sessions: LiveSessions,
+    /// The environment sizes of the server page.
+    pub(crate) env_sizes: disk::EnvSizeCache,
 }
 
 /// Counts the live MCP sessions (the transport owns them; the console only asks).
@@ -79,6 +83,7 @@ pub(crate) fn router(
         allowed_origins: settings.allowed_origins.clone(),
         sessions: session::Sessions::default(),
         live_sessions,
+        env_sizes: disk::EnvSizeCache::default(),
     });
     use pages::{
         approvals, audit, calls, catalog, content, secrets, server, sign_in, tool, try_it,
