@@ -13,8 +13,8 @@ use http::{HeaderMap, Request, StatusCode};
 use http_body_util::BodyExt;
 use omniforge_script::SandboxLevel;
 use omniforge_server::{
-    HttpSettings, ManifestConfig, SchemaProfile, ScriptSettings, Server, Settings, StoreSettings,
-    TokenSet, UpstreamConfig,
+    ConsoleClient, HttpSettings, ManifestConfig, OAuth, OAuthSettings, SchemaProfile,
+    ScriptSettings, Server, Settings, StoreSettings, TokenSet, UpstreamConfig,
 };
 use omniforge_store::digest::arguments_digest;
 use omniforge_store::{
@@ -241,29 +241,31 @@ async fn fixture_with(manifests: impl FnOnce(&Path) -> Vec<ManifestConfig>) -> F
     })
     .await
     .unwrap();
-    let app = server.app(
-        HttpSettings {
-            path: "/mcp".into(),
-            stateless: false,
-            allowed_origins: vec!["https://app.example.com".into()],
-            allowed_hosts: Vec::new(),
-            check_host: true,
-            tokens: TokenSet::parse(TOKENS).unwrap(),
-            oauth: None,
-            max_body_bytes: 64 * 1024,
-            session_idle_timeout: Duration::from_secs(300),
-            max_sessions: 1000,
-            header_read_timeout: Duration::from_secs(30),
-            keep_alive_timeout: Duration::from_secs(75),
-            max_connections: 1024,
-        },
-        CancellationToken::new(),
-    );
+    let app = server.app(http_settings(None), CancellationToken::new());
     Fixture {
         app,
         store,
         _server: server,
         _dir: dir,
+    }
+}
+
+/// The HTTP settings of the fixture's app (with `oauth`, if given).
+fn http_settings(oauth: Option<Arc<OAuth>>) -> HttpSettings {
+    HttpSettings {
+        path: "/mcp".into(),
+        stateless: false,
+        allowed_origins: vec!["https://app.example.com".into()],
+        allowed_hosts: Vec::new(),
+        check_host: true,
+        tokens: TokenSet::parse(TOKENS).unwrap(),
+        oauth,
+        max_body_bytes: 64 * 1024,
+        session_idle_timeout: Duration::from_secs(300),
+        max_sessions: 1000,
+        header_read_timeout: Duration::from_secs(30),
+        keep_alive_timeout: Duration::from_secs(75),
+        max_connections: 1024,
     }
 }
 
@@ -1357,4 +1359,107 @@ async fn the_server_page_shows_environments_upstreams_and_the_warm_pool() {
     // The warm pool as a table of facts, not a JSON dump.
     assert!(page.contains("Ready / starting / cold"), "{page}");
     assert!(!page.contains("max_templates"), "{page}");
+}
+
+#[tokio::test]
+async fn oauth_sign_in_starts_only_from_the_form_and_a_callback_needs_its_browser() {
+    let f = fixture().await;
+    // An issuer nobody answers at: the start cannot reach it; the callback never asks it.
+    let settings = |console: Option<ConsoleClient>| OAuthSettings {
+        issuer: "http://127.0.0.1:1".into(),
+        audiences: vec![format!("{ORIGIN}/mcp")],
+        scopes: Default::default(),
+        principal_claim: "sub".into(),
+        leeway: Duration::from_secs(30),
+        challenge_scopes: vec![omniforge_server::Scope::Call],
+        jwks_min_refresh: Duration::from_secs(10),
+        introspection: None,
+        console,
+    };
+    let client = ConsoleClient {
+        client_id: "console".into(),
+        ..ConsoleClient::default()
+    };
+    let app = f._server.app(
+        http_settings(Some(Arc::new(OAuth::new(settings(Some(client))).unwrap()))),
+        CancellationToken::new(),
+    );
+    let form = send(&app, get("/console/sign-in", None)).await;
+    assert!(
+        form.body.contains(r#"action="/console/oauth/start""#)
+            && form.body.contains("Sign in with http://127.0.0.1:1"),
+        "{}",
+        form.body
+    );
+    let (anonymous, _) = set_cookie(&form.headers);
+    let token = csrf(&form.body);
+    // Like every change: without the form's token, or from another origin, refused.
+    for (form_fields, headers) in [
+        (vec![], vec![]),
+        (
+            vec![("csrf", token.as_str())],
+            vec![("origin", "https://evil.example")],
+        ),
+    ] {
+        let refused = send(
+            &app,
+            post(
+                "/console/oauth/start",
+                Some(&anonymous),
+                &form_fields,
+                &headers,
+            ),
+        )
+        .await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    }
+    let unreachable = send(
+        &app,
+        post(
+            "/console/oauth/start",
+            Some(&anonymous),
+            &[("csrf", &token)],
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(unreachable.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        unreachable.body.contains("cannot be reached"),
+        "{}",
+        unreachable.body
+    );
+    assert!(!unreachable.headers.contains_key("location"));
+    // A callback this server did not start, with or without a binding cookie: no session,
+    // and the provider's error text is never echoed.
+    for path in [
+        "/console/oauth/callback?code=c&state=made-up",
+        "/console/oauth/callback?error=%3Cscript%3E&state=made-up",
+        "/console/oauth/callback",
+    ] {
+        let mut request = get(path, Some(&anonymous));
+        request
+            .headers_mut()
+            .append("cookie", "omniforge_console_login=guessed".parse().unwrap());
+        let answer = send(&app, request).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{path}");
+        assert!(!answer.body.contains("<script>"), "{}", answer.body);
+        assert!(
+            answer
+                .headers
+                .get_all("set-cookie")
+                .iter()
+                .all(|c| !c.to_str().unwrap().starts_with("omniforge_console=")),
+            "{path}: a session cookie"
+        );
+    }
+    // Without a console client, neither route exists and the form has no button.
+    let plain = f._server.app(
+        http_settings(Some(Arc::new(OAuth::new(settings(None)).unwrap()))),
+        CancellationToken::new(),
+    );
+    let form = send(&plain, get("/console/sign-in", None)).await;
+    assert!(!form.body.contains("/console/oauth/start"), "{}", form.body);
+    let callback = send(&plain, get("/console/oauth/callback?state=x&code=y", None)).await;
+    assert_eq!(callback.status, StatusCode::NOT_FOUND);
 }

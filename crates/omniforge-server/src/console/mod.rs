@@ -7,6 +7,7 @@
 //! - [`guard`]: security headers, the change checks (Origin, Fetch Metadata, CSRF), the
 //!   session cookie, the signed-in [`guard::Viewer`].
 //! - [`session`]: the session store.
+//! - [`logins`]: sign-ins gone to the OAuth issuer (state, PKCE verifier, browser binding).
 //! - [`disk`]: the server page's environment sizes, measured at most once a minute.
 //! - [`assets`]: the stylesheet, embedded, served under a content-hashed name.
 //! - [`layout`], [`widgets`], [`diff`], [`charts`] (inline SVG), [`images`] (result images as
@@ -21,6 +22,7 @@ pub(crate) mod disk;
 pub(crate) mod guard;
 pub(crate) mod images;
 pub(crate) mod layout;
+pub(crate) mod logins;
 pub(crate) mod pages;
 pub(crate) mod session;
 pub(crate) mod widgets;
@@ -60,6 +62,8 @@ pub(crate) struct Console {
     pub(crate) live_sessions: LiveSessions,
     /// The environment sizes of the server page.
     pub(crate) env_sizes: disk::EnvSizeCache,
+    /// Sign-ins gone to the OAuth issuer and not back yet.
+    pub(crate) logins: logins::Logins,
 }
 
 /// Counts the live MCP sessions (the transport owns them; the console only asks).
@@ -84,9 +88,10 @@ pub(crate) fn router(
         sessions: session::Sessions::default(),
         live_sessions,
         env_sizes: disk::EnvSizeCache::default(),
+        logins: logins::Logins::default(),
     });
     use pages::{
-        approvals, audit, calls, catalog, content, secrets, server, sign_in, tool, try_it,
+        approvals, audit, calls, catalog, content, oauth, secrets, server, sign_in, tool, try_it,
     };
     let router = Router::new()
         .route("/console", get(|| async { Redirect::to("/console/tools") }))
@@ -96,6 +101,8 @@ pub(crate) fn router(
         )
         .route("/console/sign-in", get(sign_in::form).post(sign_in::submit))
         .route("/console/sign-out", post(sign_in::sign_out))
+        .route("/console/oauth/start", post(oauth::start))
+        .route("/console/oauth/callback", get(oauth::callback))
         .route("/console/tools", get(catalog::page))
         .route("/console/content", get(content::page))
         .route("/console/tools/{name}", get(tool::page))
