@@ -11,6 +11,7 @@ use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
 
 use crate::context::stream::StreamLink;
+use crate::context::task_start::TaskStarter;
 
 /// How a tool call reaches the client that made it. Built only for calls that may need it
 /// (stored tools), from [`RequestCx::client`](crate::context::request::RequestCx::client).
@@ -33,6 +34,24 @@ pub(crate) struct ClientLink {
     /// The task the call runs as: its questions go through the task's record in the store
     /// (`input_required`, answered by `tasks/update`), not to the peer.
     pub(crate) task: Option<TaskLink>,
+    /// The task the call may start itself (`taskStart: "script"`): before it starts, the
+    /// call is an ordinary request; after, its questions go through that task.
+    pub(crate) starter: Option<Arc<TaskStarter>>,
+}
+
+impl ClientLink {
+    /// The task the call runs as now: the one it started with, or the one its script
+    /// started.
+    pub(crate) fn task_link(&self) -> Option<TaskLink> {
+        self.task
+            .clone()
+            .or_else(|| self.starter.as_ref().and_then(|s| s.link()))
+    }
+
+    /// Whether the call's script started its task (`taskStart: "script"`).
+    pub(crate) fn task_started(&self) -> bool {
+        self.starter.as_ref().is_some_and(|s| s.link().is_some())
+    }
 }
 
 /// The task a call runs as (issue 13), put into the call's request context by the task

@@ -7,6 +7,8 @@
 //! - [`client`]: [`ClientLink`](client::ClientLink), what a running script needs to send
 //!   requests to the client that called it.
 //! - [`progress`]: `notifications/progress` for the request.
+//! - [`task_start`]: [`TaskStarter`](task_start::TaskStarter), the task a running call starts
+//!   itself (`taskStart: "script"`, the script's `omniforge.start_task()`).
 //! - [`stream`]: the POST SSE stream a tool may close for a resume, as a trait the HTTP
 //!   transport implements (so this module never depends on the transport).
 
@@ -14,3 +16,4 @@ pub(crate) mod client;
 pub(crate) mod progress;
 pub(crate) mod request;
 pub(crate) mod stream;
+pub(crate) mod task_start;

@@ -21,6 +21,7 @@ use crate::context::client::InputRound;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::mcp::pagination::{encode_cursor, offset};
+use crate::mcp::script_task::{self, Answered};
 use crate::mcp::state::Shared;
 use crate::mcp::tasks::{self, Route};
 use crate::mcp::to_wire;
@@ -81,10 +82,28 @@ pub(crate) async fn call(
         && let Some(entry) = snapshot
             .get_for(&request.name, cx.principal().map(|p| p.as_str()))
             .filter(|e| cx.allows(e.scope))
-        && let Route::Task(tasks) = tasks::route(shared, entry, ctx)?
     {
-        let _in_flight = shared.calls.token();
-        return tasks::start(&tasks, snapshot.clone(), request, ctx).await;
+        match tasks::route(shared, entry, ctx)? {
+            Route::Inline => {}
+            Route::Task(tasks) => {
+                let _in_flight = shared.calls.token();
+                return tasks::start(&tasks, snapshot.clone(), request, ctx).await;
+            }
+            Route::ScriptStart(tasks) => {
+                let _in_flight = shared.calls.token();
+                let name = request.name.clone();
+                let tasking = entry.tasking;
+                return match script_task::call(&tasks, snapshot.clone(), tasking, request, ctx)
+                    .await
+                {
+                    Answered::Task(task) => Ok(CallToolResponse::Task(task)),
+                    Answered::Inline(result) => {
+                        count(shared, &name, &snapshot, &cx, &result, clock);
+                        to_wire::call_response(result)
+                    }
+                };
+            }
+        }
     }
     let arguments = if cx.arguments_not_object() {
         Err(CallError::ArgumentsNotObject)
