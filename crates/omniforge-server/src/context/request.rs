@@ -18,10 +18,10 @@ use rmcp::service::{RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Principal, PrincipalId, Scope};
-use crate::context::client::{ClientLink, InputRound, TaskLink};
+use crate::context::client::{ClientLink, InputRound};
 use crate::context::progress::{Progress, ProgressSink};
 use crate::context::stream::StreamLink;
-use crate::context::task_start::TaskStarter;
+use crate::context::task::{TaskLink, TaskStarter};
 
 /// `_meta` key the front layer ([`crate::transport::jsonrpc`]) sets on a `tools/call` whose
 /// `arguments` was `null` or not an object (rmcp would refuse or drop it).

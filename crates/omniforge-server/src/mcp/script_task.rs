@@ -27,7 +27,7 @@ use crate::catalog::snapshot::Snapshot;
 use crate::context::client::InputRound;
 use crate::context::request::RequestCx;
 use crate::context::stream::StreamLink;
-use crate::context::task_start::{CreateTask, TaskStarter};
+use crate::context::task::{CreateTask, TaskStarter};
 use crate::error::CallError;
 use crate::mcp::tasks::{end_of, wire_task};
 use crate::tasks::{TaskCall, Tasks};

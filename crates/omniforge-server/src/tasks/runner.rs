@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Tasks;
 use crate::auth::PrincipalId;
-use crate::context::client::TaskLink;
+use crate::context::task::TaskLink;
 
 /// How long the watcher waits for a change before it reads the task anyway (a safety poll:
 /// PostgreSQL's `LISTEN` and this instance's own writes wake it at once; another process's

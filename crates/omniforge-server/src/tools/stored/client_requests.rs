@@ -30,7 +30,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::client::ClientLink;
-use crate::context::task_start::StartError;
+use crate::context::task::StartError;
 use crate::tools::stored::questions::{self, Ask, Question, code, error};
 use crate::tools::stored::redact::scrub_value;
 use crate::tools::stored::task_input;

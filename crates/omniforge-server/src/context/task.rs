@@ -1,4 +1,5 @@
-//! [`TaskStarter`]: the task a running call starts itself (issue 13, `taskStart: "script"`).
+//! The task a call runs as (issue 13): [`TaskLink`], and [`TaskStarter`], the task a running
+//! call starts itself (`taskStart: "script"`).
 //!
 //! A task-supporting call of a tool whose task starts in its script runs first as an
 //! ordinary request (its questions are input-required rounds). The call's context carries a
@@ -10,14 +11,28 @@
 //! same instant is failed at once, so it never stays `working` without a run.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
-use omniforge_store::{StoreError, StoredTask, TaskEnd};
+use omniforge_store::{Store, StoreError, StoredTask, TaskEnd};
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use crate::context::client::TaskLink;
+/// The task a call runs as (issue 13), put into the call's request context by the task
+/// runner: where the script's questions and their answers meet.
+#[derive(Clone)]
+pub(crate) struct TaskLink {
+    /// The store holding the task.
+    pub(crate) store: Arc<dyn Store>,
+    /// The task's id.
+    pub(crate) task_id: String,
+    /// The replica running it (only it may set its pending input and take the answers).
+    pub(crate) replica: String,
+    /// How long the task is kept: what the call keeps for it (a cut result's whole output)
+    /// lasts at least as long.
+    pub(crate) ttl: Duration,
+}
 
 /// Creates the task in the store and returns it with the link its call carries.
 pub(crate) type CreateTask =
