@@ -265,6 +265,7 @@ async fn conformance_pack_is_served_exactly() {
     assert_eq!(
         names,
         [
+            "test_input_required_result_prompt",
             "test_prompt_with_arguments",
             "test_prompt_with_embedded_resource",
             "test_prompt_with_image",
@@ -272,7 +273,7 @@ async fn conformance_pack_is_served_exactly() {
         ]
     );
     assert_eq!(
-        prompts["prompts"][0],
+        prompts["prompts"][1],
         json!({"name": "test_prompt_with_arguments", "title": "Prompt With Arguments",
                "description": "A prompt with required arguments", "arguments": [
                    {"name": "arg1", "description": "First test argument", "required": true},
@@ -942,7 +943,7 @@ async fn python_sdks_read_resources_and_prompts_over_stdio() {
             json!(r#"{"id":"123","templateTest":true,"data":"Data for ID: 123"}"#),
             "{sdk}"
         );
-        assert_eq!(got["prompts"].as_array().unwrap().len(), 4, "{sdk}");
+        assert_eq!(got["prompts"].as_array().unwrap().len(), 5, "{sdk}");
         assert_eq!(
             got["simple"]["messages"],
             json!([{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}]),
@@ -1172,6 +1173,7 @@ async fn resource_and_prompt_lists_are_paginated() {
             "prompts/list",
             "prompts",
             vec![
+                "test_input_required_result_prompt",
                 "test_prompt_with_arguments",
                 "test_prompt_with_embedded_resource",
                 "test_prompt_with_image",
