@@ -201,6 +201,7 @@ async fn fixture_with(manifests: impl FnOnce(&Path) -> Vec<ManifestConfig>) -> F
                 messages: vec![
                     json!({"role": "user", "content": {"type": "text", "text": "about {topic}"}}),
                 ],
+                script: None,
                 completion_script: None,
             },
             WriteMode::Create,
