@@ -190,10 +190,11 @@ async fn the_console_in_a_real_browser() {
             ("/console/approvals", "approvals", 800),
             ("/console/secrets", "secrets", 900),
             ("/console/content", "content", 800),
-            ("/console/server", "server", 1300),
         ] {
             steps.push(json!({"do": "shoot", "path": path, "name": name, "height": height}));
         }
+        // The server page's environments, upstreams and warm pool (below the sandbox layers).
+        steps.push(json!({"do": "shoot", "path": "/console/server", "name": "server", "selector": "#runtime"}));
         steps.push(json!({"do": "shoot", "path": "/console/tools", "name": "catalog-phone", "width": 390, "height": 844}));
     }
     steps.extend([

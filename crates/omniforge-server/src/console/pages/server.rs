@@ -87,12 +87,14 @@ pub(crate) async fn page(State(console): State<Arc<Console>>, viewer: Viewer) ->
                 }
             }))
         }
-        h2 { "Environments" }
-        (envs)
-        h2 { "Manifest upstreams" }
-        (upstream_table(&upstreams))
-        h2 { "Warm pool" }
-        (warm(&health["warm"]))
+        div #runtime {
+            h2 { "Environments" }
+            (envs)
+            h2 { "Manifest upstreams" }
+            (upstream_table(&upstreams))
+            h2 { "Warm pool" }
+            (warm(&health["warm"]))
+        }
         h2 { "Calls per hour, all tools" }
         (charts::calls("server-calls-chart", "all tools", &hours))
     })
