@@ -16,9 +16,9 @@
 //!   for `tasks/list` and `tasks/result`.
 
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use omniforge_store::{StoreError, StoredTask, TaskEnd, TaskStart, TaskSupport};
+use omniforge_store::{Store, StoreError, StoredTask, TaskEnd, TaskStart, TaskSupport};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
     CreateTaskResult, DetailedTask, ErrorCode, ErrorData, GetTaskParams, GetTaskResult,
@@ -27,6 +27,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
 
+use crate::catalog::call::log_record;
 use crate::catalog::entry::Entry;
 use crate::catalog::snapshot::Snapshot;
 use crate::context::request::RequestCx;
@@ -86,13 +87,15 @@ pub(crate) fn route(
 
 /// Starts `request` as a task of `tasks` and answers its `CreateTaskResult`. Arguments that
 /// do not match the tool's inputSchema are refused inline (an `isError` result), before any
-/// task exists.
+/// task exists. A manifest tool's call is written to `call_log` when it ends, as an inline
+/// one is (a stored call records itself).
 ///
 /// # Errors
 /// -32603 when the store cannot create the task.
 pub(crate) async fn start(
     tasks: &Arc<Tasks>,
     snapshot: Arc<Snapshot>,
+    call_log: Option<Arc<dyn Store>>,
     request: CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
@@ -111,6 +114,7 @@ pub(crate) async fn start(
         return to_wire::call_response(Err(CallError::UnknownTool));
     };
     let tasking = entry.tasking;
+    let logged_as = entry.source.logged_as().filter(|_| call_log.is_some());
     let call = TaskCall {
         owner,
         source: tasking.source,
@@ -131,7 +135,14 @@ pub(crate) async fn start(
             detached.extensions.insert(link);
             async move {
                 let cx = RequestCx::of(&detached, None);
+                let started = SystemTime::now();
                 let result = snapshot.call(&name, arguments, &cx, false).await;
+                if let (Some(store), Some(source)) = (call_log, logged_as) {
+                    let record = log_record(source, &name, started, &result, cx.author());
+                    if let Err(error) = store.record_call(record).await {
+                        tracing::warn!(%error, "recording a task's call failed");
+                    }
+                }
                 end_of(result)
             }
         })

@@ -585,6 +585,26 @@ async fn a_manifest_tool_named_in_task_support_runs_as_a_task() {
         done["result"]["structuredContent"]["text"], "AS A TASK",
         "{done}"
     );
+    // The task's call is in the call log (read through the store), as an inline call is.
+    let store = omniforge_store::SqliteStore::open(data.join("omniforge.db"))
+        .await
+        .unwrap();
+    let filter = omniforge_store::CallFilter {
+        tool: Some("fixture_echo".into()),
+        limit: 10,
+        ..Default::default()
+    };
+    let calls = omniforge_store::CallLog::calls(&store, &filter)
+        .await
+        .unwrap();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].call.source, omniforge_store::CallSource::Manifest);
+    assert_eq!(calls[0].call.outcome, omniforge_store::CallOutcome::Ok);
+    assert_eq!(
+        calls[0].call.principal.as_deref(),
+        Some("anonymous"),
+        "{calls:?}"
+    );
     // A manifest tool not named there answers inline even with the extension declared.
     let inline = request(
         &server.url,
