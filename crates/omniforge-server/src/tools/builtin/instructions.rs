@@ -145,9 +145,16 @@ stores a resource (resources/list, resources/read; subscribers are told when it 
 `omniforge_create_resource_template {uriTemplate, name, text | code, mimeType?, completions?,
 completion_code?, dependencies?}`: resources/read of a matching URI (e.g. `docs://pages/{id}`)
 answers with `text` where each `{id}` is replaced, or with what `code` prints (it reads the
-variables as JSON on stdin). `omniforge_create_prompt {name, messages, arguments?, description?}`:
-messages are MCP PromptMessages (`content` may be a plain string) with `{argument}` placeholders;
-arguments are `{name, description?, required?, values?}` (values feed completion/complete).
+variables as JSON on stdin). `omniforge_create_prompt {name, messages | code, arguments?,
+description?}`: messages are MCP PromptMessages (`content` may be a plain string) with
+`{argument}` placeholders; arguments are `{name, description?, required?, values?}` (values feed
+completion/complete). A prompt's `code` reads the given arguments as JSON on stdin and prints
+the messages (a JSON array of PromptMessages, or plain text for one user message); like a
+template's code it may ask the user (`omniforge.elicit(..., key=...)`): under protocol
+2026-07-28 `prompts/get` then answers `input_required` and the script re-runs with the answers,
+so ask before any side effect. Example code: `import omniforge` then
+`c = omniforge.elicit(\"Context?\", {\"type\": \"object\", \"properties\": {\"c\": {\"type\": \"string\"}}}, key=\"c\")`
+then `print(\"Use this context: \" + c[\"content\"][\"c\"])`.
 The `_update_` variants change only the fields given; `_delete_` removes; `omniforge_get_definition`
 shows what is stored.
 ";
