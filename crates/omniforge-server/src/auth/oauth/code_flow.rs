@@ -10,7 +10,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::discovery::{FetchError, read_json};
+use super::discovery::{FetchError, Metadata, read_json};
 use super::{OAuth, TokenError};
 use crate::auth::Scope;
 
@@ -112,6 +112,25 @@ impl OAuth {
         &self.settings.issuer
     }
 
+    /// The console's client, its redirect URI, and the endpoint `pick` names in the issuer's
+    /// metadata.
+    async fn console_endpoint(
+        &self,
+        pick: fn(&Metadata) -> Option<&str>,
+    ) -> Result<(&ConsoleClient, String, String), CodeError> {
+        let client = self.console_client().ok_or(CodeError::NotConfigured)?;
+        let redirect = self
+            .console_redirect_uri()
+            .ok_or(CodeError::NotConfigured)?;
+        let meta = self
+            .discovery
+            .get(&self.http, &self.settings.issuer)
+            .await
+            .map_err(|_: TokenError| CodeError::Unavailable)?;
+        let endpoint = pick(meta).ok_or(CodeError::Unavailable)?.to_owned();
+        Ok((client, redirect, endpoint))
+    }
+
     /// The authorization request to send the browser to.
     ///
     /// # Errors
@@ -122,19 +141,9 @@ impl OAuth {
         state: &str,
         verifier: &str,
     ) -> Result<String, CodeError> {
-        let client = self.console_client().ok_or(CodeError::NotConfigured)?;
-        let redirect = self
-            .console_redirect_uri()
-            .ok_or(CodeError::NotConfigured)?;
-        let meta = self
-            .discovery
-            .get(&self.http, &self.settings.issuer)
-            .await
-            .map_err(|_| CodeError::Unavailable)?;
-        let endpoint = meta
-            .authorization_endpoint
-            .as_deref()
-            .ok_or(CodeError::Unavailable)?;
+        let (client, redirect, endpoint) = self
+            .console_endpoint(|meta| meta.authorization_endpoint.as_deref())
+            .await?;
         let scope = if client.scopes.is_empty() {
             [Scope::Call, Scope::Write, Scope::Admin]
                 .map(|s| self.settings.scopes.provider_name(s).to_owned())
@@ -144,7 +153,7 @@ impl OAuth {
         };
         let challenge = code_challenge(verifier);
         let url = reqwest::Url::parse_with_params(
-            endpoint,
+            &endpoint,
             [
                 ("response_type", "code"),
                 ("client_id", client.client_id.as_str()),
@@ -170,19 +179,9 @@ impl OAuth {
         code: &str,
         verifier: &str,
     ) -> Result<String, CodeError> {
-        let client = self.console_client().ok_or(CodeError::NotConfigured)?;
-        let redirect = self
-            .console_redirect_uri()
-            .ok_or(CodeError::NotConfigured)?;
-        let meta = self
-            .discovery
-            .get(&self.http, &self.settings.issuer)
-            .await
-            .map_err(|_: TokenError| CodeError::Unavailable)?;
-        let endpoint = meta
-            .token_endpoint
-            .as_deref()
-            .ok_or(CodeError::Unavailable)?;
+        let (client, redirect, endpoint) = self
+            .console_endpoint(|meta| meta.token_endpoint.as_deref())
+            .await?;
         let mut form = vec![
             ("grant_type", "authorization_code"),
             ("code", code),
@@ -190,7 +189,7 @@ impl OAuth {
             ("code_verifier", verifier),
             ("resource", self.resource()),
         ];
-        let mut request = self.http.post(endpoint);
+        let mut request = self.http.post(&endpoint);
         match &client.client_secret {
             Some(secret) => request = request.basic_auth(&client.client_id, Some(secret)),
             None => form.push(("client_id", client.client_id.as_str())),

@@ -18,13 +18,13 @@ use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
 use axum::response::{AppendHeaders, IntoResponse, Redirect, Response};
-use http::header::{COOKIE, SET_COOKIE};
+use http::header::SET_COOKIE;
 use http::{HeaderMap, HeaderValue, StatusCode};
 use maud::html;
 use serde::Deserialize;
 
-use crate::auth::oauth::{CodeError, shown_error};
-use crate::console::guard::{not_found, over_tls, session_id, set_cookie};
+use crate::auth::oauth::{CodeError, OAuth, shown_error};
+use crate::console::guard::{cookie, not_found, over_tls, session_id, set_cookie};
 use crate::console::pages::query;
 use crate::console::pages::sign_in::{check_access_token, unavailable};
 use crate::console::session::random_token;
@@ -60,23 +60,20 @@ fn login_binding(headers: &HeaderMap) -> Option<String> {
     } else {
         LOGIN_COOKIE
     };
-    headers
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_owned())
+    cookie(headers, name)
+}
+
+/// The OAuth checker, when a console client is configured (else the routes do not exist).
+fn with_client(console: &Console) -> Option<&Arc<OAuth>> {
+    console
+        .oauth
+        .as_ref()
+        .filter(|o| o.console_client().is_some())
 }
 
 /// `POST /console/oauth/start`.
 pub(crate) async fn start(State(console): State<Arc<Console>>, headers: HeaderMap) -> Response {
-    let Some(oauth) = console
-        .oauth
-        .as_ref()
-        .filter(|o| o.console_client().is_some())
-    else {
+    let Some(oauth) = with_client(&console) else {
         return not_found();
     };
     let (Some(state), Some(verifier), Some(binding)) =
@@ -123,11 +120,7 @@ pub(crate) async fn callback(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let Some(oauth) = console
-        .oauth
-        .as_ref()
-        .filter(|o| o.console_client().is_some())
-    else {
+    let Some(oauth) = with_client(&console) else {
         return not_found();
     };
     let secure = over_tls(&headers);
