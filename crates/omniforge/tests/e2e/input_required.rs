@@ -136,6 +136,33 @@ fn refused(answer: &Value) {
     );
 }
 
+/// Runs `client_drivers/content_request.py` with `args` (after the URL): its JSON line.
+async fn content_request(url: &str, args: &[&str]) -> Value {
+    let driver = crate::util::e2e_dir("client_drivers").join("content_request.py");
+    let out = python_driver(&python2(), &driver)
+        .arg(url)
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The `message` of each elicitation a driver answered, in order.
+fn asked(out: &Value) -> Vec<&str> {
+    out["asked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["message"].as_str().unwrap())
+        .collect()
+}
+
 /// The SDK client meets `input_required` twice and retries with each answer: the script re-runs
 /// and completes with both answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,13 +188,7 @@ async fn an_elicitation_over_two_rounds_through_the_python_sdk() {
         out["result"]["content"][0]["text"], "Alice likes blue",
         "{out}"
     );
-    let asked: Vec<&str> = out["asked"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["message"].as_str().unwrap())
-        .collect();
-    assert_eq!(asked, ["Name?", "Colour?"], "{out}");
+    assert_eq!(asked(&out), ["Name?", "Colour?"], "{out}");
     server.assert_no_panic();
 }
 
@@ -319,26 +340,9 @@ async fn a_template_script_asks_the_python_sdk_under_either_revision() {
     let (_home, data) = data_home();
     add_asking_template(&data);
     let server = Omni::serve(&data, &[]).await;
-    let driver = crate::util::e2e_dir("client_drivers").join("content_request.py");
-    let answers = json!([accept("detail", "fast")]);
+    let answers = json!([accept("detail", "fast")]).to_string();
     for mode in ["legacy", STATELESS] {
-        let out = python_driver(&python2(), &driver)
-            .args([
-                server.url.as_str(),
-                "resource",
-                "ask://rust",
-                &answers.to_string(),
-                mode,
-            ])
-            .output()
-            .await
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{mode}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let out = content_request(&server.url, &["resource", "ask://rust", &answers, mode]).await;
         assert_eq!(
             out["result"]["contents"],
             json!([{"uri": "ask://rust", "mimeType": "text/plain", "text": "rust: fast"}]),
@@ -507,27 +511,11 @@ async fn a_prompt_script_asks_the_python_sdk_under_either_revision() {
     let (_home, data) = data_home();
     add_definitions(&data, "prompt", &[plan_prompt()]);
     let server = Omni::serve(&data, &[]).await;
-    let driver = crate::util::e2e_dir("client_drivers").join("content_request.py");
-    let answers = json!([accept("goal", "ship"), accept("deadline", "May")]);
+    let answers = json!([accept("goal", "ship"), accept("deadline", "May")]).to_string();
     for mode in ["legacy", STATELESS] {
-        let out = python_driver(&python2(), &driver)
-            .args([
-                server.url.as_str(),
-                "prompt",
-                "plan",
-                &answers.to_string(),
-                mode,
-                r#"{"topic": "docs"}"#,
-            ])
-            .output()
-            .await
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{mode}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let arguments = r#"{"topic": "docs"}"#;
+        let out =
+            content_request(&server.url, &["prompt", "plan", &answers, mode, arguments]).await;
         assert_eq!(
             out["result"]["messages"][0]["content"]["text"], "Plan docs: ship",
             "{mode}: {out}"
@@ -536,13 +524,11 @@ async fn a_prompt_script_asks_the_python_sdk_under_either_revision() {
             out["result"]["messages"][1]["content"]["text"], "Due May",
             "{mode}: {out}"
         );
-        let asked: Vec<&str> = out["asked"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["message"].as_str().unwrap())
-            .collect();
-        assert_eq!(asked, ["Goal for docs?", "Deadline?"], "{mode}: {out}");
+        assert_eq!(
+            asked(&out),
+            ["Goal for docs?", "Deadline?"],
+            "{mode}: {out}"
+        );
     }
     server.assert_no_panic();
 }
