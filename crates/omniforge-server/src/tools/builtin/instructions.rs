@@ -131,7 +131,13 @@ kills the script. Inside a task `omniforge.elicit`, `sample`, `roots` and `ask` 
 user: the task reads `input_required` with the questions (by `key=`) until the client answers
 with `tasks/update`, then the script goes on. Example: code
 `a = omniforge.elicit(\"Delete it?\", {\"type\": \"object\", \"properties\": {\"ok\": {\"type\": \"boolean\"}}}, key=\"ok\")`
-then the work, with `taskSupport: \"optional\"`, `timeout_s: 3600`.
+then the work, with `taskSupport: \"optional\"`, `timeout_s: 3600`. To ask before the task exists,
+add `taskStart: \"script\"`: the call is an ordinary request (its questions are input-required
+rounds, replayed: ask before side effects) until the script calls `omniforge.start_task()`; then
+the client gets the task and the rest of the script runs as it. Without the extension (or with
+`taskStart: \"call\"`) `start_task()` does nothing. Example: code
+`n = omniforge.elicit(\"Name?\", {\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}}}, key=\"name\")`,
+`omniforge.start_task()`, then the work.
 
 ## Resources and prompts
 `omniforge_create_resource {uri, name, text | blob (base64), mimeType?, title?, description?}`
