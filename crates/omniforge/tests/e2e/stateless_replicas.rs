@@ -1,0 +1,356 @@
+//! Three `omniforge serve --stateless` replicas on one PostgreSQL database behind HAProxy,
+//! configured with `deploy/haproxy.cfg` as it is (issue 14: "2026-07-28 requests and
+//! `--stateless` serving work through any replica, with plain round robin").
+//!
+//! The official Python SDK (2.x) in its stateless 2026-07-28 mode creates a tool through the
+//! balancer and calls it over and over; the TypeScript SDK (1.x, which has no 2026-07-28
+//! mode) initializes against the sessionless replicas and calls the same tool. Each
+//! replica's `/metrics` shows it served calls of that tool. Raw 2026-07-28 requests (no
+//! session, no `initialize`) work sent to each replica and through the balancer; a cut
+//! result's kept output made through one replica is read through the two others; a
+//! `subscriptions/listen` stream on each replica hears of the tool created through the
+//! balancer. Then
+//! `kill -9` of replica 1: each client loses at most its one request in flight there, and
+//! once HAProxy's health check on `/healthz` has taken the replica out, nothing fails.
+//!
+//! Everything is started here and ended here by pid: three `omniforge serve` processes on a
+//! database of the shared test cluster (`crate::postgres::cluster`), one `haproxy`, two
+//! client drivers.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::procs::Serve;
+use crate::replica_clients::{Driver, Sdk, counts_with_a_success};
+use crate::replicas::{balancer, sse_messages};
+use crate::util::{self, http_send, post_headers, uv};
+
+/// The stateless revision.
+const MODERN: &str = "2026-07-28";
+/// The tool the Python client creates and both clients call.
+const TOOL: &str = "replica_echo";
+/// Calls of [`TOOL`] each replica must have served before the kill.
+const CALLS_EACH: u64 = 3;
+/// The most a replica may take to learn of a change, serve a first call, or be taken out by
+/// the balancer here (the machine is shared).
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The headers and body of a 2026-07-28 request (no session, no `initialize`: the revision,
+/// client info and capabilities ride in `_meta`, the method and name in headers too).
+fn modern_request(id: &Value, method: &str, mut params: Value) -> (Vec<(String, String)>, Vec<u8>) {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "omniforge-e2e-raw", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let mut headers = post_headers(None, Some(MODERN));
+    headers.push(("Mcp-Method".into(), method.into()));
+    let name = params["name"].as_str().or(params["uri"].as_str());
+    if let Some(name) = name {
+        headers.push(("Mcp-Name".into(), name.into()));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    (headers, serde_json::to_vec(&body).unwrap())
+}
+
+/// One 2026-07-28 request over raw HTTP: its HTTP status and the response message.
+async fn modern(url: &str, id: u64, method: &str, params: Value) -> Result<(u16, Value), String> {
+    let (headers, body) = modern_request(&json!(id), method, params);
+    let reply = http_send(
+        &util::http_client(),
+        "POST",
+        url,
+        &headers,
+        Some(body),
+        &[json!(id)],
+    )
+    .await?;
+    let answer = reply
+        .messages
+        .iter()
+        .find(|m| m["id"] == id && m.get("method").is_none())
+        .cloned()
+        .ok_or_else(|| format!("HTTP {}: no answer ({:?})", reply.status, reply.notes))?;
+    Ok((reply.status, answer))
+}
+
+/// A 2026-07-28 `subscriptions/listen` stream for tool list changes, opened at `url` with the
+/// request id `id`: the messages it delivers.
+fn listen(url: &str, id: &str) -> mpsc::UnboundedReceiver<Value> {
+    let params = json!({"notifications": {"toolsListChanged": true}});
+    let (headers, body) = modern_request(&json!(id), "subscriptions/listen", params);
+    let mut req = util::http_client().post(url).body(body);
+    for (name, value) in headers {
+        req = req.header(name, value);
+    }
+    sse_messages(req)
+}
+
+/// The next `notifications/tools/list_changed` on `rx`, within [`PATIENCE`].
+async fn next_list_changed(rx: &mut mpsc::UnboundedReceiver<Value>) -> Option<Value> {
+    tokio::time::timeout(PATIENCE, async {
+        while let Some(m) = rx.recv().await {
+            if m["method"] == "notifications/tools/list_changed" {
+                return Some(m);
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten()
+}
+
+/// A `tools/call` result's text, or why it is not a successful result.
+async fn call_text(url: &str, id: u64, tool: &str) -> Result<String, String> {
+    let (status, answer) = modern(
+        url,
+        id,
+        "tools/call",
+        json!({"name": tool, "arguments": {}}),
+    )
+    .await?;
+    let result = &answer["result"];
+    if status != 200 || result.is_null() || result["isError"] == true {
+        return Err(format!("HTTP {status}: {answer}"));
+    }
+    Ok(result["content"][0]["text"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned())
+}
+
+/// The successful calls of `tool` a replica counted (`omniforge_tool_calls_total`, read from
+/// its `/metrics`; the replicas run without tokens, so anyone is `admin`).
+async fn calls_served(replica: &Serve, tool: &str) -> u64 {
+    let text = util::http_client()
+        .get(format!("{}/metrics", replica.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let prefix = format!("omniforge_tool_calls_total{{tool=\"{tool}\",");
+    text.lines()
+        .filter(|l| l.starts_with(&prefix) && l.contains("outcome=\"ok\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+#[tokio::test]
+async fn stateless_replicas_behind_haproxy_serve_any_request() {
+    tokio::time::timeout(Duration::from_secs(300), scenario())
+        .await
+        .expect("the stateless replica scenario did not finish within 300 s");
+}
+
+async fn scenario() {
+    let db = crate::postgres::cluster().database("stateless").unwrap();
+    let url = db.url();
+    let uv = uv();
+    let dir = tempfile::tempdir().unwrap();
+    let mut replicas = Vec::new();
+    for i in 1..=3 {
+        let data = dir.path().join(format!("replica{i}"));
+        std::fs::create_dir(&data).unwrap();
+        let args = [
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--database",
+            &url,
+            "--uv",
+            uv.to_str().unwrap(),
+            "--stateless",
+            "--max-result-bytes",
+            "256",
+        ];
+        replicas.push(Serve::start(&args).await);
+    }
+    let lb = balancer(&replicas.iter().collect::<Vec<_>>()).await;
+    eprintln!("stateless: 3 replicas and haproxy up");
+
+    // A subscriptions/listen stream on each replica.
+    let mut streams: Vec<_> = replicas
+        .iter()
+        .enumerate()
+        .map(|(i, r)| listen(&r.url, &format!("listen-{}", i + 1)))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    // The Python SDK's 2026-07-28 client creates the tool through the balancer and calls it
+    // from then on; the TypeScript client calls it too.
+    let mut python = Driver::start_with(Sdk::Python, &["stateless", &lb.url, TOOL]);
+    let created = python.expect("CREATED").await;
+    python.expect("READY").await;
+    let mut typescript = Driver::start_with(Sdk::TypeScript, &["stateless", &lb.url, TOOL]);
+    let ready = typescript.expect("READY").await;
+    assert_eq!(
+        ready["id"],
+        Value::Null,
+        "a session from a --stateless replica: {ready}"
+    );
+    eprintln!("stateless: {TOOL} created ({created}); both clients calling it");
+    // Whichever replica the create reached, every replica's stream hears of it.
+    for (i, rx) in streams.iter_mut().enumerate() {
+        let note = next_list_changed(rx)
+            .await
+            .unwrap_or_else(|| panic!("no list_changed on replica {}'s listen stream", i + 1));
+        assert_eq!(
+            note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            format!("listen-{}", i + 1),
+            "{note}"
+        );
+    }
+
+    // Raw 2026-07-28 requests: to each replica, and through the balancer.
+    let mut id = 100;
+    for (i, r) in replicas.iter().enumerate() {
+        id += 1;
+        let text = until_ok(|| call_text(&r.url, id, TOOL)).await;
+        assert_eq!(text.trim(), "OmniForge replica tool", "replica {}", i + 1);
+    }
+    for _ in 0..6 {
+        id += 1;
+        let text = call_text(&lb.url, id, TOOL).await.unwrap();
+        assert_eq!(text.trim(), "OmniForge replica tool");
+    }
+
+    // A kept output: created through the balancer, cut on replica 1, read on 2 and 3.
+    let long = json!({
+        "name": "long_output",
+        "description": "Prints more than a result may carry",
+        "code": "print('x' * 2000 + 'END')\n",
+        "inputSchema": {"type": "object", "properties": {}},
+    });
+    let (status, answer) = modern(
+        &lb.url,
+        200,
+        "tools/call",
+        json!({"name": "omniforge_create_tool", "arguments": long}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        status == 200 && answer["result"]["isError"] != true,
+        "{answer}"
+    );
+    let cut = until_ok(|| call_text(&replicas[0].url, 201, "long_output")).await;
+    let uri = cut
+        .split("[the whole output: ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("no kept output in {cut:?}"))
+        .to_owned();
+    for r in &replicas[1..] {
+        let (status, answer) = modern(&r.url, 202, "resources/read", json!({"uri": uri}))
+            .await
+            .unwrap();
+        let text = answer["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            status == 200 && text.trim_end() == format!("{}END", "x".repeat(2000)),
+            "{answer}"
+        );
+    }
+    eprintln!("stateless: raw 2026-07-28 requests and the kept output checked");
+
+    // Every replica serves calls of the tool.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let served = loop {
+        let mut served = Vec::new();
+        for r in &replicas {
+            served.push(calls_served(r, TOOL).await);
+        }
+        if served.iter().all(|&n| n >= CALLS_EACH) || tokio::time::Instant::now() > deadline {
+            break served;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        served.iter().all(|&n| n >= CALLS_EACH),
+        "calls of {TOOL} served per replica: {served:?}"
+    );
+    let mut before = Vec::new();
+    for client in [&mut python, &mut typescript] {
+        let counts = counts_with_a_success(client).await;
+        assert!(
+            counts["ok"].as_u64() > Some(0) && counts["failed"] == 0,
+            "{:?} client before the kill: {counts}\n{}",
+            client.sdk,
+            client.stderr_tail()
+        );
+        before.push(counts);
+    }
+    eprintln!("stateless: calls served per replica {served:?}; clients {before:?}");
+
+    // kill -9 of replica 1: at most the one request in flight there fails per client, until
+    // the health check takes the replica out.
+    replicas[0].kill();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !lb.log.text().contains("replica1 is DOWN") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "haproxy did not take replica 1 out:\n{}",
+            lb.log.tail(3000)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut during = Vec::new();
+    for client in [&mut python, &mut typescript] {
+        client.send("report").await;
+        let counts = client.expect("COUNTS").await;
+        assert!(
+            counts["failed"].as_u64() <= Some(1),
+            "{:?} client while replica 1 died: {counts}\n{}",
+            client.sdk,
+            client.stderr_tail()
+        );
+        during.push(counts);
+    }
+    let mut after = Vec::new();
+    for client in [&mut python, &mut typescript] {
+        // A few seconds of calls on the survivors.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let counts = counts_with_a_success(client).await;
+        assert!(
+            counts["ok"].as_u64() > Some(0) && counts["failed"] == 0,
+            "{:?} client after the kill: {counts}\n{}",
+            client.sdk,
+            client.stderr_tail()
+        );
+        after.push(counts);
+    }
+    for _ in 0..4 {
+        id += 1;
+        let text = call_text(&lb.url, id, TOOL).await.unwrap();
+        assert_eq!(text.trim(), "OmniForge replica tool");
+    }
+    python.send("quit").await;
+    typescript.send("quit").await;
+    eprintln!("stateless: around the kill {during:?}; after it {after:?}");
+}
+
+/// Retries `f` until it gives a result, for at most [`PATIENCE`] (a replica that has just
+/// heard of a tool installs its environment first); the last error otherwise.
+async fn until_ok<F, Fut>(mut f: F) -> String
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<String, String>>,
+{
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        match f().await {
+            Ok(text) => return text,
+            Err(error) if tokio::time::Instant::now() > deadline => panic!("{error}"),
+            Err(error) => {
+                eprintln!("stateless: retrying after {error}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+}
