@@ -22,9 +22,11 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use crate::input_required::two_steps_tool;
 use crate::procs::Serve;
 use crate::replica_clients::{Driver, Sdk, counts_with_a_success};
 use crate::replicas::{balancer, sse_messages};
+use crate::tasks::{sleeper_tool, start_task, until_terminal};
 use crate::util::{self, http_send, post_headers, uv};
 
 /// The stateless revision.
@@ -43,11 +45,16 @@ fn modern_request(id: &Value, method: &str, mut params: Value) -> (Vec<(String, 
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientInfo": {"name": "omniforge-e2e-raw", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {},
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
+        },
     });
     let mut headers = post_headers(None, Some(MODERN));
     headers.push(("Mcp-Method".into(), method.into()));
-    let name = params["name"].as_str().or(params["uri"].as_str());
+    let name = ["name", "uri", "taskId"]
+        .into_iter()
+        .find_map(|key| params[key].as_str());
     if let Some(name) = name {
         headers.push(("Mcp-Name".into(), name.into()));
     }
@@ -153,6 +160,17 @@ async fn scenario() {
     let url = db.url();
     let uv = uv();
     let dir = tempfile::tempdir().unwrap();
+    let state_key = dir.path().join("request-state.key");
+    std::fs::write(
+        &state_key,
+        "k1 AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &state_key,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
     let mut replicas = Vec::new();
     for i in 1..=3 {
         let data = dir.path().join(format!("replica{i}"));
@@ -165,6 +183,8 @@ async fn scenario() {
             "--uv",
             uv.to_str().unwrap(),
             "--stateless",
+            "--request-state-key-file",
+            state_key.to_str().unwrap(),
             "--max-result-bytes",
             "256",
         ];
@@ -172,6 +192,111 @@ async fn scenario() {
     }
     let lb = balancer(&replicas.iter().collect::<Vec<_>>()).await;
     eprintln!("stateless: 3 replicas and haproxy up");
+
+    // A kept output: created through the balancer, cut on replica 1, read on 2 and 3.
+    let long = json!({
+        "name": "long_output",
+        "description": "Prints more than a result may carry",
+        "code": "print('x' * 2000 + 'END')\n",
+        "inputSchema": {"type": "object", "properties": {}},
+    });
+    let (status, answer) = modern(
+        &lb.url,
+        200,
+        "tools/call",
+        json!({"name": "omniforge_create_tool", "arguments": long}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        status == 200 && answer["result"]["isError"] != true,
+        "{answer}"
+    );
+    let cut = until_ok(|| call_text(&replicas[0].url, 201, "long_output")).await;
+    let uri = cut
+        .split("[the whole output: ")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(']'))
+        .unwrap_or_else(|| panic!("no kept output in {cut:?}"))
+        .to_owned();
+    for r in &replicas[1..] {
+        let (status, answer) = modern(&r.url, 202, "resources/read", json!({"uri": uri}))
+            .await
+            .unwrap();
+        let text = answer["result"]["contents"][0]["text"]
+            .as_str()
+            .unwrap_or("");
+        assert!(
+            status == 200 && text.trim_end() == format!("{}END", "x".repeat(2000)),
+            "{answer}"
+        );
+    }
+    eprintln!("stateless: the kept output checked");
+
+    // Input-required rounds, each on another replica (they share --request-state-key-file).
+    let (status, answer) = modern(
+        &lb.url,
+        300,
+        "tools/call",
+        json!({"name": "omniforge_create_tool", "arguments": two_steps_tool()}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        status == 200 && answer["result"]["isError"] != true,
+        "{answer}"
+    );
+    let call = json!({"name": "two_steps", "arguments": {"x": 1}});
+    let mut round = until_ok(|| async {
+        let (_, answer) = modern(&replicas[0].url, 301, "tools/call", call.clone()).await?;
+        match answer["result"]["resultType"].as_str() {
+            Some("input_required") => Ok(answer.to_string()),
+            _ => Err(answer.to_string()),
+        }
+    })
+    .await;
+    for (step, field, value, replica) in
+        [("step1", "name", "Alice", 1), ("step2", "color", "blue", 2)]
+    {
+        let round_trip: Value = serde_json::from_str(&round).unwrap();
+        let mut retry = call.clone();
+        retry["inputResponses"] = json!({step: {"action": "accept", "content": {field: value}}});
+        retry["requestState"] = round_trip["result"]["requestState"].clone();
+        let (status, answer) = modern(&replicas[replica].url, 302, "tools/call", retry)
+            .await
+            .unwrap();
+        assert!(
+            status == 200 && answer["result"].is_object(),
+            "round {step} on replica {}: HTTP {status}: {answer}",
+            replica + 1
+        );
+        round = answer.to_string();
+    }
+    let done: Value = serde_json::from_str(&round).unwrap();
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Alice likes blue",
+        "{done}"
+    );
+
+    // A task started on replica 1 is read through the others.
+    let (status, answer) = modern(
+        &lb.url,
+        400,
+        "tools/call",
+        json!({"name": "omniforge_create_tool", "arguments": sleeper_tool()}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        status == 200 && answer["result"]["isError"] != true,
+        "{answer}"
+    );
+    let task = start_task(&replicas[0].url, None, "sleeper", json!({"seconds": 1})).await;
+    let done = until_terminal(&replicas[1].url, None, &task, PATIENCE).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let again = until_terminal(&replicas[2].url, None, &task, PATIENCE).await;
+    assert_eq!(again, done);
+    eprintln!("stateless: input-required rounds and a task across replicas checked");
 
     // A subscriptions/listen stream on each replica.
     let mut streams: Vec<_> = replicas
@@ -219,45 +344,7 @@ async fn scenario() {
         assert_eq!(text.trim(), "OmniForge replica tool");
     }
 
-    // A kept output: created through the balancer, cut on replica 1, read on 2 and 3.
-    let long = json!({
-        "name": "long_output",
-        "description": "Prints more than a result may carry",
-        "code": "print('x' * 2000 + 'END')\n",
-        "inputSchema": {"type": "object", "properties": {}},
-    });
-    let (status, answer) = modern(
-        &lb.url,
-        200,
-        "tools/call",
-        json!({"name": "omniforge_create_tool", "arguments": long}),
-    )
-    .await
-    .unwrap();
-    assert!(
-        status == 200 && answer["result"]["isError"] != true,
-        "{answer}"
-    );
-    let cut = until_ok(|| call_text(&replicas[0].url, 201, "long_output")).await;
-    let uri = cut
-        .split("[the whole output: ")
-        .nth(1)
-        .and_then(|rest| rest.strip_suffix(']'))
-        .unwrap_or_else(|| panic!("no kept output in {cut:?}"))
-        .to_owned();
-    for r in &replicas[1..] {
-        let (status, answer) = modern(&r.url, 202, "resources/read", json!({"uri": uri}))
-            .await
-            .unwrap();
-        let text = answer["result"]["contents"][0]["text"]
-            .as_str()
-            .unwrap_or("");
-        assert!(
-            status == 200 && text.trim_end() == format!("{}END", "x".repeat(2000)),
-            "{answer}"
-        );
-    }
-    eprintln!("stateless: raw 2026-07-28 requests and the kept output checked");
+    eprintln!("stateless: raw 2026-07-28 calls of {TOOL} checked");
 
     // Every replica serves calls of the tool.
     let deadline = tokio::time::Instant::now() + PATIENCE;
