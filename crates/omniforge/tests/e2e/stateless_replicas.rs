@@ -42,6 +42,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// The headers and body of a 2026-07-28 request (no session, no `initialize`: the revision,
 /// client info and capabilities ride in `_meta`, the method and name in headers too).
 fn modern_request(id: &Value, method: &str, mut params: Value) -> (Vec<(String, String)>, Vec<u8>) {
+    let extra = params.get("_meta").cloned();
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientInfo": {"name": "omniforge-e2e-raw", "version": "0"},
@@ -50,6 +51,14 @@ fn modern_request(id: &Value, method: &str, mut params: Value) -> (Vec<(String, 
             "extensions": {"io.modelcontextprotocol/tasks": {}},
         },
     });
+    for (key, value) in extra
+        .as_ref()
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        params["_meta"][key] = value.clone();
+    }
     let mut headers = post_headers(None, Some(MODERN));
     headers.push(("Mcp-Method".into(), method.into()));
     let name = ["name", "uri", "taskId"]
@@ -83,11 +92,9 @@ async fn modern(url: &str, id: u64, method: &str, params: Value) -> Result<(u16,
     Ok((reply.status, answer))
 }
 
-/// A 2026-07-28 `subscriptions/listen` stream for tool list changes, opened at `url` with the
-/// request id `id`: the messages it delivers.
-fn listen(url: &str, id: &str) -> mpsc::UnboundedReceiver<Value> {
-    let params = json!({"notifications": {"toolsListChanged": true}});
-    let (headers, body) = modern_request(&json!(id), "subscriptions/listen", params);
+/// A 2026-07-28 request whose SSE answer is read as it streams: its messages.
+fn streaming(url: &str, id: &str, method: &str, params: Value) -> mpsc::UnboundedReceiver<Value> {
+    let (headers, body) = modern_request(&json!(id), method, params);
     let mut req = util::http_client().post(url).body(body);
     for (name, value) in headers {
         req = req.header(name, value);
@@ -95,11 +102,21 @@ fn listen(url: &str, id: &str) -> mpsc::UnboundedReceiver<Value> {
     sse_messages(req)
 }
 
-/// The next `notifications/tools/list_changed` on `rx`, within [`PATIENCE`].
-async fn next_list_changed(rx: &mut mpsc::UnboundedReceiver<Value>) -> Option<Value> {
+/// A 2026-07-28 `subscriptions/listen` stream for tool list changes, opened at `url` with the
+/// request id `id`: the messages it delivers.
+fn listen(url: &str, id: &str) -> mpsc::UnboundedReceiver<Value> {
+    let params = json!({"notifications": {"toolsListChanged": true}});
+    streaming(url, id, "subscriptions/listen", params)
+}
+
+/// The next message on `rx` for which `wanted` holds, within [`PATIENCE`].
+async fn next_where(
+    rx: &mut mpsc::UnboundedReceiver<Value>,
+    wanted: impl Fn(&Value) -> bool,
+) -> Option<Value> {
     tokio::time::timeout(PATIENCE, async {
         while let Some(m) = rx.recv().await {
-            if m["method"] == "notifications/tools/list_changed" {
+            if wanted(&m) {
                 return Some(m);
             }
         }
@@ -187,6 +204,8 @@ async fn scenario() {
             state_key.to_str().unwrap(),
             "--max-result-bytes",
             "256",
+            "--shutdown-grace",
+            "10m",
         ];
         replicas.push(Serve::start(&args).await);
     }
@@ -297,6 +316,25 @@ async fn scenario() {
     let again = until_terminal(&replicas[2].url, None, &task, PATIENCE).await;
     assert_eq!(again, done);
     eprintln!("stateless: input-required rounds and a task across replicas checked");
+    // A call that takes a while, for the shutdown below.
+    let slow = json!({
+        "name": "slow_call",
+        "description": "Reports progress, then sleeps 3 s",
+        "code": "import time, omniforge\nomniforge.progress(1, 2, 'started')\ntime.sleep(3)\nprint('OmniForge slow call done')\n",
+        "inputSchema": {"type": "object", "properties": {}},
+    });
+    let (status, answer) = modern(
+        &lb.url,
+        500,
+        "tools/call",
+        json!({"name": "omniforge_create_tool", "arguments": slow}),
+    )
+    .await
+    .unwrap();
+    assert!(
+        status == 200 && answer["result"]["isError"] != true,
+        "{answer}"
+    );
 
     // A subscriptions/listen stream on each replica.
     let mut streams: Vec<_> = replicas
@@ -304,7 +342,15 @@ async fn scenario() {
         .enumerate()
         .map(|(i, r)| listen(&r.url, &format!("listen-{}", i + 1)))
         .collect();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    for (i, rx) in streams.iter_mut().enumerate() {
+        let ack = next_where(rx, |m| m.get("method").is_some()).await;
+        assert!(
+            ack.as_ref()
+                .is_some_and(|m| m["method"] == "notifications/subscriptions/acknowledged"),
+            "replica {}'s listen stream: {ack:?}",
+            i + 1
+        );
+    }
 
     // The Python SDK's 2026-07-28 client creates the tool through the balancer and calls it
     // from then on; the TypeScript client calls it too.
@@ -321,7 +367,7 @@ async fn scenario() {
     eprintln!("stateless: {TOOL} created ({created}); both clients calling it");
     // Whichever replica the create reached, every replica's stream hears of it.
     for (i, rx) in streams.iter_mut().enumerate() {
-        let note = next_list_changed(rx)
+        let note = next_where(rx, |m| m["method"] == "notifications/tools/list_changed")
             .await
             .unwrap_or_else(|| panic!("no list_changed on replica {}'s listen stream", i + 1));
         assert_eq!(
@@ -387,39 +433,99 @@ async fn scenario() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let mut during = Vec::new();
+    // The request in flight on replica 1 may fail late: the TypeScript SDK leaves a request
+    // whose SSE answer was cut pending until its own timeout (30 s in the driver).
+    let mut around = Vec::new();
     for client in [&mut python, &mut typescript] {
         client.send("report").await;
-        let counts = client.expect("COUNTS").await;
-        assert!(
-            counts["failed"].as_u64() <= Some(1),
-            "{:?} client while replica 1 died: {counts}\n{}",
-            client.sdk,
-            client.stderr_tail()
-        );
-        during.push(counts);
-    }
-    let mut after = Vec::new();
-    for client in [&mut python, &mut typescript] {
+        let during = client.expect("COUNTS").await;
         // A few seconds of calls on the survivors.
         tokio::time::sleep(Duration::from_secs(2)).await;
-        let counts = counts_with_a_success(client).await;
+        let after = counts_with_a_success(client).await;
+        let failed = during["failed"].as_u64().unwrap() + after["failed"].as_u64().unwrap();
         assert!(
-            counts["ok"].as_u64() > Some(0) && counts["failed"] == 0,
-            "{:?} client after the kill: {counts}\n{}",
+            failed <= 1 && after["ok"].as_u64() > Some(0),
+            "{:?} client once replica 1 died: {during} then {after}\n{}",
             client.sdk,
             client.stderr_tail()
         );
-        after.push(counts);
+        around.push((during, after));
     }
     for _ in 0..4 {
         id += 1;
         let text = call_text(&lb.url, id, TOOL).await.unwrap();
         assert_eq!(text.trim(), "OmniForge replica tool");
     }
+    // SIGTERM of replica 2, as a rolling upgrade does, while a slow call runs there: its
+    // listen stream ends at once with its final result, the call finishes and is answered,
+    // new connections are refused meanwhile (HAProxy sends them to replica 3), and no request
+    // of either client fails.
+    let mut slow = streaming(
+        &replicas[1].url,
+        "slow",
+        "tools/call",
+        json!({"name": "slow_call", "arguments": {}, "_meta": {"progressToken": "slow"}}),
+    );
+    let progress = next_where(&mut slow, |m| m.get("method").is_some()).await;
+    assert!(
+        progress
+            .as_ref()
+            .is_some_and(|m| m["method"] == "notifications/progress"),
+        "slow_call on replica 2: {progress:?}"
+    );
+    let started = std::time::Instant::now();
+    let pid = replicas[1].pid().to_string();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(term.success(), "kill -TERM {pid}: {term}");
+    let last = next_where(&mut streams[1], |m| m.get("method").is_none()).await;
+    assert!(
+        last.as_ref().is_some_and(|m| m["id"] == "listen-2"
+            && m["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen-2"),
+        "replica 2's listen stream at shutdown: {last:?}"
+    );
+    let answer = next_where(&mut slow, |m| m["id"] == "slow").await;
+    assert!(
+        answer
+            .as_ref()
+            .is_some_and(|m| m["result"]["content"][0]["text"]
+                .as_str()
+                .is_some_and(|t| t.trim() == "OmniForge slow call done")),
+        "slow_call on replica 2 during its shutdown: {answer:?}"
+    );
+    // The grace period is 10 minutes: the replica must not wait it out for an open stream.
+    let exit = replicas[1].wait_exit(PATIENCE).await;
+    assert!(
+        exit.is_some_and(|status| status.success()),
+        "replica 2 after SIGTERM: {exit:?}\n{}",
+        replicas[1].output_tail()
+    );
+    let exited = started.elapsed();
+    while !lb.log.text().contains("replica2 is DOWN") {
+        assert!(
+            started.elapsed() < PATIENCE,
+            "haproxy did not take replica 2 out:\n{}",
+            lb.log.tail(3000)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut draining = Vec::new();
+    for client in [&mut python, &mut typescript] {
+        let counts = counts_with_a_success(client).await;
+        assert!(
+            counts["ok"].as_u64() > Some(0) && counts["failed"] == 0,
+            "{:?} client while replica 2 shut down: {counts}\n{}",
+            client.sdk,
+            client.stderr_tail()
+        );
+        draining.push(counts);
+    }
+    eprintln!("stateless: replica 2 exited {exited:?} after SIGTERM; clients {draining:?}");
     python.send("quit").await;
     typescript.send("quit").await;
-    eprintln!("stateless: around the kill {during:?}; after it {after:?}");
+    eprintln!("stateless: around the kill (until DOWN, then after) {around:?}");
 }
 
 /// Retries `f` until it gives a result, for at most [`PATIENCE`] (a replica that has just
