@@ -148,7 +148,7 @@ pub(crate) fn sse_messages(req: reqwest::RequestBuilder) -> mpsc::UnboundedRecei
 }
 
 /// Waits for a `notifications/tools/list_changed` on `rx`.
-pub(crate) async fn list_changed(rx: &mut mpsc::UnboundedReceiver<Value>) -> bool {
+async fn list_changed(rx: &mut mpsc::UnboundedReceiver<Value>) -> bool {
     tokio::time::timeout(PROPAGATION, async {
         while let Some(m) = rx.recv().await {
             if m["method"] == "notifications/tools/list_changed" {
