@@ -2,16 +2,18 @@
 //! configured with `deploy/haproxy.cfg` as it is (issue 14: "2026-07-28 requests and
 //! `--stateless` serving work through any replica, with plain round robin").
 //!
-//! The official Python SDK (2.x) in its stateless 2026-07-28 mode creates a tool through the
-//! balancer and calls it over and over; the TypeScript SDK (1.x, which has no 2026-07-28
-//! mode) initializes against the sessionless replicas and calls the same tool. Each
-//! replica's `/metrics` shows it served calls of that tool. Raw 2026-07-28 requests (no
-//! session, no `initialize`) work sent to each replica and through the balancer; a cut
-//! result's kept output made through one replica is read through the two others; a
-//! `subscriptions/listen` stream on each replica hears of the tool created through the
-//! balancer. Then
-//! `kill -9` of replica 1: each client loses at most its one request in flight there, and
-//! once HAProxy's health check on `/healthz` has taken the replica out, nothing fails.
+//! One-off checks first, each addressed to chosen replicas: a cut result's kept output made
+//! on replica 1 is read on 2 and 3; input-required rounds go to replicas 1, 2 and 3 in turn
+//! (they share `--request-state-key-file`); a task started on replica 1 is read on 2 and 3.
+//! Then the official Python SDK (2.x) in its stateless 2026-07-28 mode creates a tool through
+//! the balancer and calls it over and over; the TypeScript SDK (1.x, which has no 2026-07-28
+//! mode) initializes against the sessionless replicas and calls the same tool. A
+//! `subscriptions/listen` stream on each replica hears of the create; raw 2026-07-28 calls
+//! work sent to each replica and through the balancer; each replica's `/metrics` shows it
+//! served calls of the tool. `kill -9` of replica 1: each client loses at most its one request
+//! in flight there. SIGTERM of replica 2 (a rolling restart) while a slow call runs there: the
+//! call is answered, the listen stream ends with its final result, the replica exits without
+//! waiting out its 10-minute grace, and no client request fails.
 //!
 //! Everything is started here and ended here by pid: three `omniforge serve` processes on a
 //! database of the shared test cluster (`crate::postgres::cluster`), one `haproxy`, two
@@ -127,6 +129,17 @@ async fn next_where(
     .flatten()
 }
 
+/// Creates `tool` (the arguments of `omniforge_create_tool`) with a 2026-07-28 request to
+/// `url`, as request `id`.
+async fn create_tool(url: &str, id: u64, tool: Value) {
+    let create = json!({"name": "omniforge_create_tool", "arguments": tool});
+    let (status, answer) = modern(url, id, "tools/call", create).await.unwrap();
+    assert!(
+        status == 200 && answer["result"]["isError"] != true,
+        "{answer}"
+    );
+}
+
 /// A `tools/call` result's text, or why it is not a successful result.
 async fn call_text(url: &str, id: u64, tool: &str) -> Result<String, String> {
     let (status, answer) = modern(
@@ -219,18 +232,7 @@ async fn scenario() {
         "code": "print('x' * 2000 + 'END')\n",
         "inputSchema": {"type": "object", "properties": {}},
     });
-    let (status, answer) = modern(
-        &lb.url,
-        200,
-        "tools/call",
-        json!({"name": "omniforge_create_tool", "arguments": long}),
-    )
-    .await
-    .unwrap();
-    assert!(
-        status == 200 && answer["result"]["isError"] != true,
-        "{answer}"
-    );
+    create_tool(&lb.url, 200, long).await;
     let cut = until_ok(|| call_text(&replicas[0].url, 201, "long_output")).await;
     let uri = cut
         .split("[the whole output: ")
@@ -253,18 +255,7 @@ async fn scenario() {
     eprintln!("stateless: the kept output checked");
 
     // Input-required rounds, each on another replica (they share --request-state-key-file).
-    let (status, answer) = modern(
-        &lb.url,
-        300,
-        "tools/call",
-        json!({"name": "omniforge_create_tool", "arguments": two_steps_tool()}),
-    )
-    .await
-    .unwrap();
-    assert!(
-        status == 200 && answer["result"]["isError"] != true,
-        "{answer}"
-    );
+    create_tool(&lb.url, 300, two_steps_tool()).await;
     let call = json!({"name": "two_steps", "arguments": {"x": 1}});
     let mut round = until_ok(|| async {
         let (_, answer) = modern(&replicas[0].url, 301, "tools/call", call.clone()).await?;
@@ -298,18 +289,7 @@ async fn scenario() {
     );
 
     // A task started on replica 1 is read through the others.
-    let (status, answer) = modern(
-        &lb.url,
-        400,
-        "tools/call",
-        json!({"name": "omniforge_create_tool", "arguments": sleeper_tool()}),
-    )
-    .await
-    .unwrap();
-    assert!(
-        status == 200 && answer["result"]["isError"] != true,
-        "{answer}"
-    );
+    create_tool(&lb.url, 400, sleeper_tool()).await;
     let task = start_task(&replicas[0].url, None, "sleeper", json!({"seconds": 1})).await;
     let done = until_terminal(&replicas[1].url, None, &task, PATIENCE).await;
     assert_eq!(done["status"], "completed", "{done}");
@@ -323,18 +303,7 @@ async fn scenario() {
         "code": "import time, omniforge\nomniforge.progress(1, 2, 'started')\ntime.sleep(3)\nprint('OmniForge slow call done')\n",
         "inputSchema": {"type": "object", "properties": {}},
     });
-    let (status, answer) = modern(
-        &lb.url,
-        500,
-        "tools/call",
-        json!({"name": "omniforge_create_tool", "arguments": slow}),
-    )
-    .await
-    .unwrap();
-    assert!(
-        status == 200 && answer["result"]["isError"] != true,
-        "{answer}"
-    );
+    create_tool(&lb.url, 500, slow).await;
 
     // A subscriptions/listen stream on each replica.
     let mut streams: Vec<_> = replicas
@@ -528,8 +497,9 @@ async fn scenario() {
     eprintln!("stateless: around the kill (until DOWN, then after) {around:?}");
 }
 
-/// Retries `f` until it gives a result, for at most [`PATIENCE`] (a replica that has just
-/// heard of a tool installs its environment first); the last error otherwise.
+/// Retries `f` until it gives a result, for at most [`PATIENCE`] (a replica that has not yet
+/// heard of a tool created through another answers that it is unknown; each retry is logged,
+/// none was needed in the runs so far); panics with the last error otherwise.
 async fn until_ok<F, Fut>(mut f: F) -> String
 where
     F: FnMut() -> Fut,
