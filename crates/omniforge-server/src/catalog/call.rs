@@ -98,40 +98,6 @@ pub(crate) trait Router: Send + Sync {
     ) -> BoxFuture<'a, CallResult>;
 }
 
-#[cfg(test)]
-mod tests {
-    use rmcp::model::ContentBlock;
-
-    use super::*;
-
-    #[test]
-    fn failure_reasons_are_short_and_name_the_failure() {
-        let ok = CallToolResult::success(vec![ContentBlock::text("fine")]);
-        assert_eq!(failure_reason(&Ok(ok)), None);
-        let failed = CallToolResult::error(vec![ContentBlock::text(
-            "Traceback (most recent call last):\n  File x\nValueError: bad net\n\n",
-        )]);
-        assert_eq!(
-            failure_reason(&Ok(failed)).as_deref(),
-            Some("ValueError: bad net")
-        );
-        let exited = CallToolResult::error(vec![ContentBlock::text(
-            "[stderr] Traceback:\nValueError: bad net\n[exit 1]",
-        )]);
-        assert_eq!(
-            failure_reason(&Ok(exited)).as_deref(),
-            Some("ValueError: bad net [exit 1]")
-        );
-        assert_eq!(
-            failure_reason(&Err(CallError::UnknownTool)).as_deref(),
-            Some(CallError::UnknownTool.to_string().as_str())
-        );
-        let long = CallToolResult::error(vec![ContentBlock::text("é".repeat(1000))]);
-        let reason = failure_reason(&Ok(long)).unwrap();
-        assert!(reason.len() <= MAX_REASON_BYTES && reason.starts_with('é'));
-    }
-}
-
 /// The call log row of a built-in or manifest call that started at `started` (inline, or as
 /// a task; a stored call records itself, with its version).
 pub(crate) fn log_record(
@@ -169,5 +135,39 @@ pub(crate) fn log_record(
         arguments: None,
         arguments_text: None,
         result_text: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::ContentBlock;
+
+    use super::*;
+
+    #[test]
+    fn failure_reasons_are_short_and_name_the_failure() {
+        let ok = CallToolResult::success(vec![ContentBlock::text("fine")]);
+        assert_eq!(failure_reason(&Ok(ok)), None);
+        let failed = CallToolResult::error(vec![ContentBlock::text(
+            "Traceback (most recent call last):\n  File x\nValueError: bad net\n\n",
+        )]);
+        assert_eq!(
+            failure_reason(&Ok(failed)).as_deref(),
+            Some("ValueError: bad net")
+        );
+        let exited = CallToolResult::error(vec![ContentBlock::text(
+            "[stderr] Traceback:\nValueError: bad net\n[exit 1]",
+        )]);
+        assert_eq!(
+            failure_reason(&Ok(exited)).as_deref(),
+            Some("ValueError: bad net [exit 1]")
+        );
+        assert_eq!(
+            failure_reason(&Err(CallError::UnknownTool)).as_deref(),
+            Some(CallError::UnknownTool.to_string().as_str())
+        );
+        let long = CallToolResult::error(vec![ContentBlock::text("é".repeat(1000))]);
+        let reason = failure_reason(&Ok(long)).unwrap();
+        assert!(reason.len() <= MAX_REASON_BYTES && reason.starts_with('é'));
     }
 }
