@@ -15,7 +15,7 @@ use crate::util::{parse_sse, python_driver, python2, require, uv};
 const STATELESS: &str = "2026-07-28";
 
 /// Two questions, one round each; the answer names both.
-fn two_steps_tool() -> Value {
+pub(crate) fn two_steps_tool() -> Value {
     json!({
         "name": "two_steps",
         "description": "Asks a name, then a colour",
