@@ -293,6 +293,7 @@ async fn start_stored(
             kept: kept.clone(),
         },
         states: states.clone(),
+        versions: Default::default(),
     });
     let source = Arc::new(StoredSource::new(store.clone(), tools.clone(), catalog));
     // Read before loading: a change that lands in between is seen twice, never missed.

@@ -146,11 +146,12 @@ impl Catalog {
         if self.profile == SchemaProfile::Conservative {
             // Served in the conservative form; arguments are still checked against the
             // authored schema, which the entry keeps.
-            let tool = &mut entry.tool;
+            let mut tool = entry.tool();
             tool.input_schema = Arc::new(schema_profile::conservative(&tool.input_schema));
             if let Some(output) = &tool.output_schema {
                 tool.output_schema = Some(Arc::new(schema_profile::conservative(output)));
             }
+            entry.set_tool(&tool);
         }
         Arc::new(entry)
     }
@@ -209,7 +210,7 @@ mod tests {
             .snapshot()
             .entries()
             .iter()
-            .map(|t| t.tool.name.to_string())
+            .map(|t| t.name.to_string())
             .collect()
     }
 
@@ -285,10 +286,10 @@ mod tests {
         let snap = catalog.snapshot();
         let view = |p: Option<&str>| -> Vec<(String, String)> {
             snap.entries_for(p)
-                .iter()
                 .map(|e| {
-                    let d = e.tool.description.as_deref().unwrap_or("");
-                    (e.tool.name.to_string(), d.to_owned())
+                    let tool = e.tool();
+                    let d = tool.description.as_deref().unwrap_or("");
+                    (tool.name.to_string(), d.to_owned())
                 })
                 .collect()
         };

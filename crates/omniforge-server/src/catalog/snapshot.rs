@@ -74,23 +74,26 @@ impl Snapshot {
     }
 
     /// The entries `principal` sees, in catalog order: its own pending versions in place of
-    /// the live ones, then its pending new tools (by name).
-    pub(crate) fn entries_for(&self, principal: Option<&str>) -> Vec<&Arc<Entry>> {
+    /// the live ones, then its pending new tools (by name). Lazy: a first page of
+    /// `tools/list` reads a page of a 100,000-tool catalog, not all of it.
+    pub(crate) fn entries_for<'a>(
+        &'a self,
+        principal: Option<&str>,
+    ) -> Box<dyn Iterator<Item = &'a Arc<Entry>> + Send + 'a> {
         let Some(mine) = principal.and_then(|p| self.pending.get(p)) else {
-            return self.entries.iter().collect();
+            return Box::new(self.entries.iter());
         };
-        let mut out: Vec<&Arc<Entry>> = self
-            .entries
-            .iter()
-            .map(|e| mine.get(&e.name).unwrap_or(e))
-            .collect();
         let mut new: Vec<&Arc<Entry>> = mine
             .values()
             .filter(|e| !self.by_name.contains_key(&e.name))
             .collect();
         new.sort_by(|a, b| a.name.cmp(&b.name));
-        out.extend(new);
-        out
+        Box::new(
+            self.entries
+                .iter()
+                .map(|e| mine.get(&e.name).unwrap_or(e))
+                .chain(new),
+        )
     }
 
     /// The entry called `name`, if the catalog has it (as everyone sees it).
@@ -125,7 +128,8 @@ impl Snapshot {
             match (a.next(), b.next()) {
                 (None, None) => return true,
                 (Some(x), Some(y))
-                    if Arc::ptr_eq(x, y) || (x.source == y.source && x.tool == y.tool) => {}
+                    if Arc::ptr_eq(x, y)
+                        || (x.source == y.source && x.listing() == y.listing()) => {}
                 _ => return false,
             }
         }
@@ -149,7 +153,7 @@ impl Snapshot {
             .get_for(name, cx.principal().map(|p| p.as_str()))
             .filter(|e| cx.allows(e.scope))
             .ok_or(CallError::UnknownTool)?;
-        let arguments = entry.check_arguments(arguments)?;
+        let arguments = entry.check_arguments(arguments).await?;
         entry
             .call
             .call(Call {

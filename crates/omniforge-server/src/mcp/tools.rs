@@ -39,23 +39,25 @@ pub(crate) fn list(
     let cx = RequestCx::of(ctx, None);
     let snapshot = shared.catalog.snapshot();
     let offset = offset(request)?;
-    let visible: Vec<&Tool> = snapshot
+    // Read up to the page's end and one more (is there a next page?), not the whole catalog.
+    let mut visible = snapshot
         .entries_for(cx.principal().map(|p| p.as_str()))
-        .into_iter()
-        .filter(|t| t.listed && cx.allows(t.scope))
-        .map(|t| &t.tool)
-        .collect();
-    if offset > visible.len() {
+        .filter(|t| t.listed && cx.allows(t.scope));
+    if visible.by_ref().take(offset).count() < offset {
         return Err(ErrorData::invalid_params(
             "invalid cursor: past the end of the list",
             None,
         ));
     }
-    let end = (offset + shared.page_size).min(visible.len());
-    let mut result = ListToolsResult::with_all_items(
-        visible[offset..end].iter().map(|t| (*t).clone()).collect(),
-    );
-    result.next_cursor = (end < visible.len()).then(|| encode_cursor(end));
+    let tools: Vec<Tool> = visible
+        .by_ref()
+        .take(shared.page_size)
+        .map(|t| t.tool())
+        .collect();
+    let end = offset + tools.len();
+    let more = visible.next().is_some();
+    let mut result = ListToolsResult::with_all_items(tools);
+    result.next_cursor = more.then(|| encode_cursor(end));
     Ok(result)
 }
 
