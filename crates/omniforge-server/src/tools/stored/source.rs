@@ -250,12 +250,18 @@ impl StoredSource {
             version: Some(version.number),
             timeout: Duration::from_millis(spec.limits.timeout_ms),
         };
+        let version = VersionRef::of(&version);
+        let name = version.tool.clone();
         let call = StoredCall {
-            version: VersionRef::of(&version),
+            version,
             tools: self.tools.clone(),
         };
-        Entry::checked_by_call(&tool, ToolSource::Stored, Scope::Call, Arc::new(call))
-            .with_tasking(tasking)
+        let mut entry =
+            Entry::checked_by_call(&tool, ToolSource::Stored, Scope::Call, Arc::new(call))
+                .with_tasking(tasking);
+        // One allocation of the name for the entry and its call.
+        entry.name = name;
+        entry
     }
 }
 
