@@ -318,6 +318,66 @@ mod tests {
     }
 
     #[test]
+    fn pages_are_kept_per_view_and_never_across_a_change() {
+        let catalog = Catalog::new(SchemaProfile::AsAuthored);
+        let admin_only = |name: &str| {
+            let mut e = tool(name, ToolSource::Builtin);
+            e.scope = Scope::Admin;
+            e
+        };
+        catalog.replace(
+            ToolSource::Builtin,
+            vec![tool("a", ToolSource::Builtin), admin_only("b")],
+        );
+        catalog.replace(
+            ToolSource::Stored,
+            (0..5)
+                .map(|i| tool(&format!("s{i}"), ToolSource::Stored))
+                .collect(),
+        );
+        let snap = catalog.snapshot();
+        let caller = |s: Scope| s == Scope::Call;
+        let admin = |_: Scope| true;
+        let names = |p: &crate::catalog::pages::Page| -> Vec<String> {
+            p.tools.iter().map(|t| t.name.to_string()).collect()
+        };
+        let first = snap.page(None, caller, 0, 3).unwrap();
+        assert_eq!(names(&first), ["a", "s0", "s1"]);
+        assert!(first.more);
+        // The same view again: the kept page.
+        assert!(Arc::ptr_eq(&first, &snap.page(None, caller, 0, 3).unwrap()));
+        // Another scope set sees another page.
+        let admins = snap.page(Some("token:root"), admin, 0, 3).unwrap();
+        assert_eq!(names(&admins), ["a", "b", "s0"]);
+        // The last page says nothing follows; past the end is no page.
+        let last = snap.page(None, caller, 3, 3).unwrap();
+        assert_eq!(names(&last), ["s2", "s3", "s4"]);
+        assert!(!last.more);
+        assert!(
+            snap.page(None, caller, 6, 3)
+                .is_some_and(|p| p.tools.is_empty())
+        );
+        assert!(snap.page(None, caller, 7, 3).is_none());
+        // An author with a pending version sees its own view, never another's kept page.
+        catalog.set_pending(
+            "s0",
+            vec![(
+                Arc::from("token:w"),
+                described("s0", ToolSource::Stored, "v2"),
+            )],
+        );
+        let snap = catalog.snapshot();
+        let own = snap.page(Some("token:w"), caller, 0, 3).unwrap();
+        assert_eq!(own.tools[1].description.as_deref(), Some("v2"));
+        let everyone = snap.page(Some("token:other"), caller, 0, 3).unwrap();
+        assert_eq!(everyone.tools[1].description.as_deref(), Some("d"));
+        // A change publishes a new snapshot, with no page kept.
+        catalog.upsert(described("s0", ToolSource::Stored, "v3"));
+        let page = catalog.snapshot().page(None, caller, 0, 3).unwrap();
+        assert_eq!(page.tools[1].description.as_deref(), Some("v3"));
+    }
+
+    #[test]
     fn concurrent_sources_never_publish_a_stale_merge() {
         // Two writers of different sources race; whatever the interleaving, the last published
         // snapshot holds both writers' last lists.

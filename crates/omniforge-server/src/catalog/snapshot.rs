@@ -13,8 +13,10 @@ use rmcp::model::JsonObject;
 
 use futures::future::BoxFuture;
 
+use crate::auth::Scope;
 use crate::catalog::call::{Call, CallResult, Router};
 use crate::catalog::entry::{Entry, ToolSource};
+use crate::catalog::pages::{Page, PageCache, PageKey};
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 
@@ -25,6 +27,8 @@ pub(crate) struct Snapshot {
     by_name: HashMap<Arc<str>, usize>,
     /// Pending versions by author (principal id), then tool name.
     pending: HashMap<Arc<str>, HashMap<Arc<str>, Arc<Entry>>>,
+    /// The last pages of `tools/list` built from this snapshot.
+    pages: PageCache,
 }
 
 impl Snapshot {
@@ -94,6 +98,37 @@ impl Snapshot {
                 .map(|e| mine.get(&e.name).unwrap_or(e))
                 .chain(new),
         )
+    }
+
+    /// The page of `tools/list` that `principal`, allowed the scopes `allows` says, sees
+    /// from `offset`: at most `size` listed entries as `Tool`s. `None`: `offset` is past the
+    /// end. Kept for the next caller with the same view (`pages.rs`).
+    pub(crate) fn page(
+        &self,
+        principal: Option<&str>,
+        allows: impl Fn(Scope) -> bool + Copy,
+        offset: usize,
+        size: usize,
+    ) -> Option<Arc<Page>> {
+        let build = || {
+            // Read up to the page's end and one more (is there a next page?), not the whole
+            // catalog.
+            let mut visible = self
+                .entries_for(principal)
+                .filter(|t| t.listed && allows(t.scope));
+            if visible.by_ref().take(offset).count() < offset {
+                return None;
+            }
+            let tools = visible.by_ref().take(size).map(|t| t.tool()).collect();
+            let more = visible.next().is_some();
+            Some(Page { tools, more })
+        };
+        if principal.is_some_and(|p| self.pending.contains_key(p)) {
+            // A view of its own (its pending versions): built for it alone.
+            return build().map(Arc::new);
+        }
+        self.pages
+            .get_or_build(PageKey::new(offset, size, allows), build)
     }
 
     /// The entry called `name`, if the catalog has it (as everyone sees it).

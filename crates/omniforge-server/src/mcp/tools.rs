@@ -11,7 +11,7 @@ use omniforge_store::{CallOutcome, CallRecord, CallSource};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorData, JsonObject, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, Tool,
+    PaginatedRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 
@@ -39,25 +39,19 @@ pub(crate) fn list(
     let cx = RequestCx::of(ctx, None);
     let snapshot = shared.catalog.snapshot();
     let offset = offset(request)?;
-    // Read up to the page's end and one more (is there a next page?), not the whole catalog.
-    let mut visible = snapshot
-        .entries_for(cx.principal().map(|p| p.as_str()))
-        .filter(|t| t.listed && cx.allows(t.scope));
-    if visible.by_ref().take(offset).count() < offset {
+    let Some(page) = snapshot.page(
+        cx.principal().map(|p| p.as_str()),
+        |scope| cx.allows(scope),
+        offset,
+        shared.page_size,
+    ) else {
         return Err(ErrorData::invalid_params(
             "invalid cursor: past the end of the list",
             None,
         ));
-    }
-    let tools: Vec<Tool> = visible
-        .by_ref()
-        .take(shared.page_size)
-        .map(|t| t.tool())
-        .collect();
-    let end = offset + tools.len();
-    let more = visible.next().is_some();
-    let mut result = ListToolsResult::with_all_items(tools);
-    result.next_cursor = more.then(|| encode_cursor(end));
+    };
+    let mut result = ListToolsResult::with_all_items(page.tools.clone());
+    result.next_cursor = page.more.then(|| encode_cursor(offset + page.tools.len()));
     Ok(result)
 }
 
