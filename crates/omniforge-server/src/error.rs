@@ -237,10 +237,12 @@ pub(crate) enum ContentError {
         uri: String,
     },
     /// A kept output's URI whose output is gone or was never there (-32002).
-    #[error("resource not found: {uri} (outputs of cut results are kept for an hour)")]
+    #[error("resource not found: {uri} (outputs of cut results are kept for {kept_for})")]
     OutputNotFound {
         /// The URI.
         uri: String,
+        /// How long outputs are kept (`--output-ttl`), as humantime writes it.
+        kept_for: String,
     },
     /// A bad request (-32602): unknown prompt, argument or template; missing arguments.
     #[error("{0}")]
@@ -255,6 +257,23 @@ pub(crate) enum ContentError {
         /// Why.
         #[source]
         error: ScriptError,
+    },
+    /// A prompt's script failed (-32603).
+    #[error("prompt {prompt} failed: {error}")]
+    PromptFailed {
+        /// The prompt's name.
+        prompt: String,
+        /// Why.
+        #[source]
+        error: ScriptError,
+    },
+    /// A prompt's script printed something that is not messages (-32603).
+    #[error("prompt {prompt}: its script printed no usable messages: {reason}")]
+    PromptOutput {
+        /// The prompt's name.
+        prompt: String,
+        /// What is wrong.
+        reason: String,
     },
     /// A completion script failed (-32603).
     #[error("completion script failed: {0}")]

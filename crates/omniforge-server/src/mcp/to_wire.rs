@@ -66,11 +66,13 @@ pub(crate) fn call_error(error: &CallError) -> CallToolResult {
 pub(crate) fn content_error(error: ContentError) -> ErrorData {
     let message = error.to_string();
     match error {
-        ContentError::ResourceNotFound { uri } | ContentError::OutputNotFound { uri } => {
+        ContentError::ResourceNotFound { uri } | ContentError::OutputNotFound { uri, .. } => {
             ErrorData::resource_not_found(message, Some(json!({"uri": uri})))
         }
         ContentError::InvalidParams(_) => ErrorData::invalid_params(message, None),
         ContentError::TemplateFailed { .. }
+        | ContentError::PromptFailed { .. }
+        | ContentError::PromptOutput { .. }
         | ContentError::CompletionFailed(_)
         | ContentError::CompletionOutput(_)
         | ContentError::Unreadable(_)
