@@ -78,10 +78,13 @@ impl Loaded {
     }
 }
 
+/// Loaded versions by tool name and version number, least recently used first out.
+type Cache = LruCache<(Arc<str>, u32), Arc<Loaded>>;
+
 /// The cache of loaded versions. A std lock, held only for map operations.
 #[derive(Debug)]
 pub(crate) struct Versions {
-    cache: Mutex<LruCache<(Arc<str>, u32), Arc<Loaded>>>,
+    cache: Mutex<Cache>,
 }
 
 impl Default for Versions {
@@ -153,7 +156,7 @@ impl Versions {
         self.lock().len()
     }
 
-    fn lock(&self) -> MutexGuard<'_, LruCache<(Arc<str>, u32), Arc<Loaded>>> {
+    fn lock(&self) -> MutexGuard<'_, Cache> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
