@@ -72,7 +72,10 @@ impl Catalog {
 
     /// Replaces every entry of `source`.
     pub(crate) fn replace(&self, source: ToolSource, entries: Vec<Entry>) {
-        let entries: Vec<Arc<Entry>> = entries.into_iter().map(|e| self.prepare(e)).collect();
+        let mut entries: Vec<Arc<Entry>> = entries.into_iter().map(|e| self.prepare(e)).collect();
+        // The collect reuses the `Vec<Entry>`'s buffer (an `Entry` is ~14 times an `Arc`): without
+        // this, 100,000 stored tools kept an 11 MB buffer for their 0.8 MB of `Arc`s (heaptrack).
+        entries.shrink_to_fit();
         let mut lists = self.lock();
         lists.sources[source as usize] = entries;
         self.publish(&lists);
@@ -239,6 +242,19 @@ mod tests {
         assert!(catalog.is_reserved("m"));
         assert!(!catalog.is_reserved("s1"));
         assert!(rx.has_changed().unwrap_or(false));
+    }
+
+    #[test]
+    fn a_replaced_source_keeps_no_more_room_than_its_entries() {
+        let catalog = Catalog::new(SchemaProfile::AsAuthored);
+        let entries: Vec<Entry> = (0..1000)
+            .map(|i| tool(&format!("t{i}"), ToolSource::Stored))
+            .collect();
+        catalog.replace(ToolSource::Stored, entries);
+        let lists = catalog.lock();
+        let stored = &lists.sources[ToolSource::Stored as usize];
+        assert_eq!(stored.len(), 1000);
+        assert_eq!(stored.capacity(), 1000, "the entries' buffer was kept");
     }
 
     #[test]

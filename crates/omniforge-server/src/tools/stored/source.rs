@@ -21,7 +21,6 @@ use crate::catalog::publish::Catalog;
 use crate::catalog::snapshot::Snapshot;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
-use crate::script_host::warm::version_key;
 use crate::tools::stored::call::{StoredCall, StoredTools};
 use crate::tools::stored::versions::VersionRef;
 
@@ -66,10 +65,11 @@ impl StoredSource {
         let mut authors = Authors::default();
         self.store
             .for_each_enabled(&mut |t| {
-                let v = &t.current;
-                current.insert(v.tool.clone(), version_key(&v.tool, v.number));
-                let author = authors.get(&v.spec.author);
-                entries.push(self.entry(t).with_author(author));
+                let number = t.current.number;
+                let author = authors.get(&t.current.spec.author);
+                let entry = self.entry(t).with_author(author);
+                current.insert(entry.name.clone(), number);
+                entries.push(entry);
             })
             .await?;
         let pending = self.pending_entries(None).await?;
@@ -138,7 +138,7 @@ impl StoredSource {
         match stored.filter(|s| s.tool.enabled) {
             Some(stored) => {
                 let version = stored.current.clone();
-                warm.set_current(name, version_key(name, version.number));
+                warm.set_current(name, version.number);
                 let author = Arc::from(version.spec.author.as_str());
                 catalog.upsert(self.entry(stored).with_author(author));
                 Ok(Some(version))
