@@ -70,6 +70,7 @@ mod tests {
             exit,
             duration: Duration::ZERO,
             result: None,
+            limit: None,
         }
     }
 

@@ -124,7 +124,7 @@ pub(crate) struct SandboxOptions {
     /// the escape suite can attack a server without bubblewrap on a machine that has it.
     /// `strict` still refuses to start without a layer it needs. Not in --help.
     #[arg(long = "sandbox-disable-layer", hide = true, value_name = "LAYER",
-          value_parser = ["namespaces", "cgroup-pids", "cgroup-kill", "landlock", "seccomp"])]
+          value_parser = ["namespaces", "cgroup-pids", "cgroup-kill", "cgroup-memory", "landlock", "seccomp"])]
     pub(crate) sandbox_disable_layer: Vec<String>,
 }
 
