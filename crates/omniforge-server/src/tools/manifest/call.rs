@@ -62,7 +62,8 @@ impl ManifestCall {
             Outcome::ConnectError { .. } => "connect_error",
             Outcome::Failure(_) => "failure",
         };
-        self.metrics.upstream_call(counted, started.elapsed());
+        self.metrics
+            .upstream_call(&self.tool.service, counted, started.elapsed());
         if counted != "ok" {
             span.record("error.type", counted);
             span.record("otel.status_code", "error");
