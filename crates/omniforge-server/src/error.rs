@@ -237,10 +237,12 @@ pub(crate) enum ContentError {
         uri: String,
     },
     /// A kept output's URI whose output is gone or was never there (-32002).
-    #[error("resource not found: {uri} (outputs of cut results are kept for an hour)")]
+    #[error("resource not found: {uri} (outputs of cut results are kept for {kept_for})")]
     OutputNotFound {
         /// The URI.
         uri: String,
+        /// How long outputs are kept (`--output-ttl`), as humantime writes it.
+        kept_for: String,
     },
     /// A bad request (-32602): unknown prompt, argument or template; missing arguments.
     #[error("{0}")]

@@ -79,16 +79,18 @@ pub(crate) async fn read(
     let uri = request.uri;
     if uri.starts_with(RUN_OUTPUT_PREFIX) {
         let cx = RequestCx::of(ctx, None);
-        let text = match &shared.kept {
-            Some(kept) => kept.read(&uri, &cx).await,
-            None => None,
+        let Some(kept) = &shared.kept else {
+            return Err(content_error(ContentError::ResourceNotFound { uri }));
         };
-        return match text {
+        return match kept.read(&uri, &cx).await {
             Some(text) => Ok(ReadResourceResult::new(vec![
                 ResourceContents::text(text, uri).with_mime_type("text/plain"),
             ])
             .into()),
-            None => Err(content_error(ContentError::OutputNotFound { uri })),
+            None => Err(content_error(ContentError::OutputNotFound {
+                uri,
+                kept_for: humantime::format_duration(kept.ttl()).to_string(),
+            })),
         };
     }
     let read = match &shared.content {

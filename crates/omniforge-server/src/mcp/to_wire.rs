@@ -66,7 +66,7 @@ pub(crate) fn call_error(error: &CallError) -> CallToolResult {
 pub(crate) fn content_error(error: ContentError) -> ErrorData {
     let message = error.to_string();
     match error {
-        ContentError::ResourceNotFound { uri } | ContentError::OutputNotFound { uri } => {
+        ContentError::ResourceNotFound { uri } | ContentError::OutputNotFound { uri, .. } => {
             ErrorData::resource_not_found(message, Some(json!({"uri": uri})))
         }
         ContentError::InvalidParams(_) => ErrorData::invalid_params(message, None),

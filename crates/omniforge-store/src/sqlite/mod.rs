@@ -148,14 +148,7 @@ impl SqliteStore {
             .create_if_missing(true)
             // Persistent in the file; readers inherit it.
             .journal_mode(SqliteJournalMode::Wal);
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .acquire_timeout(config.busy_timeout)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .connect_with(writer_options)
-            .await
-            .map_err(db)?;
+        let writer = connect_writer(writer_options, config).await?;
         migrate::migrate(&writer).await?;
         let reader = SqlitePoolOptions::new()
             .max_connections(config.max_readers)
@@ -240,6 +233,44 @@ impl SqliteStore {
 }
 
 crate::engine::impls::store_traits!(SqliteStore);
+
+/// Opens the one-connection writer pool, which switches a new file to WAL.
+///
+/// On a new file in rollback-journal mode that switch upgrades a read lock to an exclusive one,
+/// and when several processes open the file at once SQLite refuses the upgrade with
+/// `SQLITE_BUSY` at once rather than calling the busy handler (waiting could deadlock). Such
+/// a refusal is retried, with a short pause, until `busy_timeout` has passed; any other error
+/// is returned as is.
+async fn connect_writer(
+    options: SqliteConnectOptions,
+    config: &StoreConfig,
+) -> Result<SqlitePool, StoreError> {
+    let deadline = tokio::time::Instant::now() + config.busy_timeout;
+    loop {
+        let connected = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(config.busy_timeout)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options.clone())
+            .await;
+        match connected {
+            Err(error) if is_busy(&error) && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            connected => return connected.map_err(db),
+        }
+    }
+}
+
+/// Whether SQLite answered `SQLITE_BUSY` (primary result code 5, any extended code).
+fn is_busy(error: &sqlx::Error) -> bool {
+    let code = match error {
+        sqlx::Error::Database(e) => e.code().and_then(|c| c.parse::<i32>().ok()),
+        _ => None,
+    };
+    code.is_some_and(|c| c & 0xff == 5)
+}
 
 /// Pragmas every connection gets.
 fn common_options(options: SqliteConnectOptions, config: &StoreConfig) -> SqliteConnectOptions {

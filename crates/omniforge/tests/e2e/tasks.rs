@@ -550,6 +550,11 @@ async fn a_tasks_cut_output_lives_as_long_as_the_task() {
     assert_eq!(gone["error"]["code"], -32602, "{gone}");
     let message = gone["error"]["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("resource not found"), "{gone}");
+    // The message names the configured lifetime, not a fixed one.
+    assert!(
+        message.ends_with("(outputs of cut results are kept for 1s)"),
+        "{gone}"
+    );
     let kept = read(task_uri).await;
     let text = kept["result"]["contents"][0]["text"]
         .as_str()

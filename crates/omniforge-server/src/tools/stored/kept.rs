@@ -30,6 +30,11 @@ impl KeptOutputs {
         KeptOutputs { store, ttl }
     }
 
+    /// How long a call's output is kept (`--output-ttl`); a task's lives as long as the task.
+    pub(crate) fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// Keeps `text` (its first MiB) for the caller of `cx`, from a call of `tool`; returns its
     /// `omniforge://runs/{id}/output` URI, or `None` when the store refused it (logged).
     /// Expired outputs go first.
