@@ -328,10 +328,8 @@ impl Runner {
         let parent_sock = tokio::net::UnixStream::from_std(parent_sock)
             .map_err(io_err("creating the side channel"))?;
 
-        let mut cgroups = plan.cgroups.create_run(CgroupLimits {
-            processes: spec.max_processes,
-            memory_bytes: Some(spec.memory_bytes),
-        });
+        let limits = CgroupLimits::run(spec.max_processes, spec.memory_bytes);
+        let mut cgroups = plan.cgroups.create_run(limits);
         let files = RunFiles {
             dir: run_dir.path(),
             script: &script,

@@ -86,6 +86,16 @@ pub(crate) struct CgroupLimits {
     pub(crate) memory_bytes: Option<u64>,
 }
 
+impl CgroupLimits {
+    /// The limits of a run or call: `processes` at once, `memory_bytes` for the tree.
+    pub(crate) fn run(processes: u32, memory_bytes: u64) -> CgroupLimits {
+        CgroupLimits {
+            processes,
+            memory_bytes: Some(memory_bytes),
+        }
+    }
+}
+
 /// A directory `omniforge-<server pid>-<runner number>` this process created in one cgroup hierarchy.
 #[derive(Debug)]
 pub(crate) struct CgroupParent {

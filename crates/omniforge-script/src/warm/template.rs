@@ -456,14 +456,10 @@ impl Template {
                 "the spare sent no directory handles".to_owned(),
             ));
         }
+        let limits = CgroupLimits::run(self.spec.max_processes, self.spec.memory_bytes);
         let cgroups = self.call_cgroups.then(|| {
             let guard = lock(&self.cgroups);
-            guard.as_ref().map(|(t, _)| {
-                t.create_call(CgroupLimits {
-                    processes: self.spec.max_processes,
-                    memory_bytes: Some(self.spec.memory_bytes),
-                })
-            })
+            guard.as_ref().map(|(t, _)| t.create_call(limits))
         });
         let moved = cgroups.flatten().map(|c| {
             tokio::task::spawn_blocking(move || {
