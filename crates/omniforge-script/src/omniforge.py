@@ -16,6 +16,7 @@ Installed into every tool environment by OmniForge, so a script can ``import omn
     caps = omniforge.client_capabilities()  # what the calling client declared
     omniforge.call_builtin("omniforge_get_tool", {"name": "x"})  # declared in its PEP 723 block
     omniforge.protocol_error(-32021, "needs sampling", {"requiredCapabilities": {"sampling": {}}})
+    omniforge.start_task()                  # taskStart "script": the call becomes its task now
 
 Content builders (``text``, ``image``, ``audio``, ``resource``, ``resource_link``) return MCP
 content items as dicts; bytes are base64-encoded for you.
@@ -63,6 +64,7 @@ __all__ = [
     "close_sse_stream",
     "client_capabilities",
     "protocol_error",
+    "start_task",
     "call_builtin",
     "request",
     "RequestError",
@@ -492,6 +494,24 @@ def client_capabilities():
         return {}
     answer = request("client_capabilities", {}, timeout=30.0) or {}
     return answer.get("capabilities") or {}
+
+
+def start_task():
+    """Makes this call its task now (MCP Tasks extension), for a tool with ``taskStart: "script"``.
+
+    The client gets the task at once and the rest of the script runs as it: its result is the
+    task's result, and later questions (``elicit``, ``ask``, ...) wait for the client's
+    ``tasks/update``. Questions asked before are input-required rounds of the request (the
+    script runs again from the start each round), so ask first, then start the task, then
+    work. Where no task can start (a client without the extension, a tool that does not allow
+    tasks, ``taskStart: "call"``, a script run by hand) it does nothing. Returns True when the
+    call runs as a task from now on. Raises ``RequestError`` when the task could not be
+    created.
+    """
+    if _channel is None:
+        return False
+    answer = request("start_task", {}, timeout=60.0) or {}
+    return bool(answer.get("task"))
 
 
 # The JSON-RPC error codes a script may end its call with (``protocol_error``).

@@ -258,6 +258,23 @@ pub(crate) enum ContentError {
         #[source]
         error: ScriptError,
     },
+    /// A prompt's script failed (-32603).
+    #[error("prompt {prompt} failed: {error}")]
+    PromptFailed {
+        /// The prompt's name.
+        prompt: String,
+        /// Why.
+        #[source]
+        error: ScriptError,
+    },
+    /// A prompt's script printed something that is not messages (-32603).
+    #[error("prompt {prompt}: its script printed no usable messages: {reason}")]
+    PromptOutput {
+        /// The prompt's name.
+        prompt: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// A completion script failed (-32603).
     #[error("completion script failed: {0}")]
     CompletionFailed(#[source] ScriptError),

@@ -17,6 +17,10 @@ use tokio_util::sync::CancellationToken;
 pub(crate) struct Peers {
     /// A std lock: held only to push or to clone the lists, never across an `.await`.
     inner: Mutex<Inner>,
+    /// Cancelled when the server starts to shut down: subscription streams end then, with
+    /// their final result, rather than holding the shutdown for its whole grace period (their
+    /// clients listen again, on another replica).
+    closing: CancellationToken,
 }
 
 #[derive(Default)]
@@ -43,6 +47,16 @@ impl Peers {
     /// Adds a 2026-07-28 subscription stream; it is dropped once `ended` is cancelled.
     pub(crate) fn add_subscription(&self, sink: SubscriptionSink, ended: CancellationToken) {
         self.lock().subscriptions.push((sink, ended));
+    }
+
+    /// Ends every 2026-07-28 subscription stream, now and from now on (shutdown).
+    pub(crate) fn close_subscriptions(&self) {
+        self.closing.cancel();
+    }
+
+    /// Completes once [`Peers::close_subscriptions`] was called.
+    pub(crate) async fn subscriptions_closed(&self) {
+        self.closing.cancelled().await;
     }
 
     /// Forgets the peers whose connection or session has ended (their channels and client

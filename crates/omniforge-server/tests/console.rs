@@ -193,6 +193,7 @@ async fn fixture() -> Fixture {
                 messages: vec![
                     json!({"role": "user", "content": {"type": "text", "text": "about {topic}"}}),
                 ],
+                script: None,
                 completion_script: None,
             },
             WriteMode::Create,

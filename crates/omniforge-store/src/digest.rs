@@ -177,16 +177,21 @@ pub fn template_sha256(t: &NewTemplate) -> String {
     }))
 }
 
-/// SHA-256 of a prompt's definition.
+/// SHA-256 of a prompt's definition. A message prompt's digest has no `script` key, so it
+/// is the same as before script prompts existed.
 pub fn prompt_sha256(p: &NewPrompt) -> String {
-    json_sha256(&json!({
+    let mut definition = json!({
         "name": p.name,
         "title": p.title,
         "description": p.description,
         "arguments": p.arguments,
         "messages": p.messages,
         "completion_script": p.completion_script,
-    }))
+    });
+    if let (Some(script), Some(map)) = (&p.script, definition.as_object_mut()) {
+        map.insert("script".into(), json!(script));
+    }
+    json_sha256(&definition)
 }
 
 #[cfg(test)]

@@ -4,6 +4,10 @@
 use futures::future::{BoxFuture, Either, Ready};
 use rmcp::model::{CallToolResult, JsonObject};
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use omniforge_store::{CallOutcome, CallRecord, CallSource};
+
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 
@@ -92,6 +96,46 @@ pub(crate) trait Router: Send + Sync {
         arguments: JsonObject,
         cx: &'a RequestCx<'a>,
     ) -> BoxFuture<'a, CallResult>;
+}
+
+/// The call log row of a built-in or manifest call that started at `started` (inline, or as
+/// a task; a stored call records itself, with its version).
+pub(crate) fn log_record(
+    source: CallSource,
+    tool: &str,
+    started: SystemTime,
+    result: &CallResult,
+    principal: &str,
+) -> CallRecord {
+    let ms = |t: SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    };
+    let outcome = match result {
+        Ok(r) if r.is_error != Some(true) => CallOutcome::Ok,
+        Err(CallError::Cancelled) => CallOutcome::Cancelled,
+        _ => CallOutcome::Error,
+    };
+    let bytes_out = result.as_ref().map_or(0, |r| {
+        r.content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.len() as u64))
+            .sum()
+    });
+    CallRecord {
+        tool: tool.to_owned(),
+        source,
+        version: None,
+        started_at_ms: ms(started),
+        duration_ms: u64::try_from(ms(SystemTime::now()) - ms(started)).unwrap_or(0),
+        outcome,
+        bytes_out,
+        principal: Some(principal.to_owned()),
+        error: failure_reason(result),
+        arguments: None,
+        arguments_text: None,
+        result_text: None,
+    }
 }
 
 #[cfg(test)]

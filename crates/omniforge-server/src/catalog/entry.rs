@@ -32,6 +32,16 @@ impl ToolSource {
             ToolSource::Stored => "stored",
         }
     }
+
+    /// How the catalog's callers log a call of this source (`log_record`); `None` for a stored
+    /// tool, whose call records itself with its version.
+    pub(crate) fn logged_as(self) -> Option<CallSource> {
+        match self {
+            ToolSource::Builtin => Some(CallSource::BuiltIn),
+            ToolSource::Manifest => Some(CallSource::Manifest),
+            ToolSource::Stored => None,
+        }
+    }
 }
 
 /// How an entry's calls may run as tasks (issue 13): what its definition says, and what a

@@ -131,16 +131,24 @@ pub(crate) struct PromptArgs {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Vec<PromptArgumentArgs>>,
     /// MCP `PromptMessage`s `{role, content}`; `content` may be a plain string for text.
+    /// Exactly one of `messages` and `code`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub messages: Vec<Value>,
+    /// Python that gets the arguments as a JSON object on stdin and prints the messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
     /// Python that completes an argument (see the guide).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_code: Option<String>,
-    /// PEP 508 requirements of `completion_code`.
+    /// PEP 508 requirements of `code` and `completion_code`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependencies: Option<Vec<String>>,
-    /// Wall-clock limit of one completion run, seconds (default 30).
+    /// Wall-clock limit of one run of `code` or `completion_code`, seconds (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<f64>,
+    /// Whether `code` and `completion_code` may use the network (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<bool>,
 }
 
 /// A shape as its JSON object of arguments.
@@ -271,7 +279,7 @@ impl ResourceArgs {
 
 /// Checks one prompt message and brings it to the MCP shape (`content` as a string becomes a
 /// text block).
-fn normalize_message(i: usize, message: Value) -> Result<Value, AuthoringError> {
+pub(crate) fn normalize_message(i: usize, message: Value) -> Result<Value, AuthoringError> {
     let field: std::borrow::Cow<'static, str> = format!("messages[{i}]").into();
     let Value::Object(mut map) = message else {
         return Err(AuthoringError::invalid(
@@ -540,30 +548,49 @@ impl PromptArgs {
                 values: a.values.unwrap_or_default(),
             });
         }
-        if self.messages.is_empty() {
-            return Err(AuthoringError::invalid(
-                "messages",
-                "a prompt needs at least one message",
-            ));
-        }
-        let messages = self
-            .messages
-            .into_iter()
-            .enumerate()
-            .map(|(i, m)| normalize_message(i, m))
-            .collect::<Result<Vec<_>, _>>()?;
-        if self.completion_code.is_none() && self.dependencies.is_some() {
+        let dependencies = self.dependencies.unwrap_or_default();
+        if self.code.is_none() && self.completion_code.is_none() && !dependencies.is_empty() {
             return Err(AuthoringError::invalid(
                 "dependencies",
-                "only used by completion_code, which is not given",
+                "only used by code or completion_code, neither of which is given",
             ));
         }
+        let timeout = Some(self.timeout_s.unwrap_or(DEFAULT_SCRIPT_TIMEOUT_S));
+        let (messages, script) = match (self.messages.is_empty(), self.code) {
+            (false, None) => (
+                self.messages
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, m)| normalize_message(i, m))
+                    .collect::<Result<Vec<_>, _>>()?,
+                None,
+            ),
+            (true, Some(code)) => {
+                let script = prepare_script(
+                    host,
+                    "code",
+                    code,
+                    dependencies.clone(),
+                    timeout,
+                    self.network,
+                    cx,
+                )
+                .await?;
+                (Vec::new(), Some(script))
+            }
+            _ => {
+                return Err(AuthoringError::invalid(
+                    "messages, code",
+                    "give exactly one: messages (with {argument} placeholders) or code (Python that prints the messages)",
+                ));
+            }
+        };
         let completion_script = prepare_completion(
             host,
             self.completion_code,
-            self.dependencies.unwrap_or_default(),
-            Some(self.timeout_s.unwrap_or(DEFAULT_SCRIPT_TIMEOUT_S)),
-            None,
+            dependencies,
+            timeout,
+            self.network,
             cx,
         )
         .await?;
@@ -573,13 +600,15 @@ impl PromptArgs {
             description: self.description,
             arguments,
             messages,
+            script,
             completion_script,
         })
     }
 
     /// The arguments that recreate `prompt`.
     pub(crate) fn from_stored(p: &NewPrompt) -> PromptArgs {
-        let (dependencies, timeout_s) = script_args(p.completion_script.as_ref());
+        let any_script = p.script.as_ref().or(p.completion_script.as_ref());
+        let (dependencies, timeout_s) = script_args(any_script);
         PromptArgs {
             name: p.name.clone(),
             title: p.title.clone(),
@@ -598,9 +627,11 @@ impl PromptArgs {
             )
             .filter(|a: &Vec<_>| !a.is_empty()),
             messages: p.messages.clone(),
+            code: p.script.as_ref().map(|s| s.code.clone()),
             completion_code: p.completion_script.as_ref().map(|s| s.code.clone()),
             dependencies,
             timeout_s,
+            network: any_script.map(|s| s.network).filter(|n| *n),
         }
     }
 }

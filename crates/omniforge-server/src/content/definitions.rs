@@ -76,8 +76,8 @@ impl Content {
     }
 
     /// Creates or updates a definition from its authoring arguments. An update keeps every
-    /// field it leaves out (giving `text` drops a stored `blob` or `code`, and the other way
-    /// round). Returns a sentence saying what was done.
+    /// field it leaves out (giving `text` drops a stored `blob` or `code`, giving a prompt's
+    /// `messages` drops its `code`, and the other way round). Returns a sentence saying what was done.
     ///
     /// # Errors
     /// A text naming the field that is wrong.
@@ -108,7 +108,7 @@ impl Content {
                     format!("no {} {key:?}; create it first", kind.label()),
                 ));
             };
-            for exclusive in [["text", "blob"], ["text", "code"]] {
+            for exclusive in [["text", "blob"], ["text", "code"], ["messages", "code"]] {
                 if exclusive.iter().any(|k| arguments.contains_key(*k)) {
                     for k in exclusive {
                         merged.remove(k);

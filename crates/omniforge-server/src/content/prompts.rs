@@ -1,24 +1,97 @@
 //! `prompts/get`: the stored prompt's messages with each declared `{argument}` filled in
-//! (in every string of a message, not in base64 `data`/`blob`).
+//! (in every string of a message, not in base64 `data`/`blob`), or the run of a script prompt
+//! (the arguments as JSON stdin, the messages printed): the caller runs that, so the script's
+//! questions reach the client as a tool call's do.
 
 use std::collections::BTreeMap;
 
+use omniforge_store::ScriptSpec;
 use rmcp::model::{GetPromptRequestParams, GetPromptResult, PromptMessage};
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::content::args::normalize_message;
 use crate::content::snapshot::Content;
 use crate::content::uri_template::substitute;
 use crate::error::ContentError;
 
+/// What `prompts/get` answers.
+pub(crate) enum Prompt {
+    /// The messages, ready.
+    Ready(GetPromptResult),
+    /// A script prompt's run, still to be made.
+    Script(PromptRun),
+}
+
+/// The run of a script prompt: the script gets the given arguments as a JSON object on stdin
+/// and prints the messages.
+pub(crate) struct PromptRun {
+    /// The prompt's name.
+    pub(crate) name: String,
+    /// The prompt definition's digest (what a `requestState` is bound to).
+    pub(crate) digest: String,
+    /// The script.
+    pub(crate) script: ScriptSpec,
+    /// The arguments given, as a JSON object of strings.
+    pub(crate) input: Value,
+    /// The prompt's `description`.
+    pub(crate) description: Option<String>,
+}
+
+impl PromptRun {
+    /// The result of the script's printed `text`: a JSON array of PromptMessages (`content`
+    /// may be a plain string), a JSON object `{messages, description?}`, or any other text as
+    /// one user message.
+    ///
+    /// # Errors
+    /// -32603: printed JSON that is not messages.
+    pub(crate) fn result(&self, text: &str) -> Result<GetPromptResult, ContentError> {
+        let problem = |reason: String| ContentError::PromptOutput {
+            prompt: self.name.clone(),
+            reason,
+        };
+        let mut description = self.description.clone();
+        let printed = match serde_json::from_str::<Value>(text.trim()) {
+            Ok(Value::Array(messages)) => messages,
+            Ok(Value::Object(mut map)) => {
+                if let Some(Value::String(d)) = map.remove("description") {
+                    description = Some(d);
+                }
+                match map.remove("messages") {
+                    Some(Value::Array(messages)) => messages,
+                    _ => {
+                        return Err(problem(
+                            "a JSON object needs \"messages\": [...]".to_owned(),
+                        ));
+                    }
+                }
+            }
+            _ => vec![json!({"role": "user", "content": text.trim_end_matches('\n')})],
+        };
+        if printed.is_empty() {
+            return Err(problem("no messages".to_owned()));
+        }
+        let mut messages = Vec::with_capacity(printed.len());
+        for (i, message) in printed.into_iter().enumerate() {
+            let message = normalize_message(i, message).map_err(|e| problem(e.to_string()))?;
+            let parsed: PromptMessage =
+                serde_json::from_value(message).map_err(|e| problem(e.to_string()))?;
+            messages.push(parsed);
+        }
+        let mut result = GetPromptResult::new(messages);
+        result.description = description;
+        Ok(result)
+    }
+}
+
 impl Content {
-    /// `prompts/get`.
+    /// `prompts/get`: the messages, or the script prompt's run to make.
     ///
     /// # Errors
     /// -32602 for an unknown prompt, a missing required argument or an undeclared one.
     pub(crate) fn get_prompt(
         &self,
         request: &GetPromptRequestParams,
-    ) -> Result<GetPromptResult, ContentError> {
+    ) -> Result<Prompt, ContentError> {
         let snapshot = self.snapshot();
         let Some(prompt) = snapshot
             .prompts
@@ -82,6 +155,20 @@ impl Content {
                 }
             )));
         }
+        if let Some(script) = &spec.script {
+            return Ok(Prompt::Script(PromptRun {
+                name: spec.name.clone(),
+                digest: omniforge_store::digest::prompt_sha256(spec),
+                script: script.clone(),
+                input: Value::Object(
+                    values
+                        .into_iter()
+                        .map(|(k, v)| (k, Value::String(v)))
+                        .collect(),
+                ),
+                description: spec.description.clone(),
+            }));
+        }
         // Optional arguments left out read as empty text.
         for a in &spec.arguments {
             values.entry(a.name.clone()).or_default();
@@ -96,7 +183,7 @@ impl Content {
         }
         let mut result = GetPromptResult::new(messages);
         result.description = spec.description.clone();
-        Ok(result)
+        Ok(Prompt::Ready(result))
     }
 }
 
@@ -121,6 +208,59 @@ fn substitute_value(value: &mut Value, values: &BTreeMap<String, String>) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn run() -> PromptRun {
+        PromptRun {
+            name: "p".into(),
+            digest: String::new(),
+            script: ScriptSpec {
+                code: String::new(),
+                dependencies: vec![],
+                lock: String::new(),
+                env_id: String::new(),
+                timeout_ms: 1000,
+                memory_bytes: 1 << 20,
+                network: false,
+            },
+            input: json!({}),
+            description: Some("d".into()),
+        }
+    }
+
+    #[test]
+    fn a_prompt_script_prints_messages_as_json_or_text() {
+        let r = run();
+        let array = r
+            .result(r#"[{"role": "assistant", "content": "hi"}]"#)
+            .unwrap();
+        assert_eq!(array.messages.len(), 1);
+        assert_eq!(
+            serde_json::to_value(&array.messages[0]).unwrap(),
+            json!({"role": "assistant", "content": {"type": "text", "text": "hi"}})
+        );
+        let object = r
+            .result(r#"{"description": "mine", "messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]}"#)
+            .unwrap();
+        assert_eq!(object.messages.len(), 2);
+        assert_eq!(object.description.as_deref(), Some("mine"));
+        let text = r.result("Use this context: x\n").unwrap();
+        assert_eq!(
+            serde_json::to_value(&text.messages[0]).unwrap(),
+            json!({"role": "user", "content": {"type": "text", "text": "Use this context: x"}})
+        );
+        assert_eq!(text.description.as_deref(), Some("d"));
+        for bad in [
+            r#"{"text": 1}"#,
+            "[]",
+            r#"[{"role": "robot", "content": "x"}]"#,
+        ] {
+            let err = r.result(bad).unwrap_err();
+            assert!(
+                matches!(err, ContentError::PromptOutput { .. }),
+                "{bad}: {err}"
+            );
+        }
+    }
 
     #[test]
     fn prompt_placeholders_skip_payloads_and_unknown_braces() {

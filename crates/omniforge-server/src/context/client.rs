@@ -3,14 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use omniforge_store::Store;
 use rmcp::model::{ClientCapabilities, ProtocolVersion, RequestId};
 use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
 
 use crate::context::stream::StreamLink;
+use crate::context::task::{TaskLink, TaskStarter};
 
 /// How a tool call reaches the client that made it. Built only for calls that may need it
 /// (stored tools), from [`RequestCx::client`](crate::context::request::RequestCx::client).
@@ -33,21 +32,24 @@ pub(crate) struct ClientLink {
     /// The task the call runs as: its questions go through the task's record in the store
     /// (`input_required`, answered by `tasks/update`), not to the peer.
     pub(crate) task: Option<TaskLink>,
+    /// The task the call may start itself (`taskStart: "script"`): before it starts, the
+    /// call is an ordinary request; after, its questions go through that task.
+    pub(crate) starter: Option<Arc<TaskStarter>>,
 }
 
-/// The task a call runs as (issue 13), put into the call's request context by the task
-/// runner: where the script's questions and their answers meet.
-#[derive(Clone)]
-pub(crate) struct TaskLink {
-    /// The store holding the task.
-    pub(crate) store: Arc<dyn Store>,
-    /// The task's id.
-    pub(crate) task_id: String,
-    /// The replica running it (only it may set its pending input and take the answers).
-    pub(crate) replica: String,
-    /// How long the task is kept: what the call keeps for it (a cut result's whole output)
-    /// lasts at least as long.
-    pub(crate) ttl: Duration,
+impl ClientLink {
+    /// The task the call runs as now: the one it started with, or the one its script
+    /// started.
+    pub(crate) fn task_link(&self) -> Option<TaskLink> {
+        self.task
+            .clone()
+            .or_else(|| self.starter.as_ref().and_then(|s| s.link()))
+    }
+
+    /// Whether the call's script started its task (`taskStart: "script"`).
+    pub(crate) fn task_started(&self) -> bool {
+        self.starter.as_ref().is_some_and(|s| s.link().is_some())
+    }
 }
 
 /// The client's part of one input-required round (2026-07-28): what a retry carries as top-level

@@ -7,6 +7,9 @@
 //! - [`client`]: [`ClientLink`](client::ClientLink), what a running script needs to send
 //!   requests to the client that called it.
 //! - [`progress`]: `notifications/progress` for the request.
+//! - [`task`]: [`TaskLink`](task::TaskLink), the task a call runs as, and
+//!   [`TaskStarter`](task::TaskStarter), the task a running call starts itself
+//!   (`taskStart: "script"`, the script's `omniforge.start_task()`).
 //! - [`stream`]: the POST SSE stream a tool may close for a resume, as a trait the HTTP
 //!   transport implements (so this module never depends on the transport).
 
@@ -14,3 +17,4 @@ pub(crate) mod client;
 pub(crate) mod progress;
 pub(crate) mod request;
 pub(crate) mod stream;
+pub(crate) mod task;

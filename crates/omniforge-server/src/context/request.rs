@@ -10,7 +10,7 @@
 // `LoggingLevel` is deprecated by SEP-2577 (2026-07-28) but `logging/setLevel` is part of every
 // earlier revision we serve.
 #![allow(deprecated)]
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use omniforge_store::Actor;
 use rmcp::model::LoggingLevel;
@@ -18,9 +18,10 @@ use rmcp::service::{RequestContext, RoleServer};
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Principal, PrincipalId, Scope};
-use crate::context::client::{ClientLink, InputRound, TaskLink};
+use crate::context::client::{ClientLink, InputRound};
 use crate::context::progress::{Progress, ProgressSink};
 use crate::context::stream::StreamLink;
+use crate::context::task::{TaskLink, TaskStarter};
 
 /// `_meta` key the front layer ([`crate::transport::jsonrpc`]) sets on a `tools/call` whose
 /// `arguments` was `null` or not an object (rmcp would refuse or drop it).
@@ -188,7 +189,8 @@ impl<'a> RequestCx<'a> {
         }
     }
 
-    /// Whether the call runs as a task (its context carries the task runner's [`TaskLink`]).
+    /// Whether the call runs as a task (its context carries the task runner's [`TaskLink`], or
+    /// its script started its task).
     pub(crate) fn in_task(&self) -> bool {
         self.task_ttl().is_some()
     }
@@ -196,7 +198,14 @@ impl<'a> RequestCx<'a> {
     /// The TTL of the task the call runs as, if it runs as one.
     pub(crate) fn task_ttl(&self) -> Option<std::time::Duration> {
         match &self.origin {
-            Origin::Mcp { ctx, .. } => ctx.extensions.get::<TaskLink>().map(|t| t.ttl),
+            Origin::Mcp { ctx, .. } => match ctx.extensions.get::<TaskLink>() {
+                Some(task) => Some(task.ttl),
+                None => ctx
+                    .extensions
+                    .get::<Arc<TaskStarter>>()
+                    .and_then(|s| s.link())
+                    .map(|t| t.ttl),
+            },
             Origin::Local { .. } => None,
         }
     }
@@ -277,6 +286,7 @@ impl<'a> RequestCx<'a> {
                 stream: stream.cloned(),
                 json_reply: *json_reply,
                 task: ctx.extensions.get::<TaskLink>().cloned(),
+                starter: ctx.extensions.get::<Arc<TaskStarter>>().cloned(),
             },
             Origin::Local { .. } => ClientLink::default(),
         }

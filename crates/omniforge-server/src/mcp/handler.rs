@@ -210,9 +210,13 @@ impl ServerHandler for OmniForge {
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         let name = request.name.clone();
-        metered(&self.shared, "prompts/get", Some(&name), &ctx, async {
-            prompts::get(&self.shared, request)
-        })
+        metered(
+            &self.shared,
+            "prompts/get",
+            Some(&name),
+            &ctx,
+            prompts::get(&self.shared, request, &ctx, &self.log_level),
+        )
         .await
     }
 

@@ -31,18 +31,29 @@ pub(crate) fn accepted(
     (accepted != SubscriptionFilter::default()).then_some(accepted)
 }
 
-/// Registers the stream's sink until the request ends.
+/// Registers the stream's sink until the request ends, or until the server starts to shut
+/// down: then the stream ends with its final result (graceful teardown), so the client
+/// listens again elsewhere while the server drains its calls.
 ///
 /// # Errors
 /// None: the stream simply ends.
 pub(crate) async fn listen(shared: &Shared, ctx: SubscriptionContext) -> Result<(), ErrorData> {
-    let ended = ctx.request_context().ct.clone();
+    // A child of the request's token: ending the stream at shutdown must not cancel the
+    // request itself, whose final result is still to be sent.
+    let ended = ctx.request_context().ct.child_token();
     if let (Some(uris), Some(content)) = (&ctx.accepted().resource_subscriptions, &shared.content) {
         content
             .subscriptions
             .add_sink(uris.clone(), ctx.sink().clone(), ended.clone());
     }
-    shared.peers.add_subscription(ctx.sink().clone(), ended);
-    ctx.cancelled().await;
+    shared
+        .peers
+        .add_subscription(ctx.sink().clone(), ended.clone());
+    tokio::select! {
+        () = ended.cancelled() => {}
+        () = shared.peers.subscriptions_closed() => {}
+    }
+    // The sinks are forgotten with it.
+    ended.cancel();
     Ok(())
 }

@@ -11,6 +11,7 @@
 //! - [`prompts`]: `prompts/list`, `prompts/get`, `completion/complete`.
 //! - [`listen`]: 2026-07-28 `subscriptions/listen`.
 //! - [`tasks`]: the Tasks extension: `tools/call` as a task, `tasks/get|update|cancel`.
+//! - [`script_task`]: a `tools/call` whose script starts its task (`taskStart: "script"`).
 //! - [`pagination`]: the opaque cursor.
 //! - [`to_wire`]: [`CallError`](crate::error::CallError) and
 //!   [`ContentError`](crate::error::ContentError) to `isError` results and JSON-RPC errors.
@@ -21,6 +22,7 @@ pub(crate) mod metered;
 pub(crate) mod pagination;
 pub(crate) mod prompts;
 pub(crate) mod resources;
+pub(crate) mod script_task;
 pub(crate) mod state;
 pub(crate) mod tasks;
 pub(crate) mod to_wire;

@@ -1,14 +1,26 @@
 //! `prompts/list`, `prompts/get` and `completion/complete`.
 
+// `LoggingLevel` is deprecated by SEP-2577 (2026-07-28) but `logging/setLevel` is part of every
+// earlier revision we serve (a prompt script's log messages follow it).
+#![allow(deprecated)]
+use std::sync::Mutex;
+
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, ErrorData, GetPromptRequestParams, GetPromptResponse,
-    ListPromptsResult, PaginatedRequestParams,
+    ListPromptsResult, LoggingLevel, PaginatedRequestParams,
 };
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::content::prompts::Prompt;
+use crate::context::client::InputRound;
+use crate::context::request::RequestCx;
+use crate::error::{CallError, ContentError};
 use crate::mcp::pagination::paginate;
 use crate::mcp::state::Shared;
-use crate::mcp::to_wire::content_error;
+use crate::mcp::to_wire::{self, content_error};
+use crate::tools::stored::content_run::{ContentScript, Ended, run_content};
 
 /// `prompts/list`.
 ///
@@ -29,20 +41,58 @@ pub(crate) fn list(
     Ok(result)
 }
 
-/// `prompts/get`.
+/// `prompts/get`. A script prompt's questions are asked as a tool's are: under 2026-07-28 as
+/// an `input_required` result (the retry's `inputResponses` and `requestState` answer them),
+/// before it as requests to the client.
 ///
 /// # Errors
-/// -32602 for an unknown prompt, a missing required argument or an undeclared one.
-pub(crate) fn get(
+/// -32602 for an unknown prompt, a missing required argument, an undeclared one or a
+/// `requestState` that does not open; -32603 when a prompt script fails.
+pub(crate) async fn get(
     shared: &Shared,
     request: GetPromptRequestParams,
+    ctx: &RequestContext<RoleServer>,
+    log_level: &Mutex<Option<LoggingLevel>>,
 ) -> Result<GetPromptResponse, ErrorData> {
-    match &shared.content {
-        Some(content) => Ok(content.get_prompt(&request).map_err(content_error)?.into()),
-        None => Err(ErrorData::invalid_params(
+    let Some(content) = &shared.content else {
+        return Err(ErrorData::invalid_params(
             format!("unknown prompt {:?}", request.name),
             None,
-        )),
+        ));
+    };
+    let run = match content.get_prompt(&request).map_err(content_error)? {
+        Prompt::Ready(result) => return Ok(result.into()),
+        Prompt::Script(run) => run,
+    };
+    let (Some(host), Some(states)) = (&shared.host, &shared.states) else {
+        return Err(ErrorData::invalid_params(
+            format!("unknown prompt {:?}", request.name),
+            None,
+        ));
+    };
+    let round = InputRound {
+        responses: request.input_responses.unwrap_or_default(),
+        state: request.request_state,
+    };
+    let cx = RequestCx::of(ctx, Some(log_level)).with_input(&round);
+    let script = ContentScript {
+        kind: "prompt",
+        name: &run.name,
+        digest: run.digest.clone(),
+        script: &run.script,
+        input: run.input.clone(),
+        bound: json!({"arguments": run.input}),
+    };
+    match run_content(host, states, script, &cx).await {
+        Ok(text) => Ok(run.result(&text).map_err(content_error)?.into()),
+        Err(Ended::Failed(error)) => Err(content_error(ContentError::PromptFailed {
+            prompt: run.name,
+            error,
+        })),
+        Err(Ended::Answer(CallError::InputRequired(input))) => {
+            Ok(to_wire::input_required(*input)?.into())
+        }
+        Err(Ended::Answer(error)) => Err(to_wire::request_error(error)),
     }
 }
 

@@ -5,7 +5,9 @@
 //!   whenever the request declared the extension (its `_meta` client capabilities, or the
 //!   session's): the task is created in the store first, the client gets the flat
 //!   `CreateTaskResult` at once, and the call runs on this replica apart from the request
-//!   (see `crate::tasks`). A `required` tool called without the extension gets -32021.
+//!   (see `crate::tasks`). A `required` tool called without the extension gets -32021. A tool
+//!   whose task starts in its script (`taskStart: "script"`) runs as an ordinary request until
+//!   the script calls `omniforge.start_task()` (`script_task.rs`).
 //! - `tasks/get` reads the store (any replica answers): the status, and the result inlined
 //!   once completed or the error once failed. `tasks/update` delivers input responses through
 //!   the store; `tasks/cancel` sets `cancelled` in the store, and the replica running the call
@@ -14,9 +16,9 @@
 //!   for `tasks/list` and `tasks/result`.
 
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use omniforge_store::{StoreError, StoredTask, TaskEnd, TaskSupport};
+use omniforge_store::{Store, StoreError, StoredTask, TaskEnd, TaskStart, TaskSupport};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
     CreateTaskResult, DetailedTask, ErrorCode, ErrorData, GetTaskParams, GetTaskResult,
@@ -25,6 +27,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
 
+use crate::catalog::call::log_record;
 use crate::catalog::entry::Entry;
 use crate::catalog::snapshot::Snapshot;
 use crate::context::request::RequestCx;
@@ -43,6 +46,9 @@ pub(crate) enum Route {
     Inline,
     /// As a task of this replica.
     Task(Arc<Tasks>),
+    /// As an ordinary request until its script starts its task (`taskStart: "script"`,
+    /// `mcp/script_task.rs`).
+    ScriptStart(Arc<Tasks>),
 }
 
 /// Whether the request declared the Tasks extension (in its `_meta` or its session).
@@ -66,6 +72,9 @@ pub(crate) fn route(
         return Ok(Route::Inline);
     }
     match (&shared.tasks, declared(ctx)) {
+        (Some(tasks), true) if entry.tasking.start == TaskStart::Script => {
+            Ok(Route::ScriptStart(tasks.clone()))
+        }
         (Some(tasks), true) => Ok(Route::Task(tasks.clone())),
         (_, false) if support == TaskSupport::Required => {
             Err(ErrorData::missing_required_client_capability(
@@ -78,13 +87,15 @@ pub(crate) fn route(
 
 /// Starts `request` as a task of `tasks` and answers its `CreateTaskResult`. Arguments that
 /// do not match the tool's inputSchema are refused inline (an `isError` result), before any
-/// task exists.
+/// task exists. A manifest tool's call is written to `call_log` when it ends, as an inline
+/// one is (a stored call records itself).
 ///
 /// # Errors
 /// -32603 when the store cannot create the task.
 pub(crate) async fn start(
     tasks: &Arc<Tasks>,
     snapshot: Arc<Snapshot>,
+    call_log: Option<Arc<dyn Store>>,
     request: CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
@@ -103,6 +114,7 @@ pub(crate) async fn start(
         return to_wire::call_response(Err(CallError::UnknownTool));
     };
     let tasking = entry.tasking;
+    let logged_as = entry.source.logged_as().filter(|_| call_log.is_some());
     let call = TaskCall {
         owner,
         source: tasking.source,
@@ -123,7 +135,14 @@ pub(crate) async fn start(
             detached.extensions.insert(link);
             async move {
                 let cx = RequestCx::of(&detached, None);
+                let started = SystemTime::now();
                 let result = snapshot.call(&name, arguments, &cx, false).await;
+                if let (Some(store), Some(source)) = (call_log, logged_as) {
+                    let record = log_record(source, &name, started, &result, cx.author());
+                    if let Err(error) = store.record_call(record).await {
+                        tracing::warn!(%error, "recording a task's call failed");
+                    }
+                }
                 end_of(result)
             }
         })
@@ -137,7 +156,7 @@ pub(crate) async fn start(
 /// How a task's call ended, as the store keeps it: a tool result (also one with `isError`)
 /// completes the task; a JSON-RPC error (a script's `protocol_error`) or a cancelled call
 /// fails it.
-fn end_of(result: Result<rmcp::model::CallToolResult, CallError>) -> TaskEnd {
+pub(super) fn end_of(result: Result<rmcp::model::CallToolResult, CallError>) -> TaskEnd {
     let failed = |code: i64, message: String, data: Option<Value>| {
         let mut error = JsonObject::new();
         error.insert("code".into(), json!(code));
@@ -268,13 +287,13 @@ fn not_found_or(error: StoreError, task_id: &str) -> ErrorData {
 }
 
 /// A store failure as -32603, its text logged rather than sent.
-fn store_error(error: StoreError) -> ErrorData {
+pub(super) fn store_error(error: StoreError) -> ErrorData {
     tracing::warn!(%error, "task store");
     ErrorData::internal_error("the task store failed", None)
 }
 
 /// A stored task as the wire's `Task` (no payload).
-fn wire_task(task: &StoredTask) -> Task {
+pub(super) fn wire_task(task: &StoredTask) -> Task {
     let mut wire = Task::new(
         task.task_id.clone(),
         status(task.status),

@@ -71,6 +71,8 @@ pub(crate) fn content_error(error: ContentError) -> ErrorData {
         }
         ContentError::InvalidParams(_) => ErrorData::invalid_params(message, None),
         ContentError::TemplateFailed { .. }
+        | ContentError::PromptFailed { .. }
+        | ContentError::PromptOutput { .. }
         | ContentError::CompletionFailed(_)
         | ContentError::CompletionOutput(_)
         | ContentError::Unreadable(_)

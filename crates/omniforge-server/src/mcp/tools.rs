@@ -5,9 +5,7 @@
 // earlier revision we serve.
 #![allow(deprecated)]
 use std::sync::Mutex;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
-
-use omniforge_store::{CallOutcome, CallRecord, CallSource};
+use std::time::{Instant, SystemTime};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorData, JsonObject, ListToolsResult, LoggingLevel,
@@ -15,12 +13,13 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 
-use crate::catalog::call::{CallResult, failure_reason};
+use crate::catalog::call::{CallResult, log_record};
 use crate::catalog::entry::ToolSource;
 use crate::context::client::InputRound;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::mcp::pagination::{encode_cursor, offset};
+use crate::mcp::script_task::{self, Answered};
 use crate::mcp::state::Shared;
 use crate::mcp::tasks::{self, Route};
 use crate::mcp::to_wire;
@@ -81,10 +80,29 @@ pub(crate) async fn call(
         && let Some(entry) = snapshot
             .get_for(&request.name, cx.principal().map(|p| p.as_str()))
             .filter(|e| cx.allows(e.scope))
-        && let Route::Task(tasks) = tasks::route(shared, entry, ctx)?
     {
-        let _in_flight = shared.calls.token();
-        return tasks::start(&tasks, snapshot.clone(), request, ctx).await;
+        match tasks::route(shared, entry, ctx)? {
+            Route::Inline => {}
+            Route::Task(tasks) => {
+                let _in_flight = shared.calls.token();
+                let log = shared.call_log.clone();
+                return tasks::start(&tasks, snapshot.clone(), log, request, ctx).await;
+            }
+            Route::ScriptStart(tasks) => {
+                let _in_flight = shared.calls.token();
+                let name = request.name.clone();
+                let tasking = entry.tasking;
+                return match script_task::call(&tasks, snapshot.clone(), tasking, request, ctx)
+                    .await
+                {
+                    Answered::Task(task) => Ok(CallToolResponse::Task(task)),
+                    Answered::Inline(result) => {
+                        count(shared, &name, &snapshot, &cx, &result, clock);
+                        to_wire::call_response(result)
+                    }
+                };
+            }
+        }
     }
     let arguments = if cx.arguments_not_object() {
         Err(CallError::ArgumentsNotObject)
@@ -117,13 +135,9 @@ pub(crate) async fn run(
     // are recorded here, off the answer's path. Unknown or hidden tools are not recorded.
     if let Some(store) = &shared.call_log
         && let Some(entry) = snapshot.get(name).filter(|e| cx.allows(e.scope))
-        && let Some(source) = match entry.source {
-            ToolSource::Builtin => Some(CallSource::BuiltIn),
-            ToolSource::Manifest => Some(CallSource::Manifest),
-            ToolSource::Stored => None,
-        }
+        && let Some(source) = entry.source.logged_as()
     {
-        let record = record(name, source, started, &result, cx.author());
+        let record = log_record(source, name, started, &result, cx.author());
         let store = store.clone();
         shared.calls.spawn(async move {
             if let Err(error) = store.record_call(record).await {
@@ -169,44 +183,5 @@ fn count(
     shared.metrics.request("tools/call", error, elapsed);
     if let Some(error) = error {
         spans::failed(&tracing::Span::current(), error);
-    }
-}
-
-/// The call log row of a built-in or manifest call.
-fn record(
-    tool: &str,
-    source: CallSource,
-    started: SystemTime,
-    result: &CallResult,
-    principal: &str,
-) -> CallRecord {
-    let ms = |t: SystemTime| {
-        t.duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-    };
-    let outcome = match result {
-        Ok(r) if r.is_error != Some(true) => CallOutcome::Ok,
-        Err(CallError::Cancelled) => CallOutcome::Cancelled,
-        _ => CallOutcome::Error,
-    };
-    let bytes_out = result.as_ref().map_or(0, |r| {
-        r.content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.len() as u64))
-            .sum()
-    });
-    CallRecord {
-        tool: tool.to_owned(),
-        source,
-        version: None,
-        started_at_ms: ms(started),
-        duration_ms: u64::try_from(ms(SystemTime::now()) - ms(started)).unwrap_or(0),
-        outcome,
-        bytes_out,
-        principal: Some(principal.to_owned()),
-        error: failure_reason(result),
-        arguments: None,
-        arguments_text: None,
-        result_text: None,
     }
 }

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Tasks;
 use crate::auth::PrincipalId;
-use crate::context::client::TaskLink;
+use crate::context::task::TaskLink;
 
 /// How long the watcher waits for a change before it reads the task anyway (a safety poll:
 /// PostgreSQL's `LISTEN` and this instance's own writes wake it at once; another process's
@@ -54,6 +54,22 @@ impl Tasks {
         F: FnOnce(CancellationToken, TaskLink) -> Fut,
         Fut: Future<Output = TaskEnd> + Send + 'static,
     {
+        let (task, link) = self.create(call).await?;
+        let ct = self.run_token();
+        let running = run(ct.clone(), link);
+        self.adopt(task.task_id.clone(), ct, running);
+        Ok(task)
+    }
+
+    /// Creates the task in the store, this replica its runner, and returns it with the link
+    /// its call carries. Nothing runs it yet: [`Tasks::adopt`] does.
+    ///
+    /// # Errors
+    /// The store's.
+    pub(crate) async fn create(
+        &self,
+        call: TaskCall,
+    ) -> Result<(StoredTask, TaskLink), StoreError> {
         let ttl = self.settings.ttl.max(call.timeout);
         let task = self
             .store
@@ -69,16 +85,31 @@ impl Tasks {
                 lease: self.settings.lease,
             })
             .await?;
-        let ct = self.stop.child_token();
         let link = TaskLink {
             store: self.store.clone(),
             task_id: task.task_id.clone(),
             replica: self.replica.clone(),
             ttl,
         };
-        let running = run(ct.clone(), link);
-        tokio::spawn(drive(self.clone(), task.task_id.clone(), ct, running));
-        Ok(task)
+        Ok((task, link))
+    }
+
+    /// A cancellation token for a task's call: it fires when the server stops, and when
+    /// [`Tasks::adopt`] hears that the task ended elsewhere.
+    pub(crate) fn run_token(&self) -> CancellationToken {
+        self.stop.child_token()
+    }
+
+    /// Drives `running`, the call of the created task `task_id` (its cancellation `ct`, from
+    /// [`Tasks::run_token`]), to its end on this replica: writes the end, or stops the call
+    /// when the task ends elsewhere first.
+    pub(crate) fn adopt(
+        self: &Arc<Self>,
+        task_id: String,
+        ct: CancellationToken,
+        running: impl Future<Output = TaskEnd> + Send + 'static,
+    ) {
+        tokio::spawn(drive(self.clone(), task_id, ct, running));
     }
 }
 

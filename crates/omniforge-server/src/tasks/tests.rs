@@ -14,6 +14,7 @@ use super::lease::beat_once;
 use super::runner::TaskCall;
 use super::{TaskSettings, Tasks};
 use crate::auth::PrincipalId;
+use crate::context::task::{CreateTask, StartError, TaskStarter};
 
 async fn stores() -> (tempfile::TempDir, Arc<dyn Store>, Arc<dyn Store>) {
     let dir = tempfile::tempdir().unwrap();
@@ -199,4 +200,91 @@ async fn stopping_the_server_fails_its_running_tasks_with_a_message() {
     let error = ended.error.unwrap();
     assert_eq!(error["code"], json!(-32603));
     assert!(error["message"].as_str().unwrap().contains("stopped"));
+}
+
+/// A starter over `tasks` whose creation first says it began (`entered`), then waits for
+/// `gate`.
+fn gated_starter(
+    tasks: &Arc<Tasks>,
+    run_ct: &CancellationToken,
+) -> (
+    Arc<TaskStarter>,
+    tokio::sync::oneshot::Receiver<StoredTask>,
+    tokio::sync::oneshot::Receiver<()>,
+    tokio::sync::oneshot::Sender<()>,
+) {
+    let (started, told) = tokio::sync::oneshot::channel();
+    let (entered_tx, entered) = tokio::sync::oneshot::channel();
+    let (gate, gate_rx) = tokio::sync::oneshot::channel::<()>();
+    let tasks = tasks.clone();
+    let create: CreateTask = Box::new(move || {
+        Box::pin(async move {
+            let _ = entered_tx.send(());
+            let _ = gate_rx.await;
+            tasks.create(call("token:alice")).await
+        })
+    });
+    (
+        TaskStarter::new(create, started, run_ct.clone()),
+        told,
+        entered,
+        gate,
+    )
+}
+
+#[tokio::test]
+async fn a_script_started_task_is_created_once_and_told_to_the_request() {
+    let (_dir, a, _b) = stores().await;
+    let tasks = Tasks::new(a.clone(), TaskSettings::default(), CancellationToken::new());
+    let run_ct = tasks.run_token();
+    let (starter, told, _entered, gate) = gated_starter(&tasks, &run_ct);
+    gate.send(()).unwrap();
+    let link = starter.start().await.unwrap();
+    assert_eq!(told.await.unwrap().task_id, link.task_id);
+    assert_eq!(starter.link().unwrap().task_id, link.task_id);
+    // A second start_task answers the same task; the request ending leaves the run alone.
+    assert_eq!(starter.start().await.unwrap().task_id, link.task_id);
+    starter.abandon();
+    assert!(!run_ct.is_cancelled());
+    let task = a.task(&link.task_id, "token:alice").await.unwrap().unwrap();
+    assert_eq!(task.status, TaskStatus::Working);
+}
+
+#[tokio::test]
+async fn a_task_started_as_its_request_ends_is_failed_and_its_run_stopped() {
+    let (_dir, a, _b) = stores().await;
+    let tasks = Tasks::new(a.clone(), TaskSettings::default(), CancellationToken::new());
+    // The request ends while the task is being created: the task is failed at once.
+    let run_ct = tasks.run_token();
+    let (starter, told, entered, gate) = gated_starter(&tasks, &run_ct);
+    let starting = tokio::spawn({
+        let starter = starter.clone();
+        async move { starter.start().await }
+    });
+    entered.await.unwrap();
+    starter.abandon();
+    assert!(!run_ct.is_cancelled(), "stopped before the task existed");
+    gate.send(()).unwrap();
+    let refused = starting.await.unwrap();
+    assert!(matches!(refused, Err(StartError::RequestEnded)));
+    assert!(run_ct.is_cancelled());
+    assert!(told.await.is_err(), "the request was told of a task");
+    assert!(starter.link().is_none());
+    // The one task created is failed, not left working until its lease lapses.
+    assert_eq!(
+        a.count_tasks().await.unwrap(),
+        [(TaskStatus::Failed, 1)],
+        "the abandoned task"
+    );
+    // Before any start: the run stops, and a later start creates nothing.
+    let run_ct = tasks.run_token();
+    let (starter, _told, entered, _gate) = gated_starter(&tasks, &run_ct);
+    starter.abandon();
+    assert!(run_ct.is_cancelled());
+    assert!(matches!(
+        starter.start().await,
+        Err(StartError::RequestEnded)
+    ));
+    drop(starter);
+    assert!(entered.await.is_err(), "the task was created");
 }

@@ -125,6 +125,7 @@ pub(super) fn prompt_from_row(row: &mut Row) -> Result<StoredPrompt, StoreError>
             description: row.get("description")?,
             arguments: get_json(row, "arguments")?,
             messages: get_json(row, "messages")?,
+            script: opt_json(row, "script")?,
             completion_script: opt_json(row, "completion_script")?,
         },
         state: state_from_row(row)?,
@@ -152,8 +153,8 @@ pub(super) use template_select;
 /// The `SELECT ... FROM prompt` that [`prompt_from_row`] reads.
 macro_rules! prompt_select {
     () => {
-        "SELECT name, title, description, arguments, messages, completion_script, enabled, \
-         created_at_ms, updated_at_ms, updated_seq FROM prompt"
+        "SELECT name, title, description, arguments, messages, script, completion_script, \
+         enabled, created_at_ms, updated_at_ms, updated_seq FROM prompt"
     };
 }
 pub(super) use prompt_select;
@@ -308,11 +309,16 @@ pub(super) async fn upsert_prompt(
         .as_ref()
         .map(|s| to_json("completion_script", s))
         .transpose()?;
+    let script = p
+        .script
+        .as_ref()
+        .map(|s| to_json("script", s))
+        .transpose()?;
     let query = q("INSERT INTO prompt (name, title, description, arguments, messages, \
-         completion_script, enabled, created_at_ms, updated_at_ms, updated_seq) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+         script, completion_script, enabled, created_at_ms, updated_at_ms, updated_seq) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
          ON CONFLICT (name) DO UPDATE SET title = excluded.title, description = excluded.description, \
-         arguments = excluded.arguments, messages = excluded.messages, \
+         arguments = excluded.arguments, messages = excluded.messages, script = excluded.script, \
          completion_script = excluded.completion_script, enabled = excluded.enabled, \
          updated_at_ms = excluded.updated_at_ms, updated_seq = excluded.updated_seq")
     .bind(&p.name)
@@ -320,6 +326,7 @@ pub(super) async fn upsert_prompt(
     .bind(p.description.as_deref())
     .bind(to_json("arguments", &p.arguments)?)
     .bind(to_json("messages", &p.messages)?)
+    .bind(script)
     .bind(completion_script);
     bind_state(query, state).execute(conn).await?;
     Ok(())

@@ -693,6 +693,7 @@ pub(crate) async fn env_ids_in_use(core: &Core) -> Result<HashSet<String>, Store
         "SELECT script FROM resource_template WHERE script IS NOT NULL",
         "SELECT completion_script FROM resource_template WHERE completion_script IS NOT NULL",
         "SELECT completion_script FROM prompt WHERE completion_script IS NOT NULL",
+        "SELECT script FROM prompt WHERE script IS NOT NULL",
     ] {
         for text in q(sql).scalars::<String>(&mut *tx).await? {
             let script: JsonObject =

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::NewVersion;
 
-/// A script that runs in the tools' sandbox: the code of a script-backed resource template, or
-/// of a completion provider. Its environment was built from `lock` before it was stored.
+/// A script that runs in the tools' sandbox: the code of a script-backed resource template or
+/// prompt, or of a completion provider. Its environment was built from `lock` before it was stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScriptSpec {
     /// Python source.
@@ -184,8 +184,11 @@ pub struct NewPrompt {
     pub description: Option<String>,
     /// Its arguments.
     pub arguments: Vec<PromptArgumentSpec>,
-    /// MCP `PromptMessage` objects with `{argument}` placeholders.
+    /// MCP `PromptMessage` objects with `{argument}` placeholders (empty for a script prompt).
     pub messages: Vec<Value>,
+    /// A script that gets the arguments as JSON on stdin and prints the messages (instead of
+    /// `messages`).
+    pub script: Option<ScriptSpec>,
     /// A script that completes arguments.
     pub completion_script: Option<ScriptSpec>,
 }

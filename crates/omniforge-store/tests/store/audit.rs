@@ -73,6 +73,7 @@ fn prompt(name: &str) -> NewPrompt {
         description: None,
         arguments: vec![],
         messages: vec![json!({"role": "user", "content": {"type": "text", "text": "hi"}})],
+        script: None,
         completion_script: None,
     }
 }

@@ -44,6 +44,7 @@ fn prompt(name: &str, text: &str) -> NewPrompt {
         description: None,
         arguments: vec![],
         messages: vec![json!({"role": "user", "content": {"type": "text", "text": text}})],
+        script: None,
         completion_script: None,
     }
 }

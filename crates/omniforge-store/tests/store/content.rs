@@ -60,6 +60,7 @@ fn prompt(name: &str, text: &str) -> NewPrompt {
             values: vec!["x".into()],
         }],
         messages: vec![json!({"role": "user", "content": {"type": "text", "text": text}})],
+        script: None,
         completion_script: None,
     }
 }
@@ -154,6 +155,33 @@ each_backend! {
         .await
         .unwrap();
     assert_eq!(s.list_prompts().await.unwrap()[0].spec, p);
+    // A script prompt keeps its script (and no messages); its environment counts as in use.
+    let scripted = NewPrompt {
+        name: "ask".into(),
+        messages: vec![],
+        script: Some(ScriptSpec {
+            code: "print('[]')".into(),
+            dependencies: vec!["httpx".into()],
+            lock: "httpx==1 --hash=sha256:x\n".into(),
+            env_id: "env-prompt".into(),
+            timeout_ms: 2000,
+            memory_bytes: 1 << 20,
+            network: true,
+        }),
+        ..p.clone()
+    };
+    s.put_prompt(&who(), scripted.clone(), WriteMode::Create)
+        .await
+        .unwrap();
+    assert_eq!(s.get_prompt("ask").await.unwrap().unwrap().spec, scripted);
+    assert!(s.env_ids_in_use().await.unwrap().contains("env-prompt"));
+    assert_ne!(
+        omniforge_store::digest::prompt_sha256(&scripted),
+        omniforge_store::digest::prompt_sha256(&NewPrompt { script: None, ..scripted.clone() }),
+        "the script is part of the digest"
+    );
+    s.delete_prompt(&who(), "ask").await.unwrap();
+    assert!(!s.env_ids_in_use().await.unwrap().contains("env-prompt"));
     let err = s
         .put_prompt(&who(), prompt("bad name", "x"), WriteMode::Create)
         .await

@@ -196,7 +196,7 @@ async fn fill(s: &dyn Backend) {
         completions: BTreeMap::from([("id".into(), vec!["1".into()])]),
         completion_script: Some(ScriptSpec {
             env_id: "env-completion".into(),
-            ..script
+            ..script.clone()
         }),
     };
     let prompt = NewPrompt {
@@ -211,6 +211,7 @@ async fn fill(s: &dyn Backend) {
             values: vec!["world".into()],
         }],
         messages: vec![json!({"role": "user", "content": {"type": "text", "text": "Hi {who}"}})],
+        script: None,
         completion_script: None,
     };
     s.import(
@@ -219,7 +220,18 @@ async fn fill(s: &dyn Backend) {
             tools: vec![("gamma".into(), spec("c1"))],
             resources: vec![text, blob],
             templates: vec![template],
-            prompts: vec![prompt],
+            prompts: vec![
+                prompt.clone(),
+                NewPrompt {
+                    name: "ask".into(),
+                    messages: vec![],
+                    script: Some(ScriptSpec {
+                        env_id: "env-prompt".into(),
+                        ..script.clone()
+                    }),
+                    ..prompt.clone()
+                },
+            ],
         },
     )
     .await
@@ -466,7 +478,7 @@ async fn round_trip(from: Kind, to: Kind) {
             report.tasks,
             report.content
         ),
-        (4, 8, 7, 2, 2, 1, 2, 5)
+        (4, 8, 7, 2, 2, 1, 2, 6)
     );
     assert!(report.audit > 10 && report.hours == 3, "{report:?}");
     // Sealed again under the target's key: its key ids name the target's key.

@@ -26,8 +26,13 @@ pub(super) async fn run(command: PromptCommand, common: &Common) -> Result<()> {
                         }
                     })
                     .collect();
+                let how = if p.spec.script.is_some() {
+                    "(script) "
+                } else {
+                    ""
+                };
                 out!(
-                    "{:<40} {:<30} {}",
+                    "{:<40} {:<30} {how}{}",
                     p.spec.name,
                     args.join(" "),
                     render::first_line(p.spec.description.as_deref().unwrap_or(""))

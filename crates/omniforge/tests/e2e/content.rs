@@ -265,6 +265,7 @@ async fn conformance_pack_is_served_exactly() {
     assert_eq!(
         names,
         [
+            "test_input_required_result_prompt",
             "test_prompt_with_arguments",
             "test_prompt_with_embedded_resource",
             "test_prompt_with_image",
@@ -272,7 +273,7 @@ async fn conformance_pack_is_served_exactly() {
         ]
     );
     assert_eq!(
-        prompts["prompts"][0],
+        prompts["prompts"][1],
         json!({"name": "test_prompt_with_arguments", "title": "Prompt With Arguments",
                "description": "A prompt with required arguments", "arguments": [
                    {"name": "arg1", "description": "First test argument", "required": true},
@@ -629,6 +630,63 @@ async fn authoring_builtins_validate_and_serve() {
         .await;
     assert_eq!(completed["completion"]["values"], json!(["Ada", "Alan"]));
 
+    // A prompt is messages or code, not both; an update to code drops the messages (and back),
+    // keeping the arguments; the script gets the given arguments and prints the text.
+    let both = mcp
+        .call(
+            "omniforge_create_prompt",
+            json!({"name": "q", "messages": [{"role": "user", "content": "x"}], "code": "print(1)"}),
+        )
+        .await;
+    assert!(
+        text_of(&both).starts_with("messages, code: give exactly one"),
+        "{both}"
+    );
+    let to_code = mcp
+        .call(
+            "omniforge_update_prompt",
+            json!({"name": "p", "code": "import json, sys\nprint('Hello ' + json.load(sys.stdin).get('who', 'nobody'))\n"}),
+        )
+        .await;
+    assert_eq!(to_code["isError"], json!(false), "{to_code}");
+    let definition = |got: Value| -> Value { serde_json::from_str(&text_of(&got)).unwrap() };
+    let stored = definition(
+        mcp.call("omniforge_get_definition", json!({"prompt": "p"}))
+            .await,
+    );
+    assert!(
+        stored.get("messages").is_none() && stored["code"].is_string(),
+        "{stored}"
+    );
+    assert_eq!(stored["arguments"][0]["name"], "who", "{stored}");
+    for (arguments, text) in [
+        (json!({"who": "Ada"}), "Hello Ada"),
+        (json!({}), "Hello nobody"),
+    ] {
+        let got = mcp
+            .result("prompts/get", json!({"name": "p", "arguments": arguments}))
+            .await;
+        assert_eq!(
+            got["messages"],
+            json!([{"role": "user", "content": {"type": "text", "text": text}}])
+        );
+    }
+    let to_messages = mcp
+        .call(
+            "omniforge_update_prompt",
+            json!({"name": "p", "messages": [{"role": "assistant", "content": "Hi {who}!"}]}),
+        )
+        .await;
+    assert_eq!(to_messages["isError"], json!(false), "{to_messages}");
+    let stored = definition(
+        mcp.call("omniforge_get_definition", json!({"prompt": "p"}))
+            .await,
+    );
+    assert!(
+        stored.get("code").is_none() && stored["messages"].is_array(),
+        "{stored}"
+    );
+
     // A template backed by a script that runs in the tools' sandbox, completed by a script.
     let template = mcp
         .call(
@@ -942,7 +1000,7 @@ async fn python_sdks_read_resources_and_prompts_over_stdio() {
             json!(r#"{"id":"123","templateTest":true,"data":"Data for ID: 123"}"#),
             "{sdk}"
         );
-        assert_eq!(got["prompts"].as_array().unwrap().len(), 4, "{sdk}");
+        assert_eq!(got["prompts"].as_array().unwrap().len(), 5, "{sdk}");
         assert_eq!(
             got["simple"]["messages"],
             json!([{"role": "user", "content": {"type": "text", "text": "This is a simple prompt for testing."}}]),
@@ -1172,6 +1230,7 @@ async fn resource_and_prompt_lists_are_paginated() {
             "prompts/list",
             "prompts",
             vec![
+                "test_input_required_result_prompt",
                 "test_prompt_with_arguments",
                 "test_prompt_with_embedded_resource",
                 "test_prompt_with_image",

@@ -1,7 +1,8 @@
-//! Input-required results (SEP-2322, protocol 2026-07-28): a script's questions answered over
-//! rounds through the official Python SDK 2.x client, and the sealed `requestState` refused when
-//! tampered, another principal's, another request's, or sealed under a key no longer in the
-//! ring (raw JSON-RPC over HTTP, to send exactly those states).
+//! Input-required results (SEP-2322, protocol 2026-07-28): a script's questions (a tool's, a
+//! template's, a prompt's) answered over rounds through the official Python SDK 2.x client, and
+//! the sealed `requestState` refused when tampered, another principal's, another request's, or
+//! sealed under a key no longer in the ring (raw JSON-RPC over HTTP, to send exactly those
+//! states).
 
 use std::path::Path;
 
@@ -14,7 +15,7 @@ use crate::util::{parse_sse, python_driver, python2, require, uv};
 const STATELESS: &str = "2026-07-28";
 
 /// Two questions, one round each; the answer names both.
-fn two_steps_tool() -> Value {
+pub(crate) fn two_steps_tool() -> Value {
     json!({
         "name": "two_steps",
         "description": "Asks a name, then a colour",
@@ -400,5 +401,186 @@ async fn a_template_request_state_is_bound_to_its_uri() {
         json!([{"uri": "ask://rust", "mimeType": "text/plain", "text": "rust: fast"}]),
         "{done}"
     );
+    server.assert_no_panic();
+}
+
+/// A 2026-07-28 `prompts/get` of `name` with `arguments` over raw HTTP with `extra` params.
+async fn get_prompt(url: &str, name: &str, arguments: Value, extra: Value) -> Value {
+    let params = json!({"name": name, "arguments": arguments});
+    request(url, None, "prompts/get", name, params, extra).await
+}
+
+/// Stores prompts in `data` with `omniforge prompt add`, each from its authoring arguments.
+fn add_prompts(data: &Path, prompts: &[Value]) {
+    let dir = tempfile::tempdir().unwrap();
+    for prompt in prompts {
+        let file = dir.path().join("prompt.json");
+        std::fs::write(&file, prompt.to_string()).unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_omniforge"))
+            .args(["prompt", "add"])
+            .arg(&file)
+            .arg("--data-dir")
+            .arg(data)
+            .arg("--uv")
+            .arg(uv())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "omniforge prompt add failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// The script prompt `plan` (argument `topic`): asks a goal (key `goal`), then a deadline (key
+/// `deadline`), and prints two messages naming the three.
+fn plan_prompt() -> Value {
+    let code = r#"import json, sys
+import omniforge
+args = json.load(sys.stdin)
+def ask(message, field):
+    answer = omniforge.elicit(message, {"type": "object",
+        "properties": {field: {"type": "string"}}, "required": [field]}, key=field)
+    return (answer.get("content") or {}).get(field)
+goal = ask("Goal for %s?" % args["topic"], "goal")
+deadline = ask("Deadline?", "deadline")
+print(json.dumps({"description": "plan for " + args["topic"], "messages": [
+    {"role": "user", "content": "Plan %s: %s" % (args["topic"], goal)},
+    {"role": "assistant", "content": {"type": "text", "text": "Due %s" % deadline}},
+]}))
+"#;
+    json!({"name": "plan", "description": "Plans a topic",
+        "arguments": [{"name": "topic", "required": true}], "code": code})
+}
+
+/// A script prompt's questions over two rounds of `input_required` under 2026-07-28 (raw
+/// HTTP): each round a new state, bound to the prompt's arguments and untampered; the last
+/// round answers the messages the script printed. A script that fails or prints no messages
+/// is a -32603 JSON-RPC error naming the prompt, and the server goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_script_asks_over_two_rounds_of_input_required() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_prompts(
+        &data,
+        &[
+            plan_prompt(),
+            json!({"name": "broken", "code": "raise RuntimeError('no plan today')"}),
+            json!({"name": "mute", "code": "print('{\"text\": 1}')"}),
+        ],
+    );
+    let server = Omni::serve(&data, &[]).await;
+    let args = json!({"topic": "release"});
+    let first = get_prompt(&server.url, "plan", args.clone(), json!({})).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    assert_eq!(
+        result["inputRequests"]["goal"]["params"]["message"], "Goal for release?",
+        "{first}"
+    );
+    let state = result["requestState"].as_str().unwrap().to_owned();
+    let round2 = json!({"inputResponses": {"goal": accept("goal", "ship 1.0")},
+        "requestState": state});
+    let second = get_prompt(&server.url, "plan", args.clone(), round2.clone()).await;
+    assert_eq!(second["result"]["resultType"], "input_required", "{second}");
+    assert_eq!(
+        second["result"]["inputRequests"]["deadline"]["params"]["message"], "Deadline?",
+        "{second}"
+    );
+    let state2 = second["result"]["requestState"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(state2, state);
+    // Another request's arguments, or a tampered state: refused before the script runs.
+    refused(
+        &get_prompt(
+            &server.url,
+            "plan",
+            json!({"topic": "other"}),
+            round2.clone(),
+        )
+        .await,
+    );
+    let tampered = json!({"inputResponses": {"goal": accept("goal", "x")},
+        "requestState": format!("{state}-TAMPERED")});
+    refused(&get_prompt(&server.url, "plan", args.clone(), tampered).await);
+    let round3 = json!({"inputResponses": {"deadline": accept("deadline", "Friday")},
+        "requestState": state2});
+    let done = get_prompt(&server.url, "plan", args, round3).await;
+    assert_eq!(
+        done["result"],
+        json!({"resultType": "complete", "description": "plan for release", "messages": [
+            {"role": "user", "content": {"type": "text", "text": "Plan release: ship 1.0"}},
+            {"role": "assistant", "content": {"type": "text", "text": "Due Friday"}}]}),
+        "{done}"
+    );
+
+    let broken = get_prompt(&server.url, "broken", json!({}), json!({})).await;
+    assert_eq!(broken["error"]["code"], -32603, "{broken}");
+    let message = broken["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("prompt broken failed:") && message.contains("no plan today"),
+        "{broken}"
+    );
+    let mute = get_prompt(&server.url, "mute", json!({}), json!({})).await;
+    assert_eq!(mute["error"]["code"], -32603, "{mute}");
+    assert!(
+        mute["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("prompt mute: its script printed no usable messages"),
+        "{mute}"
+    );
+    server.assert_no_panic();
+}
+
+/// A script prompt's questions reach the official Python SDK 2.x client under both revisions:
+/// as `elicitation/create` requests in a 2025-11-25 session, and as `input_required` results
+/// that the client answers by retrying `prompts/get` under 2026-07-28.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prompt_script_asks_the_python_sdk_under_either_revision() {
+    require(&[uv(), python2()]);
+    let (_home, data) = data_home();
+    add_prompts(&data, &[plan_prompt()]);
+    let server = Omni::serve(&data, &[]).await;
+    let driver = crate::util::e2e_dir("client_drivers").join("get_prompt.py");
+    let answers = json!([accept("goal", "ship"), accept("deadline", "May")]);
+    for mode in ["legacy", STATELESS] {
+        let out = python_driver(&python2(), &driver)
+            .args([
+                server.url.as_str(),
+                "plan",
+                r#"{"topic": "docs"}"#,
+                &answers.to_string(),
+                mode,
+            ])
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{mode}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            out["result"]["messages"][0]["content"]["text"], "Plan docs: ship",
+            "{mode}: {out}"
+        );
+        assert_eq!(
+            out["result"]["messages"][1]["content"]["text"], "Due May",
+            "{mode}: {out}"
+        );
+        let asked: Vec<&str> = out["asked"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["message"].as_str().unwrap())
+            .collect();
+        assert_eq!(asked, ["Goal for docs?", "Deadline?"], "{mode}: {out}");
+    }
     server.assert_no_panic();
 }

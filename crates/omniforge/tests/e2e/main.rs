@@ -31,6 +31,7 @@ mod secrets;
 mod server;
 mod sessions;
 mod stateless;
+mod stateless_replicas;
 mod tasks;
 mod traces;
 mod util;

@@ -47,6 +47,11 @@ impl Drop for Driver {
 impl Driver {
     /// Starts `replica_client MODE URL` (`stateless` or `session`) with `sdk`.
     pub(crate) fn start(sdk: Sdk, mode: &str, url: &str) -> Driver {
+        Driver::start_with(sdk, &[mode, url])
+    }
+
+    /// Starts `replica_client ARGS...` with `sdk` (see the drivers' usage).
+    pub(crate) fn start_with(sdk: Sdk, args: &[&str]) -> Driver {
         let home = tempfile::tempdir().unwrap();
         let mut cmd = match sdk {
             Sdk::Python => {
@@ -58,7 +63,7 @@ impl Driver {
                 node_driver(home.path(), &e2e_dir("drivers").join("replica_client.mjs"))
             }
         };
-        no_proxy(cmd.arg(mode).arg(url));
+        no_proxy(cmd.args(args));
         let mut child = spawn_piped(&mut cmd).expect("a client driver");
         let stdin = child.stdin.take().unwrap();
         let lines = line_channel(child.stdout.take().unwrap());

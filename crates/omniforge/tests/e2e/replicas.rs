@@ -35,10 +35,12 @@ use crate::util::{self, Auth, HttpServer, omniforge_cli, repo_root, uv};
 const PROPAGATION: Duration = Duration::from_secs(20);
 
 /// `haproxy -db -f deploy/haproxy.cfg`, ended by pid when dropped.
-struct Balancer {
+pub(crate) struct Balancer {
     child: Child,
-    log: Captured,
-    url: String,
+    /// HAProxy's log (its `log stdout`) and stderr.
+    pub(crate) log: Captured,
+    /// `http://127.0.0.1:PORT/mcp`, the balanced MCP endpoint.
+    pub(crate) url: String,
 }
 
 impl Drop for Balancer {
@@ -61,7 +63,10 @@ fn authority(url: &str) -> &str {
     url.trim_start_matches("http://").split('/').next().unwrap()
 }
 
-async fn balancer(replicas: &[&Serve]) -> Balancer {
+/// HAProxy with `deploy/haproxy.cfg` in front of `replicas` (1 to 3), ready when an
+/// `initialize` goes through it (answered with a session or, by `--stateless` replicas,
+/// without).
+pub(crate) async fn balancer(replicas: &[&Serve]) -> Balancer {
     let port = free_port();
     let mut cmd = Command::new("haproxy");
     cmd.args(["-db", "-f"])
@@ -84,8 +89,18 @@ async fn balancer(replicas: &[&Serve]) -> Balancer {
     let url = format!("http://127.0.0.1:{port}/mcp");
     let lb = Balancer { child, log, url };
     // Ready when an initialize goes through it.
+    let initialize = serde_json::to_vec(&util::initialize_request(0, "2025-06-18")).unwrap();
     for _ in 0..100 {
-        if Mcp::session(&lb.url).await.is_ok() {
+        let reply = util::http_send(
+            &util::http_client(),
+            "POST",
+            &lb.url,
+            &util::post_headers(None, None),
+            Some(initialize.clone()),
+            &[json!(0)],
+        )
+        .await;
+        if reply.is_ok_and(|r| r.status == 200) {
             return lb;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -98,12 +113,17 @@ async fn balancer(replicas: &[&Serve]) -> Balancer {
 
 /// The messages of a session's GET SSE stream (server-to-client notifications).
 fn listen(mcp: &Mcp) -> mpsc::UnboundedReceiver<Value> {
-    let (tx, rx) = mpsc::unbounded_channel();
     let req = util::http_client()
         .get(&mcp.url)
         .header("Accept", "text/event-stream")
         .header("Mcp-Session-Id", mcp.session.clone().unwrap())
         .header("MCP-Protocol-Version", "2025-06-18");
+    sse_messages(req)
+}
+
+/// Sends `req` and forwards the JSON messages of its SSE answer as they arrive.
+pub(crate) fn sse_messages(req: reqwest::RequestBuilder) -> mpsc::UnboundedReceiver<Value> {
+    let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let Ok(mut resp) = req.send().await else {
             return;

@@ -590,6 +590,26 @@ async fn a_manifest_tool_named_in_task_support_runs_as_a_task() {
         done["result"]["structuredContent"]["text"], "AS A TASK",
         "{done}"
     );
+    // The task's call is in the call log (read through the store), as an inline call is.
+    let store = omniforge_store::SqliteStore::open(data.join("omniforge.db"))
+        .await
+        .unwrap();
+    let filter = omniforge_store::CallFilter {
+        tool: Some("fixture_echo".into()),
+        limit: 10,
+        ..Default::default()
+    };
+    let calls = omniforge_store::CallLog::calls(&store, &filter)
+        .await
+        .unwrap();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].call.source, omniforge_store::CallSource::Manifest);
+    assert_eq!(calls[0].call.outcome, omniforge_store::CallOutcome::Ok);
+    assert_eq!(
+        calls[0].call.principal.as_deref(),
+        Some("anonymous"),
+        "{calls:?}"
+    );
     // A manifest tool not named there answers inline even with the extension declared.
     let inline = request(
         &server.url,
@@ -599,4 +619,145 @@ async fn a_manifest_tool_named_in_task_support_runs_as_a_task() {
     )
     .await;
     assert_eq!(inline["result"]["resultType"], "complete", "{inline}");
+}
+
+/// A tool whose task starts in its script (`taskStart: "script"`): asks a name (before the
+/// task), starts its task, asks a confirmation (inside it), answers both and whether
+/// `start_task()` made it a task.
+fn greet_later_tool(support: &str) -> Value {
+    json!({
+        "name": "greet_later",
+        "description": "Asks a name, then greets as a task",
+        "inputSchema": {"type": "object", "properties": {}},
+        "taskSupport": support,
+        "taskStart": "script",
+        "timeout_s": 120,
+        "code": r#"import omniforge
+schema = lambda p, t: {"type": "object", "properties": {p: {"type": t}}, "required": [p]}
+name = omniforge.elicit("What is your name?", schema("name", "string"), key="user_name")["content"]["name"]
+task = omniforge.start_task()
+sure = omniforge.elicit("Sure?", schema("ok", "boolean"), key="sure")["content"]["ok"] if task else None
+print("Hello, %s! task=%s sure=%s" % (name, task, sure))
+"#,
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_started_task_asks_inline_first_then_runs_as_the_task() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    add_tools(&data, &[greet_later_tool("required")]);
+    let server = serve(&data, &[]).await;
+    let call = |extra: Value| {
+        let mut params = json!({"name": "greet_later", "arguments": {}, "_meta": meta(true)});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        request(&server.url, None, "tools/call", params)
+    };
+    // Round 1: the question before the task is an input-required result of the request.
+    let round1 = call(json!({})).await;
+    let result = &round1["result"];
+    assert_eq!(result["resultType"], "input_required", "{round1}");
+    assert!(result.get("taskId").is_none(), "{round1}");
+    assert_eq!(
+        result["inputRequests"]["user_name"]["params"]["message"], "What is your name?",
+        "{round1}"
+    );
+    let state = result["requestState"].as_str().expect("a requestState");
+    // Round 2 answers it: the script starts its task, and the request answers the task.
+    let round2 = call(json!({
+        "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Alice"}}},
+        "requestState": state,
+    }))
+    .await;
+    let created = &round2["result"];
+    assert_eq!(created["resultType"], "task", "{round2}");
+    assert_eq!(created["status"], "working", "{round2}");
+    assert!(created.get("requestState").is_none(), "{round2}");
+    assert!(created.get("inputRequests").is_none(), "{round2}");
+    let task_id = created["taskId"].as_str().unwrap().to_owned();
+    // The script goes on as the task: its next question is the task's.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waiting = loop {
+        let answer = get(&server.url, None, &task_id).await;
+        if answer["result"]["status"] == "input_required" {
+            break answer["result"].clone();
+        }
+        assert_eq!(answer["result"]["status"], "working", "{answer}");
+        assert!(Instant::now() < deadline, "never input_required: {answer}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let keys: Vec<&String> = waiting["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["sure"], "{waiting}");
+    let ack = request(
+        &server.url,
+        None,
+        "tasks/update",
+        json!({"taskId": task_id, "_meta": meta(true),
+               "inputResponses": {"sure": {"action": "accept", "content": {"ok": true}}}}),
+    )
+    .await;
+    assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
+    let done = until_terminal(&server.url, None, &task_id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        done["result"]["content"][0]["text"], "Hello, Alice! task=True sure=True",
+        "{done}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_task_does_nothing_where_no_task_can_start() {
+    require(&[uv()]);
+    let (_home, data) = data_home();
+    let probe = |name: &str, support: &str, start: &str| {
+        json!({
+            "name": name,
+            "description": "Says whether start_task() made the call a task",
+            "inputSchema": {"type": "object", "properties": {}},
+            "taskSupport": support,
+            "taskStart": start,
+            "code": "import omniforge\nprint('task=%s' % omniforge.start_task())\n",
+        })
+    };
+    add_tools(
+        &data,
+        &[
+            probe("script_optional", "optional", "script"),
+            probe("script_forbidden", "forbidden", "script"),
+            probe("call_optional", "optional", "call"),
+        ],
+    );
+    let server = serve(&data, &[]).await;
+    let call = |tool: &str, tasks: bool| {
+        request(
+            &server.url,
+            None,
+            "tools/call",
+            json!({"name": tool, "arguments": {}, "_meta": meta(tasks)}),
+        )
+    };
+    // Without the extension, and for a tool that does not allow tasks: inline, no task.
+    for (tool, tasks) in [("script_optional", false), ("script_forbidden", true)] {
+        let answer = call(tool, tasks).await;
+        assert_eq!(
+            answer["result"]["resultType"], "complete",
+            "{tool}: {answer}"
+        );
+        assert_eq!(
+            answer["result"]["content"][0]["text"], "task=False",
+            "{tool}: {answer}"
+        );
+    }
+    // taskStart "call": the call is a task from its start; start_task() changes nothing.
+    let task_id = start_task(&server.url, None, "call_optional", json!({})).await;
+    let done = until_terminal(&server.url, None, &task_id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["content"][0]["text"], "task=True", "{done}");
 }

@@ -126,10 +126,12 @@ pub(crate) fn entries(content: &Arc<Content>) -> Vec<Entry> {
             "name": {"type": "string"}, "title": {"type": "string"}, "description": {"type": "string"},
             "required": {"type": "boolean"}, "values": {"type": "array", "items": {"type": "string"}}},
             "required": ["name"], "additionalProperties": false}},
-        "messages": {"type": "array", "items": {"type": "object"}, "description": "MCP PromptMessages {role: user|assistant, content: {type: text|image|audio|resource|resource_link, ...}}; content may be a plain string; {argument} placeholders are replaced."},
+        "messages": {"type": "array", "items": {"type": "object"}, "description": "MCP PromptMessages {role: user|assistant, content: {type: text|image|audio|resource|resource_link, ...}}; content may be a plain string; {argument} placeholders are replaced (give messages or code)."},
+        "code": {"type": "string", "description": "Python: reads the arguments as a JSON object on stdin and prints the messages (a JSON array of PromptMessages, or plain text for one user message); may ask the user with omniforge.elicit; runs in the tools' sandbox."},
         "completion_code": {"type": "string", "description": "Python: reads {ref, argument: {name, value}, context: {arguments}} on stdin, prints a JSON array of values."},
         "dependencies": {"type": "array", "items": {"type": "string"}},
-        "timeout_s": {"type": "number", "exclusiveMinimum": 0}
+        "timeout_s": {"type": "number", "exclusiveMinimum": 0},
+        "network": {"type": "boolean"}
     });
     let schema = |props: &Value, required: &[&str]| {
         object(
@@ -221,9 +223,9 @@ pub(crate) fn entries(content: &Arc<Content>) -> Vec<Entry> {
     tools.extend(edits(
         Kind::Prompt,
         &prompt_props,
-        &["name", "messages"],
+        &["name"],
         [
-            ("omniforge_create_prompt", "Store a prompt served by prompts/list and prompts/get: messages with {argument} placeholders, arguments with optional completion values."),
+            ("omniforge_create_prompt", "Store a prompt served by prompts/list and prompts/get: messages with {argument} placeholders, or Python code that prints the messages; arguments with optional completion values."),
             ("omniforge_update_prompt", "Change a prompt (by name); fields left out are kept."),
             ("omniforge_delete_prompt", "Remove a prompt."),
         ],

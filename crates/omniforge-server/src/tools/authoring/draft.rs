@@ -239,15 +239,6 @@ fn execution(
             )
         })?,
     };
-    if task_start == TaskStart::Script {
-        // The store keeps the field; the runtime (`omniforge.start_task()`, the call answered
-        // when the script starts its task) is not built yet, so no version may claim it.
-        return Err(AuthoringError::invalid(
-            "taskStart",
-            "\"script\" (the task starting at omniforge.start_task()) is not available yet; \
-             leave taskStart out (\"call\": the task starts with the call)",
-        ));
-    }
     Ok(Execution {
         task_support,
         task_start,

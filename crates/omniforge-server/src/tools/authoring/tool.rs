@@ -658,7 +658,7 @@ pub(crate) fn entries(authoring: &Arc<ToolAuthoring>) -> Vec<Entry> {
                 "structuredSchema": {"type": "object"}, "isError": {"type": "boolean"}}, "additionalProperties": false}},
                 "required": ["expect"], "additionalProperties": false}},
         "taskSupport": {"type": "string", "enum": ["forbidden", "optional", "required"], "description": "Whether a call may run as a task (MCP Tasks extension) that the client polls: forbidden (default), optional (a task when the client declared the extension), required (only as a task; other clients get -32021). For work longer than a client's request timeout."},
-        "taskStart": {"type": "string", "enum": ["call"], "description": "When a task call becomes a task: call (the default and, for now, the only value: the task starts with the call)."},
+        "taskStart": {"type": "string", "enum": ["call", "script"], "description": "When a task call becomes a task: call (the default: the task starts with the call) or script (the call is an ordinary request, its questions input-required rounds, until the script calls omniforge.start_task(); then the client gets the task and the script goes on as it)."},
         "keepFailedDrafts": {"type": "boolean", "description": "If an example fails, keep the version as a draft (never current) instead of refusing it."}
     });
     let draft_schema = |required: &[&str]| {

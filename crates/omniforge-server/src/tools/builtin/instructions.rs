@@ -131,7 +131,13 @@ kills the script. Inside a task `omniforge.elicit`, `sample`, `roots` and `ask` 
 user: the task reads `input_required` with the questions (by `key=`) until the client answers
 with `tasks/update`, then the script goes on. Example: code
 `a = omniforge.elicit(\"Delete it?\", {\"type\": \"object\", \"properties\": {\"ok\": {\"type\": \"boolean\"}}}, key=\"ok\")`
-then the work, with `taskSupport: \"optional\"`, `timeout_s: 3600`.
+then the work, with `taskSupport: \"optional\"`, `timeout_s: 3600`. To ask before the task exists,
+add `taskStart: \"script\"`: the call is an ordinary request (its questions are input-required
+rounds, replayed: ask before side effects) until the script calls `omniforge.start_task()`; then
+the client gets the task and the rest of the script runs as it. Without the extension (or with
+`taskStart: \"call\"`) `start_task()` does nothing. Example: code
+`n = omniforge.elicit(\"Name?\", {\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}}}, key=\"name\")`,
+`omniforge.start_task()`, then the work.
 
 ## Resources and prompts
 `omniforge_create_resource {uri, name, text | blob (base64), mimeType?, title?, description?}`
@@ -139,9 +145,16 @@ stores a resource (resources/list, resources/read; subscribers are told when it 
 `omniforge_create_resource_template {uriTemplate, name, text | code, mimeType?, completions?,
 completion_code?, dependencies?}`: resources/read of a matching URI (e.g. `docs://pages/{id}`)
 answers with `text` where each `{id}` is replaced, or with what `code` prints (it reads the
-variables as JSON on stdin). `omniforge_create_prompt {name, messages, arguments?, description?}`:
-messages are MCP PromptMessages (`content` may be a plain string) with `{argument}` placeholders;
-arguments are `{name, description?, required?, values?}` (values feed completion/complete).
+variables as JSON on stdin). `omniforge_create_prompt {name, messages | code, arguments?,
+description?}`: messages are MCP PromptMessages (`content` may be a plain string) with
+`{argument}` placeholders; arguments are `{name, description?, required?, values?}` (values feed
+completion/complete). A prompt's `code` reads the given arguments as JSON on stdin and prints
+the messages (a JSON array of PromptMessages, or plain text for one user message); like a
+template's code it may ask the user (`omniforge.elicit(..., key=...)`): under protocol
+2026-07-28 `prompts/get` then answers `input_required` and the script re-runs with the answers,
+so ask before any side effect. Example code: `import omniforge` then
+`c = omniforge.elicit(\"Context?\", {\"type\": \"object\", \"properties\": {\"c\": {\"type\": \"string\"}}}, key=\"c\")`
+then `print(\"Use this context: \" + c[\"content\"][\"c\"])`.
 The `_update_` variants change only the fields given; `_delete_` removes; `omniforge_get_definition`
 shows what is stored.
 ";

@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::client::ClientLink;
+use crate::context::task::StartError;
 use crate::tools::stored::questions::{self, Ask, Question, code, error};
 use crate::tools::stored::redact::scrub_value;
 use crate::tools::stored::task_input;
@@ -46,23 +47,46 @@ pub(crate) async fn answer(
     let params = scrub_value(request.params().clone(), secrets);
     let answer = match request.method() {
         method if questions::is_question(method) => match questions::parse(method, &params) {
-            Ok(ask) => match &link.task {
-                Some(task) => task_input::ask(task, link.capabilities.as_ref(), &ask, ended).await,
+            Ok(ask) => match link.task_link() {
+                Some(task) => task_input::ask(&task, link.capabilities.as_ref(), &ask, ended).await,
                 None => ask_live(link, &ask, ended).await,
             },
             Err(e) => Err(e),
         },
         "close_sse_stream" => close_stream(link, request.params()).await,
+        "start_task" => start_task(link).await,
         "client_capabilities" => Ok(json!({"capabilities": link.capabilities})),
         other => Err(error(
             code::METHOD_NOT_FOUND,
             format!(
                 "unknown request {other:?}: scripts can send ask, sample, elicit, roots, \
-                 close_sse_stream, client_capabilities, call_builtin and protocol_error"
+                 close_sse_stream, client_capabilities, start_task, call_builtin and \
+                 protocol_error"
             ),
         )),
     };
     request.respond(answer);
+}
+
+/// `start_task`: a call whose tool starts its task in the script (`taskStart: "script"`,
+/// called by a client that declared the Tasks extension) becomes its task now, and the client
+/// gets the task. Anywhere else nothing happens: `{"task": true}` when the call runs as a
+/// task (it was one from its start), `{"task": false}` when it is an ordinary request.
+async fn start_task(link: &ClientLink) -> Result<Value, RpcError> {
+    if link.task.is_some() {
+        return Ok(json!({"task": true}));
+    }
+    let Some(starter) = &link.starter else {
+        return Ok(json!({"task": false}));
+    };
+    match starter.start().await {
+        Ok(task) => Ok(json!({"task": true, "taskId": task.task_id})),
+        Err(e @ StartError::Store(_)) => {
+            tracing::warn!(error = %e, "a script's start_task");
+            Err(error(code::INTERNAL_ERROR, e.to_string()))
+        }
+        Err(e) => Err(error(code::INTERNAL_ERROR, e.to_string())),
+    }
 }
 
 async fn close_stream(link: &ClientLink, params: &Value) -> Result<Value, RpcError> {

@@ -1,8 +1,9 @@
-//! A content script's run (a script template's `resources/read`) through the same call loop
-//! as a stored tool's: progress and logs are forwarded, and its questions are asked the way a
-//! tool's are (before 2026-07-28 as requests to the client; under 2026-07-28 as an
-//! `input_required` result whose `requestState` is bound to the principal, the template's
-//! definition and the URI read).
+//! A content script's run (a script template's `resources/read`, a script prompt's
+//! `prompts/get`) through the same call loop as a stored tool's: progress and logs are
+//! forwarded, and its questions are asked the way a tool's are (before 2026-07-28 as requests
+//! to the client; under 2026-07-28 as an `input_required` result whose `requestState` is bound
+//! to the principal, the definition and what was asked for: the URI read, or the prompt's
+//! arguments).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,17 +21,17 @@ use crate::tools::stored::run::{Reporting, run};
 
 /// One content script to run for a request.
 pub(crate) struct ContentScript<'a> {
-    /// `resource` (a template's read).
+    /// `resource` (a template's read) or `prompt`.
     pub(crate) kind: &'a str,
-    /// What the state names: the URI template.
+    /// What the state names: the URI template, or the prompt's name.
     pub(crate) name: &'a str,
     /// The definition's digest: a state does not outlive a change of the definition.
     pub(crate) digest: String,
     /// The script.
     pub(crate) script: &'a ScriptSpec,
-    /// Its JSON stdin (a template's variables).
+    /// Its JSON stdin (a template's variables, a prompt's arguments).
     pub(crate) input: Value,
-    /// What else the state is bound to (the URI read, with the variables).
+    /// What else the state is bound to (the URI read with the variables, or the arguments).
     pub(crate) bound: Value,
 }
 

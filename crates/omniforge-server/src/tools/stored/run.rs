@@ -53,7 +53,8 @@ pub(crate) struct Reporting<'a> {
     /// The built-ins the script may call (`None`: none, e.g. `omniforge_test_tool`).
     pub(crate) builtins: Option<&'a BuiltinAccess<'a>>,
     /// Under 2026-07-28: the script's questions are answered from the round's input, and the
-    /// first unanswered one ends the call `input_required`. `None`: asked live.
+    /// first unanswered one ends the call `input_required`. `None`: asked live. Once the
+    /// script started its task (`start_task`), they go through the task instead.
     pub(crate) replay: Option<&'a Replay<'a>>,
 }
 
@@ -114,7 +115,9 @@ pub(crate) async fn run(
                     }));
                 }
                 ScriptMessage::Request(request)
-                    if to.replay.is_some() && questions::is_question(request.method()) =>
+                    if to.replay.is_some()
+                        && questions::is_question(request.method())
+                        && !to.client.task_started() =>
                 {
                     // Secret values never reach the client, in a question neither.
                     let params = scrub_value(request.params().clone(), to.secrets);

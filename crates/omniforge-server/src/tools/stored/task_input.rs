@@ -13,7 +13,7 @@ use rmcp::model::{ClientCapabilities, JsonObject};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::context::client::TaskLink;
+use crate::context::task::TaskLink;
 use crate::tools::stored::questions::code;
 use crate::tools::stored::questions::{self, Ask, error};
 

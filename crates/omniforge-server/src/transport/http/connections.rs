@@ -165,9 +165,9 @@ impl AsyncWrite for Watched {
     }
 }
 
-/// Serves `router` on `listener` until `shutdown` fires; then stops accepting, asks every
-/// open connection to close once its requests are answered (HTTP/1 graceful shutdown), and
-/// returns when all have closed.
+/// Serves `router` on `listener` until `shutdown` fires; then closes the listener (new
+/// connections are refused), asks every open connection to close once its requests are
+/// answered (HTTP/1 graceful shutdown), and returns when all have closed.
 ///
 /// # Errors
 /// None today: accept errors are logged and retried after a pause, as `axum::serve` does.
@@ -259,6 +259,10 @@ pub(crate) async fn serve(
             }
         });
     }
+    // Close the listening socket now, not when the drain ends: connections the kernel would
+    // queue for an accept that never comes are refused at once instead, so a balancer retries
+    // them on another replica and its health check sees this one go.
+    drop(listener);
     // Every connection holds a permit until it closes: wait for them all.
     let all = u32::try_from(limits.max_connections.max(1)).unwrap_or(u32::MAX);
     let _ = permits.acquire_many(all).await;

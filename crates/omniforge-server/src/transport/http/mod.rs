@@ -189,6 +189,7 @@ pub(crate) async fn serve(
         async move {
             shutdown.cancelled().await;
             shared.calls.close();
+            shared.peers.close_subscriptions();
             answers.close();
             let deadline = tokio::time::Instant::now() + grace;
             if tokio::time::timeout_at(deadline, shared.calls.wait())

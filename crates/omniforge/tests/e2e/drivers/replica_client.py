@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """E2E driver: the official Python MCP SDK 2.x through a load balancer in front of replicas.
 
-    python replica_client.py stateless LB_URL   # 2026-07-28, no session: plain round robin
-    python replica_client.py session   LB_URL   # a 2025-x session (initialize handshake)
+    python replica_client.py stateless LB_URL [TOOL]  # 2026-07-28, no session: plain round robin
+    python replica_client.py session   LB_URL         # a 2025-x session (initialize handshake)
 
 Run by crates/omniforge/tests/e2e/replicas.rs. Commands come on stdin, one a line; answers go
 to stdout, one a line (diagnostics on stderr):
 
 stateless: calls `omniforge_instructions` one after the other, 20 ms apart, from start on.
+    With TOOL, it first creates TOOL through the balancer (`omniforge_create_tool`: a script
+    that prints a line naming OmniForge), prints CREATED {"text": answer}, and calls TOOL
+    instead.
     report  -> COUNTS {"ok": n, "failed": m, "errors": [first few]}  (counts since the last report)
     quit    -> exit 0
 
@@ -28,6 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 TOOL = "omniforge_instructions"
+SCRIPT = 'print("OmniForge replica tool")\n'
 STEP_TIMEOUT = 30  # seconds for one request
 
 
@@ -52,7 +56,7 @@ async def lines():
         yield line.strip()
 
 
-async def stateless(url):
+async def stateless(url, tool=None):
     counts = {"ok": 0, "failed": 0, "errors": []}
     done = anyio.Event()
 
@@ -60,7 +64,7 @@ async def stateless(url):
         while not done.is_set():
             try:
                 with anyio.fail_after(STEP_TIMEOUT):
-                    result = await client.call_tool(TOOL, {})
+                    result = await client.call_tool(tool or TOOL, {})
                 if result.is_error or "OmniForge" not in text_of(result):
                     raise RuntimeError(f"unexpected result: {result!r}"[:300])
                 counts["ok"] += 1
@@ -72,6 +76,17 @@ async def stateless(url):
 
     async with Client(url, mode="2026-07-28") as client:
         log(f"stateless client at {client.protocol_version}")
+        if tool:
+            with anyio.fail_after(4 * STEP_TIMEOUT):
+                created = await client.call_tool("omniforge_create_tool", {
+                    "name": tool,
+                    "description": "Prints a line; created by the stateless replica client",
+                    "code": SCRIPT,
+                    "inputSchema": {"type": "object", "properties": {}},
+                })
+            if created.is_error:
+                raise RuntimeError(f"creating {tool}: {text_of(created)}"[:300])
+            out("CREATED", {"text": text_of(created)[:300]})
         async with anyio.create_task_group() as tg:
             tg.start_soon(loop, client)
             out("READY")
@@ -164,12 +179,13 @@ async def session(url):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("stateless", "session"):
+    args = sys.argv[1:]
+    if not (args[:1] == ["stateless"] and len(args) in (2, 3)) and not (args[:1] == ["session"] and len(args) == 2):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
-    kind, url = sys.argv[1], sys.argv[2]
+    kind, rest = args[0], args[1:]
     try:
-        anyio.run(stateless if kind == "stateless" else session, url)
+        anyio.run(stateless if kind == "stateless" else session, *rest)
     except BaseException:
         traceback.print_exc()
         sys.exit(4)
