@@ -16,9 +16,10 @@
 //                                        (up to maxTools, default 10) and one call detail
 //   findTool      {name}                 search the catalog and find the tool's link
 //   diff          {tool, from, to}       choose two versions, show the diff, count changed lines
-//   tryIt         {tool, arguments, contains?, images?}  fill the generated form, run, read the
-//                                        result (contains: a string or a list; images: how many
-//                                        <img> the result shows)
+//   tryIt         {tool, arguments, contains?, images?, shoot?}  fill the generated form, run,
+//                                        read the result (contains: a string or a list; images:
+//                                        how many <img> the result shows; shoot: the result's
+//                                        screenshot for the docs, by that name)
 //   rollback      {tool, version}        roll back; the version becomes current
 //   approve       {tool, version, grants?}     review a pending version, tick grants, approve
 //   reject        {tool, version, reason}      reject with a reason
@@ -257,8 +258,10 @@ const steps = {
     }
     const images = await region.locator('img').count();
     if (step.images !== undefined && images !== step.images) problems.push(`the result shows ${images} images, not ${step.images}`);
+    // The result page is a POST answer, which `shoot` (a GET) cannot reach: shot here.
+    const file = step.shoot ? await screenshot(region, opts.curated, step.shoot, { fullPage: false }) : undefined;
     await inspect(ctx, `try-${step.tool}`, response);
-    return { result: text.slice(0, 2000), images };
+    return { result: text.slice(0, 2000), images, file };
   },
 
   async rollback(ctx, step) {

@@ -50,6 +50,9 @@ pub struct UpstreamConfig {
 #[derive(Debug, Clone)]
 pub struct Upstream {
     base_url: String,
+    /// The base URL's user information with its `@` (`user:password@`), if it has any: cut
+    /// from every failure text, so credentials in a URL never reach a result or a log.
+    userinfo: Option<String>,
     timeout: Duration,
     headers: HeaderMap,
     max_response_bytes: u64,
@@ -137,8 +140,14 @@ impl Upstream {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(UpstreamError::Client)?;
+        let userinfo = base_url
+            .split_once("://")
+            .and_then(|(_, rest)| rest.split('/').next())
+            .and_then(|authority| authority.rsplit_once('@'))
+            .map(|(info, _)| format!("{info}@"));
         Ok(Upstream {
             base_url,
+            userinfo,
             timeout: config.timeout,
             headers,
             max_response_bytes: config.max_response_bytes,
@@ -161,6 +170,20 @@ impl Upstream {
     /// [`Upstream::call`] with extra request headers, e.g. the W3C `traceparent` of the
     /// caller's span (configured upstream headers come first; these are added after them).
     pub async fn call_with_headers(
+        &self,
+        tool: &ManifestTool,
+        arguments: &Map<String, Value>,
+        extra: &[(String, String)],
+    ) -> Outcome {
+        match (self.send(tool, arguments, extra).await, &self.userinfo) {
+            (Outcome::Failure(text), Some(userinfo)) => {
+                Outcome::Failure(text.replace(userinfo.as_str(), ""))
+            }
+            (outcome, _) => outcome,
+        }
+    }
+
+    async fn send(
         &self,
         tool: &ManifestTool,
         arguments: &Map<String, Value>,
@@ -454,7 +477,7 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         drop(listener);
         let upstream = Upstream::new(&UpstreamConfig {
-            base_url: format!("http://127.0.0.1:{port}"),
+            base_url: format!("http://user:pw-in-url@127.0.0.1:{port}"),
             auth_header: Some("Bearer secret".into()),
             timeout: Duration::from_secs(2),
             headers: Vec::new(),
@@ -469,7 +492,10 @@ mod tests {
             panic!()
         };
         assert!(
-            text.contains("cannot connect") && !text.contains("secret"),
+            text.contains("cannot connect")
+                && text.contains(&format!("http://127.0.0.1:{port}/a.B/C"))
+                && !text.contains("secret")
+                && !text.contains("pw-in-url"),
             "{text}"
         );
     }

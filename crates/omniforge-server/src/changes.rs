@@ -176,6 +176,7 @@ mod tests {
                 kept: Arc::new(KeptOutputs::new(store.clone(), Duration::from_secs(60))),
             },
             states: Arc::new(StateCodec::new(&[]).unwrap()),
+            versions: Default::default(),
         });
         let source = Arc::new(StoredSource::new(store.clone(), tools, &catalog));
         store
@@ -214,7 +215,7 @@ mod tests {
         assert_eq!(entry(&before, "b"), entry(&after, "b"));
         assert_ne!(entry(&before, "a"), entry(&after, "a"));
         assert_eq!(
-            after.get("a").unwrap().tool.description.as_deref(),
+            after.get("a").unwrap().tool().description.as_deref(),
             Some("a2")
         );
         assert_eq!(&*after.entries()[0].name, "a");

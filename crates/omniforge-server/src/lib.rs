@@ -47,7 +47,9 @@ mod telemetry;
 mod tools;
 mod transport;
 
-pub use auth::oauth::{IntrospectionSettings, OAuth, OAuthError, OAuthSettings, ScopeMap};
+pub use auth::oauth::{
+    ConsoleClient, IntrospectionSettings, OAuth, OAuthError, OAuthSettings, ScopeMap,
+};
 pub use auth::{PrincipalId, PrincipalIdError, PrincipalKind, Scope, TokenFileError, TokenSet};
 pub use catalog::schema_profile::SchemaProfile;
 pub use commands::{CallOutput, Caller, CommandError};

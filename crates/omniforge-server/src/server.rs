@@ -176,6 +176,7 @@ impl Server {
             tasks: None,
             authoring: None,
             approval: None,
+            upstreams: manifests.upstreams(),
         };
         let stored = match settings.store {
             None => None,
@@ -293,6 +294,7 @@ async fn start_stored(
             kept: kept.clone(),
         },
         states: states.clone(),
+        versions: Default::default(),
     });
     let source = Arc::new(StoredSource::new(store.clone(), tools.clone(), catalog));
     // Read before loading: a change that lands in between is seen twice, never missed.
@@ -324,6 +326,9 @@ async fn start_stored(
         tool_sources::builtins(s.authoring.then_some(&builtins)),
     );
     source.reload_all().await.map_err(StartError::Tools)?;
+    // Loading 100,000 tools decoded each one's row before keeping its compact entry: give the
+    // freed heap back, so that a replica's RSS is what its catalog holds.
+    crate::transport::http::memory::release_free_heap();
     let sides = Sides {
         tools: source.clone(),
         content: content.clone(),

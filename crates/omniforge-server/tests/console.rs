@@ -3,6 +3,7 @@
 //! id at sign-in, no login CSRF, the cookie never opening `/mcp`, the CSRF token and Origin
 //! check on every change, agent-written text escaped, and what each scope sees and may do.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +13,8 @@ use http::{HeaderMap, Request, StatusCode};
 use http_body_util::BodyExt;
 use omniforge_script::SandboxLevel;
 use omniforge_server::{
-    HttpSettings, SchemaProfile, ScriptSettings, Server, Settings, StoreSettings, TokenSet,
+    ConsoleClient, HttpSettings, ManifestConfig, OAuth, OAuthSettings, SchemaProfile,
+    ScriptSettings, Server, Settings, StoreSettings, TokenSet, UpstreamConfig,
 };
 use omniforge_store::digest::arguments_digest;
 use omniforge_store::{
@@ -74,7 +76,13 @@ fn version(description: &str, author: &str) -> NewVersion {
 /// pending, all by `token:writer`), a secret `API_KEY` and one logged call each of
 /// `token:caller` and `token:writer`.
 async fn fixture() -> Fixture {
+    fixture_with(|_| Vec::new()).await
+}
+
+/// [`fixture`] with the manifests `manifests` writes into the fixture's directory.
+async fn fixture_with(manifests: impl FnOnce(&Path) -> Vec<ManifestConfig>) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
+    let manifests = manifests(dir.path());
     let config = StoreConfig {
         busy_timeout: omniforge_store::DEFAULT_BUSY_TIMEOUT,
         call_log_max_rows: omniforge_store::DEFAULT_CALL_LOG_MAX_ROWS,
@@ -203,7 +211,7 @@ async fn fixture() -> Fixture {
     let server = Server::start(Settings {
         page_size: 1000,
         schema_profile: SchemaProfile::AsAuthored,
-        manifests: Vec::new(),
+        manifests,
         inline_schema_refs: false,
         metrics_max_tools: omniforge_server::DEFAULT_METRICS_MAX_TOOLS,
         metrics: true,
@@ -234,29 +242,31 @@ async fn fixture() -> Fixture {
     })
     .await
     .unwrap();
-    let app = server.app(
-        HttpSettings {
-            path: "/mcp".into(),
-            stateless: false,
-            allowed_origins: vec!["https://app.example.com".into()],
-            allowed_hosts: Vec::new(),
-            check_host: true,
-            tokens: TokenSet::parse(TOKENS).unwrap(),
-            oauth: None,
-            max_body_bytes: 64 * 1024,
-            session_idle_timeout: Duration::from_secs(300),
-            max_sessions: 1000,
-            header_read_timeout: Duration::from_secs(30),
-            keep_alive_timeout: Duration::from_secs(75),
-            max_connections: 1024,
-        },
-        CancellationToken::new(),
-    );
+    let app = server.app(http_settings(None), CancellationToken::new());
     Fixture {
         app,
         store,
         _server: server,
         _dir: dir,
+    }
+}
+
+/// The HTTP settings of the fixture's app (with `oauth`, if given).
+fn http_settings(oauth: Option<Arc<OAuth>>) -> HttpSettings {
+    HttpSettings {
+        path: "/mcp".into(),
+        stateless: false,
+        allowed_origins: vec!["https://app.example.com".into()],
+        allowed_hosts: Vec::new(),
+        check_host: true,
+        tokens: TokenSet::parse(TOKENS).unwrap(),
+        oauth,
+        max_body_bytes: 64 * 1024,
+        session_idle_timeout: Duration::from_secs(300),
+        max_sessions: 1000,
+        header_read_timeout: Duration::from_secs(30),
+        keep_alive_timeout: Duration::from_secs(75),
+        max_connections: 1024,
     }
 }
 
@@ -1196,4 +1206,261 @@ async fn every_viewer_sees_the_resources_and_prompts_a_client_would_list() {
         StatusCode::SEE_OTHER,
         "signed out: to the sign-in form"
     );
+}
+
+/// A forge manifest with tools `PREFIX_ok` (`/p.v1.S/Ok`) and `PREFIX_refused`
+/// (`/p.v1.S/Refused`) at `path`, served by `base_url`.
+fn manifest(path: &Path, base_url: &str, prefix: &str) -> ManifestConfig {
+    let tools: Vec<_> = [("ok", "Ok"), ("refused", "Refused")]
+        .into_iter()
+        .map(|(name, method)| {
+            let name = format!("{prefix}_{name}");
+            json!({"name": name, "description": name, "inputSchema": {"type": "object"},
+                   "service": "p.v1.S", "method": method, "procedure": format!("/p.v1.S/{method}")})
+        })
+        .collect();
+    std::fs::write(path, json!({"project": "p", "tools": tools}).to_string()).unwrap();
+    ManifestConfig {
+        path: path.to_owned(),
+        upstream: UpstreamConfig {
+            base_url: base_url.into(),
+            auth_header: None,
+            timeout: Duration::from_secs(10),
+            headers: Vec::new(),
+            max_response_bytes: omniforge_server::DEFAULT_MAX_RESPONSE_BYTES,
+        },
+        task_support: Default::default(),
+    }
+}
+
+/// A Connect service over HTTP+JSON on a free port: `/p.v1.S/Ok` replies `{"n": 1}`, every
+/// other procedure answers the Connect error `permission_denied`.
+async fn connect_service() -> String {
+    let app = axum::Router::new().fallback(|uri: http::Uri| async move {
+        if uri.path() == "/p.v1.S/Ok" {
+            (StatusCode::OK, axum::Json(json!({"n": 1})))
+        } else {
+            (
+                StatusCode::FORBIDDEN,
+                axum::Json(json!({"code": "permission_denied", "message": "no"})),
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+/// Runs `tool` with no arguments from its try-it form (the body of `tools/call`, as the
+/// viewer); returns the result page.
+async fn try_tool(app: &Router, cookie: &str, tool: &str) -> String {
+    let page = send(app, get(&format!("/console/tools/{tool}"), Some(cookie))).await;
+    let token = csrf(&page.body);
+    let form = [("arguments", ""), ("csrf", token.as_str())];
+    let ran = send(
+        app,
+        post(
+            &format!("/console/tools/{tool}/try"),
+            Some(cookie),
+            &form,
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(ran.status, StatusCode::OK, "{}", ran.body);
+    ran.body
+}
+
+#[tokio::test]
+async fn the_server_page_shows_environments_upstreams_and_the_warm_pool() {
+    let service = connect_service().await;
+    // A port nothing listens on: its calls get no answer.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://user:pw-never-shown@{}", l.local_addr().unwrap())
+    };
+    let f = fixture_with(|dir| {
+        vec![
+            manifest(&dir.join("answering.json"), &service, "a"),
+            manifest(&dir.join("silent.json"), &closed, "s"),
+        ]
+    })
+    .await;
+    // Environments on disk: the fixture's tool uses `env-none`; `orphan` is used by nothing.
+    let envs = f._dir.path().join("envs");
+    std::fs::create_dir_all(envs.join("env-none/lib")).unwrap();
+    std::fs::write(envs.join("env-none/lib/a.py"), vec![b'x'; 4096]).unwrap();
+    std::fs::write(envs.join("env-none/.omniforge-env"), b"").unwrap();
+    std::fs::create_dir_all(envs.join("orphan")).unwrap();
+    std::fs::write(envs.join("orphan/b"), vec![b'x'; 1024]).unwrap();
+
+    let (admin, _) = sign_in(&f.app, "adm-token").await;
+    let before = send(&f.app, get("/console/server", Some(&admin))).await;
+    assert_eq!(before.status, StatusCode::OK);
+    assert!(
+        before.body.matches("no calls yet").count() == 2,
+        "two upstreams, no calls: {}",
+        before.body
+    );
+    // Calls as a client makes them (the try-it form runs the body of tools/call): a reply, then a Connect error, from the
+    // answering service; no answer from the silent one.
+    let ok = try_tool(&f.app, &admin, "a_ok").await;
+    assert!(ok.contains("isError: false"), "{ok}");
+    let refused = try_tool(&f.app, &admin, "a_refused").await;
+    assert!(refused.contains("permission_denied"), "{refused}");
+    let silent = try_tool(&f.app, &admin, "s_ok").await;
+    assert!(silent.contains("isError: true"), "{silent}");
+    let page = send(&f.app, get("/console/server", Some(&admin)))
+        .await
+        .body;
+
+    // Environments: each with its size and whether it is in use, and the total.
+    assert!(
+        page.contains("2 environment(s), 5.0 KiB in total"),
+        "{page}"
+    );
+    assert!(
+        page.contains("1.0 KiB in environments no tool version uses"),
+        "{page}"
+    );
+    let row = |id: &str| {
+        let start = page
+            .find(&format!("<code>{id}</code>"))
+            .unwrap_or_else(|| panic!("{id}: {page}"));
+        page[start..].split("</tr>").next().unwrap().to_owned()
+    };
+    assert!(row("env-none").contains("4.0 KiB") && row("env-none").contains("<td>yes</td>"));
+    assert!(row("orphan").contains("garbage collection removes it"));
+
+    // Upstreams: the answering one with its last call (a Connect error), the silent one
+    // without credentials on the page.
+    assert!(page.contains(&service), "{page}");
+    assert!(page.contains("answering with an error"), "{page}");
+    assert!(page.contains("/p.v1.S/Refused"), "{page}");
+    assert!(
+        !page.contains("pw-never-shown"),
+        "credentials of a base URL on the page: {page}"
+    );
+    let upstream = |file: &str| {
+        let start = page.find(file).unwrap_or_else(|| panic!("{file}: {page}"));
+        page[start..].split("</tr>").next().unwrap().to_owned()
+    };
+    let answering = upstream("answering.json");
+    assert!(
+        answering.contains("<td>2</td><td>0</td>"),
+        "two answered, none failed: {answering}"
+    );
+    let silent = upstream("silent.json");
+    assert!(
+        silent.contains("not answering") && silent.contains("<td>0</td><td>1</td>"),
+        "{silent}"
+    );
+
+    // The warm pool as a table of facts, not a JSON dump.
+    assert!(page.contains("Ready / starting / cold"), "{page}");
+    assert!(!page.contains("max_templates"), "{page}");
+}
+
+#[tokio::test]
+async fn oauth_sign_in_starts_only_from_the_form_and_a_callback_needs_its_browser() {
+    let f = fixture().await;
+    // An issuer nobody answers at: the start cannot reach it; the callback never asks it.
+    let settings = |console: Option<ConsoleClient>| OAuthSettings {
+        issuer: "http://127.0.0.1:1".into(),
+        audiences: vec![format!("{ORIGIN}/mcp")],
+        scopes: Default::default(),
+        principal_claim: "sub".into(),
+        leeway: Duration::from_secs(30),
+        challenge_scopes: vec![omniforge_server::Scope::Call],
+        jwks_min_refresh: Duration::from_secs(10),
+        introspection: None,
+        console,
+    };
+    let client = ConsoleClient {
+        client_id: "console".into(),
+        ..ConsoleClient::default()
+    };
+    let app = f._server.app(
+        http_settings(Some(Arc::new(OAuth::new(settings(Some(client))).unwrap()))),
+        CancellationToken::new(),
+    );
+    let form = send(&app, get("/console/sign-in", None)).await;
+    assert!(
+        form.body.contains(r#"action="/console/oauth/start""#)
+            && form.body.contains("Sign in with http://127.0.0.1:1"),
+        "{}",
+        form.body
+    );
+    let (anonymous, _) = set_cookie(&form.headers);
+    let token = csrf(&form.body);
+    // Like every change: without the form's token, or from another origin, refused.
+    for (form_fields, headers) in [
+        (vec![], vec![]),
+        (
+            vec![("csrf", token.as_str())],
+            vec![("origin", "https://evil.example")],
+        ),
+    ] {
+        let refused = send(
+            &app,
+            post(
+                "/console/oauth/start",
+                Some(&anonymous),
+                &form_fields,
+                &headers,
+            ),
+        )
+        .await;
+        assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.body);
+    }
+    let unreachable = send(
+        &app,
+        post(
+            "/console/oauth/start",
+            Some(&anonymous),
+            &[("csrf", &token)],
+            &[],
+        ),
+    )
+    .await;
+    assert_eq!(unreachable.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        unreachable.body.contains("cannot be reached"),
+        "{}",
+        unreachable.body
+    );
+    assert!(!unreachable.headers.contains_key("location"));
+    // A callback this server did not start, with or without a binding cookie: no session,
+    // and the provider's error text is never echoed.
+    for path in [
+        "/console/oauth/callback?code=c&state=made-up",
+        "/console/oauth/callback?error=%3Cscript%3E&state=made-up",
+        "/console/oauth/callback",
+    ] {
+        let mut request = get(path, Some(&anonymous));
+        request
+            .headers_mut()
+            .append("cookie", "omniforge_console_login=guessed".parse().unwrap());
+        let answer = send(&app, request).await;
+        assert_eq!(answer.status, StatusCode::BAD_REQUEST, "{path}");
+        assert!(!answer.body.contains("<script>"), "{}", answer.body);
+        assert!(
+            answer
+                .headers
+                .get_all("set-cookie")
+                .iter()
+                .all(|c| !c.to_str().unwrap().starts_with("omniforge_console=")),
+            "{path}: a session cookie"
+        );
+    }
+    // Without a console client, neither route exists and the form has no button.
+    let plain = f._server.app(
+        http_settings(Some(Arc::new(OAuth::new(settings(None)).unwrap()))),
+        CancellationToken::new(),
+    );
+    let form = send(&plain, get("/console/sign-in", None)).await;
+    assert!(!form.body.contains("/console/oauth/start"), "{}", form.body);
+    let callback = send(&plain, get("/console/oauth/callback?state=x&code=y", None)).await;
+    assert_eq!(callback.status, StatusCode::NOT_FOUND);
 }

@@ -163,6 +163,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 secrets: Vec::new(),
                 author: "bench".into(),
                 examples: Vec::new(),
+                execution: Default::default(),
             },
             NewStatus::Live,
         )

@@ -84,6 +84,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             secrets: Vec::new(),
             author: "bench".to_owned(),
             examples: Vec::new(),
+            execution: Default::default(),
         };
         store
             .create_tool(&Actor::new("bench"), &name, spec, NewStatus::Live)

@@ -55,6 +55,7 @@ fn spec(i: usize) -> NewVersion {
         secrets: Vec::new(),
         author: "bench".to_owned(),
         examples: Vec::new(),
+        execution: Default::default(),
     }
 }
 

@@ -85,6 +85,19 @@ pub(crate) struct Call<'a> {
 pub(crate) trait ToolCall: Send + Sync {
     /// Runs the call.
     fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a>;
+
+    /// Checks `arguments` against the inputSchema the call loads itself, for an entry that
+    /// holds none (a stored tool: its version is read from the store at call time). The
+    /// default, for calls whose entry holds its schema, accepts them.
+    ///
+    /// # Errors
+    /// [`CallError::InvalidArguments`], or what loading the schema ends in.
+    fn check_arguments<'a>(
+        &'a self,
+        arguments: JsonObject,
+    ) -> BoxFuture<'a, Result<JsonObject, CallError>> {
+        Box::pin(futures::future::ready(Ok(arguments)))
+    }
 }
 
 /// Routes a call by name: what `omniforge_call_tool` needs of the catalog.

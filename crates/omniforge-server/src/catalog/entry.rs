@@ -73,11 +73,16 @@ impl Default for Tasking {
 }
 
 /// One tool as the catalog serves it.
+///
+/// Compact, because a catalog may hold 100,000 stored tools (issue 14): the served `Tool` is
+/// kept serialized (about 0.6 KB for a small tool, against about 3 KB as an rmcp `Tool` whose
+/// schemas are `serde_json` values), and a stored tool's code and schemas stay in the store
+/// until a call loads them (`tools/stored/versions.rs`).
 pub(crate) struct Entry {
-    /// The MCP tool definition sent in `tools/list` (in the served schema profile).
-    pub(crate) tool: Tool,
     /// Its name, shared with the catalog's index.
     pub(crate) name: Arc<str>,
+    /// The MCP tool definition sent in `tools/list` (in the served schema profile), as JSON.
+    listing: Box<str>,
     /// Where it comes from.
     pub(crate) source: ToolSource,
     /// The scope a caller needs to see and call it.
@@ -88,8 +93,12 @@ pub(crate) struct Entry {
     pub(crate) call: Arc<dyn ToolCall>,
     /// Whether its calls may run as tasks (never, by default).
     pub(crate) tasking: Tasking,
-    /// The inputSchema as authored (the served one may be rewritten by a schema profile).
-    input: LazySchema,
+    /// Who wrote the version served (a stored tool's author's principal id; empty otherwise).
+    pub(crate) author: Arc<str>,
+    /// The inputSchema as authored (the served one may be rewritten by a schema profile),
+    /// when the entry holds it (built-in and manifest tools). `None`: the call checks the
+    /// arguments against what it loads ([`ToolCall::check_arguments`]).
+    input: Option<Box<LazySchema>>,
 }
 
 impl std::fmt::Debug for Entry {
@@ -104,28 +113,49 @@ impl std::fmt::Debug for Entry {
 }
 
 impl Entry {
-    /// A listed entry.
+    /// A listed entry that holds its inputSchema for the argument check.
     pub(crate) fn new(
         tool: Tool,
         source: ToolSource,
         scope: Scope,
         call: Arc<dyn ToolCall>,
     ) -> Entry {
+        let input = LazySchema::new("the tool's inputSchema", tool.input_schema.clone());
+        let mut entry = Entry::checked_by_call(&tool, source, scope, call);
+        entry.input = Some(Box::new(input));
+        entry
+    }
+
+    /// A listed entry whose call checks its own arguments (a stored tool: its schema is
+    /// loaded with the version at call time, not held by the catalog).
+    pub(crate) fn checked_by_call(
+        tool: &Tool,
+        source: ToolSource,
+        scope: Scope,
+        call: Arc<dyn ToolCall>,
+    ) -> Entry {
         Entry {
             name: Arc::from(&*tool.name),
-            input: LazySchema::new("the tool's inputSchema", tool.input_schema.clone()),
-            tool,
+            listing: serialize(tool),
             source,
             scope,
             listed: true,
             call,
             tasking: Tasking::default(),
+            author: Arc::from(""),
+            input: None,
         }
     }
 
     /// This entry, its calls running as tasks as `tasking` says.
     pub(crate) fn with_tasking(mut self, tasking: Tasking) -> Entry {
         self.tasking = tasking;
+        self
+    }
+
+    /// This entry, its served version written by `author`.
+    pub(crate) fn with_author(mut self, author: Arc<str>) -> Entry {
+        self.author = author;
         self
     }
 
@@ -152,21 +182,66 @@ impl Entry {
         self
     }
 
-    /// Checks call arguments against the authored inputSchema, handing them back.
+    /// The served tool definition, as JSON (what `tools/list` sends for it).
+    pub(crate) fn listing(&self) -> &str {
+        &self.listing
+    }
+
+    /// The served tool definition, rebuilt from its JSON (a page of `tools/list`, the routing
+    /// headers' lookup, the console).
+    pub(crate) fn tool(&self) -> Tool {
+        serde_json::from_str(&self.listing).unwrap_or_else(|error| {
+            // Never expected: the listing is a `Tool` serialized by `serialize`.
+            tracing::error!(tool = %self.name, %error, "a catalog listing does not parse");
+            Tool::new(self.name.to_string(), "", Arc::new(JsonObject::new()))
+        })
+    }
+
+    /// Replaces the served definition (a schema profile's rewrite).
+    pub(crate) fn set_tool(&mut self, tool: &Tool) {
+        self.listing = serialize(tool);
+    }
+
+    /// Checks call arguments against the authored inputSchema, handing them back: the one the
+    /// entry holds, or the one its call loads.
     ///
     /// # Errors
     /// [`CallError::InvalidArguments`] with each violation, or a note that the schema does
-    /// not compile.
-    pub(crate) fn check_arguments(&self, arguments: JsonObject) -> Result<JsonObject, CallError> {
-        let value = Value::Object(arguments);
-        self.input
-            .check(&value)
-            .map_err(CallError::InvalidArguments)?;
-        match value {
-            Value::Object(arguments) => Ok(arguments),
-            _ => Ok(JsonObject::new()),
+    /// not compile; what loading the call's schema ends in.
+    pub(crate) async fn check_arguments(
+        &self,
+        arguments: JsonObject,
+    ) -> Result<JsonObject, CallError> {
+        match &self.input {
+            Some(input) => check(input, arguments),
+            None => self.call.check_arguments(arguments).await,
         }
     }
+}
+
+/// Checks `arguments` against `schema`, handing them back.
+///
+/// # Errors
+/// [`CallError::InvalidArguments`] with each violation, or a note that the schema does not
+/// compile.
+pub(crate) fn check(schema: &LazySchema, arguments: JsonObject) -> Result<JsonObject, CallError> {
+    let value = Value::Object(arguments);
+    schema.check(&value).map_err(CallError::InvalidArguments)?;
+    match value {
+        Value::Object(arguments) => Ok(arguments),
+        _ => Ok(JsonObject::new()),
+    }
+}
+
+/// `tool` as the JSON `tools/list` sends.
+fn serialize(tool: &Tool) -> Box<str> {
+    serde_json::to_string(tool)
+        .unwrap_or_else(|error| {
+            // Never expected: a `Tool` is maps with string keys, strings and numbers.
+            tracing::error!(tool = %tool.name, %error, "a tool definition does not serialize");
+            String::from("{}")
+        })
+        .into_boxed_str()
 }
 
 /// A JSON object schema written as a `json!` value (anything else reads as `{}`).

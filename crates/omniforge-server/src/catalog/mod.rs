@@ -5,6 +5,7 @@
 //!   are called. The catalog knows no source's types: a source hands it entries whose call
 //!   objects it never looks into.
 //! - [`entry`]: [`Entry`](entry::Entry), one tool as served, with its call.
+//! - [`pages`]: pages of `tools/list` as `Tool`s, the last few kept per snapshot.
 //! - [`publish`]: [`Catalog`](publish::Catalog), the per-source lists and their merge,
 //!   published under one lock as an immutable [`Snapshot`](snapshot::Snapshot).
 //! - [`snapshot`]: lookup, visibility, argument checks and the call itself.
@@ -12,6 +13,7 @@
 
 pub(crate) mod call;
 pub(crate) mod entry;
+pub(crate) mod pages;
 pub(crate) mod publish;
 pub(crate) mod schema_profile;
 pub(crate) mod snapshot;

@@ -146,11 +146,12 @@ impl Catalog {
         if self.profile == SchemaProfile::Conservative {
             // Served in the conservative form; arguments are still checked against the
             // authored schema, which the entry keeps.
-            let tool = &mut entry.tool;
+            let mut tool = entry.tool();
             tool.input_schema = Arc::new(schema_profile::conservative(&tool.input_schema));
             if let Some(output) = &tool.output_schema {
                 tool.output_schema = Some(Arc::new(schema_profile::conservative(output)));
             }
+            entry.set_tool(&tool);
         }
         Arc::new(entry)
     }
@@ -209,7 +210,7 @@ mod tests {
             .snapshot()
             .entries()
             .iter()
-            .map(|t| t.tool.name.to_string())
+            .map(|t| t.name.to_string())
             .collect()
     }
 
@@ -285,10 +286,10 @@ mod tests {
         let snap = catalog.snapshot();
         let view = |p: Option<&str>| -> Vec<(String, String)> {
             snap.entries_for(p)
-                .iter()
                 .map(|e| {
-                    let d = e.tool.description.as_deref().unwrap_or("");
-                    (e.tool.name.to_string(), d.to_owned())
+                    let tool = e.tool();
+                    let d = tool.description.as_deref().unwrap_or("");
+                    (tool.name.to_string(), d.to_owned())
                 })
                 .collect()
         };
@@ -314,6 +315,66 @@ mod tests {
             rx.has_changed().unwrap_or(false),
             "approval was not announced"
         );
+    }
+
+    #[test]
+    fn pages_are_kept_per_view_and_never_across_a_change() {
+        let catalog = Catalog::new(SchemaProfile::AsAuthored);
+        let admin_only = |name: &str| {
+            let mut e = tool(name, ToolSource::Builtin);
+            e.scope = Scope::Admin;
+            e
+        };
+        catalog.replace(
+            ToolSource::Builtin,
+            vec![tool("a", ToolSource::Builtin), admin_only("b")],
+        );
+        catalog.replace(
+            ToolSource::Stored,
+            (0..5)
+                .map(|i| tool(&format!("s{i}"), ToolSource::Stored))
+                .collect(),
+        );
+        let snap = catalog.snapshot();
+        let caller = |s: Scope| s == Scope::Call;
+        let admin = |_: Scope| true;
+        let names = |p: &crate::catalog::pages::Page| -> Vec<String> {
+            p.tools.iter().map(|t| t.name.to_string()).collect()
+        };
+        let first = snap.page(None, caller, 0, 3).unwrap();
+        assert_eq!(names(&first), ["a", "s0", "s1"]);
+        assert!(first.more);
+        // The same view again: the kept page.
+        assert!(Arc::ptr_eq(&first, &snap.page(None, caller, 0, 3).unwrap()));
+        // Another scope set sees another page.
+        let admins = snap.page(Some("token:root"), admin, 0, 3).unwrap();
+        assert_eq!(names(&admins), ["a", "b", "s0"]);
+        // The last page says nothing follows; past the end is no page.
+        let last = snap.page(None, caller, 3, 3).unwrap();
+        assert_eq!(names(&last), ["s2", "s3", "s4"]);
+        assert!(!last.more);
+        assert!(
+            snap.page(None, caller, 6, 3)
+                .is_some_and(|p| p.tools.is_empty())
+        );
+        assert!(snap.page(None, caller, 7, 3).is_none());
+        // An author with a pending version sees its own view, never another's kept page.
+        catalog.set_pending(
+            "s0",
+            vec![(
+                Arc::from("token:w"),
+                described("s0", ToolSource::Stored, "v2"),
+            )],
+        );
+        let snap = catalog.snapshot();
+        let own = snap.page(Some("token:w"), caller, 0, 3).unwrap();
+        assert_eq!(own.tools[1].description.as_deref(), Some("v2"));
+        let everyone = snap.page(Some("token:other"), caller, 0, 3).unwrap();
+        assert_eq!(everyone.tools[1].description.as_deref(), Some("d"));
+        // A change publishes a new snapshot, with no page kept.
+        catalog.upsert(described("s0", ToolSource::Stored, "v3"));
+        let page = catalog.snapshot().page(None, caller, 0, 3).unwrap();
+        assert_eq!(page.tools[1].description.as_deref(), Some("v3"));
     }
 
     #[test]

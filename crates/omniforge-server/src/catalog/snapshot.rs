@@ -13,8 +13,10 @@ use rmcp::model::JsonObject;
 
 use futures::future::BoxFuture;
 
+use crate::auth::Scope;
 use crate::catalog::call::{Call, CallResult, Router};
 use crate::catalog::entry::{Entry, ToolSource};
+use crate::catalog::pages::{Page, PageCache, PageKey};
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 
@@ -25,6 +27,8 @@ pub(crate) struct Snapshot {
     by_name: HashMap<Arc<str>, usize>,
     /// Pending versions by author (principal id), then tool name.
     pending: HashMap<Arc<str>, HashMap<Arc<str>, Arc<Entry>>>,
+    /// The last pages of `tools/list` built from this snapshot.
+    pages: PageCache,
 }
 
 impl Snapshot {
@@ -74,23 +78,57 @@ impl Snapshot {
     }
 
     /// The entries `principal` sees, in catalog order: its own pending versions in place of
-    /// the live ones, then its pending new tools (by name).
-    pub(crate) fn entries_for(&self, principal: Option<&str>) -> Vec<&Arc<Entry>> {
+    /// the live ones, then its pending new tools (by name). Lazy: a first page of
+    /// `tools/list` reads a page of a 100,000-tool catalog, not all of it.
+    pub(crate) fn entries_for<'a>(
+        &'a self,
+        principal: Option<&str>,
+    ) -> Box<dyn Iterator<Item = &'a Arc<Entry>> + Send + 'a> {
         let Some(mine) = principal.and_then(|p| self.pending.get(p)) else {
-            return self.entries.iter().collect();
+            return Box::new(self.entries.iter());
         };
-        let mut out: Vec<&Arc<Entry>> = self
-            .entries
-            .iter()
-            .map(|e| mine.get(&e.name).unwrap_or(e))
-            .collect();
         let mut new: Vec<&Arc<Entry>> = mine
             .values()
             .filter(|e| !self.by_name.contains_key(&e.name))
             .collect();
         new.sort_by(|a, b| a.name.cmp(&b.name));
-        out.extend(new);
-        out
+        Box::new(
+            self.entries
+                .iter()
+                .map(|e| mine.get(&e.name).unwrap_or(e))
+                .chain(new),
+        )
+    }
+
+    /// The page of `tools/list` that `principal`, allowed the scopes `allows` says, sees
+    /// from `offset`: at most `size` listed entries as `Tool`s. `None`: `offset` is past the
+    /// end. Kept for the next caller with the same view (`pages.rs`).
+    pub(crate) fn page(
+        &self,
+        principal: Option<&str>,
+        allows: impl Fn(Scope) -> bool + Copy,
+        offset: usize,
+        size: usize,
+    ) -> Option<Arc<Page>> {
+        let build = || {
+            // Read up to the page's end and one more (is there a next page?), not the whole
+            // catalog.
+            let mut visible = self
+                .entries_for(principal)
+                .filter(|t| t.listed && allows(t.scope));
+            if visible.by_ref().take(offset).count() < offset {
+                return None;
+            }
+            let tools = visible.by_ref().take(size).map(|t| t.tool()).collect();
+            let more = visible.next().is_some();
+            Some(Page { tools, more })
+        };
+        if principal.is_some_and(|p| self.pending.contains_key(p)) {
+            // A view of its own (its pending versions): built for it alone.
+            return build().map(Arc::new);
+        }
+        self.pages
+            .get_or_build(PageKey::new(offset, size, allows), build)
     }
 
     /// The entry called `name`, if the catalog has it (as everyone sees it).
@@ -125,7 +163,8 @@ impl Snapshot {
             match (a.next(), b.next()) {
                 (None, None) => return true,
                 (Some(x), Some(y))
-                    if Arc::ptr_eq(x, y) || (x.source == y.source && x.tool == y.tool) => {}
+                    if Arc::ptr_eq(x, y)
+                        || (x.source == y.source && x.listing() == y.listing()) => {}
                 _ => return false,
             }
         }
@@ -149,7 +188,7 @@ impl Snapshot {
             .get_for(name, cx.principal().map(|p| p.as_str()))
             .filter(|e| cx.allows(e.scope))
             .ok_or(CallError::UnknownTool)?;
-        let arguments = entry.check_arguments(arguments)?;
+        let arguments = entry.check_arguments(arguments).await?;
         entry
             .call
             .call(Call {

@@ -89,6 +89,11 @@ pub(crate) fn session_id(headers: &HeaderMap) -> Option<String> {
     } else {
         COOKIE_NAME
     };
+    cookie(headers, name)
+}
+
+/// The value of the request's cookie `name`, if any.
+pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(COOKIE)
         .iter()

@@ -19,10 +19,11 @@ pub(crate) enum Nav {
     Server,
 }
 
-fn head(title: &str) -> Markup {
+fn head(title: &str, refresh: Option<&str>) -> Markup {
     html! {
         head {
             meta charset="utf-8";
+            @if let Some(to) = refresh { meta http-equiv="refresh" content=(format!("0;url={to}")); }
             meta name="viewport" content="width=device-width, initial-scale=1";
             meta name="referrer" content="same-origin";
             title { (title) " · OmniForge console" }
@@ -55,7 +56,7 @@ pub(crate) fn page(viewer: &Viewer, nav: Nav, title: &str, content: Markup) -> M
     html! {
         (DOCTYPE)
         html lang="en" {
-            (head(title))
+            (head(title, None))
             body {
                 a.skip href="#main" { "Skip to content" }
                 header.top {
@@ -105,10 +106,17 @@ pub(crate) fn bare(title: &str, message: &str) -> Markup {
 
 /// The shell of a page without navigation (sign-in, refusals).
 pub(crate) fn shell(title: &str, content: Markup) -> Markup {
+    shell_then(title, None, content)
+}
+
+/// [`shell`] that moves on to `refresh` (a console path) by itself: a navigation the page
+/// starts, so the browser sends the SameSite=Strict session cookie with it even when the
+/// page itself was reached from another site (the issuer's redirect back).
+pub(crate) fn shell_then(title: &str, refresh: Option<&str>, content: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
-            (head(title))
+            (head(title, refresh))
             body {
                 header.top { span.brand { "OmniForge" } }
                 main #main.narrow tabindex="-1" { (content) }

@@ -7,6 +7,8 @@
 //! - [`guard`]: security headers, the change checks (Origin, Fetch Metadata, CSRF), the
 //!   session cookie, the signed-in [`guard::Viewer`].
 //! - [`session`]: the session store.
+//! - [`logins`]: sign-ins gone to the OAuth issuer (state, PKCE verifier, browser binding).
+//! - [`disk`]: the server page's environment sizes, measured at most once a minute.
 //! - [`assets`]: the stylesheet, embedded, served under a content-hashed name.
 //! - [`layout`], [`widgets`], [`diff`], [`charts`] (inline SVG), [`images`] (result images as
 //!   raster `data:` URLs only): shared rendering (maud: every value escaped).
@@ -16,9 +18,11 @@ pub(crate) mod actions;
 pub(crate) mod assets;
 pub(crate) mod charts;
 pub(crate) mod diff;
+pub(crate) mod disk;
 pub(crate) mod guard;
 pub(crate) mod images;
 pub(crate) mod layout;
+pub(crate) mod logins;
 pub(crate) mod pages;
 pub(crate) mod session;
 pub(crate) mod widgets;
@@ -56,6 +60,10 @@ pub(crate) struct Console {
     pub(crate) sessions: session::Sessions,
     /// How many MCP sessions are live now (the transport's count).
     pub(crate) live_sessions: LiveSessions,
+    /// The environment sizes of the server page.
+    pub(crate) env_sizes: disk::EnvSizeCache,
+    /// Sign-ins gone to the OAuth issuer and not back yet.
+    pub(crate) logins: logins::Logins,
 }
 
 /// Counts the live MCP sessions (the transport owns them; the console only asks).
@@ -79,9 +87,11 @@ pub(crate) fn router(
         allowed_origins: settings.allowed_origins.clone(),
         sessions: session::Sessions::default(),
         live_sessions,
+        env_sizes: disk::EnvSizeCache::default(),
+        logins: logins::Logins::default(),
     });
     use pages::{
-        approvals, audit, calls, catalog, content, secrets, server, sign_in, tool, try_it,
+        approvals, audit, calls, catalog, content, oauth, secrets, server, sign_in, tool, try_it,
     };
     let router = Router::new()
         .route("/console", get(|| async { Redirect::to("/console/tools") }))
@@ -91,6 +101,8 @@ pub(crate) fn router(
         )
         .route("/console/sign-in", get(sign_in::form).post(sign_in::submit))
         .route("/console/sign-out", post(sign_in::sign_out))
+        .route("/console/oauth/start", post(oauth::start))
+        .route("/console/oauth/callback", get(oauth::callback))
         .route("/console/tools", get(catalog::page))
         .route("/console/content", get(content::page))
         .route("/console/tools/{name}", get(tool::page))

@@ -35,6 +35,21 @@ pub(crate) fn duration(ms: u64) -> String {
     }
 }
 
+/// `512 B`, `3.4 KiB`, `1.2 GiB`.
+pub(crate) fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// Pretty JSON in a `pre`.
 pub(crate) fn json(value: &Value) -> Markup {
     html! { pre.code { (serde_json::to_string_pretty(value).unwrap_or_default()) } }

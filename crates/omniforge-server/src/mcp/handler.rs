@@ -110,11 +110,7 @@ impl ServerHandler for OmniForge {
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
-        self.shared
-            .catalog
-            .snapshot()
-            .get(name)
-            .map(|t| t.tool.clone())
+        self.shared.catalog.snapshot().get(name).map(|t| t.tool())
     }
 
     async fn call_tool(

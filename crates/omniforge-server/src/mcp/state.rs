@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub(crate) authoring: Option<Arc<ToolAuthoring>>,
     /// The approval gate (pending versions, approve, reject); `None` in bridge mode.
     pub(crate) approval: Option<Arc<Approval>>,
+    /// Each manifest's upstream and how it has answered (the console's server page).
+    pub(crate) upstreams: Vec<Arc<crate::tools::manifest::health::UpstreamHealth>>,
 }
 
 impl Shared {

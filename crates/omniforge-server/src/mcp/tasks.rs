@@ -106,7 +106,10 @@ pub(crate) async fn start(
     else {
         return to_wire::call_response(Err(CallError::UnknownTool));
     };
-    let arguments = match entry.check_arguments(request.arguments.unwrap_or_default()) {
+    let arguments = match entry
+        .check_arguments(request.arguments.unwrap_or_default())
+        .await
+    {
         Ok(arguments) => arguments,
         Err(e) => return to_wire::call_response(Err(e)),
     };

@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorData, JsonObject, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, Tool,
+    PaginatedRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 
@@ -38,23 +38,19 @@ pub(crate) fn list(
     let cx = RequestCx::of(ctx, None);
     let snapshot = shared.catalog.snapshot();
     let offset = offset(request)?;
-    let visible: Vec<&Tool> = snapshot
-        .entries_for(cx.principal().map(|p| p.as_str()))
-        .into_iter()
-        .filter(|t| t.listed && cx.allows(t.scope))
-        .map(|t| &t.tool)
-        .collect();
-    if offset > visible.len() {
+    let Some(page) = snapshot.page(
+        cx.principal().map(|p| p.as_str()),
+        |scope| cx.allows(scope),
+        offset,
+        shared.page_size,
+    ) else {
         return Err(ErrorData::invalid_params(
             "invalid cursor: past the end of the list",
             None,
         ));
-    }
-    let end = (offset + shared.page_size).min(visible.len());
-    let mut result = ListToolsResult::with_all_items(
-        visible[offset..end].iter().map(|t| (*t).clone()).collect(),
-    );
-    result.next_cursor = (end < visible.len()).then(|| encode_cursor(end));
+    };
+    let mut result = ListToolsResult::with_all_items(page.tools.clone());
+    result.next_cursor = page.more.then(|| encode_cursor(offset + page.tools.len()));
     Ok(result)
 }
 

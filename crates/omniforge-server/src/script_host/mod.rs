@@ -9,9 +9,11 @@
 //! - [`install`]: environments of versions made through another replica, installed from
 //!   their stored locks as soon as this server hears of them; a run waits for its own.
 //! - [`gc`]: the hourly removal of environments no version uses.
+//! - [`disk`]: what the environments take on disk (a bounded walk, for the console).
 //! - [`warm`]: the warm templates of stored calls (the script crate's pool), told which
 //!   version of each tool is current.
 
+pub(crate) mod disk;
 pub(crate) mod gc;
 pub(crate) mod host;
 pub(crate) mod install;

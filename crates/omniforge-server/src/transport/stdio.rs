@@ -481,6 +481,7 @@ mod tests {
                 tasks: None,
                 authoring: None,
                 approval: None,
+                upstreams: Vec::new(),
             });
             let (input, server_in) = tokio::io::duplex(1 << 16);
             let (server_out, output) = tokio::io::duplex(1 << 16);

@@ -76,6 +76,13 @@ macro_rules! store_traits {
                 $crate::engine::tools::list_enabled(&self.core).await
             }
 
+            async fn for_each_enabled(
+                &self,
+                each: &mut (dyn FnMut($crate::model::StoredTool) + Send),
+            ) -> Result<(), $crate::error::StoreError> {
+                $crate::engine::tools::for_each_enabled(&self.core, each).await
+            }
+
             async fn set_enabled(
                 &self,
                 actor: &$crate::model::Actor,

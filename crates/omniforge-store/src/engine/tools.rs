@@ -589,6 +589,16 @@ pub(crate) async fn versions_with_status(
 
 /// [`ToolStore::list_enabled`](crate::ToolStore::list_enabled).
 pub(crate) async fn list_enabled(core: &Core) -> Result<Vec<StoredTool>, StoreError> {
+    let mut tools = Vec::new();
+    for_each_enabled(core, &mut |t| tools.push(t)).await?;
+    Ok(tools)
+}
+
+/// [`ToolStore::for_each_enabled`](crate::ToolStore::for_each_enabled).
+pub(crate) async fn for_each_enabled(
+    core: &Core,
+    each: &mut (dyn FnMut(StoredTool) + Send),
+) -> Result<(), StoreError> {
     const Q: &str = concat!(
         "SELECT ",
         tool_columns!(),
@@ -598,14 +608,13 @@ pub(crate) async fn list_enabled(core: &Core) -> Result<Vec<StoredTool>, StoreEr
          WHERE t.enabled ORDER BY t.updated_seq DESC"
     );
     // Row by row: with all rows held next to their decoded copies, 10,000 tools doubled the
-    // server's peak memory at start-up.
-    let mut tools = Vec::new();
+    // server's peak memory at start-up; a caller that keeps a compact form of each tool
+    // (the server's catalog) never holds them all decoded either.
     q(Q).for_each(&mut *core.db.read().await?, &mut |mut row| {
-        tools.push(stored_from_row(&mut row)?);
+        each(stored_from_row(&mut row)?);
         Ok(())
     })
-    .await?;
-    Ok(tools)
+    .await
 }
 
 /// [`ToolStore::set_enabled`](crate::ToolStore::set_enabled).

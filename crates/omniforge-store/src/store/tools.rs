@@ -132,6 +132,17 @@ pub trait ToolStore: Send + Sync {
     /// [`StoreError::Corrupt`], [`StoreError::Database`].
     async fn list_enabled(&self) -> Result<Vec<StoredTool>, StoreError>;
 
+    /// [`list_enabled`](ToolStore::list_enabled), each tool handed to `each` as its row is
+    /// read, so that a caller keeping a compact form of each (the server's catalog, 100,000
+    /// tools) never holds them all decoded at once.
+    ///
+    /// # Errors
+    /// [`StoreError::Corrupt`], [`StoreError::Database`].
+    async fn for_each_enabled(
+        &self,
+        each: &mut (dyn FnMut(StoredTool) + Send),
+    ) -> Result<(), StoreError>;
+
     /// Enables or disables a tool. Every call counts as an update: `updated_at_ms` moves to now
     /// and the tool moves to the front of [`list_enabled`](ToolStore::list_enabled), even if the
     /// state was already the requested one.

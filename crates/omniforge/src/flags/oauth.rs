@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use omniforge_server::{IntrospectionSettings, OAuthSettings, Scope, ScopeMap};
+use omniforge_server::{ConsoleClient, IntrospectionSettings, OAuthSettings, Scope, ScopeMap};
 use serde::Deserialize;
 
 use super::options::parse_duration;
@@ -67,6 +67,22 @@ pub(crate) struct OAuthOptions {
     /// OMNIFORGE_OAUTH_CLIENT_SECRET).
     #[arg(long, env = "OMNIFORGE_OAUTH_CLIENT_SECRET_FILE", value_name = "FILE")]
     pub(crate) oauth_client_secret_file: Option<PathBuf>,
+    /// The console's client id at the issuer: turns on "Sign in with ISSUER" (authorization
+    /// code + PKCE; register the redirect URI ORIGIN/console/oauth/callback).
+    #[arg(long, env = "OMNIFORGE_OAUTH_CONSOLE_CLIENT_ID", value_name = "ID")]
+    pub(crate) oauth_console_client_id: Option<String>,
+    /// A file whose first line is the console client's secret (or set
+    /// OMNIFORGE_OAUTH_CONSOLE_CLIENT_SECRET) [default: a public client].
+    #[arg(
+        long,
+        env = "OMNIFORGE_OAUTH_CONSOLE_CLIENT_SECRET_FILE",
+        value_name = "FILE"
+    )]
+    pub(crate) oauth_console_client_secret_file: Option<PathBuf>,
+    /// The console's redirect URI as registered [default: the first audience's origin
+    /// followed by /console/oauth/callback].
+    #[arg(long, env = "OMNIFORGE_OAUTH_CONSOLE_REDIRECT_URI", value_name = "URL")]
+    pub(crate) oauth_console_redirect_uri: Option<String>,
 }
 
 /// The config file's `[oauth]` table.
@@ -85,6 +101,18 @@ pub(crate) struct FileOAuth {
     leeway: Option<String>,
     jwks_min_refresh: Option<String>,
     introspection: Option<FileIntrospection>,
+    console: Option<FileConsole>,
+}
+
+/// `[oauth.console]`: the client the console signs people in as.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FileConsole {
+    client_id: Option<String>,
+    client_secret_file: Option<PathBuf>,
+    redirect_uri: Option<String>,
+    #[serde(default)]
+    scopes: Vec<String>,
 }
 
 /// `[oauth.introspection]`.
@@ -108,7 +136,10 @@ pub(crate) fn resolve(
     let empty = FileOAuth::default();
     let file = file.unwrap_or(&empty);
     let Some(issuer) = args.oauth_issuer.or_else(|| file.issuer.clone()) else {
-        if args.oauth_client_id.is_some() || !args.oauth_audience.is_empty() {
+        if args.oauth_client_id.is_some()
+            || !args.oauth_audience.is_empty()
+            || args.oauth_console_client_id.is_some()
+        {
             bail!("the --oauth-* options need --oauth-issuer");
         }
         return Ok(None);
@@ -161,8 +192,25 @@ pub(crate) fn resolve(
             )?,
         }),
     };
+    let console_file = file.console.clone().unwrap_or_default();
+    let console = match args.oauth_console_client_id.or(console_file.client_id) {
+        None => None,
+        Some(client_id) => Some(ConsoleClient {
+            client_id,
+            client_secret: optional_secret(
+                args.oauth_console_client_secret_file
+                    .or(console_file.client_secret_file),
+                "OMNIFORGE_OAUTH_CONSOLE_CLIENT_SECRET",
+            )?,
+            redirect_uri: args
+                .oauth_console_redirect_uri
+                .or(console_file.redirect_uri),
+            scopes: console_file.scopes,
+        }),
+    };
     Ok(Some(OAuthSettings {
         issuer,
+        console,
         audiences: if args.oauth_audience.is_empty() {
             file.audience.clone()
         } else {
@@ -192,6 +240,31 @@ fn scope_entry(provider: &str, ours: &str) -> Result<(String, Scope)> {
         bail!("a provider scope must be one word, got {provider:?}");
     }
     Ok((provider.to_owned(), parse_scope(ours)?))
+}
+
+/// The console client's secret: the first line of `file` (which must hold one), else the
+/// variable `env`, else none (a public client). Errors name the file, never its content.
+fn optional_secret(file: Option<PathBuf>, env: &str) -> Result<Option<String>> {
+    let secret = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(&path).with_context(|| {
+                format!(
+                    "reading the OAuth console client secret file {}",
+                    path.display()
+                )
+            })?;
+            let secret = text.lines().next().unwrap_or("").trim().to_owned();
+            if secret.is_empty() {
+                bail!(
+                    "the OAuth console client secret file {} is empty",
+                    path.display()
+                );
+            }
+            secret
+        }
+        None => std::env::var(env).unwrap_or_default(),
+    };
+    Ok(Some(secret).filter(|s| !s.is_empty()))
 }
 
 /// The introspection client secret: the first line of `file`, else
@@ -244,7 +317,11 @@ mod tests {
             "mcp:admin" = "admin"
             [oauth.introspection]
             client_id = "omniforge"
-            client_secret_file = "{}"
+            client_secret_file = "{0}"
+            [oauth.console]
+            client_id = "omniforge-console"
+            client_secret_file = "{0}"
+            scopes = ["mcp:read", "mcp:admin"]
             "#,
             secret.display()
         ));
@@ -261,6 +338,11 @@ mod tests {
         let introspection = settings.introspection.unwrap();
         assert_eq!(introspection.client_secret, "s3cret");
         assert!(!format!("{introspection:?}").contains("s3cret"));
+        let console = settings.console.clone().unwrap();
+        assert_eq!(console.client_id, "omniforge-console");
+        assert_eq!(console.client_secret.as_deref(), Some("s3cret"));
+        assert_eq!(console.scopes, ["mcp:read", "mcp:admin"]);
+        assert!(!format!("{console:?}").contains("s3cret"));
         // A flag replaces the file's value.
         let flags = OAuthOptions {
             oauth_scope: vec!["x=admin".into()],

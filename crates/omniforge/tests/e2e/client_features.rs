@@ -60,13 +60,19 @@ fn pack_tools() -> Vec<Value> {
 /// Adds `tools` (omniforge_create_tool argument objects) to the store in `data` with
 /// `omniforge tool add`.
 pub(crate) fn add_tools(data: &Path, tools: &[Value]) {
+    add_definitions(data, "tool", tools);
+}
+
+/// Adds `definitions` (each the argument object of its create built-in, with a `name`) to the
+/// store in `data` with `omniforge NOUN add` (`tool`, `resource` for templates too, `prompt`).
+pub(crate) fn add_definitions(data: &Path, noun: &str, definitions: &[Value]) {
     let dir = tempfile::tempdir().unwrap();
-    for tool in tools {
-        let name = tool["name"].as_str().unwrap();
+    for definition in definitions {
+        let name = definition["name"].as_str().unwrap();
         let file = dir.path().join(format!("{name}.json"));
-        std::fs::write(&file, tool.to_string()).unwrap();
+        std::fs::write(&file, definition.to_string()).unwrap();
         let out = std::process::Command::new(BIN)
-            .args(["tool", "add"])
+            .args([noun, "add"])
             .arg(&file)
             .arg("--data-dir")
             .arg(data)
@@ -76,7 +82,7 @@ pub(crate) fn add_tools(data: &Path, tools: &[Value]) {
             .unwrap();
         assert!(
             out.status.success(),
-            "omniforge tool add {name} failed: {}{}",
+            "omniforge {noun} add {name} failed: {}{}",
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );

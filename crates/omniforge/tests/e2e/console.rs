@@ -104,7 +104,21 @@ async fn the_console_in_a_real_browser() {
     ]);
     let tokens =
         format!("admin {ADMIN} admin\nwriter {WRITER} tools:write\ncaller {CALLER} tools:call\n");
-    let server = HttpServer::start(&["--require-approval"], &Auth::TokenFile(tokens)).await;
+    // A real Connect service behind a forge manifest: the server page shows its upstream.
+    let connect = crate::manifest_tools::Fixture::start().await;
+    let manifest = crate::manifest_tools::fixture_manifest();
+    let server = HttpServer::start(
+        &[
+            "--require-approval",
+            "--manifest",
+            manifest.to_str().unwrap(),
+            "--upstream",
+            &connect.url,
+        ],
+        &Auth::TokenFile(tokens),
+    )
+    .await;
+    ok(&call(&server, CALLER, "fixture_echo", json!({"text": "hi"})).await);
 
     // What an agent does over MCP.
     let schema = json!({"type": "object", "properties": {
@@ -155,7 +169,7 @@ async fn the_console_in_a_real_browser() {
         json!({"do": "signIn"}),
         json!({"do": "findTool", "name": "add_vat"}),
         json!({"do": "diff", "tool": "add_vat", "from": 1, "to": 2}),
-        json!({"do": "tryIt", "tool": "add_vat", "arguments": {"net": 100, "rate": 7}, "contains": ["7.0", "isError: false"]}),
+        json!({"do": "tryIt", "tool": "add_vat", "arguments": {"net": 100, "rate": 7}, "contains": ["7.0", "isError: false"], "shoot": "tool-try-it"}),
         json!({"do": "tryIt", "tool": "picture", "arguments": {"mode": "all", "large": false},
                "contains": ["drawing", "done drawing", "image/svg+xml", "is not shown"], "images": 1}),
         json!({"do": "rollback", "tool": "add_vat", "version": 1}),
@@ -173,9 +187,14 @@ async fn the_console_in_a_real_browser() {
             ("/console/tools/add_vat#activity", "tool-charts", 800),
             ("/console/calls", "calls", 800),
             ("/console/audit", "audit", 800),
+            ("/console/approvals", "approvals", 800),
+            ("/console/secrets", "secrets", 900),
+            ("/console/content", "content", 800),
         ] {
             steps.push(json!({"do": "shoot", "path": path, "name": name, "height": height}));
         }
+        // The server page's environments, upstreams and warm pool (below the sandbox layers).
+        steps.push(json!({"do": "shoot", "path": "/console/server", "name": "server", "selector": "#runtime"}));
         steps.push(json!({"do": "shoot", "path": "/console/tools", "name": "catalog-phone", "width": 390, "height": 844}));
     }
     steps.extend([

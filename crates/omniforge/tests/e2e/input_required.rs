@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::client_features::add_tools;
+use crate::client_features::{add_definitions, add_tools};
 use crate::script_tools::{Omni, data_home};
 use crate::util::{parse_sse, python_driver, python2, require, uv};
 
@@ -136,6 +136,33 @@ fn refused(answer: &Value) {
     );
 }
 
+/// Runs `client_drivers/content_request.py` with `args` (after the URL): its JSON line.
+async fn content_request(url: &str, args: &[&str]) -> Value {
+    let driver = crate::util::e2e_dir("client_drivers").join("content_request.py");
+    let out = python_driver(&python2(), &driver)
+        .arg(url)
+        .args(args)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The `message` of each elicitation a driver answered, in order.
+fn asked(out: &Value) -> Vec<&str> {
+    out["asked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["message"].as_str().unwrap())
+        .collect()
+}
+
 /// The SDK client meets `input_required` twice and retries with each answer: the script re-runs
 /// and completes with both answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -161,13 +188,7 @@ async fn an_elicitation_over_two_rounds_through_the_python_sdk() {
         out["result"]["content"][0]["text"], "Alice likes blue",
         "{out}"
     );
-    let asked: Vec<&str> = out["asked"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|p| p["message"].as_str().unwrap())
-        .collect();
-    assert_eq!(asked, ["Name?", "Colour?"], "{out}");
+    assert_eq!(asked(&out), ["Name?", "Colour?"], "{out}");
     server.assert_no_panic();
 }
 
@@ -304,26 +325,9 @@ answer = omniforge.elicit("More about %s?" % v["topic"], {"type": "object",
     "properties": {"detail": {"type": "string"}}, "required": ["detail"]}, key="detail")
 print("%s: %s" % (v["topic"], (answer.get("content") or {}).get("detail")), end="")
 "#;
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("ask.json");
     let template = json!({"uriTemplate": "ask://{topic}", "name": "ask",
         "mimeType": "text/plain", "code": code});
-    std::fs::write(&file, template.to_string()).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_omniforge"))
-        .args(["resource", "add"])
-        .arg(&file)
-        .arg("--data-dir")
-        .arg(data)
-        .arg("--uv")
-        .arg(uv())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "omniforge resource add failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    add_definitions(data, "resource", &[template]);
 }
 
 /// A script template's question reaches the official Python SDK 2.x client under both
@@ -336,25 +340,9 @@ async fn a_template_script_asks_the_python_sdk_under_either_revision() {
     let (_home, data) = data_home();
     add_asking_template(&data);
     let server = Omni::serve(&data, &[]).await;
-    let driver = crate::util::e2e_dir("client_drivers").join("read_resource.py");
-    let answers = json!([accept("detail", "fast")]);
+    let answers = json!([accept("detail", "fast")]).to_string();
     for mode in ["legacy", STATELESS] {
-        let out = python_driver(&python2(), &driver)
-            .args([
-                server.url.as_str(),
-                "ask://rust",
-                &answers.to_string(),
-                mode,
-            ])
-            .output()
-            .await
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{mode}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let out = content_request(&server.url, &["resource", "ask://rust", &answers, mode]).await;
         assert_eq!(
             out["result"]["contents"],
             json!([{"uri": "ask://rust", "mimeType": "text/plain", "text": "rust: fast"}]),
@@ -410,30 +398,6 @@ async fn get_prompt(url: &str, name: &str, arguments: Value, extra: Value) -> Va
     request(url, None, "prompts/get", name, params, extra).await
 }
 
-/// Stores prompts in `data` with `omniforge prompt add`, each from its authoring arguments.
-fn add_prompts(data: &Path, prompts: &[Value]) {
-    let dir = tempfile::tempdir().unwrap();
-    for prompt in prompts {
-        let file = dir.path().join("prompt.json");
-        std::fs::write(&file, prompt.to_string()).unwrap();
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_omniforge"))
-            .args(["prompt", "add"])
-            .arg(&file)
-            .arg("--data-dir")
-            .arg(data)
-            .arg("--uv")
-            .arg(uv())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "omniforge prompt add failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
 /// The script prompt `plan` (argument `topic`): asks a goal (key `goal`), then a deadline (key
 /// `deadline`), and prints two messages naming the three.
 fn plan_prompt() -> Value {
@@ -463,8 +427,9 @@ print(json.dumps({"description": "plan for " + args["topic"], "messages": [
 async fn a_prompt_script_asks_over_two_rounds_of_input_required() {
     require(&[uv()]);
     let (_home, data) = data_home();
-    add_prompts(
+    add_definitions(
         &data,
+        "prompt",
         &[
             plan_prompt(),
             json!({"name": "broken", "code": "raise RuntimeError('no plan today')"}),
@@ -544,28 +509,13 @@ async fn a_prompt_script_asks_over_two_rounds_of_input_required() {
 async fn a_prompt_script_asks_the_python_sdk_under_either_revision() {
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
-    add_prompts(&data, &[plan_prompt()]);
+    add_definitions(&data, "prompt", &[plan_prompt()]);
     let server = Omni::serve(&data, &[]).await;
-    let driver = crate::util::e2e_dir("client_drivers").join("get_prompt.py");
-    let answers = json!([accept("goal", "ship"), accept("deadline", "May")]);
+    let answers = json!([accept("goal", "ship"), accept("deadline", "May")]).to_string();
     for mode in ["legacy", STATELESS] {
-        let out = python_driver(&python2(), &driver)
-            .args([
-                server.url.as_str(),
-                "plan",
-                r#"{"topic": "docs"}"#,
-                &answers.to_string(),
-                mode,
-            ])
-            .output()
-            .await
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{mode}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let out: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let arguments = r#"{"topic": "docs"}"#;
+        let out =
+            content_request(&server.url, &["prompt", "plan", &answers, mode, arguments]).await;
         assert_eq!(
             out["result"]["messages"][0]["content"]["text"], "Plan docs: ship",
             "{mode}: {out}"
@@ -574,13 +524,11 @@ async fn a_prompt_script_asks_the_python_sdk_under_either_revision() {
             out["result"]["messages"][1]["content"]["text"], "Due May",
             "{mode}: {out}"
         );
-        let asked: Vec<&str> = out["asked"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| p["message"].as_str().unwrap())
-            .collect();
-        assert_eq!(asked, ["Goal for docs?", "Deadline?"], "{mode}: {out}");
+        assert_eq!(
+            asked(&out),
+            ["Goal for docs?", "Deadline?"],
+            "{mode}: {out}"
+        );
     }
     server.assert_no_panic();
 }

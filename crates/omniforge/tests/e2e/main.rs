@@ -13,6 +13,7 @@ mod client_features;
 mod clients;
 mod connections;
 mod console;
+mod console_oauth;
 mod content;
 mod escape;
 mod examples;

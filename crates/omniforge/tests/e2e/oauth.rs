@@ -26,12 +26,12 @@ fn oidc_dir() -> PathBuf {
 }
 
 /// The authorization server: `node22 tests/fixtures/oidc/server.mjs ARGS`.
-struct Provider {
+pub(crate) struct Provider {
     child: Child,
     /// Kept open: the provider exits when its stdin reaches EOF.
     _stdin: ChildStdin,
     /// `http://127.0.0.1:PORT`, its issuer identifier.
-    issuer: String,
+    pub(crate) issuer: String,
     stderr: Captured,
 }
 
@@ -146,14 +146,14 @@ impl Drop for Provider {
 }
 
 /// A provider and an `omniforge serve --oauth-issuer` whose resource it knows.
-struct Setup {
-    provider: Provider,
+pub(crate) struct Setup {
+    pub(crate) provider: Provider,
     server: Serve,
     dir: tempfile::TempDir,
 }
 
 impl Setup {
-    async fn start(provider_args: &[&str], server_args: &[&str]) -> Setup {
+    pub(crate) async fn start(provider_args: &[&str], server_args: &[&str]) -> Setup {
         Setup::start_with(provider_args, server_args, "").await
     }
 
@@ -182,7 +182,7 @@ impl Setup {
         }
     }
 
-    fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.server.url
     }
 
@@ -217,7 +217,7 @@ impl Setup {
     }
 
     /// The server's stderr, for failure messages.
-    fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         format!(
             "server stderr:\n{}\nprovider stderr:\n{}",
             self.server.output_tail(),

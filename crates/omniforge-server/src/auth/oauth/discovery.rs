@@ -25,6 +25,12 @@ pub(super) struct Metadata {
     /// RFC 7662, when the issuer offers it.
     #[serde(default)]
     pub(super) introspection_endpoint: Option<String>,
+    /// Where people sign in (the console's authorization code flow).
+    #[serde(default)]
+    pub(super) authorization_endpoint: Option<String>,
+    /// Where the console exchanges an authorization code.
+    #[serde(default)]
+    pub(super) token_endpoint: Option<String>,
 }
 
 /// The discovered metadata, or when discovery last failed.

@@ -141,6 +141,7 @@ mod tests {
             leeway: Duration::from_secs(0),
             challenge_scopes: vec![],
             jwks_min_refresh: Duration::from_secs(10),
+            console: None,
             introspection: None,
         }
     }

@@ -8,6 +8,8 @@
 //!   time, with a cooldown) and when older than an hour.
 //! - [`jwt`]: the checks of a JWT access token: signature, `iss`, `aud` (this server's resource
 //!   URL: no passthrough of tokens minted for another resource), `exp`/`nbf` with leeway.
+//! - [`code_flow`]: the console's sign-in through the issuer (authorization code + PKCE),
+//!   whose access token is then checked as any other.
 //! - [`introspection`]: opaque tokens through the issuer's RFC 7662 endpoint, answers cached by
 //!   the token's SHA-256 for at most a minute.
 //!
@@ -15,6 +17,7 @@
 //! OmniForge scope its provider scopes map to ([`ScopeMap`]). Tokens are never logged: only
 //! the failure kind ([`TokenError`]) is.
 
+mod code_flow;
 mod discovery;
 mod introspection;
 mod jwks;
@@ -24,6 +27,9 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
+
+pub use code_flow::ConsoleClient;
+pub(crate) use code_flow::{CodeError, shown_error};
 
 use crate::auth::{PrincipalId, Scope};
 
@@ -51,6 +57,9 @@ pub struct OAuthSettings {
     pub jwks_min_refresh: Duration,
     /// Opaque tokens through RFC 7662 introspection; `None`: only JWT access tokens.
     pub introspection: Option<IntrospectionSettings>,
+    /// The client the console signs people in as (authorization code + PKCE); `None`: the
+    /// console takes pasted access tokens only.
+    pub console: Option<ConsoleClient>,
 }
 
 /// How to reach the issuer's introspection endpoint (RFC 7662).

@@ -12,7 +12,6 @@ use omniforge_store::{CallSource, VersionStatus};
 use serde::Deserialize;
 
 use crate::auth::Scope;
-use crate::catalog::entry::ToolSource;
 use crate::console::Console;
 use crate::console::guard::Viewer;
 use crate::console::layout::{self, Nav};
@@ -156,32 +155,22 @@ fn table(
 async fn rows(console: &Console, viewer: &Viewer) -> Result<Vec<Row>, omniforge_store::StoreError> {
     let snapshot = console.shared.catalog.snapshot();
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
-    let stored: HashMap<String, omniforge_store::StoredTool> = console
-        .store
-        .list_enabled()
-        .await?
-        .into_iter()
-        .map(|t| (t.tool.name.clone(), t))
-        .collect();
     for entry in snapshot.entries_for(Some(viewer.id())) {
         if !entry.listed || !viewer.can(entry.scope) {
             continue;
         }
-        let author = match entry.source {
-            ToolSource::Stored => stored
-                .get(&*entry.name)
-                .map(|t| t.current.spec.author.clone())
-                .unwrap_or_default(),
-            _ => String::new(),
-        };
         rows.insert(
             entry.name.to_string(),
             Row {
                 name: entry.name.to_string(),
                 source: entry.source.as_str(),
                 status: "current",
-                description: entry.tool.description.as_deref().unwrap_or("").to_owned(),
-                author,
+                description: entry.tool().description.unwrap_or_default().into_owned(),
+                // The live version's author (a viewer's own pending version is marked below).
+                author: snapshot
+                    .get(&entry.name)
+                    .map_or(&entry.author, |live| &live.author)
+                    .to_string(),
                 update_pending: false,
             },
         );

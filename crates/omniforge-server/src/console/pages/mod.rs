@@ -5,6 +5,7 @@ pub(crate) mod audit;
 pub(crate) mod calls;
 pub(crate) mod catalog;
 pub(crate) mod content;
+pub(crate) mod oauth;
 pub(crate) mod secrets;
 pub(crate) mod server;
 pub(crate) mod sign_in;

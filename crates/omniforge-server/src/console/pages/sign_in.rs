@@ -17,18 +17,35 @@ use http::{HeaderMap, StatusCode};
 use maud::{Markup, html};
 
 use crate::auth::Principal;
-use crate::auth::oauth::{Grant, TokenError};
+use crate::auth::oauth::{Grant, OAuth, TokenError};
 use crate::console::Console;
 use crate::console::guard::{over_tls, session_id, set_cookie};
 use crate::console::layout;
 use crate::console::pages::{field, fields};
 
-fn page(console: &Console, csrf: &str, error: Option<&str>) -> Markup {
+/// What a refused token is told.
+const INVALID: &str = "That token is not valid.";
+
+/// The sign-in page: "Sign in with ISSUER" when the console has an OAuth client, and the
+/// token form.
+pub(crate) fn page(console: &Console, csrf: &str, error: Option<&str>) -> Markup {
+    let issuer = console
+        .oauth
+        .as_ref()
+        .filter(|o| o.console_client().is_some())
+        .map(|o| o.issuer());
     layout::shell(
         "Sign in",
         html! {
             h1 { "Sign in to the OmniForge console" }
             @if let Some(e) = error { p.flash.err role="alert" { (e) } }
+            @if let Some(issuer) = issuer {
+                form method="post" action="/console/oauth/start" {
+                    input type="hidden" name="csrf" value=(csrf);
+                    button type="submit" { "Sign in with " (issuer) }
+                }
+                p { "Or with a token:" }
+            }
             form method="post" action="/console/sign-in" {
                 input type="hidden" name="csrf" value=(csrf);
                 @if console.open {
@@ -53,7 +70,8 @@ fn page(console: &Console, csrf: &str, error: Option<&str>) -> Markup {
     )
 }
 
-fn unavailable() -> Response {
+/// 503: no session id could be made.
+pub(crate) fn unavailable() -> Response {
     (
         StatusCode::SERVICE_UNAVAILABLE,
         layout::bare(
@@ -87,7 +105,6 @@ async fn authenticate(
     console: &Console,
     token: Option<&str>,
 ) -> Result<(Principal, Option<Instant>), &'static str> {
-    const INVALID: &str = "That token is not valid.";
     if console.open {
         return Ok((Principal::anonymous(), None));
     }
@@ -99,6 +116,15 @@ async fn authenticate(
         return Ok((principal, None));
     }
     let oauth = console.oauth.as_ref().ok_or(INVALID)?;
+    check_access_token(oauth, token).await
+}
+
+/// The principal of an OAuth access token, checked exactly as `/mcp` checks it, and when its
+/// sign-in ends (the token's `exp`). `Err`: what to tell.
+pub(crate) async fn check_access_token(
+    oauth: &OAuth,
+    token: &str,
+) -> Result<(Principal, Option<Instant>), &'static str> {
     match oauth.check(token).await {
         Ok(Grant {
             principal,

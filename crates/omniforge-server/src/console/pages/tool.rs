@@ -77,6 +77,7 @@ pub(crate) async fn page(
         .get_for(&name, Some(viewer.id()))
         .filter(|e| e.listed && viewer.can(e.scope));
     let source = entry.map_or(ToolSource::Stored, |e| e.source);
+    let tool = entry.map(|e| e.tool());
     // Versions, code and examples are what `omniforge_get_tool` shows: `tools:write` and up.
     let stored = match source {
         ToolSource::Stored if viewer.can(Scope::Write) => {
@@ -116,9 +117,9 @@ pub(crate) async fn page(
     let body = html! {
         p.crumbs { a href="/console/tools" { "Catalog" } " / " (name) }
         h1 { code { (name) } }
-        @if let Some(entry) = entry.filter(|_| stored.is_none()) {
-            @if let Some(t) = &entry.tool.title { p.subtitle { (t) } }
-            p.lead { (entry.tool.description.as_deref().unwrap_or("")) }
+        @if let Some(tool) = tool.as_ref().filter(|_| stored.is_none()) {
+            @if let Some(t) = &tool.title { p.subtitle { (t) } }
+            p.lead { (tool.description.as_deref().unwrap_or("")) }
         }
         dl.facts {
             dt { "Source" } dd { (source.as_str()) }
@@ -131,12 +132,12 @@ pub(crate) async fn page(
         }
         @match &stored {
             Some((versions, current, enabled)) => (stored_sections(&console, &viewer, &name, versions, (*current, *enabled), &q).await),
-            None => @if let Some(entry) = entry {
+            None => @if let Some(tool) = &tool {
                 section aria-labelledby="schemas" {
                     h2 #schemas { "Schemas" }
                     h3 { "Input" }
-                    (schema("Input schema", &Value::Object((*entry.tool.input_schema).clone())))
-                    @if let Some(out) = &entry.tool.output_schema {
+                    (schema("Input schema", &Value::Object((*tool.input_schema).clone())))
+                    @if let Some(out) = &tool.output_schema {
                         h3 { "Output" }
                         (schema("Output schema", &Value::Object((**out).clone())))
                     }
@@ -152,11 +153,11 @@ pub(crate) async fn page(
                 }
             }
         }
-        @if let Some(entry) = entry {
+        @if let Some(tool) = &tool {
             section aria-labelledby="try-h" {
                 h2 #try-h { "Try it" }
                 p.muted { "Calls the tool as you, as an MCP client would." }
-                (try_it::form(&viewer, &name, &entry.tool.input_schema, &[]))
+                (try_it::form(&viewer, &name, &tool.input_schema, &[]))
             }
         }
         section aria-labelledby="calls-h" {

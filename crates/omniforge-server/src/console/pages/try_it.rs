@@ -286,7 +286,7 @@ pub(crate) async fn submit(
     else {
         return not_found();
     };
-    let schema = entry.tool.input_schema.clone();
+    let schema = entry.tool().input_schema;
     drop(snapshot);
     let form_fields = fields(&body);
     let answer = match arguments(&schema, &form_fields) {

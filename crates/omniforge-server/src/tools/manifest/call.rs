@@ -15,12 +15,15 @@ use crate::error::{CallError, ResultError};
 use crate::schema::LazySchema;
 use crate::telemetry::metrics::Metrics;
 use crate::telemetry::spans;
+use crate::tools::manifest::health::UpstreamHealth;
 use tracing::Instrument as _;
 
 /// What a manifest tool's call needs: the RPC and its upstream.
 pub(crate) struct ManifestCall {
     tool: ManifestTool,
     upstream: Arc<Upstream>,
+    /// Where the outcome of each call is kept for the console.
+    health: Arc<UpstreamHealth>,
     /// The outputSchema, compiled at the first reply that needs it.
     output: Option<LazySchema>,
     metrics: Arc<Metrics>,
@@ -31,6 +34,7 @@ impl ManifestCall {
     pub(crate) fn new(
         tool: ManifestTool,
         upstream: Arc<Upstream>,
+        health: Arc<UpstreamHealth>,
         metrics: Arc<Metrics>,
     ) -> ManifestCall {
         let output = tool
@@ -40,6 +44,7 @@ impl ManifestCall {
         ManifestCall {
             tool,
             upstream,
+            health,
             output,
             metrics,
         }
@@ -64,6 +69,13 @@ impl ManifestCall {
         };
         self.metrics
             .upstream_call(&self.tool.service, counted, started.elapsed());
+        let detail = match &outcome {
+            Outcome::Reply(_) => "",
+            Outcome::ConnectError { code, .. } => code.as_str(),
+            Outcome::Failure(text) => text.as_str(),
+        };
+        self.health
+            .record(&self.tool.procedure, counted, detail, started.elapsed());
         if counted != "ok" {
             span.record("error.type", counted);
             span.record("otel.status_code", "error");

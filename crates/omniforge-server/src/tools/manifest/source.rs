@@ -21,6 +21,7 @@ use crate::catalog::entry::{Entry, Tasking, ToolSource};
 use crate::catalog::publish::Catalog;
 use crate::telemetry::metrics::Metrics;
 use crate::tools::manifest::call::{ManifestCall, Streaming};
+use crate::tools::manifest::health::UpstreamHealth;
 
 /// One configured manifest: the file and the service its RPCs go to.
 #[derive(Debug, Clone)]
@@ -37,6 +38,7 @@ pub struct ManifestConfig {
 struct Loaded {
     manifest: Manifest,
     upstream: Arc<Upstream>,
+    health: Arc<UpstreamHealth>,
     tasks: Arc<TaskConfig>,
 }
 
@@ -50,6 +52,14 @@ struct TaskConfig {
 /// The loaded manifests and their watches. Dropping it stops the hot reload.
 pub(crate) struct ManifestSource {
     _watches: Vec<ManifestWatch>,
+    upstreams: Vec<Arc<UpstreamHealth>>,
+}
+
+impl ManifestSource {
+    /// Each manifest's upstream and how it has answered, in configuration order.
+    pub(crate) fn upstreams(&self) -> Vec<Arc<UpstreamHealth>> {
+        self.upstreams.clone()
+    }
 }
 
 /// A manifest source could not start.
@@ -104,6 +114,7 @@ pub(crate) fn start(
     metrics: Arc<Metrics>,
 ) -> Result<ManifestSource, ManifestSourceError> {
     let mut loaded = Vec::new();
+    let mut upstreams = Vec::new();
     for config in configs {
         let manifest = prepare(
             &config.path,
@@ -120,9 +131,12 @@ pub(crate) fn start(
                 tracing::warn!(manifest = %config.path.display(), tool = %name, "task_support names a tool the manifest does not have");
             }
         }
+        let health = UpstreamHealth::new(config.path.clone(), &config.upstream.base_url);
+        upstreams.push(health.clone());
         loaded.push(Loaded {
             manifest,
             upstream: Arc::new(upstream),
+            health,
             tasks: Arc::new(TaskConfig {
                 support: config.task_support.clone(),
                 timeout: config.upstream.timeout,
@@ -160,7 +174,10 @@ pub(crate) fn start(
         })?;
         watches.push(w);
     }
-    Ok(ManifestSource { _watches: watches })
+    Ok(ManifestSource {
+        _watches: watches,
+        upstreams,
+    })
 }
 
 /// Applies `--inline-schema-refs` to every tool's schemas.
@@ -195,23 +212,14 @@ fn publish(catalog: &Catalog, loaded: &Mutex<Vec<Loaded>>, metrics: &Arc<Metrics
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .flat_map(|l| {
-            l.manifest
-                .tools
-                .iter()
-                .map(move |t| entry(t, &l.upstream, &l.tasks, metrics))
-        })
+        .flat_map(|l| l.manifest.tools.iter().map(move |t| entry(t, l, metrics)))
         .collect();
     catalog.replace(ToolSource::Manifest, tools);
 }
 
 /// Only MCP fields go on the wire; the forge routing fields stay behind.
-fn entry(
-    t: &ManifestTool,
-    upstream: &Arc<Upstream>,
-    tasks: &TaskConfig,
-    metrics: &Arc<Metrics>,
-) -> Entry {
+fn entry(t: &ManifestTool, loaded: &Loaded, metrics: &Arc<Metrics>) -> Entry {
+    let tasks = &loaded.tasks;
     let mut tool = Tool::new(
         t.name.clone(),
         t.description.clone(),
@@ -237,7 +245,8 @@ fn entry(
     } else {
         let call = Arc::new(ManifestCall::new(
             t.clone(),
-            upstream.clone(),
+            loaded.upstream.clone(),
+            loaded.health.clone(),
             metrics.clone(),
         ));
         let tasking = Tasking {

@@ -9,7 +9,10 @@ use omniforge_store::{CallOutcome, CallRecord, CallSource, Store, ToolVersion, V
 use rmcp::model::{JsonObject, ProtocolVersion};
 use serde_json::Value;
 
+use futures::future::BoxFuture;
+
 use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, failure_reason, running};
+use crate::catalog::entry::check;
 use crate::context::request::{LogFilter, RequestCx};
 use crate::error::CallError;
 use crate::schema::LazySchema;
@@ -20,40 +23,57 @@ use crate::tools::stored::input_required::{Binding, Replay, StateCodec};
 use crate::tools::stored::redact::{redact, redact_error};
 use crate::tools::stored::run::{Reporting, run};
 use crate::tools::stored::shape::Shaper;
+use crate::tools::stored::versions::{Loaded, VersionRef, Versions};
 
-/// What every stored call shares: the store (secrets, call log), the script host and the
-/// result shaping.
+/// What every stored call shares: the store (versions, secrets, call log), the script host,
+/// the result shaping and the versions lately called.
 pub(crate) struct StoredTools {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) host: Arc<ScriptHost>,
     pub(crate) shaper: Shaper,
     /// Seals and opens the `requestState` of input-required results.
     pub(crate) states: Arc<StateCodec>,
+    /// The versions calls run, read from the store at call time (the catalog holds none).
+    pub(crate) versions: Versions,
 }
 
-/// The call of one stored version: only what a call reads (the input schema, description and
-/// title live in the catalog's `Tool` alone, and the lock and dependency list stay in the
-/// store: 10,000 stored tools held every schema twice).
+/// The call of one stored version: which version it is. Its code and schemas are read when
+/// it is called ([`Versions`]): the catalog entry of each of 100,000 stored tools stays small.
 pub(crate) struct StoredCall {
-    pub(crate) version: ToolVersion,
-    /// The version's outputSchema (shared with the catalog's `Tool`), compiled at first use.
-    pub(crate) output: Option<LazySchema>,
+    pub(crate) version: VersionRef,
     pub(crate) tools: Arc<StoredTools>,
+}
+
+impl StoredCall {
+    async fn load(&self) -> Result<Arc<Loaded>, CallError> {
+        self.tools
+            .versions
+            .load(&*self.tools.store, &self.version)
+            .await
+    }
 }
 
 impl ToolCall for StoredCall {
     fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a> {
         running(async move {
+            let loaded = self.load().await?;
             let level = call.cx.log_filter();
             let builtins = BuiltinAccess {
                 router: call.catalog,
                 cx: call.cx,
-                declared: from_scripts::declared(&self.version.spec.code),
+                declared: from_scripts::declared(&loaded.version.spec.code),
             };
             self.tools
-                .call(self, call.arguments, level, call.cx, Some(&builtins))
+                .call(&loaded, call.arguments, level, call.cx, Some(&builtins))
                 .await
         })
+    }
+
+    fn check_arguments<'a>(
+        &'a self,
+        arguments: JsonObject,
+    ) -> BoxFuture<'a, Result<JsonObject, CallError>> {
+        Box::pin(async move { check(&self.load().await?.input, arguments) })
     }
 }
 
@@ -66,7 +86,7 @@ impl StoredTools {
     /// contract.
     pub(crate) async fn call(
         &self,
-        stored: &StoredCall,
+        stored: &Loaded,
         arguments: JsonObject,
         log_level: LogFilter,
         cx: &RequestCx<'_>,

@@ -2,6 +2,7 @@
 //!
 //! - [`source`]: the enabled tools as catalog entries; one entry updated per change.
 //! - [`call`]: one call: secrets, the run, the result shaped and redacted, the call log.
+//! - [`versions`]: the versions calls run, read from the store at call time (LRU cache).
 //! - [`run`]: the call loop (progress, logs, heartbeat, the script's requests to the client).
 //! - [`client_requests`]: a script's `sample`, `elicit`, `roots`, `close_sse_stream` and
 //!   `client_capabilities`.
@@ -26,3 +27,4 @@ pub(crate) mod run;
 pub(crate) mod shape;
 pub(crate) mod source;
 pub(crate) mod task_input;
+pub(crate) mod versions;

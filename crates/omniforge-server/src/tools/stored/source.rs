@@ -21,9 +21,9 @@ use crate::catalog::publish::Catalog;
 use crate::catalog::snapshot::Snapshot;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
-use crate::schema::LazySchema;
 use crate::script_host::warm::version_key;
 use crate::tools::stored::call::{StoredCall, StoredTools};
+use crate::tools::stored::versions::VersionRef;
 
 /// The stored tools of one store, published into one catalog.
 pub(crate) struct StoredSource {
@@ -58,18 +58,22 @@ impl StoredSource {
     /// The store cannot be read.
     pub(crate) async fn reload_all(&self) -> Result<(), StoreError> {
         let _one = self.reloading.lock().await;
-        let tools = self.store.list_enabled().await?;
-        let pending = self.pending_entries(None).await?;
-        let current = tools
-            .iter()
-            .map(|t| {
+        self.tools.versions.clear();
+        // Tool by tool as the rows arrive: only the compact entries are kept, never every
+        // version decoded at once (100,000 tools, issue 14).
+        let mut current = HashMap::new();
+        let mut entries = Vec::new();
+        let mut authors = Authors::default();
+        self.store
+            .for_each_enabled(&mut |t| {
                 let v = &t.current;
-                (v.tool.clone(), version_key(&v.tool, v.number))
+                current.insert(v.tool.clone(), version_key(&v.tool, v.number));
+                let author = authors.get(&v.spec.author);
+                entries.push(self.entry(t).with_author(author));
             })
-            .collect();
+            .await?;
+        let pending = self.pending_entries(None).await?;
         self.tools.host.warm().set_all(current);
-        let mut entries: Vec<Entry> = tools.into_iter().map(|t| self.entry(t)).collect();
-        // The collect reuses the larger `StoredTool` buffer; give the difference back.
         entries.shrink_to_fit();
         if let Some(catalog) = self.catalog.upgrade() {
             catalog.replace(ToolSource::Stored, entries);
@@ -110,7 +114,7 @@ impl StoredSource {
                 tool: row.clone(),
                 current: version,
             };
-            out.push((author, self.entry(stored)));
+            out.push((author.clone(), self.entry(stored).with_author(author)));
         }
         Ok(out)
     }
@@ -123,6 +127,7 @@ impl StoredSource {
     /// The store cannot be read.
     pub(crate) async fn reload(&self, name: &str) -> Result<Option<ToolVersion>, StoreError> {
         let _one = self.reloading.lock().await;
+        self.tools.versions.forget(name);
         let stored = self.store.get(name).await?;
         let pending = self.pending_entries(Some(name)).await?;
         let Some(catalog) = self.catalog.upgrade() else {
@@ -134,7 +139,8 @@ impl StoredSource {
             Some(stored) => {
                 let version = stored.current.clone();
                 warm.set_current(name, version_key(name, version.number));
-                catalog.upsert(self.entry(stored));
+                let author = Arc::from(version.spec.author.as_str());
+                catalog.upsert(self.entry(stored).with_author(author));
                 Ok(Some(version))
             }
             None => {
@@ -185,7 +191,7 @@ impl StoredSource {
             )));
         }
         let entry = self.entry(stored);
-        let arguments = entry.check_arguments(arguments)?;
+        let arguments = entry.check_arguments(arguments).await?;
         let catalog = Snapshot::default();
         entry
             .call
@@ -198,7 +204,8 @@ impl StoredSource {
             .await
     }
 
-    /// A catalog entry for a stored tool's version (its current one, or a pending one).
+    /// A catalog entry for a stored tool's version (its current one, or a pending one): its
+    /// served definition, serialized; the version's code and schemas stay in the store.
     pub(crate) fn entry(&self, stored: StoredTool) -> Entry {
         let StoredTool {
             tool: row,
@@ -219,9 +226,8 @@ impl StoredSource {
         if let Some(title) = spec.title.take() {
             tool = tool.with_title(title);
         }
-        let output_schema: Option<Arc<JsonObject>> = spec.output_schema.take().map(Arc::new);
-        if let Some(output) = &output_schema {
-            tool = tool.with_raw_output_schema(output.clone());
+        if let Some(output) = spec.output_schema.take() {
+            tool = tool.with_raw_output_schema(Arc::new(output));
         }
         let a = spec.annotations;
         if a != Annotations::default() {
@@ -237,9 +243,6 @@ impl StoredSource {
         self.tools
             .host
             .install_in_background(&spec.env_id, &spec.lock);
-        // A call needs neither of these; `omniforge_get_tool` reads them from the store.
-        spec.lock = String::new();
-        spec.dependencies = Vec::new();
         let tasking = Tasking {
             support: spec.execution.task_support,
             start: spec.execution.task_start,
@@ -247,11 +250,32 @@ impl StoredSource {
             version: Some(version.number),
             timeout: Duration::from_millis(spec.limits.timeout_ms),
         };
+        let version = VersionRef::of(&version);
+        let name = version.tool.clone();
         let call = StoredCall {
             version,
-            output: output_schema.map(|s| LazySchema::new("the outputSchema", s)),
             tools: self.tools.clone(),
         };
-        Entry::new(tool, ToolSource::Stored, Scope::Call, Arc::new(call)).with_tasking(tasking)
+        let mut entry =
+            Entry::checked_by_call(&tool, ToolSource::Stored, Scope::Call, Arc::new(call))
+                .with_tasking(tasking);
+        // One allocation of the name for the entry and its call.
+        entry.name = name;
+        entry
+    }
+}
+
+/// The authors of a full reload, each name allocated once (100,000 tools, a few authors).
+#[derive(Default)]
+struct Authors(HashMap<String, Arc<str>>);
+
+impl Authors {
+    fn get(&mut self, author: &str) -> Arc<str> {
+        if let Some(known) = self.0.get(author) {
+            return known.clone();
+        }
+        let new: Arc<str> = Arc::from(author);
+        self.0.insert(author.to_owned(), new.clone());
+        new
     }
 }

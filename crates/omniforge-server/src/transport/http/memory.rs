@@ -8,8 +8,9 @@
 //! The one `unsafe` block of this crate, kept here alone.
 #![allow(unsafe_code)]
 
-/// Returns the allocator's free memory to the system, where the C library allows it.
-pub(super) fn release_free_heap() {
+/// Returns the allocator's free memory to the system, where the C library allows it (after
+/// sessions expire; after the catalog's first load, whose decoded store rows are freed).
+pub(crate) fn release_free_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: `malloc_trim` takes a plain integer (the padding to keep), touches only

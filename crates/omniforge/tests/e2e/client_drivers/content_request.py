@@ -1,13 +1,14 @@
-"""Reads one resource through the official Python SDK 2.x client.
+"""Reads one resource or gets one prompt through the official Python SDK 2.x client.
 
-    python read_resource.py URL URI ANSWERS_JSON MODE
+    python content_request.py URL resource URI ANSWERS_JSON MODE
+    python content_request.py URL prompt NAME ANSWERS_JSON MODE [ARGUMENTS_JSON]
 
 MODE is the client's `mode`: "legacy" (initialize handshake, 2025-11-25: the server asks
 through elicitation/create requests) or "2026-07-28" (stateless: the server answers
 input_required and the SDK retries with inputResponses and the requestState). Every
 elicitation is answered with the next item of ANSWERS_JSON (a list of ElicitResult objects).
-Prints one JSON line: {"result": <the final ReadResourceResult>, "asked": [<each elicitation's
-params>]}.
+Prints one JSON line: {"result": <the final ReadResourceResult or GetPromptResult>, "asked":
+[<each elicitation's params>]}.
 """
 
 import json
@@ -18,7 +19,7 @@ from mcp import Client
 from mcp_types import ElicitResult
 
 
-async def main(url, uri, answers, mode):
+async def main(url, kind, target, answers, mode, arguments):
     asked = []
 
     async def elicitation(context, params):
@@ -27,7 +28,10 @@ async def main(url, uri, answers, mode):
 
     async with Client(url, mode=mode, elicitation_callback=elicitation) as client:
         with anyio.fail_after(60):
-            result = await client.read_resource(uri)
+            if kind == "resource":
+                result = await client.read_resource(target)
+            else:
+                result = await client.get_prompt(target, arguments)
     print(json.dumps({
         "result": result.model_dump(by_alias=True, mode="json", exclude_none=True),
         "asked": asked,
@@ -35,4 +39,6 @@ async def main(url, uri, answers, mode):
 
 
 if __name__ == "__main__":
-    anyio.run(main, sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4])
+    extra = json.loads(sys.argv[6]) if len(sys.argv) > 6 else None
+    anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), sys.argv[5],
+              extra)
