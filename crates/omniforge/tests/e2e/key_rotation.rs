@@ -1,6 +1,7 @@
 //! Rolling a new secret key into running replicas (issue 14): two `omniforge serve` processes
 //! on one store and one keyring file; `secret rotate-key` and `secret new-key` from the command
 //! line while they run; a granted tool still gets its secret through both, without a restart.
+//! And the keyring `migrate` opens a SQLite source with.
 //!
 //! The real binary, a real SQLite store file shared by the two processes (the keyring logic is
 //! the same on PostgreSQL), raw JSON-RPC over Streamable HTTP, `.deps/bin/uv`.
@@ -178,4 +179,50 @@ async fn running_replicas_follow_a_key_rotation() {
     for mcp in &mut replicas {
         assert_eq!(use_key(mcp).await.unwrap().trim(), "eulav-dnoces");
     }
+}
+
+/// `migrate --from sqlite:PATH` opens the source's secrets with the `secret.key` beside PATH
+/// (not the keyring of the data directory it runs in); when the keyring it used cannot open
+/// them, the error names that file and the flags that give the keyrings.
+#[tokio::test]
+async fn migrate_reads_the_keyring_beside_a_sqlite_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let (src, other) = (dir.path().join("src"), dir.path().join("other"));
+    std::fs::create_dir(&other).unwrap();
+    cli(&src, &[], &["secret", "set", "API_KEY"], Some(VALUE)).await;
+    let from = format!("sqlite:{}", src.join("omniforge.db").display());
+
+    let to = format!("sqlite:{}", dir.path().join("copy.db").display());
+    let out = cli(
+        &other,
+        &[],
+        &["migrate", "--from", &from, "--to", &to],
+        None,
+    )
+    .await;
+    assert!(out.contains("1 secret(s)"), "{out}");
+
+    // The source's key moved away: the error says which keyring was used and how to give one.
+    let moved = dir.path().join("src.key");
+    std::fs::rename(src.join("secret.key"), &moved).unwrap();
+    let to = format!("sqlite:{}", dir.path().join("copy2.db").display());
+    let (ok, out, err) =
+        omniforge_cli(&other, &["migrate", "--from", &from, "--to", &to], None).await;
+    let used = other.join("secret.key");
+    assert!(
+        !ok && err.contains(&used.display().to_string())
+            && err.contains("--secret-key-file")
+            && err.contains("--to-secret-key-file")
+            && !err.contains(VALUE),
+        "{out}\n{err}"
+    );
+    let key = moved.to_str().unwrap();
+    let out = cli(
+        &other,
+        &["--secret-key-file", key],
+        &["migrate", "--from", &from, "--to", &to],
+        None,
+    )
+    .await;
+    assert!(out.contains("1 secret(s)"), "{out}");
 }
