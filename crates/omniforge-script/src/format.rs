@@ -1,6 +1,7 @@
 //! The prototype's result text, for callers that render a run as one text block.
 
 use crate::run::{Exit, RunOutput};
+use crate::sandbox::LimitHit;
 
 /// Renders a run the way the Python prototype did, as `(text, is_error)`:
 ///
@@ -11,7 +12,9 @@ use crate::run::{Exit, RunOutput};
 ///   `[stdout truncated: N bytes]` / `[stderr truncated: N bytes]` when a cap was hit (new:
 ///   the prototype had no caps), `[stderr] …` when stderr is not blank, `[exit N]` for a
 ///   non-zero exit (`[exit -N]` for death by signal N, as Python's `returncode` showed it),
-///   `[timeout]`, `[cancelled]`.
+///   `[timeout]`, `[cancelled]`; then (new) `[memory limit: a process was killed]` or
+///   `[process limit: a fork was refused]` when the run hit a limit of its cgroups
+///   ([`RunOutput::limit`]).
 ///
 /// `is_error` is true for a non-zero exit, a signal, a timeout, a cancellation, or a
 /// pre-run error.
@@ -52,6 +55,11 @@ pub fn prototype_text(output: &RunOutput, pre_run_error: Option<&str>) -> (Strin
         Exit::Timeout => line("[timeout]"),
         Exit::Cancelled => line("[cancelled]"),
     }
+    match output.limit {
+        Some(LimitHit::Memory) => line("[memory limit: a process was killed]"),
+        Some(LimitHit::Processes) => line("[process limit: a fork was refused]"),
+        None => {}
+    }
     (text, !output.exit.is_success() || pre_run_error.is_some())
 }
 
@@ -70,6 +78,7 @@ mod tests {
             exit,
             duration: Duration::ZERO,
             result: None,
+            limit: None,
         }
     }
 
@@ -121,6 +130,22 @@ mod tests {
                 true,
             ),
         ];
+        let mut oom = out("", "", Exit::Code(137));
+        oom.limit = Some(LimitHit::Memory);
+        let mut forks = out("done\n", "", Exit::Timeout);
+        forks.limit = Some(LimitHit::Processes);
+        for (o, text) in [
+            (
+                oom,
+                "(no output)\n[exit 137]\n[memory limit: a process was killed]",
+            ),
+            (
+                forks,
+                "done\n[timeout]\n[process limit: a fork was refused]",
+            ),
+        ] {
+            assert_eq!(prototype_text(&o, None), (text.to_owned(), true));
+        }
         for (o, pre, text, is_error) in cases {
             assert_eq!(prototype_text(o, *pre), ((*text).to_owned(), *is_error));
         }

@@ -138,7 +138,7 @@ pub use run::{
     Exit, Load, RunError, RunOutput, RunSpec, Runner, RunnerConfig, SINGLE_THREAD_VARS, doctor,
 };
 pub use sandbox::{
-    Layer, RUN_UID_BASE, RUN_UID_SLOTS, SANDBOX_UID, SandboxLevel, UID_LEASE_DIR,
+    Layer, LimitHit, RUN_UID_BASE, RUN_UID_SLOTS, SANDBOX_UID, SandboxLevel, UID_LEASE_DIR,
     protect_server_process,
 };
 pub use warm::{

@@ -41,7 +41,7 @@ pub use self::spec::{
 pub(crate) use self::spec::{check_spec, io_err};
 use crate::channel::{self, ChannelLimits};
 use crate::host::HostEnv;
-use crate::sandbox::{DetectConfig, Identity, Layer, Plan, SandboxLevel, UidLease};
+use crate::sandbox::{CgroupLimits, DetectConfig, Identity, Layer, Plan, SandboxLevel, UidLease};
 
 /// Longest side-channel message line, in bytes.
 pub(crate) const MAX_MESSAGE_BYTES: usize = 16 << 20;
@@ -70,7 +70,7 @@ pub struct RunnerConfig {
     pub landlock_helper: Option<PathBuf>,
     /// Layers to leave out although this machine has them, by [`Layer::name`]:
     /// `namespaces` (no bubblewrap at all), `unprivileged-uid` (without bubblewrap: scripts
-    /// run as the server does), `cgroup-pids`, `cgroup-kill`, `landlock`, `seccomp`.
+    /// run as the server does), `cgroup-pids`, `cgroup-kill`, `cgroup-memory`, `landlock`, `seccomp`.
     /// Default: none. For measuring and testing one layer at a time: a layer disabled here is
     /// not required by [`SandboxLevel::Standard`], while [`SandboxLevel::Strict`] still
     /// refuses to start without each of its layers.
@@ -328,7 +328,8 @@ impl Runner {
         let parent_sock = tokio::net::UnixStream::from_std(parent_sock)
             .map_err(io_err("creating the side channel"))?;
 
-        let mut cgroups = plan.cgroups.create_run(spec.max_processes);
+        let limits = CgroupLimits::run(spec.max_processes, spec.memory_bytes);
+        let mut cgroups = plan.cgroups.create_run(limits);
         let files = RunFiles {
             dir: run_dir.path(),
             script: &script,
@@ -409,6 +410,7 @@ impl Runner {
         let (out, err, chan) = tokio::join!(out_task, err_task, chan_task);
         timer.abort();
         in_task.abort();
+        let limit = cgroups.limit_hit();
         cgroups.finish(Duration::from_secs(2));
         group.disarm();
         let (stdout, stdout_truncated_bytes) = out.unwrap_or_default();
@@ -421,8 +423,9 @@ impl Runner {
             exit,
             duration: started.elapsed(),
             result: chan.ok().flatten(),
+            limit,
         };
-        tracing::debug!(exit = ?output.exit, duration = ?output.duration, "script run finished");
+        tracing::debug!(exit = ?output.exit, limit = ?output.limit, duration = ?output.duration, "script run finished");
         Ok(output)
     }
 }

@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 
 use crate::channel::{ScriptMessage, ScriptResult};
 use crate::env::Env;
+use crate::sandbox::LimitHit;
 
 /// Default [`RunSpec::timeout`]: 30 s.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -85,7 +86,8 @@ pub struct RunSpec {
     /// Wall-clock limit for the script (default [`DEFAULT_TIMEOUT`]). Also sets the CPU-time
     /// rlimit to this plus one second (SIGXCPU), hard limit one second later (SIGKILL).
     pub timeout: Duration,
-    /// Address-space limit per process, in bytes (default [`DEFAULT_MEMORY_BYTES`]).
+    /// Address-space limit per process (`RLIMIT_AS`), and with the `cgroup-memory` layer the
+    /// memory limit of the run's whole tree, in bytes (default [`DEFAULT_MEMORY_BYTES`]).
     pub memory_bytes: u64,
     /// Allow network access (default `false`). Enforced only with the `no-network` layer.
     pub network: bool,
@@ -165,6 +167,9 @@ pub struct RunOutput {
     pub duration: Duration,
     /// The last `result` the script sent over the side channel.
     pub result: Option<ScriptResult>,
+    /// A limit of the run's cgroups it hit (OOM kill, refused fork), whatever its exit; `None`
+    /// also where the layer that would see it is missing (`cgroup-memory`, `cgroup-pids`).
+    pub limit: Option<LimitHit>,
 }
 
 impl RunOutput {
@@ -177,6 +182,7 @@ impl RunOutput {
             exit,
             duration,
             result: None,
+            limit: None,
         }
     }
 }

@@ -71,7 +71,8 @@ impl std::fmt::Display for SandboxLevel {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layer {
     /// Stable name: `process-group`, `rlimits`, `namespaces`, `unprivileged-uid`,
-    /// `read-only-root`, `no-network`, `cgroup-pids`, `cgroup-kill`, `landlock`, `seccomp`.
+    /// `read-only-root`, `no-network`, `cgroup-pids`, `cgroup-kill`, `cgroup-memory`, `landlock`,
+    /// `seccomp`.
     pub name: &'static str,
     /// Whether runs use it.
     pub active: bool,

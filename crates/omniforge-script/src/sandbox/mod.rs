@@ -9,6 +9,7 @@
 //! | `read-only-root` | only `/usr` (+ `/bin`, `/lib*` symlinks), a few `/etc` files, the interpreter prefix, the environment and the script, all read-only; root and `/dev` remounted read-only; private size-capped tmpfs `/tmp` and `/dev/shm` | the data directory, the database and other environments are not in the sandbox at all |
 //! | `no-network` | bwrap's empty network namespace; `--share-net` only when a run allows network | |
 //! | `cgroup-pids` | a cgroup per run with `pids.max` (v1 `pids` hierarchy, or v2 with `pids` delegated) | the process limit that holds for root; `RLIMIT_NPROC` does not |
+//! | `cgroup-memory` | a cgroup per run with the run's memory limit for the whole tree, swap included (v2 with `memory` delegated, or the v1 `memory` hierarchy); its OOM kills are reported as [`LimitHit::Memory`] | `RLIMIT_AS` caps each process, not the tree: without this layer a run may use `max_processes` times its memory limit, and an allocation past `RLIMIT_AS` fails (`MemoryError`) without a kill to count |
 //! | `cgroup-kill` | a v2 cgroup per run, `cgroup.kill` on exit/timeout/cancel | catches `setsid` escapees with or without bwrap; joined in `pre_exec` right after the pids cgroup (the second migration is cheap) |
 //! | `landlock` | the helper (`helper.rs`, [`crate::main_if_helper`]) restricts itself, then execs the interpreter | Landlock forbids mounts, so it comes after bwrap's; also without bwrap |
 //! | `seccomp` | a filter (`filter.rs`) loaded by bwrap (`--add-seccomp-fd`, a memfd) or in `pre_exec` | socket families (never `AF_UNIX`: no host Unix socket; `socketpair` stays) and a deny list of system calls, `EPERM` |
@@ -44,7 +45,8 @@ pub(crate) use self::bwrap::{
 };
 pub use self::level::{Layer, SandboxLevel};
 use self::probe::{Unavailable, probe};
-pub(crate) use self::tree::{Cgroups, RunCgroups, TemplateCgroups, kill_group};
+pub use self::tree::LimitHit;
+pub(crate) use self::tree::{CgroupLimits, Cgroups, RunCgroups, TemplateCgroups, kill_group};
 pub(crate) use self::uid::{Needed, UidLease, UidSwitch, View, drop_only};
 pub use self::uid::{RUN_UID_BASE, RUN_UID_SLOTS, UID_LEASE_DIR};
 use crate::filter::{self, Filters};
@@ -178,6 +180,9 @@ impl Plan {
         if disabled("cgroup-kill") {
             cgroups.kill = None;
         }
+        if disabled("cgroup-memory") {
+            cgroups.memory = None;
+        }
         layers.push(Layer {
             name: "cgroup-pids",
             active: cgroups.pids.is_some(),
@@ -203,6 +208,16 @@ impl Plan {
                 None if level == SandboxLevel::Off => Unavailable::LevelOff.to_string(),
                 None if disabled("cgroup-kill") => Unavailable::Disabled.to_string(),
                 None => "no writable cgroup v2 with cgroup.kill".into(),
+            },
+        });
+        layers.push(Layer {
+            name: "cgroup-memory",
+            active: cgroups.memory.is_some(),
+            detail: match &cgroups.memory {
+                Some(p) => format!("one memory limit per run for the whole tree, swap included, under {}; OOM kills are counted", p.dir.display()),
+                None if level == SandboxLevel::Off => Unavailable::LevelOff.to_string(),
+                None if disabled("cgroup-memory") => Unavailable::Disabled.to_string(),
+                None => "no writable memory cgroup (v2 with memory delegated, or v1); memory is capped per process by RLIMIT_AS only, and a run past it gets MemoryError, not a kill that can be counted".into(),
             },
         });
 

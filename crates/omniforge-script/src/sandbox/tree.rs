@@ -1,5 +1,6 @@
 //! Killing a run's whole tree: its process group, and the per-run cgroups (`pids.max`,
-//! `cgroup.kill`) that also catch what left the group.
+//! `cgroup.kill`) that also catch what left the group; the per-run memory cgroup that caps
+//! the whole tree's memory; and which of those limits a run hit ([`LimitHit`]).
 
 use std::io::Write as _;
 use std::os::fd::AsRawFd;
@@ -58,7 +59,41 @@ pub(crate) fn kill_uid(uid: u32) -> usize {
 pub(crate) struct Cgroups {
     pub(crate) pids: Option<Arc<CgroupParent>>,
     pub(crate) kill: Option<Arc<CgroupParent>>,
+    /// The `memory` hierarchy (v2 with `memory` delegated, or v1): one limit for the tree.
+    pub(crate) memory: Option<Arc<CgroupParent>>,
     counter: AtomicU64,
+}
+
+/// A limit of the run's cgroups that the run hit, read from the cgroup's own event counters
+/// before the cgroups are removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitHit {
+    /// The memory cgroup's OOM killer killed a process of the run (`oom_kill` in v2
+    /// `memory.events`, v1 `memory.oom_control`): the tree's memory passed
+    /// [`RunSpec::memory_bytes`](crate::RunSpec::memory_bytes).
+    Memory,
+    /// A fork or thread start was refused at `pids.max` (`max` in `pids.events`): the run
+    /// reached [`RunSpec::max_processes`](crate::RunSpec::max_processes).
+    Processes,
+}
+
+/// The limits given to one run's cgroups.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CgroupLimits {
+    /// `pids.max`.
+    pub(crate) processes: u32,
+    /// The memory limit of the whole tree; `None` leaves the memory cgroup out.
+    pub(crate) memory_bytes: Option<u64>,
+}
+
+impl CgroupLimits {
+    /// The limits of a run or call: `processes` at once, `memory_bytes` for the tree.
+    pub(crate) fn run(processes: u32, memory_bytes: u64) -> CgroupLimits {
+        CgroupLimits {
+            processes,
+            memory_bytes: Some(memory_bytes),
+        }
+    }
 }
 
 /// A directory `omniforge-<server pid>-<runner number>` this process created in one cgroup hierarchy.
@@ -102,83 +137,120 @@ impl Cgroups {
                 let parent = Arc::new(CgroupParent { dir, v2: true });
                 let controllers = std::fs::read_to_string(parent.dir.join("cgroup.controllers"))
                     .unwrap_or_default();
-                let pids = controllers.split_whitespace().any(|c| c == "pids")
-                    && std::fs::write(parent.dir.join("cgroup.subtree_control"), "+pids").is_ok();
+                let delegate = |controller: &str| {
+                    controllers.split_whitespace().any(|c| c == controller)
+                        && std::fs::write(
+                            parent.dir.join("cgroup.subtree_control"),
+                            format!("+{controller}"),
+                        )
+                        .is_ok()
+                };
+                let pids = delegate("pids");
+                let memory = delegate("memory");
                 if parent.dir.join("cgroup.kill").is_file() {
                     if pids {
                         cg.pids = Some(Arc::clone(&parent));
+                    }
+                    if memory {
+                        cg.memory = Some(Arc::clone(&parent));
                     }
                     cg.kill = Some(parent);
                 }
             }
         }
-        // cgroup v1 `pids` hierarchy, when v2 cannot limit processes.
-        if cg.pids.is_none()
-            && let Some(own) = own.lines().find_map(|l| {
+        // cgroup v1 `pids` and `memory` hierarchies, for what v2 cannot limit.
+        let v1 = |controller: &str, probe: &str| -> Option<Arc<CgroupParent>> {
+            let own = own.lines().find_map(|l| {
                 let mut f = l.splitn(3, ':');
                 let (_, ctrl, path) = (f.next()?, f.next()?, f.next()?);
-                ctrl.split(',').any(|c| c == "pids").then_some(path)
-            })
-        {
-            let base = Path::new("/sys/fs/cgroup/pids").join(own.trim_start_matches('/'));
+                ctrl.split(',').any(|c| c == controller).then_some(path)
+            })?;
+            let base = Path::new("/sys/fs/cgroup")
+                .join(controller)
+                .join(own.trim_start_matches('/'));
             remove_stale(&base);
             let dir = base.join(&name);
-            if (std::fs::create_dir(&dir).is_ok() || dir.is_dir()) && dir.join("pids.max").is_file()
-            {
-                cg.pids = Some(Arc::new(CgroupParent { dir, v2: false }));
-            }
+            ((std::fs::create_dir(&dir).is_ok() || dir.is_dir()) && dir.join(probe).is_file())
+                .then(|| Arc::new(CgroupParent { dir, v2: false }))
+        };
+        if cg.pids.is_none() {
+            cg.pids = v1("pids", "pids.max");
+        }
+        if cg.memory.is_none() {
+            cg.memory = v1("memory", "memory.limit_in_bytes");
         }
         cg
     }
 
-    /// Creates this run's cgroups, each limited to `max_processes` where it limits processes.
-    pub(crate) fn create_run(&self, max_processes: u32) -> RunCgroups {
+    /// Creates this run's cgroups, with `limits` where each hierarchy limits.
+    pub(crate) fn create_run(&self, limits: CgroupLimits) -> RunCgroups {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        create_in(&self.pids, &self.kill, &format!("run-{n}"), max_processes)
+        let parents = [&self.pids, &self.kill, &self.memory];
+        create_in(parents, &format!("run-{n}"), limits)
     }
 
     /// Creates the cgroups of a warm template: `tpl-N` in each hierarchy, with the template's
-    /// processes in `tpl-N/main` (limited to `max_processes`) and each call in a `call-M`
-    /// beside it (see [`TemplateCgroups`]). `None` without a `cgroup.kill` hierarchy.
+    /// processes in `tpl-N/main` (limited to `max_processes`, no memory limit: the template's
+    /// pages are shared by its calls) and each call in a `call-M` beside it (see
+    /// [`TemplateCgroups`]). `None` without a `cgroup.kill` hierarchy.
     pub(crate) fn create_template(
         &self,
         max_processes: u32,
     ) -> Option<(TemplateCgroups, RunCgroups)> {
         self.kill.as_ref()?;
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let same = matches!((&self.pids, &self.kill), (Some(p), Some(k)) if Arc::ptr_eq(p, k));
-        let make = |parent: &Arc<CgroupParent>, limit: bool| -> Option<Arc<CgroupParent>> {
+        // One `tpl-N` per distinct hierarchy (one v2 cgroup may do all three).
+        let mut made: Vec<(Arc<CgroupParent>, Arc<CgroupParent>)> = Vec::new();
+        let mut make = |parent: &Option<Arc<CgroupParent>>| -> Option<Option<Arc<CgroupParent>>> {
+            let Some(parent) = parent else {
+                return Some(None);
+            };
+            if let Some((_, tpl)) = made.iter().find(|(p, _)| Arc::ptr_eq(p, parent)) {
+                return Some(Some(Arc::clone(tpl)));
+            }
             let dir = parent.dir.join(format!("tpl-{n}"));
             if let Err(e) = std::fs::create_dir(&dir) {
                 tracing::warn!(dir = %dir.display(), error = %e, "cannot create a template cgroup");
                 return None;
             }
             let tpl = Arc::new(CgroupParent { dir, v2: parent.v2 });
-            // v2 hands `pids` down only where the parent enables it (no process lives here).
-            if limit
-                && tpl.v2
-                && let Err(e) = std::fs::write(tpl.dir.join("cgroup.subtree_control"), "+pids")
-            {
-                tracing::warn!(dir = %tpl.dir.display(), error = %e, "cannot delegate pids to a template cgroup");
-                return None;
+            // v2 hands a controller down only where the parent enables it (no process lives
+            // here); the parent enabled the ones it has.
+            if tpl.v2 {
+                let controllers =
+                    std::fs::read_to_string(tpl.dir.join("cgroup.controllers")).unwrap_or_default();
+                for c in controllers
+                    .split_whitespace()
+                    .filter(|c| ["pids", "memory"].contains(c))
+                {
+                    if let Err(e) =
+                        std::fs::write(tpl.dir.join("cgroup.subtree_control"), format!("+{c}"))
+                    {
+                        tracing::warn!(dir = %tpl.dir.display(), error = %e, "cannot delegate {c} to a template cgroup");
+                        return None;
+                    }
+                }
             }
-            Some(tpl)
+            made.push((Arc::clone(parent), Arc::clone(&tpl)));
+            Some(Some(tpl))
         };
-        let pids = match &self.pids {
-            Some(p) => Some(make(p, true)?),
-            None => None,
-        };
-        let kill = match (&self.kill, &pids) {
-            (Some(_), Some(p)) if same => Some(Arc::clone(p)),
-            (Some(k), _) => Some(make(k, false)?),
-            (None, _) => None,
-        };
+        let pids = make(&self.pids)?;
+        let kill = make(&self.kill)?;
+        let memory = make(&self.memory)?;
         let template = TemplateCgroups {
             pids,
             kill,
+            memory,
             counter: AtomicU64::new(0),
         };
-        let main = create_in(&template.pids, &template.kill, "main", max_processes);
+        let main = create_in(
+            [&template.pids, &template.kill, &None],
+            "main",
+            CgroupLimits {
+                processes: max_processes,
+                memory_bytes: None,
+            },
+        );
         Some((template, main))
     }
 }
@@ -196,14 +268,16 @@ impl Cgroups {
 pub(crate) struct TemplateCgroups {
     pids: Option<Arc<CgroupParent>>,
     kill: Option<Arc<CgroupParent>>,
+    memory: Option<Arc<CgroupParent>>,
     counter: AtomicU64,
 }
 
 impl TemplateCgroups {
-    /// Cgroups for one call of the template, limited to `max_processes`.
-    pub(crate) fn create_call(&self, max_processes: u32) -> RunCgroups {
+    /// Cgroups for one call of the template, with the call's `limits`.
+    pub(crate) fn create_call(&self, limits: CgroupLimits) -> RunCgroups {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        create_in(&self.pids, &self.kill, &format!("call-{n}"), max_processes)
+        let parents = [&self.pids, &self.kill, &self.memory];
+        create_in(parents, &format!("call-{n}"), limits)
     }
 
     /// Kills every process of the template and its calls (`cgroup.kill` on `tpl-N`).
@@ -217,11 +291,12 @@ impl TemplateCgroups {
     /// processes are released (as [`RunCgroups::finish`]).
     pub(crate) fn finish(self, grace: Duration) {
         self.kill();
-        let dirs: Vec<PathBuf> = [&self.pids, &self.kill]
+        let mut dirs: Vec<PathBuf> = [&self.pids, &self.kill, &self.memory]
             .into_iter()
             .flatten()
             .map(|p| p.dir.clone())
             .collect();
+        dirs.dedup();
         let remove = move || {
             let mut left = false;
             for dir in &dirs {
@@ -264,28 +339,44 @@ fn write_kill(dir: &Path) {
     }
 }
 
-/// Creates `name` below the pids and kill parents (once when one v2 cgroup does both), each
-/// limited to `max_processes` where it limits processes.
+/// Creates `name` below the pids, kill and memory parents (once per distinct parent: one v2
+/// cgroup may do all three), with `limits` where each limits.
 fn create_in(
-    pids: &Option<Arc<CgroupParent>>,
-    kill: &Option<Arc<CgroupParent>>,
+    parents: [&Option<Arc<CgroupParent>>; 3],
     name: &str,
-    max_processes: u32,
+    limits: CgroupLimits,
 ) -> RunCgroups {
-    let mut dirs = Vec::new();
-    let same = matches!((pids, kill), (Some(p), Some(k)) if Arc::ptr_eq(p, k));
-    for (parent, limit) in [(pids, true), (kill, false)] {
+    let [pids, kill, memory] = parents;
+    // (parent, limits processes, limits memory)
+    let mut targets: Vec<(&Arc<CgroupParent>, bool, bool)> = Vec::new();
+    for (parent, is_pids, is_memory) in [
+        (pids, true, false),
+        (kill, false, false),
+        (memory, false, true),
+    ] {
         let Some(parent) = parent else { continue };
-        if same && !limit {
-            continue; // one v2 cgroup does both
+        if is_memory && limits.memory_bytes.is_none() {
+            continue;
         }
+        match targets.iter_mut().find(|t| Arc::ptr_eq(t.0, parent)) {
+            Some(t) => {
+                t.1 |= is_pids;
+                t.2 |= is_memory;
+            }
+            None => targets.push((parent, is_pids, is_memory)),
+        }
+    }
+    let mut dirs = Vec::new();
+    for (parent, is_pids, is_memory) in targets {
         let dir = parent.dir.join(name);
         let created = std::fs::create_dir(&dir)
             .and_then(|()| {
-                if limit {
-                    std::fs::write(dir.join("pids.max"), max_processes.to_string())
-                } else {
-                    Ok(())
+                if is_pids {
+                    std::fs::write(dir.join("pids.max"), limits.processes.to_string())?;
+                }
+                match limits.memory_bytes {
+                    Some(bytes) if is_memory => limit_memory(&dir, parent.v2, bytes),
+                    _ => Ok(()),
                 }
             })
             .and_then(|()| {
@@ -297,6 +388,8 @@ fn create_in(
             Ok(procs) => dirs.push(RunCgroup {
                 dir,
                 v2: parent.v2,
+                pids: is_pids,
+                memory: is_memory,
                 procs: Some(procs),
                 _parent: Arc::clone(parent),
             }),
@@ -307,6 +400,38 @@ fn create_in(
         }
     }
     RunCgroups { dirs }
+}
+
+/// Caps the memory of cgroup `dir` at `bytes`, swap included (a tree that may swap is not
+/// capped): v2 `memory.max` and `memory.swap.max` 0, v1 `memory.limit_in_bytes` and (where
+/// the kernel accounts swap) `memory.memsw.limit_in_bytes`.
+fn limit_memory(dir: &Path, v2: bool, bytes: u64) -> std::io::Result<()> {
+    let (limit, swap, swap_value) = if v2 {
+        ("memory.max", "memory.swap.max", "0".to_owned())
+    } else {
+        (
+            "memory.limit_in_bytes",
+            "memory.memsw.limit_in_bytes",
+            bytes.to_string(),
+        )
+    };
+    std::fs::write(dir.join(limit), bytes.to_string())?;
+    if dir.join(swap).is_file() {
+        std::fs::write(dir.join(swap), swap_value)?;
+    }
+    Ok(())
+}
+
+/// The value of `key` in a cgroup's flat-keyed events file (`max 3`, `oom_kill 1`).
+fn event_count(file: &Path, key: &str) -> u64 {
+    std::fs::read_to_string(file)
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            (k == key).then(|| v.trim().parse().ok()).flatten()
+        })
+        .unwrap_or(0)
 }
 
 /// Removes `omniforge-<pid>-<n>` cgroups left by server processes that no longer exist.
@@ -350,6 +475,10 @@ pub(crate) struct RunCgroups {
 struct RunCgroup {
     dir: PathBuf,
     v2: bool,
+    /// Limits processes (`pids.max`).
+    pids: bool,
+    /// Limits memory.
+    memory: bool,
     /// Open `cgroup.procs`, written by the child before exec; closed after spawn.
     procs: Option<std::fs::File>,
     /// Keeps the parent directory until this run's cgroup is gone (the parent is removed
@@ -380,6 +509,32 @@ impl RunCgroups {
             std::fs::write(d.dir.join("cgroup.procs"), pid.to_string())?;
         }
         Ok(())
+    }
+
+    /// The limit the run hit, if any (memory first: an OOM kill ends what it hits, a refused
+    /// fork may not). Read before [`RunCgroups::finish`], which removes the counters.
+    pub(crate) fn limit_hit(&self) -> Option<LimitHit> {
+        let count = |pick: fn(&RunCgroup) -> bool,
+                     file: fn(bool) -> (&'static str, &'static str)| {
+            self.dirs.iter().filter(|d| pick(d)).any(|d| {
+                let (name, key) = file(d.v2);
+                event_count(&d.dir.join(name), key) > 0
+            })
+        };
+        let oom = count(
+            |d| d.memory,
+            |v2| {
+                if v2 {
+                    ("memory.events", "oom_kill")
+                } else {
+                    ("memory.oom_control", "oom_kill")
+                }
+            },
+        );
+        if oom {
+            return Some(LimitHit::Memory);
+        }
+        count(|d| d.pids, |_| ("pids.events", "max")).then_some(LimitHit::Processes)
     }
 
     /// Closes the `cgroup.procs` files once the child is spawned.

@@ -154,6 +154,7 @@ pub(crate) async fn call(
     // Whatever happened, nothing the call started outlives it.
     spare.cgroups.kill();
     crate::sandbox::kill_group(spare.pid as u32);
+    let limit = spare.cgroups.limit_hit();
     template.in_flight.fetch_sub(1, Ordering::AcqRel);
     let exit = match end {
         End::Done(code) => Exit::Code(code),
@@ -200,8 +201,9 @@ pub(crate) async fn call(
         exit,
         duration: started.elapsed(),
         result,
+        limit,
     };
-    tracing::debug!(exit = ?output.exit, duration = ?output.duration, warm = true, "script run finished");
+    tracing::debug!(exit = ?output.exit, limit = ?output.limit, duration = ?output.duration, warm = true, "script run finished");
     Called::Ran(output)
 }
 

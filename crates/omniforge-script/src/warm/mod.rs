@@ -22,6 +22,7 @@
 //! | rlimits | address space, file size, open files, core, nice, real-time | CPU time (timeout + 1 s), address space and file size of the call |
 //! | cgroup-pids | the template's own `pids.max` | a fresh per-call cgroup, entered while it waits as a spare |
 //! | cgroup-kill | the template's cgroup (retirement kills it all) | its call's cgroup, killed when the call ends, times out or is cancelled |
+//! | cgroup-memory | none (its pages are shared with its calls, and stay charged where they are) | its call's cgroup, capped at the call's memory limit for everything the call allocates |
 //! | process-group | bubblewrap's process group | its own session (`setsid`), killed with its cgroup |
 //!
 //! # What a fork shares

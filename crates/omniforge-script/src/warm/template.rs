@@ -21,7 +21,7 @@ use super::types::{WarmConfig, WarmError};
 use super::wire::{self, Received};
 use crate::run::child::{self, ChildIo, Role, RunFiles};
 use crate::run::{RunSpec, Runner};
-use crate::sandbox::{Identity, RunCgroups, TemplateCgroups, UidLease, system_paths};
+use crate::sandbox::{CgroupLimits, Identity, RunCgroups, TemplateCgroups, UidLease, system_paths};
 use crate::sys::write_readable;
 
 /// The driver the template runs.
@@ -456,11 +456,10 @@ impl Template {
                 "the spare sent no directory handles".to_owned(),
             ));
         }
+        let limits = CgroupLimits::run(self.spec.max_processes, self.spec.memory_bytes);
         let cgroups = self.call_cgroups.then(|| {
             let guard = lock(&self.cgroups);
-            guard
-                .as_ref()
-                .map(|(t, _)| t.create_call(self.spec.max_processes))
+            guard.as_ref().map(|(t, _)| t.create_call(limits))
         });
         let moved = cgroups.flatten().map(|c| {
             tokio::task::spawn_blocking(move || {

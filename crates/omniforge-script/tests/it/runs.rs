@@ -232,6 +232,39 @@ async fn memory_bomb_gets_memory_error() {
     let out = run(&sandboxed(), s).await;
     assert_eq!(out.exit, Exit::Code(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("MemoryError"));
+    // A refused allocation is no kill.
+    assert_eq!(out.limit, None, "{out:?}");
+}
+
+/// `RLIMIT_AS` caps each process; the memory cgroup caps the tree: four children that each
+/// stay under the process limit pass it together, and the run reports the OOM kill.
+#[tokio::test]
+async fn a_tree_past_its_memory_limit_is_oom_killed_and_reported() {
+    let runner = sandboxed();
+    assert_layer(&runner, "cgroup-memory");
+    let code = r#"
+import os, time
+children = []
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        block = b"x" * (100 << 20)  # written, so resident
+        time.sleep(2)
+        os._exit(0)
+    children.append(pid)
+codes = [os.waitpid(pid, 0)[1] for pid in children]
+killed = sum(1 for c in codes if os.WIFSIGNALED(c) and os.WTERMSIG(c) == 9)
+print(f"killed {killed}", flush=True)
+"#;
+    let mut s = spec(code).await;
+    s.memory_bytes = 256 << 20;
+    s.timeout = Duration::from_secs(30);
+    let out = run(&runner, s).await;
+    assert_eq!(out.limit, Some(LimitHit::Memory), "{out:?}");
+    // The OOM killer took a child (SIGKILL) and the run went on: no timeout.
+    assert_eq!(out.exit, Exit::Code(0), "{out:?}");
+    assert!(stdout(&out).starts_with("killed "), "{out:?}");
+    assert_ne!(stdout(&out), "killed 0\n", "{out:?}");
 }
 
 #[tokio::test]
@@ -271,6 +304,7 @@ while True:
     assert!(most <= 32, "{most} processes with a limit of 32");
     assert_eq!(out.exit, Exit::Timeout);
     assert!(stdout(&out).starts_with("fork refused"), "{out:?}");
+    assert_eq!(out.limit, Some(LimitHit::Processes), "{out:?}");
     assert_eq!(
         wait_gone(&v, Duration::from_secs(2)).await,
         Vec::<i32>::new()

@@ -21,6 +21,7 @@ async fn doctor_names_every_layer() {
             "no-network",
             "cgroup-pids",
             "cgroup-kill",
+            "cgroup-memory",
             "landlock",
             "seccomp"
         ]

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_script::{
-    Env, EnvBuilder, EnvConfig, EnvError, Exit, HostEnv, Interpreter, Layout, RunError, RunOutput,
-    RunSpec, Runner, RunnerConfig, SandboxLevel, UvTool, WarmConfig, prototype_text,
+    Env, EnvBuilder, EnvConfig, EnvError, Exit, HostEnv, Interpreter, Layout, LimitHit, RunError,
+    RunOutput, RunSpec, Runner, RunnerConfig, SandboxLevel, UvTool, WarmConfig, prototype_text,
 };
 use omniforge_store::{ScriptSpec, StoreError};
 use serde_json::Value;
@@ -244,21 +244,36 @@ impl ScriptHost {
             }
         };
         let outcome = match &result {
-            Ok(output) => match output.exit {
-                Exit::Code(0) => "ok",
-                Exit::Code(_) | Exit::Signal(_) => "exit",
-                Exit::Timeout => "timeout",
-                Exit::Cancelled => "cancelled",
+            Ok(output) => match (output.limit, output.exit) {
+                (Some(LimitHit::Memory), _) => "memory",
+                (Some(LimitHit::Processes), _) => "pids",
+                (None, Exit::Code(0)) => "ok",
+                (None, Exit::Code(_) | Exit::Signal(_)) => "exit",
+                (None, Exit::Timeout) => "timeout",
+                (None, Exit::Cancelled) => "cancelled",
             },
             Err(RunError::Busy) => "busy",
             Err(_) => "not_started",
         };
         span.record("omniforge.sandbox.outcome", outcome);
-        match &result {
-            Err(RunError::Busy) => self.metrics.busy(),
-            Ok(output) if output.exit == Exit::Timeout => self.metrics.kill(KillCause::Timeout),
-            Ok(output) if output.exit == Exit::Cancelled => self.metrics.kill(KillCause::Cancel),
-            _ => {}
+        // Once per run: the limit it hit (what stopped a fork bomb before its timeout), else
+        // how it was killed.
+        let kill = match &result {
+            Err(RunError::Busy) => {
+                self.metrics.busy();
+                None
+            }
+            Err(_) => None,
+            Ok(output) => match (output.limit, output.exit) {
+                (Some(LimitHit::Memory), _) => Some(KillCause::Memory),
+                (Some(LimitHit::Processes), _) => Some(KillCause::Pids),
+                (None, Exit::Timeout) => Some(KillCause::Timeout),
+                (None, Exit::Cancelled) => Some(KillCause::Cancel),
+                (None, Exit::Code(_) | Exit::Signal(_)) => None,
+            },
+        };
+        if let Some(cause) = kill {
+            self.metrics.kill(cause);
         }
         result
     }

@@ -37,6 +37,12 @@ pub const DEFAULT_MAX_TOOLS: usize = 200;
 /// The `tool` label of calls that get no label of their own.
 pub(crate) const OTHER: &str = "other";
 
+/// The most distinct `upstream` label values (manifest services); the rest count as `other`.
+const MAX_UPSTREAMS: usize = 64;
+
+/// The `method` label of requests the HTTP front refused before any handler saw them.
+const FRONT_METHOD: &str = "unknown";
+
 /// Where a called tool comes from.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Source {
@@ -90,6 +96,10 @@ pub(crate) enum KillCause {
     Timeout,
     /// The call was cancelled (by the client, or the server stopping).
     Cancel,
+    /// The run's memory cgroup OOM-killed one of its processes (`cgroup-memory` layer).
+    Memory,
+    /// The run's pids cgroup refused a fork or thread (`cgroup-pids` layer).
+    Pids,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -119,6 +129,12 @@ struct ToolDurationLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabels {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UpstreamLabels {
+    upstream: String,
     outcome: &'static str,
 }
 
@@ -196,7 +212,7 @@ pub(crate) struct Metrics {
     operation_duration: Histograms<OperationLabels>,
     tool_calls: Family<ToolCallLabels, Counter>,
     tool_call_duration: Histograms<ToolDurationLabels>,
-    upstream_duration: Histograms<OutcomeLabels>,
+    upstream_duration: Histograms<UpstreamLabels>,
     build_duration: Histograms<OutcomeLabels>,
     busy_refusals: Counter,
     kills: Family<CauseLabels, Counter>,
@@ -208,6 +224,9 @@ pub(crate) struct Metrics {
     open_streams: Family<StreamLabels, Gauge>,
     /// The tool names that have a `tool` label of their own, at most `max_tools`.
     tools: RwLock<HashSet<String>>,
+    /// The manifest services that have an `upstream` label of their own, at most
+    /// [`MAX_UPSTREAMS`].
+    upstreams: RwLock<HashSet<String>>,
     max_tools: usize,
     /// `false` (`--metrics=false`): nothing is recorded.
     enabled: bool,
@@ -224,7 +243,11 @@ impl Metrics {
         let requests = Family::default();
         registry.register(
             "requests",
-            "MCP requests answered, by method and outcome",
+            "MCP requests, by method and outcome: ok or error when a handler answered; requests \
+             the HTTP front refused before any handler saw them count under method=\"unknown\" \
+             with outcome unauthorized (401), forbidden (403), bad_request (400), \
+             unknown_session (404), too_large (413), busy (503, 429), refused (other 4xx) or \
+             failed (5xx)",
             requests.clone(),
         );
         let tool_calls = Family::default();
@@ -242,10 +265,11 @@ impl Metrics {
             Unit::Seconds,
             tool_call_duration.clone(),
         );
-        let upstream_duration: Histograms<OutcomeLabels> = Family::new_with_constructor(latency);
+        let upstream_duration: Histograms<UpstreamLabels> = Family::new_with_constructor(latency);
         registry.register_with_unit(
             "upstream_request_duration",
-            "Connect upstream calls of manifest tools, by outcome (ok, connect_error, failure)",
+            "Connect upstream calls of manifest tools, by upstream (the manifest's service; past \
+             64 services, other) and outcome (ok, connect_error, failure)",
             Unit::Seconds,
             upstream_duration.clone(),
         );
@@ -265,7 +289,10 @@ impl Metrics {
         let kills = Family::default();
         registry.register(
             "sandbox_kills",
-            "script runs the sandbox killed, by cause",
+            "script runs the sandbox stopped, once per run by cause: memory (a process OOM-killed \
+             by the run's memory cgroup; needs the cgroup-memory layer, without which a script \
+             past its address-space limit gets MemoryError and is not counted), pids (a fork or \
+             thread refused at pids.max; needs the cgroup-pids layer), else timeout or cancel",
             kills.clone(),
         );
         let run_queue = Gauge::default();
@@ -340,6 +367,7 @@ impl Metrics {
             tasks,
             open_streams,
             tools: RwLock::new(HashSet::new()),
+            upstreams: RwLock::new(HashSet::new()),
             max_tools,
             enabled,
             session_count: Mutex::new(None),
@@ -378,22 +406,7 @@ impl Metrics {
         if !listed || !self.enabled {
             return OTHER.to_owned();
         }
-        let tools = self.tools.read().unwrap_or_else(|e| e.into_inner());
-        if tools.contains(name) {
-            return name.to_owned();
-        }
-        let full = tools.len() >= self.max_tools;
-        drop(tools);
-        if full {
-            return OTHER.to_owned();
-        }
-        let mut tools = self.tools.write().unwrap_or_else(|e| e.into_inner());
-        if tools.len() < self.max_tools {
-            tools.insert(name.to_owned());
-            name.to_owned()
-        } else {
-            OTHER.to_owned()
-        }
+        capped(&self.tools, name, self.max_tools)
     }
 
     /// Counts one `tools/call` of the tool labelled `tool`.
@@ -420,13 +433,39 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
-    /// Records one Connect upstream call (`outcome`: `ok`, `connect_error` or `failure`).
-    pub(crate) fn upstream_call(&self, outcome: &'static str, elapsed: Duration) {
+    /// Counts one request the HTTP front answered with `status` without a handler seeing it
+    /// (nothing for a status below 400).
+    pub(crate) fn refused(&self, status: u16) {
+        if !self.enabled || status < 400 {
+            return;
+        }
+        let outcome = match status {
+            400 => "bad_request",
+            401 => "unauthorized",
+            403 => "forbidden",
+            404 => "unknown_session",
+            413 => "too_large",
+            429 | 503 => "busy",
+            402..=499 => "refused",
+            _ => "failed",
+        };
+        self.requests
+            .get_or_create(&RequestLabels {
+                method: FRONT_METHOD,
+                outcome,
+            })
+            .inc();
+    }
+
+    /// Records one Connect upstream call of a tool of manifest `service` (`outcome`: `ok`,
+    /// `connect_error` or `failure`).
+    pub(crate) fn upstream_call(&self, service: &str, outcome: &'static str, elapsed: Duration) {
         if !self.enabled {
             return;
         }
+        let upstream = capped(&self.upstreams, service, MAX_UPSTREAMS);
         self.upstream_duration
-            .get_or_create(&OutcomeLabels { outcome })
+            .get_or_create(&UpstreamLabels { upstream, outcome })
             .observe(elapsed.as_secs_f64());
     }
 
@@ -457,6 +496,8 @@ impl Metrics {
         let cause = match cause {
             KillCause::Timeout => "timeout",
             KillCause::Cancel => "cancel",
+            KillCause::Memory => "memory",
+            KillCause::Pids => "pids",
         };
         self.kills.get_or_create(&CauseLabels { cause }).inc();
     }
@@ -538,6 +579,27 @@ impl std::fmt::Debug for Metrics {
     }
 }
 
+/// `name` when it has a label of its own in `admitted` or there is room for one (at most
+/// `max`), else [`OTHER`]. A name that got a label keeps it.
+fn capped(admitted: &RwLock<HashSet<String>>, name: &str, max: usize) -> String {
+    let known = admitted.read().unwrap_or_else(|e| e.into_inner());
+    if known.contains(name) {
+        return name.to_owned();
+    }
+    let full = known.len() >= max;
+    drop(known);
+    if full {
+        return OTHER.to_owned();
+    }
+    let mut known = admitted.write().unwrap_or_else(|e| e.into_inner());
+    if known.len() < max {
+        known.insert(name.to_owned());
+        name.to_owned()
+    } else {
+        OTHER.to_owned()
+    }
+}
+
 fn gauge_value(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -574,6 +636,19 @@ mod tests {
     }
 
     #[test]
+    fn upstream_labels_are_capped() {
+        let metrics = Metrics::new(DEFAULT_MAX_TOOLS, true);
+        for n in 0..MAX_UPSTREAMS {
+            assert_eq!(
+                capped(&metrics.upstreams, &format!("s{n}"), MAX_UPSTREAMS),
+                format!("s{n}")
+            );
+        }
+        assert_eq!(capped(&metrics.upstreams, "one.more", MAX_UPSTREAMS), OTHER);
+        assert_eq!(capped(&metrics.upstreams, "s0", MAX_UPSTREAMS), "s0");
+    }
+
+    #[test]
     fn disabled_metrics_record_nothing() {
         let metrics = Metrics::new(DEFAULT_MAX_TOOLS, false);
         metrics.request("tools/list", None, Duration::from_millis(3));
@@ -596,6 +671,10 @@ mod tests {
             Duration::from_millis(40),
         );
         metrics.kill(KillCause::Timeout);
+        metrics.kill(KillCause::Memory);
+        metrics.refused(401);
+        metrics.refused(200);
+        metrics.upstream_call("fixture.v1.FixtureService", "ok", Duration::from_millis(2));
         metrics.set_tasks(&[("working", 2)]);
         let get = metrics.stream_opened(StreamKind::Get);
         let closed = metrics.stream_opened(StreamKind::Get);
@@ -606,6 +685,9 @@ mod tests {
             r#"omniforge_requests_total{method="tools/list",outcome="ok"} 1"#,
             r#"omniforge_tool_calls_total{tool="add",source="stored",outcome="tool_error"} 1"#,
             r#"omniforge_sandbox_kills_total{cause="timeout"} 1"#,
+            r#"omniforge_sandbox_kills_total{cause="memory"} 1"#,
+            r#"omniforge_requests_total{method="unknown",outcome="unauthorized"} 1"#,
+            r#"omniforge_upstream_request_duration_seconds_count{upstream="fixture.v1.FixtureService",outcome="ok"} 1"#,
             r#"omniforge_tasks{status="working"} 2"#,
             r#"omniforge_tasks{status="cancelled"} 0"#,
             r#"omniforge_open_streams{kind="get"} 1"#,

@@ -124,7 +124,7 @@ pub(crate) struct SandboxOptions {
     /// the escape suite can attack a server without bubblewrap on a machine that has it.
     /// `strict` still refuses to start without a layer it needs. Not in --help.
     #[arg(long = "sandbox-disable-layer", hide = true, value_name = "LAYER",
-          value_parser = ["namespaces", "cgroup-pids", "cgroup-kill", "landlock", "seccomp"])]
+          value_parser = ["namespaces", "cgroup-pids", "cgroup-kill", "cgroup-memory", "landlock", "seccomp"])]
     pub(crate) sandbox_disable_layer: Vec<String>,
 }
 
@@ -141,7 +141,9 @@ pub(crate) struct AuthoringOptions {
     /// The largest timeout a script tool may set [default: 10m].
     #[arg(long, env = "OMNIFORGE_MAX_TOOL_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) max_tool_timeout: Option<Duration>,
-    /// Address-space limit of a script call, in bytes [default: 2147483648].
+    /// Memory limit of a script call, in bytes: the address space of each of its processes
+    /// and, where the sandbox has the cgroup-memory layer, the memory of its whole process
+    /// tree [default: 2147483648].
     #[arg(long, env = "OMNIFORGE_MEMORY_LIMIT_BYTES", value_name = "BYTES")]
     pub(crate) memory_limit_bytes: Option<u64>,
     /// Keep a tool version whose examples fail as a draft (never current) instead of refusing

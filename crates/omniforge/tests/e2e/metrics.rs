@@ -7,11 +7,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::client_features::add_tools;
+use crate::manifest_tools::{Fixture, fixture_manifest};
 use crate::oauth::{call, open_session, param, post, text_of};
 use crate::procs::Serve;
 use crate::script_tools::data_home;
 use crate::tasks::{sleeper_tool, start_task, until_terminal};
-use crate::util::{deps, e2e_dir, http_client, python_driver, require, uv};
+use crate::util::{deps, e2e_dir, http_client, initialize_request, python_driver, require, uv};
 
 const TOKENS: &str = "alice s3cret-call-7f2 tools:call\nroot s3cret-admin-9c4 admin\n\
                       writer s3cret-write-2b8 tools:write\n";
@@ -346,6 +347,168 @@ async fn counters_move_with_calls_errors_and_a_kill() {
             .any(|l| l == "sleepy" || l == "no_such_tool_4711" || l == "waiting_tool"),
         "labels past the cap, of no tool, or of a pending tool: {labels:?}"
     );
+}
+
+/// A script whose processes together pass the call's memory limit (each under it, so only
+/// the run's memory cgroup stops them) moves `omniforge_sandbox_kills_total{cause="memory"}`,
+/// and one that forks until `pids.max` refuses one moves `cause="pids"`; each result
+/// says which limit it hit.
+#[tokio::test]
+async fn kills_by_memory_and_pids_are_counted() {
+    let (_dir, data) = data_home();
+    let (server, url) = serve(&data, &["--memory-limit-bytes", "268435456"]).await;
+    let session = open_session(&server.url, ADMIN).await;
+    let send = async |message: Value| {
+        let reply = post(&server.url, Some(ADMIN), Some(&session), message).await;
+        assert_eq!(reply.status, 200, "{:?}", reply.messages);
+        reply.messages[0].clone()
+    };
+    let hog = "import os, time\nchildren = []\nfor _ in range(4):\n    pid = os.fork()\n    \
+               if pid == 0:\n        block = b'x' * (100 << 20)\n        time.sleep(2)\n        \
+               os._exit(0)\n    children.append(pid)\ncodes = [os.waitpid(p, 0)[1] for p in children]\n\
+               print('killed', sum(1 for c in codes if os.WIFSIGNALED(c)))\n";
+    // Forks until `pids.max` refuses one; the children are killed with the run's cgroup.
+    let forks = "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            \
+                 time.sleep(30)\n            os._exit(0)\n        n += 1\nexcept OSError:\n    pass\n\
+                 print('forks', n)\n";
+    for (id, name, code) in [(2, "hog", hog), (3, "forks", forks)] {
+        let create = json!({"name": name, "description": "Passes a limit.", "code": code});
+        let answer = send(call(id, "omniforge_create_tool", create)).await;
+        assert_ne!(answer["result"]["isError"], true, "{answer}");
+    }
+    let before = scrape(&url, None).await;
+    let answer = send(call(4, "hog", json!({}))).await;
+    let text = text_of(&answer["result"]);
+    assert!(
+        text.contains("[memory limit: a process was killed]"),
+        "{answer}"
+    );
+    assert!(!text.starts_with("killed 0"), "{answer}");
+    let answer = send(call(5, "forks", json!({}))).await;
+    let text = text_of(&answer["result"]);
+    assert!(
+        text.contains("[process limit: a fork was refused]"),
+        "{answer}"
+    );
+    let after = scrape(&url, None).await;
+    let kills = |report: &Value, cause: &str| {
+        value(report, "omniforge_sandbox_kills_total", &[("cause", cause)])
+    };
+    for (cause, want) in [("memory", 1.0), ("pids", 1.0), ("timeout", 0.0)] {
+        assert_eq!(
+            kills(&after, cause) - kills(&before, cause),
+            want,
+            "{cause} kills:\n{after}"
+        );
+    }
+}
+
+/// Requests the HTTP front refuses before any handler sees them count in
+/// `omniforge_requests_total{method="unknown"}` by outcome: no token (401), another token's
+/// session (403), an unknown session (404), a body over `--max-body-bytes` (413), a body that
+/// is no JSON (400), a new session past `--max-sessions` (503, busy). A manifest tool's
+/// upstream call is timed under its service's `upstream` label.
+#[tokio::test]
+async fn front_refusals_and_upstream_calls_are_counted() {
+    let fixture = Fixture::start().await;
+    let manifest = fixture_manifest();
+    let (_dir, data) = data_home();
+    let (server, url) = serve(
+        &data,
+        &[
+            "--max-body-bytes",
+            "4096",
+            "--max-sessions",
+            "1",
+            "--manifest",
+            manifest.to_str().unwrap(),
+            "--upstream",
+            &fixture.url,
+        ],
+    )
+    .await;
+    let session = open_session(&server.url, ADMIN).await;
+    let before = scrape(&url, None).await;
+    let answer = post(
+        &server.url,
+        Some(ADMIN),
+        Some(&session),
+        call(2, "fixture_echo", json!({"text": "hi"})),
+    )
+    .await;
+    assert_ne!(
+        answer.messages[0]["result"]["isError"], true,
+        "{:?}",
+        answer.messages
+    );
+
+    let ping = json!({"jsonrpc": "2.0", "id": 3, "method": "ping"}).to_string();
+    let big = json!({"jsonrpc": "2.0", "id": 4, "method": "ping",
+                     "params": {"pad": "x".repeat(8192)}})
+    .to_string();
+    let init = initialize_request(5, "2025-11-25").to_string();
+    let cases: [(Option<&str>, Option<&str>, String, u16); 6] = [
+        (None, Some(session.as_str()), ping.clone(), 401),
+        (Some(WRITER), Some(session.as_str()), ping.clone(), 403),
+        (Some(ADMIN), Some("no-such-session-4711"), ping.clone(), 404),
+        (Some(ADMIN), Some(session.as_str()), big, 413),
+        (
+            Some(ADMIN),
+            Some(session.as_str()),
+            "{not json".to_owned(),
+            400,
+        ),
+        (Some(ADMIN), None, init, 503),
+    ];
+    for (token, session, body, want) in cases {
+        let mut request = http_client()
+            .post(&server.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        let status = request.send().await.unwrap().status().as_u16();
+        assert_eq!(status, want, "{token:?} {session:?}");
+    }
+
+    let after = scrape(&url, None).await;
+    let delta = |name: &str, labels: &[(&str, &str)]| {
+        value(&after, name, labels) - value(&before, name, labels)
+    };
+    let mut wrong = Vec::new();
+    for outcome in [
+        "unauthorized",
+        "forbidden",
+        "unknown_session",
+        "too_large",
+        "bad_request",
+        "busy",
+    ] {
+        let got = delta(
+            "omniforge_requests_total",
+            &[("method", "unknown"), ("outcome", outcome)],
+        );
+        if got != 1.0 {
+            wrong.push(format!("{outcome}: got {got}, want 1"));
+        }
+    }
+    let upstream = delta(
+        "omniforge_upstream_request_duration_seconds_count",
+        &[("upstream", "fixture.v1.FixtureService"), ("outcome", "ok")],
+    );
+    if upstream != 1.0 {
+        wrong.push(format!(
+            "upstream fixture.v1.FixtureService ok: got {upstream}, want 1"
+        ));
+    }
+    assert!(wrong.is_empty(), "\n  - {}\n{after}", wrong.join("\n  - "));
 }
 
 /// A task started through `tools/call` with the Tasks extension moves the task gauges, read

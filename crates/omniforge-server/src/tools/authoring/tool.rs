@@ -176,7 +176,8 @@ impl ToolAuthoring {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
                     "Refused: {} of the tool's examples failed ({}); nothing was stored and the \
                      current version is unchanged. Fix the code or the examples and try again \
-                     (keepFailedDrafts: true keeps a failing version as a draft).\n\n{}",
+                     (keepFailedDrafts: true, or --keep-failed-drafts on the command line, keeps a \
+                     failing version as a draft).\n\n{}",
                     failed,
                     report.summary(),
                     report.failures()

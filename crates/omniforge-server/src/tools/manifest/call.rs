@@ -67,7 +67,8 @@ impl ManifestCall {
             Outcome::ConnectError { .. } => "connect_error",
             Outcome::Failure(_) => "failure",
         };
-        self.metrics.upstream_call(counted, started.elapsed());
+        self.metrics
+            .upstream_call(&self.tool.service, counted, started.elapsed());
         let detail = match &outcome {
             Outcome::Reply(_) => "",
             Outcome::ConnectError { code, .. } => code.as_str(),

@@ -45,24 +45,34 @@ pub(super) struct Front {
     pub(super) answers: TaskTracker,
 }
 
-/// The MCP endpoint's handler (every method).
+/// The MCP endpoint's handler (every method). An error status here never came from a handler
+/// (they answer in JSON-RPC, with 200): it counts as a request the front refused.
 pub(super) async fn endpoint(State(front): State<Arc<Front>>, request: Request<Body>) -> Response {
-    if let Err(response) = front.access.check_host(request.headers()) {
-        return response;
-    }
-    let origin = match front.access.check_origin(request.headers()) {
-        Ok(origin) => origin,
-        Err(response) => return response,
-    };
-    let mut response = if request.method() == Method::OPTIONS {
-        access::preflight(request.headers(), origin.is_some())
-    } else {
-        front.dispatch(request).await
-    };
-    if let Some(origin) = origin {
-        access::allow_origin(&mut response, origin);
-    }
+    let response = front.answer(request).await;
+    front.shared.metrics.refused(response.status().as_u16());
     response
+}
+
+impl Front {
+    /// The endpoint's answer: Host and Origin checks, CORS preflight, then [`Front::dispatch`].
+    async fn answer(self: &Arc<Self>, request: Request<Body>) -> Response {
+        if let Err(response) = self.access.check_host(request.headers()) {
+            return response;
+        }
+        let origin = match self.access.check_origin(request.headers()) {
+            Ok(origin) => origin,
+            Err(response) => return response,
+        };
+        let mut response = if request.method() == Method::OPTIONS {
+            access::preflight(request.headers(), origin.is_some())
+        } else {
+            self.dispatch(request).await
+        };
+        if let Some(origin) = origin {
+            access::allow_origin(&mut response, origin);
+        }
+        response
+    }
 }
 
 /// Keeps `token` until an SSE answer's body has been written (or dropped), so shutdown can wait
