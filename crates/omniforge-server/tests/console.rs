@@ -1093,6 +1093,28 @@ async fn the_try_it_form_calls_the_tool_as_the_viewer_like_a_client() {
         logged_calls(&f.store, "omniforge_instructions", "token:caller", 3).await,
         3
     );
+    // The calls count in the tool-call metrics as a client's do (two ok, one refused by the
+    // inputSchema); the refused forms, which made no call, do not.
+    let scrape = Request::get("/metrics")
+        .header("host", HOST)
+        .header("authorization", "Bearer adm-token")
+        .body(Body::empty())
+        .unwrap();
+    let metrics = send(&f.app, scrape).await;
+    assert_eq!(metrics.status, StatusCode::OK, "{}", metrics.body);
+    let counted = |outcome: &str| {
+        let series = format!(
+            r#"omniforge_tool_calls_total{{tool="omniforge_instructions",source="builtin",outcome="{outcome}"}} "#
+        );
+        metrics
+            .body
+            .lines()
+            .find_map(|l| l.strip_prefix(series.as_str()))
+            .unwrap_or("none")
+            .to_owned()
+    };
+    assert_eq!(counted("ok"), "2", "{}", metrics.body);
+    assert_eq!(counted("tool_error"), "1", "{}", metrics.body);
 }
 
 #[tokio::test]

@@ -6,7 +6,8 @@
 //! (status included), their example results, its enabled state and times; the call log with its
 //! ids and the hourly statistics; secrets with their times, **opened with the source's keyring
 //! and sealed again with the target's** (a sealed value is bound to its key id, so the bytes
-//! are never copied); grants; the audit log with its ids and retention cut; kept outputs; tasks;
+//! are not copied between keyrings; a PostgreSQL backup, same keyring, copies them as stored
+//! and so needs no key: [`DumpedValue::Sealed`]); grants; the audit log with its ids and retention cut; kept outputs; tasks;
 //! resources, templates and prompts with their row state; the change counter, the kept changes
 //! and the floors. So the copy answers every trait method exactly as the original did, `seq`s,
 //! `updated_seq`s and ids included, and a reader of the change feed may move from one to the
@@ -138,10 +139,28 @@ pub struct DumpedHour {
 pub struct DumpedSecret {
     /// Its name.
     pub name: String,
-    /// Its value, opened.
-    pub value: SecretValue,
+    /// Its value: opened ([`Backend::export`]), or sealed as stored (a backup).
+    pub value: DumpedValue,
     /// When it was last set, unix milliseconds.
     pub updated_at_ms: i64,
+}
+
+/// A secret's value in a dump.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum DumpedValue {
+    /// Opened with the source's keyring (or stored in plain text by an older build); the
+    /// import seals it with the target's keyring.
+    Open(SecretValue),
+    /// Sealed as stored, under key `key_id` (bound to the secret's name and key id): the import
+    /// writes it as it is, so the same keyring opens it and no key is needed to copy it. A
+    /// backup copies values so.
+    Sealed {
+        /// The id of the key that sealed it.
+        key_id: String,
+        /// The sealed bytes.
+        bytes: Vec<u8>,
+    },
 }
 
 /// What [`copy_store`] copied, for a report line.

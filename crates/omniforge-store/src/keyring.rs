@@ -15,8 +15,7 @@
 //! characters from `[A-Za-z0-9_.-]`; `BASE64KEY` is standard base64 (with padding) of exactly
 //! 32 random bytes. Blank lines and lines starting with `#` are ignored. The **first** key
 //! encrypts every new value; every key opens the values stored under its id, so a new key can be
-//! rolled in without a stop (add it second everywhere, then first everywhere, then
-//! [`SecretStore::rotate_key`](crate::SecretStore::rotate_key), then remove the old one).
+//! rolled in without a stop (see *Rolling a new key in* below).
 //! Duplicate ids are refused. The file must not be readable or writable by group or others
 //! (mode `0600` or stricter), like an SSH private key. [`Keyring::generate_file`] writes a new
 //! file with one key and mode `0600`; [`Keyring::add_key_to_file`] puts a new key first.
@@ -26,12 +25,25 @@
 //! k1733011200-5c0ffee1 0mJ0y4B3PqW6hZm6cL0y2b8m1S8pZk3VqQ3X7bq6a5Q=
 //! ```
 //!
+//! # Rolling a new key in
+//! A keyring [loaded](Keyring::load) from a file follows that file while it runs, so running
+//! replicas take a new key without a restart. Before sealing a value, and when it meets a value
+//! sealed under a key id it does not hold, it compares the file's size, modification time and
+//! inode with those it loaded and, only when they differ, reads the file again (a `stat` per
+//! such event; a read only per change of the file, so a value under a key no file holds cannot
+//! make a replica read the file per call). A changed file that fails to load (wrong mode, bad
+//! line) leaves the keys in use as they were, with a warning. So the rolling procedure is:
+//! put the new key first in every replica's file ([`Keyring::add_key_to_file`], then copy the
+//! file), then [`SecretStore::rotate_key`](crate::SecretStore::rotate_key) once; an old key may
+//! leave the files after that.
+//!
 //! The key never enters the database: a backup of the store holds sealed values only. Keep the
 //! key file apart from backups.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::SystemTime;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -114,12 +126,49 @@ struct Key {
 /// One key of a key file as raw bytes, with its id (wiped on drop).
 pub type KeyMaterial = (String, Zeroizing<[u8; KEY_BYTES]>);
 
-/// A set of keys with ids; the first one encrypts new values. Cheap to clone (shared).
+/// A set of keys with ids; the first one encrypts new values. Cheap to clone (shared: a clone
+/// sees the keys its original reloads from the file).
 ///
 /// Its `Debug` shows the key ids only.
 #[derive(Clone)]
 pub struct Keyring {
-    keys: Arc<[Key]>,
+    shared: Arc<Shared>,
+}
+
+/// The keys of a [`Keyring`] and the file they follow.
+struct Shared {
+    keys: RwLock<Arc<[Key]>>,
+    /// The key file, for a keyring [loaded](Keyring::load) from one.
+    file: Option<Followed>,
+}
+
+/// The key file a keyring follows, and what the file looked like when last read.
+struct Followed {
+    path: PathBuf,
+    stamp: Mutex<Option<Stamp>>,
+}
+
+/// What tells one version of a key file from another without reading it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stamp {
+    len: u64,
+    modified: Option<SystemTime>,
+    inode: u64,
+}
+
+impl Stamp {
+    fn of(path: &Path) -> Option<Stamp> {
+        let meta = std::fs::metadata(path).ok()?;
+        #[cfg(unix)]
+        let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+        #[cfg(not(unix))]
+        let inode = 0;
+        Some(Stamp {
+            len: meta.len(),
+            modified: meta.modified().ok(),
+            inode,
+        })
+    }
 }
 
 impl fmt::Debug for Keyring {
@@ -194,7 +243,53 @@ impl Keyring {
                 path: path.to_owned(),
             });
         }
-        Ok(Keyring { keys: ring.into() })
+        Ok(Keyring {
+            shared: Arc::new(Shared {
+                keys: RwLock::new(ring.into()),
+                file: None,
+            }),
+        })
+    }
+
+    /// The keys in use (a snapshot: a reload replaces them, never changes them in place).
+    fn keys(&self) -> Arc<[Key]> {
+        self.shared
+            .keys
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Reads the key file again if it changed since it was last read (see *Rolling a new key
+    /// in* in the [module docs](self)); whether the keys changed. A keyring not loaded from a
+    /// file never changes. A changed file that fails to load keeps the keys as they were (a
+    /// warning says why) and is not read again until it changes again.
+    pub fn refresh(&self) -> bool {
+        let Some(file) = &self.shared.file else {
+            return false;
+        };
+        let mut stamp = file.stamp.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Stamp::of(&file.path);
+        if now.is_none() || *stamp == now {
+            return false;
+        }
+        *stamp = now;
+        match Keyring::load_keys(&file.path) {
+            Ok(keys) => {
+                let ids: Vec<&str> = keys.iter().map(|k| k.id.as_str()).collect();
+                tracing::info!(path = %file.path.display(), key_ids = ?ids, "reloaded the secret key file");
+                *self
+                    .shared
+                    .keys
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner) = keys;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the secret key file changed but cannot be loaded; keeping the keys in use");
+                false
+            }
+        }
     }
 
     /// Reads a key file. On Unix the file must not be accessible to group or others.
@@ -202,6 +297,22 @@ impl Keyring {
     /// # Errors
     /// [`KeyringError::Io`], [`KeyringError::Permissions`], and as [`parse`](Keyring::parse).
     pub fn load(path: &Path) -> Result<Keyring, KeyringError> {
+        // The stamp first: a change between it and the read is seen by the next refresh.
+        let stamp = Stamp::of(path);
+        let keys = Keyring::load_keys(path)?;
+        Ok(Keyring {
+            shared: Arc::new(Shared {
+                keys: RwLock::new(keys),
+                file: Some(Followed {
+                    path: path.to_owned(),
+                    stamp: Mutex::new(stamp),
+                }),
+            }),
+        })
+    }
+
+    /// The keys of the key file at `path`, checked as [`load`](Keyring::load) says.
+    fn load_keys(path: &Path) -> Result<Arc<[Key]>, KeyringError> {
         let io = |source| KeyringError::Io {
             path: path.to_owned(),
             source,
@@ -218,7 +329,7 @@ impl Keyring {
             }
         }
         let text = Zeroizing::new(std::fs::read_to_string(path).map_err(io)?);
-        Keyring::parse_for(&text, path)
+        Ok(Keyring::parse_for(&text, path)?.keys())
     }
 
     /// Creates a new key file at `path` holding one fresh random key, with mode `0600`, and
@@ -247,7 +358,7 @@ impl Keyring {
         };
         let _ = std::fs::remove_file(&tmp);
         linked.map_err(io)?;
-        let ring = Keyring::parse_for(&text, path)?;
+        let ring = Keyring::load(path)?;
         tracing::info!(path = %path.display(), key_id = %id, "generated a new secret key file");
         Ok(ring)
     }
@@ -342,19 +453,21 @@ impl Keyring {
     }
 
     /// The id of the key that encrypts new values (the first).
-    pub fn current_key_id(&self) -> &str {
+    pub fn current_key_id(&self) -> String {
         // `from_vec` refuses an empty ring.
-        self.keys.first().map_or("", |k| k.id.as_str())
+        self.keys()
+            .first()
+            .map_or_else(String::new, |k| k.id.clone())
     }
 
     /// Every key id, the current one first.
-    pub fn key_ids(&self) -> Vec<&str> {
-        self.keys.iter().map(|k| k.id.as_str()).collect()
+    pub fn key_ids(&self) -> Vec<String> {
+        self.keys().iter().map(|k| k.id.clone()).collect()
     }
 
     /// Whether the ring holds a key with this id.
     pub fn contains(&self, key_id: &str) -> bool {
-        self.keys.iter().any(|k| k.id == key_id)
+        self.keys().iter().any(|k| k.id == key_id)
     }
 
     /// Seals `value` of secret `name` under the current key, with a fresh random nonce.
@@ -362,7 +475,10 @@ impl Keyring {
     /// # Errors
     /// [`StoreError::Crypto`] if the random source fails.
     pub(crate) fn seal(&self, name: &str, value: &str) -> Result<Sealed, StoreError> {
-        let key = self.keys.first().ok_or(StoreError::NoSecretKey)?;
+        // A key put first in the file since it was read seals from now on.
+        self.refresh();
+        let keys = self.keys();
+        let key = keys.first().ok_or(StoreError::NoSecretKey)?;
         let mut nonce = [0u8; NONCE_BYTES];
         getrandom::fill(&mut nonce).map_err(|e| StoreError::Crypto {
             reason: format!("random source: {e}"),
@@ -402,12 +518,18 @@ impl Keyring {
         key_id: &str,
         bytes: &[u8],
     ) -> Result<SecretValue, StoreError> {
-        let key = self.keys.iter().find(|k| k.id == key_id).ok_or_else(|| {
-            StoreError::SecretKeyMissing {
-                name: name.to_owned(),
-                key_id: key_id.to_owned(),
-            }
-        })?;
+        let mut keys = self.keys();
+        if !keys.iter().any(|k| k.id == key_id) && self.refresh() {
+            // Sealed under a key added to the file since it was read (a rotation).
+            keys = self.keys();
+        }
+        let key =
+            keys.iter()
+                .find(|k| k.id == key_id)
+                .ok_or_else(|| StoreError::SecretKeyMissing {
+                    name: name.to_owned(),
+                    key_id: key_id.to_owned(),
+                })?;
         let unreadable = || StoreError::SecretUnreadable {
             name: name.to_owned(),
         };
@@ -649,6 +771,41 @@ mod tests {
             Keyring::load_key_material(&path),
             Err(KeyringError::Permissions { .. })
         ));
+    }
+
+    /// A running replica takes a key rotated into its file without a restart: a value sealed
+    /// under the new key opens, new values are sealed under it, and a broken file (a careless
+    /// copy with mode 0644) keeps the keys in use.
+    #[cfg(unix)]
+    #[test]
+    fn a_loaded_keyring_follows_its_file() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ring.key");
+        let running = Keyring::generate_file(&path).unwrap();
+        let old_id = running.current_key_id();
+        assert!(!running.refresh(), "an unchanged file is not read again");
+
+        let new_id = Keyring::add_key_to_file(&path).unwrap();
+        let rotated = Keyring::load(&path).unwrap().seal("S", "v2").unwrap();
+        assert_eq!(rotated.key_id, new_id);
+        let opened = running.open("S", &rotated.key_id, &rotated.bytes).unwrap();
+        assert_eq!(opened.expose(), "v2");
+        assert_eq!(running.key_ids(), [new_id.clone(), old_id.clone()]);
+        assert_eq!(running.seal("T", "w").unwrap().key_id, new_id);
+        // A clone shares the reloaded keys.
+        assert_eq!(running.clone().current_key_id(), new_id);
+
+        // A key no file holds: the unchanged file is not read again, and the error stays.
+        assert!(matches!(
+            running.open("S", "k-nowhere", &rotated.bytes),
+            Err(StoreError::SecretKeyMissing { .. })
+        ));
+        let third = Keyring::add_key_to_file(&path).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(!running.refresh(), "a file others may read is not taken");
+        assert_eq!(running.current_key_id(), new_id);
+        assert_ne!(third, new_id);
     }
 
     #[cfg(unix)]

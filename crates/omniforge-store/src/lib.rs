@@ -137,8 +137,8 @@ pub use config::{
     DEFAULT_CHANGE_LOG_MAX_ROWS, DEFAULT_MAX_READERS, StoreConfig,
 };
 pub use dump::{
-    Backend, CopyReport, DumpedExampleResult, DumpedHour, DumpedSecret, DumpedTool, StoreDump,
-    copy_store,
+    Backend, CopyReport, DumpedExampleResult, DumpedHour, DumpedSecret, DumpedTool, DumpedValue,
+    StoreDump, copy_store,
 };
 pub use error::{DatabaseError, NameKind, StoreError};
 pub use keyring::{KEY_BYTES, KeyMaterial, Keyring, KeyringError};

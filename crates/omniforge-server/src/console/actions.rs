@@ -5,6 +5,7 @@
 //! MCP, so the console never does more than that principal's token does over MCP.
 
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde_json::Value;
@@ -215,7 +216,11 @@ pub(crate) async fn try_call(
         })
     };
     let cx = RequestCx::local(&viewer.principal, Some(sink));
-    let result = match tools::run(&console.shared, name, Ok(arguments), &cx).await {
+    let (clock, snapshot) = (Instant::now(), console.shared.catalog.snapshot());
+    let called = tools::run(&console.shared, name, Ok(arguments), &cx).await;
+    // A call from the console is a tool call like a client's (not an MCP request).
+    tools::count_tool_call(&console.shared, name, &snapshot, &cx, &called, clock);
+    let result = match called {
         Ok(result) => result,
         Err(CallError::InputRequired(_)) => CallToolResult::error(vec![ContentBlock::text(
             "The tool asked the client for input (an input_required result); the console cannot answer that: call it from an MCP client.",

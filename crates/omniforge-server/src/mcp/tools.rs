@@ -112,8 +112,8 @@ pub(crate) async fn call(
 
 /// One call as `cx`'s principal, the way `tools/call` makes it: counted in flight, routed
 /// through the catalog (visibility, scope, inputSchema; a stored tool's secrets redaction and
-/// size cap), and recorded in the call log. Also the console's try-it form's path (not counted in the
-/// metrics of MCP requests: [`call`] counts those).
+/// size cap), and recorded in the call log. Also the console's try-it form's path (which counts
+/// its calls with [`count_tool_call`]; [`call`] counts a client's, with the request).
 pub(crate) async fn run(
     shared: &Shared,
     name: &str,
@@ -144,8 +144,8 @@ pub(crate) async fn run(
     result
 }
 
-/// Counts a call in the metrics: its tool (the label capped; `other` for names that are no
-/// tool the caller may use), source and outcome, and the request.
+/// Counts a `tools/call` request in the metrics: the tool call ([`count_tool_call`]) and the
+/// request.
 fn count(
     shared: &Shared,
     name: &str,
@@ -154,6 +154,30 @@ fn count(
     result: &CallResult,
     clock: Instant,
 ) {
+    let elapsed = count_tool_call(shared, name, snapshot, cx, result, clock);
+    let error = match result {
+        Ok(r) if r.is_error != Some(true) => None,
+        Err(CallError::Cancelled) => Some(metrics::error_type(-32800)),
+        Err(CallError::Protocol { code, .. }) => Some(metrics::error_type(*code)),
+        _ => Some("tool_error"),
+    };
+    shared.metrics.request("tools/call", error, elapsed);
+    if let Some(error) = error {
+        spans::failed(&tracing::Span::current(), error);
+    }
+}
+
+/// Counts one tool call in the metrics, from a client or the console's try-it form: its tool
+/// (the label capped; `other` for names that are no tool the caller may use), source and
+/// outcome. Returns the time since `clock`.
+pub(crate) fn count_tool_call(
+    shared: &Shared,
+    name: &str,
+    snapshot: &crate::catalog::snapshot::Snapshot,
+    cx: &RequestCx<'_>,
+    result: &CallResult,
+    clock: Instant,
+) -> std::time::Duration {
     let elapsed = clock.elapsed();
     let entry = snapshot.get(name).filter(|e| cx.allows(e.scope));
     let source = match entry.map(|e| e.source) {
@@ -170,14 +194,5 @@ fn count(
     };
     let tool = shared.metrics.tool_label(name, entry.is_some());
     shared.metrics.tool_call(tool, source, outcome, elapsed);
-    let error = match result {
-        Ok(r) if r.is_error != Some(true) => None,
-        Err(CallError::Cancelled) => Some(metrics::error_type(-32800)),
-        Err(CallError::Protocol { code, .. }) => Some(metrics::error_type(*code)),
-        _ => Some("tool_error"),
-    };
-    shared.metrics.request("tools/call", error, elapsed);
-    if let Some(error) = error {
-        spans::failed(&tracing::Span::current(), error);
-    }
+    elapsed
 }

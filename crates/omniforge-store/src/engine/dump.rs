@@ -22,13 +22,28 @@ use super::tasks::{insert_task, task_columns, task_from_row};
 use super::tools::{
     encode_spec, insert_version_row, tool_columns, tool_from_row, version_columns, version_from_row,
 };
-use crate::dump::{DumpedExampleResult, DumpedHour, DumpedSecret, DumpedTool, StoreDump};
+use crate::dump::{
+    DumpedExampleResult, DumpedHour, DumpedSecret, DumpedTool, DumpedValue, StoreDump,
+};
 use crate::error::StoreError;
+use crate::keyring::Sealed;
+use crate::model::SecretValue;
 use crate::stats::Histogram;
 use crate::validate::checked_i64;
 
+/// How an export gives secret values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SecretsAs {
+    /// Opened with the store's keyring ([`DumpedValue::Open`]): a copy into a store with
+    /// another keyring.
+    Opened,
+    /// Sealed as stored ([`DumpedValue::Sealed`]; plain-text values of an older build opened):
+    /// a backup, which needs no key.
+    Stored,
+}
+
 /// [`Backend::export`](crate::Backend::export): one read snapshot.
-pub(crate) async fn export(core: &Core) -> Result<StoreDump, StoreError> {
+pub(crate) async fn export(core: &Core, secrets_as: SecretsAs) -> Result<StoreDump, StoreError> {
     let mut tx = core.db.snapshot().await?;
     let c: &mut dyn Conn = &mut *tx;
     let data_version = counter(c).await?;
@@ -121,7 +136,13 @@ pub(crate) async fn export(core: &Core) -> Result<StoreDump, StoreError> {
         .await?
     {
         let updated_at_ms: i64 = row.get("updated_at_ms")?;
-        let (name, value) = open_row(core, &mut row)?;
+        let (name, value) = match secrets_as {
+            SecretsAs::Opened => {
+                let (name, value) = open_row(core, &mut row)?;
+                (name, DumpedValue::Open(value))
+            }
+            SecretsAs::Stored => stored_value(&mut row)?,
+        };
         secrets.push(DumpedSecret {
             name,
             value,
@@ -242,10 +263,18 @@ fn not_empty() -> StoreError {
 
 /// [`Backend::import_dump`](crate::Backend::import_dump): one write transaction.
 pub(crate) async fn import(core: &Core, dump: &StoreDump) -> Result<(), StoreError> {
-    // Seal first: a target without a keyring fails before anything is written.
+    // Seal first: a target without a keyring fails before anything is written. A value sealed
+    // as stored is written as it is.
     let mut sealed = Vec::with_capacity(dump.secrets.len());
     for s in &dump.secrets {
-        sealed.push((s, core.keyring()?.seal(&s.name, s.value.expose())?));
+        let seal = match &s.value {
+            DumpedValue::Open(value) => core.keyring()?.seal(&s.name, value.expose())?,
+            DumpedValue::Sealed { key_id, bytes } => Sealed {
+                key_id: key_id.clone(),
+                bytes: bytes.clone(),
+            },
+        };
+        sealed.push((s, seal));
     }
     let mut w = core.write().await?;
     let c = w.conn();
@@ -396,4 +425,23 @@ async fn import_audit(c: &mut dyn Conn, r: &crate::model::AuditRecord) -> Result
     .execute(c)
     .await?;
     Ok(())
+}
+
+/// A `secret` row's value as stored: sealed bytes with their key id, or (an older build's
+/// plain text, not sealed yet) the plain value.
+fn stored_value(row: &mut super::exec::Row) -> Result<(String, DumpedValue), StoreError> {
+    let name: String = row.get("name")?;
+    let value: Option<String> = row.get("value")?;
+    let sealed: Option<Vec<u8>> = row.get("sealed")?;
+    let key_id: Option<String> = row.get("key_id")?;
+    let value = match (value, sealed, key_id) {
+        (None, Some(bytes), Some(key_id)) => DumpedValue::Sealed { key_id, bytes },
+        (Some(plain), None, None) => DumpedValue::Open(SecretValue::new(plain)),
+        _ => {
+            return Err(corrupt(format!(
+                "secret {name:?} has neither one value nor one sealed value"
+            )));
+        }
+    };
+    Ok((name, value))
 }

@@ -587,7 +587,8 @@ macro_rules! store_traits {
             }
 
             async fn export(&self) -> Result<$crate::dump::StoreDump, $crate::error::StoreError> {
-                $crate::engine::dump::export(&self.core).await
+                $crate::engine::dump::export(&self.core, $crate::engine::dump::SecretsAs::Opened)
+                    .await
             }
 
             async fn import_dump(

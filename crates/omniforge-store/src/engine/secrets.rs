@@ -192,14 +192,14 @@ pub(crate) async fn seal_plain_values(core: &Core) -> Result<(), StoreError> {
     let entry = AuditEntry::new(
         AuditAction::Encrypt,
         AuditObject::Keyring,
-        keyring.current_key_id(),
+        &keyring.current_key_id(),
     )
     .detail("secrets", count);
     w.audit(&Actor::store(), entry).await?;
     w.commit().await?;
     tracing::info!(
         secrets = count,
-        key_id = keyring.current_key_id(),
+        key_id = &keyring.current_key_id(),
         "sealed secrets stored in plain text"
     );
     core.db.after_sealing().await;
@@ -210,6 +210,7 @@ pub(crate) async fn seal_plain_values(core: &Core) -> Result<(), StoreError> {
 pub(crate) async fn rotate_key(core: &Core, actor: &Actor) -> Result<u64, StoreError> {
     actor.validate()?;
     let keyring: &Keyring = core.keyring()?;
+    keyring.refresh();
     let current = keyring.current_key_id();
     // The feed's lock, though no change is made: a secret set meanwhile must not be overwritten
     // with the value read here.
@@ -218,7 +219,7 @@ pub(crate) async fn rotate_key(core: &Core, actor: &Actor) -> Result<u64, StoreE
         "SELECT name, value, sealed, key_id, key_id AS from_key FROM secret \
          WHERE key_id IS NULL OR key_id <> $1 ORDER BY name",
     )
-    .bind(current)
+    .bind(&current)
     .fetch_all(w.conn())
     .await?;
     let count = rows.len();
@@ -229,7 +230,7 @@ pub(crate) async fn rotate_key(core: &Core, actor: &Actor) -> Result<u64, StoreE
         let (name, value) = open_row(core, &mut row)?;
         reseal(w.conn(), &name, &keyring.seal(&name, value.expose())?).await?;
     }
-    let entry = AuditEntry::new(AuditAction::RotateKey, AuditObject::Keyring, current)
+    let entry = AuditEntry::new(AuditAction::RotateKey, AuditObject::Keyring, &current)
         .detail("resealed", count)
         .detail("from_keys", from_keys.into_iter().collect::<Vec<_>>());
     w.audit(actor, entry).await?;

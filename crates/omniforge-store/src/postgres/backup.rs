@@ -1,12 +1,15 @@
 //! [`ToolStore::backup`](crate::ToolStore::backup) of a PostgreSQL store: the rows of one
-//! snapshot copied into a new SQLite file (the format every backup has), whose secrets are
-//! sealed again with this store's keyring, so the same key file opens the backup.
+//! snapshot copied into a new SQLite file (the format every backup has). Secret values are
+//! copied sealed, as stored (each is bound to its name and key id, not to the database), so
+//! the same key file opens the backup and making it needs no key: like a SQLite backup, it
+//! never holds the key.
 
 use std::path::Path;
 
 use super::PgStore;
 use crate::config::StoreConfig;
 use crate::dump::Backend as _;
+use crate::engine::dump::{SecretsAs, export};
 use crate::error::StoreError;
 use crate::sqlite::SqliteStore;
 
@@ -21,7 +24,8 @@ pub(super) async fn backup(store: &PgStore, dest: &Path) -> Result<(), StoreErro
             reason: format!("backup destination {} exists", dest.display()),
         });
     }
-    let dump = store.export().await?;
+    let dump = export(&store.core, SecretsAs::Stored).await?;
+    // The keyring seals only plain-text values an older build left (none without one).
     let config = StoreConfig {
         keyring: store.core.keyring.clone(),
         ..StoreConfig::defaults()

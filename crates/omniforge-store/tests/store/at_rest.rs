@@ -404,3 +404,30 @@ async fn a_generated_key_file_opens_its_store_again() {
     assert_ne!(infos[0].key_id, infos[1].key_id);
     s.close().await;
 }
+
+/// A PostgreSQL store opened without the keyring (an operator's backup job holds no key) still
+/// backs up: the sealed values are copied as they are, and the keyring opens them in the copy.
+#[tokio::test]
+async fn a_postgres_backup_needs_no_key_and_copies_sealed_values() {
+    let t = TestStore::new(Kind::Postgres).await;
+    let value = "pg-backup-me-81f0";
+    t.store.set_secret(&who(), "TOKEN", value).await.unwrap();
+    let keyless = t
+        .open_with(&StoreConfig {
+            keyring: None,
+            ..config()
+        })
+        .await;
+    let dest = t.dir.path().join("backup.db");
+    keyless.backup(&dest).await.unwrap();
+    let bytes = std::fs::read(&dest).unwrap();
+    assert!(!contains(&bytes, value.as_bytes()));
+    let copy = open_with_ring(&dest, Some(crate::util::keyring())).await;
+    assert_eq!(read_all(&copy).await.unwrap()["TOKEN"], value);
+    assert_eq!(
+        copy.secrets().await.unwrap()[0].key_id,
+        t.store.secrets().await.unwrap()[0].key_id,
+        "sealed under the same key, as stored"
+    );
+    copy.close().await;
+}

@@ -8,13 +8,15 @@ use crate::flags::{Common, SecretCommand};
 
 /// Runs one `secret` subcommand.
 pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
-    if let SecretCommand::RotateKey = command {
-        return rotate_key(common).await;
+    match command {
+        SecretCommand::RotateKey { no_new_key } => return rotate_key(common, no_new_key).await,
+        SecretCommand::NewKey => return new_key(common),
+        _ => {}
     }
     let store = parts::open_store(common).await?;
     match command {
-        // Opens the store with the new keyring: above.
-        SecretCommand::RotateKey => {}
+        // Handled above: they open the store with the new keyring, or no store.
+        SecretCommand::RotateKey { .. } | SecretCommand::NewKey => {}
         SecretCommand::Set { name } => {
             let mut value = String::new();
             std::io::Read::read_to_string(&mut std::io::stdin(), &mut value)
@@ -98,10 +100,26 @@ pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
     Ok(())
 }
 
+/// `secret new-key`: a new first key in the keyring file given (made when missing), and no
+/// store opened.
+fn new_key(common: &Common) -> Result<()> {
+    let Some(file) = &common.secret_key_file else {
+        bail!(
+            "give the keyring file to make or grow with --secret-key-file (or OMNIFORGE_SECRET_KEY_FILE)"
+        );
+    };
+    let id = add_first_key(file)?;
+    out!("new key {id} first in {}", file.display());
+    Ok(())
+}
+
 /// `secret rotate-key`: a new first key in the keyring file (the file is made when it does not
-/// exist yet), then every secret sealed again under it. Replicas that still run with the old
-/// file keep reading (the old keys stay in the file) until they get the new one.
-async fn rotate_key(common: &Common) -> Result<()> {
+/// exist yet; `--no-new-key`: none added, the file must exist), then every secret sealed again
+/// under the first key. Running replicas re-read their key file when it changes (see
+/// `omniforge_store::keyring`), so those whose file is this one follow without a restart;
+/// replicas with their own copy get the key before (`secret new-key`, copy the file, then
+/// `rotate-key --no-new-key`).
+async fn rotate_key(common: &Common, no_new_key: bool) -> Result<()> {
     let file = match &common.secret_key_file {
         Some(file) => file.clone(),
         None => match StoreUrl::parse(&common.database).context("reading the database URL")? {
@@ -109,21 +127,13 @@ async fn rotate_key(common: &Common) -> Result<()> {
             _ => bail!("give the keyring with --secret-key-file (or OMNIFORGE_SECRET_KEY_FILE)"),
         },
     };
-    let id = match Keyring::generate_file(&file) {
-        Ok(keyring) => keyring.current_key_id().to_owned(),
-        Err(KeyringError::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::AlreadyExists =>
-        {
-            Keyring::add_key_to_file(&file)
-                .with_context(|| format!("adding a key to {}", file.display()))?
-        }
-        Err(e) => {
-            return Err(e).with_context(|| format!("making the keyring {}", file.display()));
-        }
-    };
-    out!("new key {id} first in {}", file.display());
+    if !no_new_key {
+        let id = add_first_key(&file)?;
+        out!("new key {id} first in {}", file.display());
+    }
     let keyring = Keyring::load(&file)
         .with_context(|| format!("loading the secret keyring {}", file.display()))?;
+    let id = keyring.current_key_id();
     let store = parts::open_url(common, &common.database, Some(keyring)).await?;
     let resealed = store
         .rotate_key(&Actor::new("cli"))
@@ -131,4 +141,22 @@ async fn rotate_key(common: &Common) -> Result<()> {
         .context("sealing the secrets under the new key")?;
     out!("sealed {resealed} secret(s) under key {id}");
     Ok(())
+}
+
+/// Puts a new key first in the keyring `file`, made (mode 0600) when it does not exist; the
+/// new key's id.
+fn add_first_key(file: &std::path::Path) -> Result<String> {
+    let id = match Keyring::generate_file(file) {
+        Ok(keyring) => keyring.current_key_id().to_owned(),
+        Err(KeyringError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::AlreadyExists =>
+        {
+            Keyring::add_key_to_file(file)
+                .with_context(|| format!("adding a key to {}", file.display()))?
+        }
+        Err(e) => {
+            return Err(e).with_context(|| format!("making the keyring {}", file.display()));
+        }
+    };
+    Ok(id)
 }

@@ -459,8 +459,17 @@ pub(crate) enum SecretCommand {
         tool: Option<String>,
     },
     /// Put a new key first in the keyring file (made if missing) and seal every secret under
-    /// it; the older keys stay in the file. Copy the file to every replica afterwards.
-    RotateKey,
+    /// it; the older keys stay in the file. Running replicas re-read their keyring file when
+    /// it changes; replicas with their own copy of the file get the key first (`secret
+    /// new-key`, copy the file, then `rotate-key --no-new-key`).
+    RotateKey {
+        /// Seal under the file's current first key; add no key.
+        #[arg(long)]
+        no_new_key: bool,
+    },
+    /// Put a new key first in the keyring file given with --secret-key-file, or make the file
+    /// (mode 0600) with one key; the older keys stay. Opens no store.
+    NewKey,
 }
 
 /// Options of `omniforge migrate`.

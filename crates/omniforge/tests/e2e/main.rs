@@ -18,6 +18,7 @@ mod content;
 mod escape;
 mod examples;
 mod input_required;
+mod key_rotation;
 mod manifest_tools;
 mod metrics;
 mod oauth;

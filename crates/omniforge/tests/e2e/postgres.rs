@@ -302,4 +302,31 @@ async fn a_migrated_store_answers_like_the_original() {
     )
     .await;
     assert!(!ok && err.contains("key"), "{out}\n{err}");
+    // A backup needs no key (the sealed values are copied as stored: the store test
+    // `a_postgres_backup_needs_no_key_and_copies_sealed_values` opens them), and it is a store.
+    let copy = dir.path().join("pg-backup.db");
+    let (ok, out, err) = omniforge_cli(
+        &b,
+        &["--database", &url, "backup", copy.to_str().unwrap()],
+        None,
+    )
+    .await;
+    assert!(ok && copy.exists(), "{out}\n{err}");
+    let copy_url = format!("sqlite:{}", copy.display());
+    let (ok, out, err) = omniforge_cli(
+        &b,
+        &[
+            "--database",
+            &copy_url,
+            "--secret-key-file",
+            key_arg,
+            "tool",
+            "run",
+            "add_vat",
+            r#"{"net": 1}"#,
+        ],
+        None,
+    )
+    .await;
+    assert!(ok, "{out}\n{err}");
 }
