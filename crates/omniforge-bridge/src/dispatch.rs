@@ -140,11 +140,14 @@ impl Upstream {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(UpstreamError::Client)?;
-        let userinfo = base_url
-            .split_once("://")
-            .and_then(|(_, rest)| rest.split('/').next())
-            .and_then(|authority| authority.rsplit_once('@'))
-            .map(|(info, _)| format!("{info}@"));
+        // The URL's own parts, as reqwest writes them into its errors.
+        let userinfo = reqwest::Url::parse(&base_url)
+            .ok()
+            .filter(|url| !url.username().is_empty() || url.password().is_some())
+            .map(|url| match url.password() {
+                Some(password) => format!("{}:{password}@", url.username()),
+                None => format!("{}@", url.username()),
+            });
         Ok(Upstream {
             base_url,
             userinfo,

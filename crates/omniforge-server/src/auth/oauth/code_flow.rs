@@ -101,10 +101,11 @@ impl OAuth {
         if let Some(uri) = &client.redirect_uri {
             return Some(uri.clone());
         }
-        let resource = self.resource();
-        let (scheme, rest) = resource.split_once("://")?;
-        let authority = rest.split('/').next()?;
-        Some(format!("{scheme}://{authority}/console/oauth/callback"))
+        let origin = reqwest::Url::parse(self.resource()).ok()?.origin();
+        Some(format!(
+            "{}/console/oauth/callback",
+            origin.ascii_serialization()
+        ))
     }
 
     /// The issuer's name for people, e.g. `https://id.example.com`.

@@ -110,15 +110,18 @@ impl UpstreamHealth {
 }
 
 /// `scheme://user:pass@host/...` → `scheme://host/...`: credentials in a base URL never reach
-/// a page.
+/// a page (a URL that does not parse is not shown at all; none configured stays empty).
 fn without_userinfo(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+    if url.is_empty() {
+        return String::new();
+    }
+    let Ok(mut parsed) = reqwest::Url::parse(url) else {
+        return "(not a URL)".to_owned();
     };
-    let end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(end);
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    format!("{scheme}://{host}{path}")
+    // Both only fail for URLs that cannot have credentials (no host).
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    parsed.as_str().trim_end_matches('/').to_owned()
 }
 
 #[cfg(test)]
