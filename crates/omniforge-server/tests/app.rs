@@ -28,6 +28,11 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
+    fixture_with(false).await
+}
+
+/// [`fixture`], with the approval gate (`--require-approval`) on when `require_approval`.
+async fn fixture_with(require_approval: bool) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path().join("omniforge.db"))
         .await
@@ -59,7 +64,7 @@ async fn fixture() -> Fixture {
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
             keep_failed_drafts: false,
-            require_approval: false,
+            require_approval,
             tasks: omniforge_server::TaskSettings::default(),
             request_state_keys: Vec::new(),
         }),
@@ -443,6 +448,35 @@ async fn a_built_in_is_called_through_the_catalog() {
         body["result"]["content"][0]["text"],
         "arguments must be a JSON object"
     );
+}
+
+/// The built-ins as `tools/list` shows them to an admin on a server with authoring and the
+/// approval gate on (every built-in listed): names, descriptions, annotations and inputSchemas,
+/// pinned in `tests/snapshots/builtins_tools_list.json`. `UPDATE_EXPECT=1` rewrites the file;
+/// a change to it is a change of what every MCP client sees.
+#[tokio::test]
+async fn builtins_tools_list_snapshot() {
+    let f = fixture_with(true).await;
+    let app = app(&f, "root r-secret admin\n");
+    let auth = ("authorization", "Bearer r-secret");
+    let session = open_session(&app, "2025-06-18", &[auth]).await;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+    let (status, _, body) = send(
+        &app,
+        post(&list.to_string(), &[auth, ("mcp-session-id", &session)]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["result"]["nextCursor"].is_null(), "{body}");
+    let tools = body["result"]["tools"].as_array().unwrap();
+    assert!(
+        tools.iter().all(|t| t["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("omniforge_"))),
+        "a fresh store serves built-ins only: {body}"
+    );
+    let text = serde_json::to_string_pretty(&body["result"]["tools"]).unwrap() + "\n";
+    expect_test::expect_file!["snapshots/builtins_tools_list.json"].assert_eq(&text);
 }
 
 #[tokio::test]
