@@ -11,9 +11,10 @@ use crate::content::definitions::Kind;
 use crate::context::progress::ProgressSink;
 use crate::context::request::RequestCx;
 use crate::error::{AuthoringError, CallError};
+use crate::mcp::state::Stored;
 use crate::mcp::to_wire;
 use crate::pack::{self, PackError};
-use crate::server::{Server, Stored};
+use crate::server::Server;
 
 /// Who runs a one-shot action (recorded as the author of what it writes; trusted with
 /// everything, as the parent process of a stdio server is), and where its progress goes.
@@ -93,7 +94,7 @@ pub enum CommandError {
 
 impl Server {
     fn stored(&self) -> Result<&Stored, CommandError> {
-        self.stored.as_ref().ok_or(CommandError::NoStore)
+        self.shared.stored.as_deref().ok_or(CommandError::NoStore)
     }
 
     /// Creates a tool (`create`) or adds a version, from the arguments of
@@ -104,11 +105,12 @@ impl Server {
         caller: &Caller,
         create: bool,
     ) -> CallOutput {
-        let Some(stored) = &self.stored else {
+        let Some(stored) = self.shared.stored.as_deref() else {
             return CallOutput::refused("this server has no store");
         };
         CallOutput::of(
             stored
+                .authoring
                 .tools
                 .create_or_update(arguments, &caller.cx(), create)
                 .await,
@@ -124,14 +126,20 @@ impl Server {
         force: bool,
         caller: &Caller,
     ) -> CallOutput {
-        let Some(stored) = &self.stored else {
+        let Some(stored) = self.shared.stored.as_deref() else {
             return CallOutput::refused("this server has no store");
         };
         let mut arguments = JsonObject::new();
         arguments.insert("name".into(), Value::from(name));
         arguments.insert("version".into(), Value::from(version));
         arguments.insert("force".into(), Value::from(force));
-        CallOutput::of(stored.tools.rollback(arguments, &caller.cx()).await)
+        CallOutput::of(
+            stored
+                .authoring
+                .tools
+                .rollback(arguments, &caller.cx())
+                .await,
+        )
     }
 
     /// Runs the examples of version `version` of tool `name` (the current one if `None`) and
@@ -142,7 +150,7 @@ impl Server {
         version: Option<u32>,
         caller: &Caller,
     ) -> CallOutput {
-        let Some(stored) = &self.stored else {
+        let Some(stored) = self.shared.stored.as_deref() else {
             return CallOutput::refused("this server has no store");
         };
         let mut arguments = JsonObject::new();
@@ -150,15 +158,15 @@ impl Server {
         if let Some(version) = version {
             arguments.insert("version".into(), Value::from(version));
         }
-        CallOutput::of(stored.tools.check(arguments, &caller.cx()).await)
+        CallOutput::of(stored.authoring.tools.check(arguments, &caller.cx()).await)
     }
 
     /// The tool versions pending approval (issue 17): one line each.
     pub async fn pending_tools(&self, caller: &Caller) -> CallOutput {
-        let Some(stored) = &self.stored else {
+        let Some(stored) = self.shared.stored.as_deref() else {
             return CallOutput::refused("this server has no store");
         };
-        CallOutput::of(stored.approval.list(&caller.cx(), false).await)
+        CallOutput::of(stored.authoring.approval.list(&caller.cx(), false).await)
     }
 
     /// Approves pending `version` of tool `name`, granting it exactly the secrets in `grants`.
@@ -169,14 +177,20 @@ impl Server {
         grants: &[String],
         caller: &Caller,
     ) -> CallOutput {
-        let Some(stored) = &self.stored else {
+        let Some(stored) = self.shared.stored.as_deref() else {
             return CallOutput::refused("this server has no store");
         };
         let mut arguments = JsonObject::new();
         arguments.insert("name".into(), Value::from(name));
         arguments.insert("version".into(), Value::from(version));
         arguments.insert("grants".into(), Value::from(grants.to_vec()));
-        CallOutput::of(stored.approval.approve_call(arguments, &caller.cx()).await)
+        CallOutput::of(
+            stored
+                .authoring
+                .approval
+                .approve_call(arguments, &caller.cx())
+                .await,
+        )
     }
 
     /// Rejects pending (or draft) `version` of tool `name` with `reason`, keeping it.
@@ -187,19 +201,25 @@ impl Server {
         reason: &str,
         caller: &Caller,
     ) -> CallOutput {
-        let Some(stored) = &self.stored else {
+        let Some(stored) = self.shared.stored.as_deref() else {
             return CallOutput::refused("this server has no store");
         };
         let mut arguments = JsonObject::new();
         arguments.insert("name".into(), Value::from(name));
         arguments.insert("version".into(), Value::from(version));
         arguments.insert("reason".into(), Value::from(reason));
-        CallOutput::of(stored.approval.reject_call(arguments, &caller.cx()).await)
+        CallOutput::of(
+            stored
+                .authoring
+                .approval
+                .reject_call(arguments, &caller.cx())
+                .await,
+        )
     }
 
     /// Runs the current version of the stored tool `name` once (it must be enabled).
     pub async fn run_tool(&self, name: &str, arguments: JsonObject, caller: &Caller) -> CallOutput {
-        let Some(stored) = &self.stored else {
+        let Some(stored) = self.shared.stored.as_deref() else {
             return CallOutput::refused("this server has no store");
         };
         CallOutput::of(stored.source.run(name, arguments, &caller.cx()).await)
@@ -214,7 +234,7 @@ impl Server {
         kind: Kind,
         key: &str,
     ) -> Result<Option<JsonObject>, CommandError> {
-        Ok(self.stored()?.content.definition(kind, key).await?)
+        Ok(self.stored()?.content().definition(kind, key).await?)
     }
 
     /// Creates, updates or replaces a definition (`mode`) from its authoring arguments; returns
@@ -231,7 +251,7 @@ impl Server {
     ) -> Result<String, CommandError> {
         Ok(self
             .stored()?
-            .content
+            .content()
             .write(kind, arguments, mode, &caller.cx())
             .await?)
     }
@@ -248,7 +268,7 @@ impl Server {
     ) -> Result<String, CommandError> {
         Ok(self
             .stored()?
-            .content
+            .content()
             .remove(kind, key, &caller.cx())
             .await?)
     }
@@ -263,13 +283,13 @@ impl Server {
         pack: Value,
         caller: &Caller,
     ) -> Result<ImportReport, PackError> {
-        let Some(stored) = &self.stored else {
+        let Some(stored) = self.shared.stored.as_deref() else {
             return Err(PackError {
                 problems: vec!["this server has no store".into()],
             });
         };
         pack::import(
-            &stored.tools,
+            &stored.authoring.tools,
             &stored.host,
             &*stored.store,
             pack,

@@ -18,7 +18,7 @@ use crate::catalog::publish::Catalog;
 use crate::catalog::schema_profile::SchemaProfile;
 use crate::changes::{self, Sides};
 use crate::content::snapshot::Content;
-use crate::mcp::state::Shared;
+use crate::mcp::state::{Shared, Stored};
 use crate::peers::{self, Peers};
 use crate::script_host::gc::collect_garbage;
 use crate::script_host::host::{ScriptHost, ScriptSettings};
@@ -108,26 +108,12 @@ pub enum StartError {
     RequestStateKeys(String),
 }
 
-/// The parts of the stored side the one-shot commands use.
-pub(crate) struct Stored {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) host: Arc<ScriptHost>,
-    pub(crate) states: Arc<StateCodec>,
-    pub(crate) source: Arc<StoredSource>,
-    pub(crate) tools: Arc<ToolAuthoring>,
-    pub(crate) approval: Arc<Approval>,
-    pub(crate) content: Arc<Content>,
-    pub(crate) kept: Arc<KeptOutputs>,
-    pub(crate) tasks: Arc<Tasks>,
-}
-
 /// A running server: its sources are loaded and followed. Serve it over stdio
 /// ([`serve_stdio`](Server::serve_stdio)) or HTTP ([`serve_http`](Server::serve_http),
 /// [`app`](Server::app)); the command line also uses its one-shot actions. Dropping it stops
 /// its background tasks.
 pub struct Server {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) stored: Option<Stored>,
     /// Keeps the manifest watches alive.
     _manifests: ManifestSource,
     /// Stops the background tasks (notifier, change feed, garbage collection).
@@ -138,7 +124,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.stop.cancel();
         // The warm templates stop with the server, whoever still holds the script host.
-        if let Some(stored) = &self.stored {
+        if let Some(stored) = &self.shared.stored {
             stored.host.warm().retire_all();
         }
     }
@@ -161,38 +147,25 @@ impl Server {
             metrics.clone(),
         )
         .map_err(StartError::Manifests)?;
-        let mut shared = Shared {
+        let upstreams = manifests.upstreams();
+        let stored = match settings.store {
+            None => None,
+            Some(s) => Some(Arc::new(
+                start_stored(s, &catalog, &peers, &stop, metrics.clone()).await?,
+            )),
+        };
+        let shared = Shared {
             catalog: catalog.clone(),
             peers: peers.clone(),
             page_size: settings.page_size.max(1),
             calls: TaskTracker::new(),
-            instructions: BRIDGE_INSTRUCTIONS,
-            content: None,
-            kept: None,
-            call_log: None,
-            host: None,
-            states: None,
-            metrics: metrics.clone(),
-            tasks: None,
-            authoring: None,
-            approval: None,
-            upstreams: manifests.upstreams(),
-        };
-        let stored = match settings.store {
-            None => None,
-            Some(s) => {
-                let stored = start_stored(s, &catalog, &peers, &stop, metrics).await?;
-                shared.instructions = SERVER_INSTRUCTIONS;
-                shared.content = Some(stored.content.clone());
-                shared.host = Some(stored.host.clone());
-                shared.states = Some(stored.states.clone());
-                shared.kept = Some(stored.kept.clone());
-                shared.call_log = Some(stored.store.clone());
-                shared.tasks = Some(stored.tasks.clone());
-                shared.authoring = Some(stored.tools.clone());
-                shared.approval = Some(stored.approval.clone());
-                Some(stored)
-            }
+            instructions: match stored {
+                Some(_) => SERVER_INSTRUCTIONS,
+                None => BRIDGE_INSTRUCTIONS,
+            },
+            metrics,
+            upstreams,
+            stored,
         };
         tokio::spawn(peers::broadcast_changes(
             peers,
@@ -201,7 +174,6 @@ impl Server {
         ));
         Ok(Server {
             shared: Arc::new(shared),
-            stored,
             _manifests: manifests,
             stop,
         })
@@ -315,15 +287,15 @@ async fn start_stored(
         s.keep_failed_drafts,
         approval.clone(),
     ));
-    let builtins = Authoring {
-        tools: authoring.clone(),
-        approval: approval.clone(),
+    let authoring = Authoring {
+        tools: authoring,
+        approval,
         store: store.clone(),
         content: content.clone(),
     };
     catalog.replace(
         ToolSource::Builtin,
-        tool_sources::builtins(s.authoring.then_some(&builtins)),
+        tool_sources::builtins(s.authoring.then_some(&authoring)),
     );
     source.reload_all().await.map_err(StartError::Tools)?;
     // Loading 100,000 tools decoded each one's row before keeping its compact entry: give the
@@ -346,10 +318,8 @@ async fn start_stored(
         host,
         states,
         source,
-        tools: authoring,
-        approval,
-        content,
         kept,
         tasks,
+        authoring,
     })
 }

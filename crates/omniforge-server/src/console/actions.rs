@@ -65,9 +65,7 @@ pub(crate) async fn rollback(
     name: &str,
     version: u32,
 ) -> Outcome {
-    let Some(authoring) = &console.shared.authoring else {
-        return Outcome::refused("This server has no store.");
-    };
+    let authoring = &console.stored.authoring.tools;
     let cx = RequestCx::local(&viewer.principal, None);
     let args = arguments(&[
         ("name", Some(name.into())),
@@ -85,9 +83,7 @@ pub(crate) async fn set_enabled(
     name: &str,
     enabled: bool,
 ) -> Outcome {
-    let Some(authoring) = &console.shared.authoring else {
-        return Outcome::refused("This server has no store.");
-    };
+    let authoring = &console.stored.authoring.tools;
     let cx = RequestCx::local(&viewer.principal, None);
     if !enabled {
         return Outcome::of(
@@ -96,7 +92,7 @@ pub(crate) async fn set_enabled(
                 .await,
         );
     }
-    let current = match console.store.tool(name).await {
+    let current = match console.stored.store.tool(name).await {
         Ok(Some(tool)) => tool.current_version,
         _ => None,
     };
@@ -114,9 +110,7 @@ pub(crate) async fn check(
     name: &str,
     version: Option<u32>,
 ) -> Outcome {
-    let Some(authoring) = &console.shared.authoring else {
-        return Outcome::refused("This server has no store.");
-    };
+    let authoring = &console.stored.authoring.tools;
     let cx = RequestCx::local(&viewer.principal, None);
     let args = arguments(&[
         ("name", Some(name.into())),
@@ -135,7 +129,16 @@ pub(crate) async fn grant(
     version: Option<u32>,
 ) -> Outcome {
     let cx = RequestCx::local(&viewer.principal, None);
-    match change_grant(&*console.store, &cx.actor(), secret, tool, version, true).await {
+    match change_grant(
+        &*console.stored.store,
+        &cx.actor(),
+        secret,
+        tool,
+        version,
+        true,
+    )
+    .await
+    {
         Ok(text) => Outcome { ok: true, text },
         Err(e) => Outcome::of(Err(CallError::from(e))),
     }
@@ -150,14 +153,12 @@ pub(crate) async fn approve(
     version: u32,
     grants: &[String],
 ) -> Outcome {
-    let Some(approval) = &console.shared.approval else {
-        return Outcome::refused("This server has no store.");
-    };
+    let approval = &console.stored.authoring.approval;
     let cx = RequestCx::local(&viewer.principal, None);
     match approval.approve(&cx, name, version, grants).await {
         Ok(approved) => Outcome {
             ok: true,
-            text: approved_sentence(&console.store, &approved, grants).await,
+            text: approved_sentence(&console.stored.store, &approved, grants).await,
         },
         Err(e) => Outcome::of(Err(CallError::from(e))),
     }
@@ -172,9 +173,7 @@ pub(crate) async fn reject(
     version: u32,
     reason: &str,
 ) -> Outcome {
-    let Some(approval) = &console.shared.approval else {
-        return Outcome::refused("This server has no store.");
-    };
+    let approval = &console.stored.authoring.approval;
     let cx = RequestCx::local(&viewer.principal, None);
     match approval.reject(&cx, name, version, reason).await {
         Ok(rejected) => Outcome {

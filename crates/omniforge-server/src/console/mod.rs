@@ -33,19 +33,18 @@ use axum::Router;
 use axum::middleware;
 use axum::response::Redirect;
 use axum::routing::{get, post};
-use omniforge_store::Store;
 
 use crate::auth::TokenSet;
 use crate::auth::oauth::OAuth;
-use crate::mcp::state::Shared;
+use crate::mcp::state::{Shared, Stored};
 use crate::settings::HttpSettings;
 
 /// The console's state, shared by its handlers.
 pub(crate) struct Console {
     /// The server's state: the catalog the console lists and calls through.
     pub(crate) shared: Arc<Shared>,
-    /// The store the pages read.
-    pub(crate) store: Arc<dyn Store>,
+    /// The stored side: the store the pages read, the operations the changes run.
+    pub(crate) stored: Arc<Stored>,
     /// The static tokens one signs in with (the MCP endpoint's own set).
     pub(crate) tokens: TokenSet,
     /// The OAuth resource server the MCP endpoint checks access tokens with, if configured:
@@ -77,10 +76,10 @@ pub(crate) fn router(
     settings: &HttpSettings,
     live_sessions: LiveSessions,
 ) -> Option<Router> {
-    let store = shared.call_log.clone()?;
+    let stored = shared.stored.clone()?;
     let console = Arc::new(Console {
         shared,
-        store,
+        stored,
         tokens: settings.tokens.clone(),
         oauth: settings.oauth.clone(),
         open: settings.tokens.is_empty() && settings.oauth.is_none(),

@@ -68,7 +68,7 @@ impl ServerHandler for OmniForge {
             .enable_tool_list_changed()
             .enable_logging()
             .build();
-        if self.shared.tasks.is_some() {
+        if self.shared.stored.is_some() {
             capabilities
                 .extensions
                 .get_or_insert_with(Default::default)

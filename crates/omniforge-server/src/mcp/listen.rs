@@ -21,7 +21,8 @@ pub(crate) fn accepted(
     if requested.resources_list_changed == Some(true) {
         accepted = accepted.resources_list_changed();
     }
-    if let (Some(uris), Some(content)) = (&requested.resource_subscriptions, &shared.content) {
+    if let (Some(uris), Some(stored)) = (&requested.resource_subscriptions, &shared.stored) {
+        let content = stored.content();
         let known: Vec<&String> = uris.iter().filter(|u| content.is_known(u)).collect();
         if !known.is_empty() {
             accepted = accepted.resource_subscriptions(known);
@@ -41,8 +42,9 @@ pub(crate) async fn listen(shared: &Shared, ctx: SubscriptionContext) -> Result<
     // A child of the request's token: ending the stream at shutdown must not cancel the
     // request itself, whose final result is still to be sent.
     let ended = ctx.request_context().ct.child_token();
-    if let (Some(uris), Some(content)) = (&ctx.accepted().resource_subscriptions, &shared.content) {
-        content
+    if let (Some(uris), Some(stored)) = (&ctx.accepted().resource_subscriptions, &shared.stored) {
+        stored
+            .content()
             .subscriptions
             .add_sink(uris.clone(), ctx.sink().clone(), ended.clone());
     }

@@ -31,9 +31,9 @@ pub(crate) fn list(
     request: Option<PaginatedRequestParams>,
 ) -> Result<ListPromptsResult, ErrorData> {
     let prompts = shared
-        .content
+        .stored
         .as_ref()
-        .map(|c| c.list_prompts())
+        .map(|s| s.content().list_prompts())
         .unwrap_or_default();
     let (page, next) = paginate(prompts, request, shared.page_size)?;
     let mut result = ListPromptsResult::with_all_items(page);
@@ -54,21 +54,19 @@ pub(crate) async fn get(
     ctx: &RequestContext<RoleServer>,
     log_level: &Mutex<Option<LoggingLevel>>,
 ) -> Result<GetPromptResponse, ErrorData> {
-    let Some(content) = &shared.content else {
+    let Some(stored) = &shared.stored else {
         return Err(ErrorData::invalid_params(
             format!("unknown prompt {:?}", request.name),
             None,
         ));
     };
-    let run = match content.get_prompt(&request).map_err(content_error)? {
+    let run = match stored
+        .content()
+        .get_prompt(&request)
+        .map_err(content_error)?
+    {
         Prompt::Ready(result) => return Ok(result.into()),
         Prompt::Script(run) => run,
-    };
-    let (Some(host), Some(states)) = (&shared.host, &shared.states) else {
-        return Err(ErrorData::invalid_params(
-            format!("unknown prompt {:?}", request.name),
-            None,
-        ));
     };
     let round = InputRound {
         responses: request.input_responses.unwrap_or_default(),
@@ -83,7 +81,7 @@ pub(crate) async fn get(
         input: run.input.clone(),
         bound: json!({"arguments": run.input}),
     };
-    match run_content(host, states, script, &cx).await {
+    match run_content(&stored.host, &stored.states, script, &cx).await {
         Ok(text) => Ok(run.result(&text).map_err(content_error)?.into()),
         Err(Ended::Failed(error)) => Err(content_error(ContentError::PromptFailed {
             prompt: run.name,
@@ -105,8 +103,12 @@ pub(crate) async fn complete(
     request: CompleteRequestParams,
     ct: CancellationToken,
 ) -> Result<CompleteResult, ErrorData> {
-    match &shared.content {
-        Some(content) => content.complete(&request, ct).await.map_err(content_error),
+    match &shared.stored {
+        Some(stored) => stored
+            .content()
+            .complete(&request, ct)
+            .await
+            .map_err(content_error),
         None => Err(ErrorData::invalid_params("nothing to complete", None)),
     }
 }

@@ -34,9 +34,9 @@ pub(crate) fn list(
     request: Option<PaginatedRequestParams>,
 ) -> Result<ListResourcesResult, ErrorData> {
     let resources = shared
-        .content
+        .stored
         .as_ref()
-        .map(|c| c.list_resources())
+        .map(|s| s.content().list_resources())
         .unwrap_or_default();
     let (page, next) = paginate(resources, request, shared.page_size)?;
     let mut result = ListResourcesResult::with_all_items(page);
@@ -53,9 +53,9 @@ pub(crate) fn list_templates(
     request: Option<PaginatedRequestParams>,
 ) -> Result<ListResourceTemplatesResult, ErrorData> {
     let templates = shared
-        .content
+        .stored
         .as_ref()
-        .map(|c| c.list_templates())
+        .map(|s| s.content().list_templates())
         .unwrap_or_default();
     let (page, next) = paginate(templates, request, shared.page_size)?;
     let mut result = ListResourceTemplatesResult::with_all_items(page);
@@ -79,7 +79,7 @@ pub(crate) async fn read(
     let uri = request.uri;
     if uri.starts_with(RUN_OUTPUT_PREFIX) {
         let cx = RequestCx::of(ctx, None);
-        let Some(kept) = &shared.kept else {
+        let Some(kept) = shared.stored.as_ref().map(|s| &s.kept) else {
             return Err(content_error(ContentError::ResourceNotFound { uri }));
         };
         return match kept.read(&uri, &cx).await {
@@ -93,17 +93,14 @@ pub(crate) async fn read(
             })),
         };
     }
-    let read = match &shared.content {
-        Some(content) => content.read(&uri).await.map_err(content_error)?,
-        None => None,
+    let Some(stored) = &shared.stored else {
+        return Err(content_error(ContentError::ResourceNotFound { uri }));
     };
+    let read = stored.content().read(&uri).await.map_err(content_error)?;
     let contents = match read {
         None => return Err(content_error(ContentError::ResourceNotFound { uri })),
         Some(Read::Contents(contents)) => contents,
         Some(Read::Script(run)) => {
-            let (Some(host), Some(states)) = (&shared.host, &shared.states) else {
-                return Err(content_error(ContentError::ResourceNotFound { uri }));
-            };
             let round = InputRound {
                 responses: request.input_responses.unwrap_or_default(),
                 state: request.request_state,
@@ -117,7 +114,7 @@ pub(crate) async fn read(
                 input: run.input.clone(),
                 bound: json!({"uri": run.uri, "variables": run.input}),
             };
-            match run_content(host, states, script, &cx).await {
+            match run_content(&stored.host, &stored.states, script, &cx).await {
                 Ok(text) => run.contents(text),
                 Err(Ended::Failed(error)) => {
                     return Err(content_error(ContentError::TemplateFailed {
@@ -147,7 +144,7 @@ pub(crate) fn subscribe(
     uri: String,
     peer: Peer<RoleServer>,
 ) -> Result<(), ErrorData> {
-    match &shared.content {
+    match shared.stored.as_ref().map(|s| s.content()) {
         Some(content) if content.is_known(&uri) => {
             content.subscriptions.subscribe(handler, &uri, peer);
             Ok(())
@@ -158,7 +155,7 @@ pub(crate) fn subscribe(
 
 /// `resources/unsubscribe`: forgets the subscription (unknown ones are fine).
 pub(crate) fn unsubscribe(shared: &Shared, handler: u64, uri: &str) {
-    if let Some(content) = &shared.content {
-        content.subscriptions.unsubscribe(handler, uri);
+    if let Some(stored) = &shared.stored {
+        stored.content().subscriptions.unsubscribe(handler, uri);
     }
 }

@@ -12,10 +12,10 @@ use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
 use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
-use crate::tools::authoring::approval::Approval;
-use crate::tools::authoring::tool::ToolAuthoring;
+use crate::tools::Authoring;
 use crate::tools::stored::input_required::StateCodec;
 use crate::tools::stored::kept::KeptOutputs;
+use crate::tools::stored::source::StoredSource;
 
 /// Server-wide state.
 pub(crate) struct Shared {
@@ -29,30 +29,42 @@ pub(crate) struct Shared {
     pub(crate) calls: TaskTracker,
     /// The server-level `instructions` of the InitializeResult.
     pub(crate) instructions: &'static str,
-    /// Stored resources, templates and prompts; `None` in bridge mode.
-    pub(crate) content: Option<Arc<Content>>,
-    /// The outputs behind the resource links of cut results; `None` in bridge mode.
-    pub(crate) kept: Option<Arc<KeptOutputs>>,
-    /// Where built-in and manifest calls are recorded (stored calls record themselves);
-    /// `None` in bridge mode.
-    pub(crate) call_log: Option<Arc<dyn Store>>,
-    /// The script host (for `/healthz`'s sandbox layers); `None` in bridge mode.
-    pub(crate) host: Option<Arc<ScriptHost>>,
-    /// Seals and opens the `requestState` of input-required results (content scripts' too);
-    /// `None` in bridge mode.
-    pub(crate) states: Option<Arc<StateCodec>>,
     /// The server's metrics (`/metrics`).
     pub(crate) metrics: Arc<Metrics>,
-    /// This replica's durable tasks (the Tasks extension is advertised exactly when set);
-    /// `None` in bridge mode.
-    pub(crate) tasks: Option<Arc<Tasks>>,
-    /// The tool authoring operations (for the console's rollback and example runs); `None`
-    /// in bridge mode.
-    pub(crate) authoring: Option<Arc<ToolAuthoring>>,
-    /// The approval gate (pending versions, approve, reject); `None` in bridge mode.
-    pub(crate) approval: Option<Arc<Approval>>,
     /// Each manifest's upstream and how it has answered (the console's server page).
     pub(crate) upstreams: Vec<Arc<crate::tools::manifest::health::UpstreamHealth>>,
+    /// The stored side; `None` in bridge mode (`omniforge bridge`), which serves manifest
+    /// tools only.
+    pub(crate) stored: Option<Arc<Stored>>,
+}
+
+/// The stored side of a server: the store and everything built on it, all there or (bridge
+/// mode) none of it.
+pub(crate) struct Stored {
+    /// The store: where built-in and manifest calls are recorded (stored calls record
+    /// themselves), and what the console reads.
+    pub(crate) store: Arc<dyn Store>,
+    /// The script host (`/healthz`'s sandbox layers, content scripts, warm templates).
+    pub(crate) host: Arc<ScriptHost>,
+    /// Seals and opens the `requestState` of input-required results (content scripts' too).
+    pub(crate) states: Arc<StateCodec>,
+    /// The stored tools in the catalog (the command line runs them).
+    pub(crate) source: Arc<StoredSource>,
+    /// The outputs behind the resource links of cut results.
+    pub(crate) kept: Arc<KeptOutputs>,
+    /// This replica's durable tasks (the Tasks extension is advertised exactly when there is
+    /// a store).
+    pub(crate) tasks: Arc<Tasks>,
+    /// What the built-in operations work with: tool authoring, the approval gate, secrets and
+    /// stored content (also the command line's and the console's changes).
+    pub(crate) authoring: Authoring,
+}
+
+impl Stored {
+    /// Stored resources, templates and prompts.
+    pub(crate) fn content(&self) -> &Arc<Content> {
+        &self.authoring.content
+    }
 }
 
 impl Shared {
@@ -72,7 +84,8 @@ impl Shared {
         .map(|s| (s.as_str().to_owned(), json!(snapshot.count(s))))
         .collect();
         // Whether each layer is active, and (as in `doctor --json`) how, or why not.
-        let layers = self.host.iter().flat_map(|h| h.layers());
+        let host = self.stored.as_ref().map(|s| &s.host);
+        let layers = host.iter().flat_map(|h| h.layers());
         let sandbox: serde_json::Map<String, Value> = layers
             .clone()
             .map(|l| (l.name.to_owned(), json!(l.active)))
@@ -87,7 +100,7 @@ impl Shared {
             "sandbox": sandbox,
             "sandbox_layers": sandbox_layers,
             "sessions": sessions,
-            "warm": self.host.as_ref().map(|h| h.warm().report(detail)),
+            "warm": host.map(|h| h.warm().report(detail)),
         })
     }
 }

@@ -71,7 +71,7 @@ pub(crate) fn route(
     if support == TaskSupport::Forbidden {
         return Ok(Route::Inline);
     }
-    match (&shared.tasks, declared(ctx)) {
+    match (shared.stored.as_ref().map(|s| &s.tasks), declared(ctx)) {
         (Some(tasks), true) if entry.tasking.start == TaskStart::Script => {
             Ok(Route::ScriptStart(tasks.clone()))
         }
@@ -254,7 +254,7 @@ pub(crate) async fn cancel(
 
 /// This server's tasks (a server without a store advertises none, so rmcp never calls).
 fn tasks_of(shared: &Shared) -> Result<&Arc<Tasks>, ErrorData> {
-    shared.tasks.as_ref().ok_or_else(|| {
+    shared.stored.as_ref().map(|s| &s.tasks).ok_or_else(|| {
         ErrorData::new(
             ErrorCode::METHOD_NOT_FOUND,
             "this server keeps no tasks",

@@ -81,7 +81,7 @@ pub(crate) async fn call(
             Route::Inline => {}
             Route::Task(tasks) => {
                 let _in_flight = shared.calls.token();
-                let log = shared.call_log.clone();
+                let log = shared.stored.as_ref().map(|s| s.store.clone());
                 return tasks::start(&tasks, snapshot.clone(), log, request, ctx).await;
             }
             Route::ScriptStart(tasks) => {
@@ -129,7 +129,7 @@ pub(crate) async fn run(
     };
     // A stored tool's call records itself (with its version); built-ins and manifest tools
     // are recorded here, off the answer's path. Unknown or hidden tools are not recorded.
-    if let Some(store) = &shared.call_log
+    if let Some(store) = shared.stored.as_ref().map(|s| &s.store)
         && let Some(entry) = snapshot.get(name).filter(|e| cx.allows(e.scope))
         && let Some(source) = entry.source.logged_as()
     {

@@ -22,10 +22,8 @@ use crate::tools::authoring::approval::PendingVersion;
 
 /// The pending versions the viewer (an admin) may decide on.
 async fn pending(console: &Console, viewer: &Viewer) -> Vec<PendingVersion> {
-    let Some(approval) = &console.shared.approval else {
-        return Vec::new();
-    };
     let cx = RequestCx::local(&viewer.principal, None);
+    let approval = &console.stored.authoring.approval;
     approval.pending(&cx).await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "console: the pending versions could not be read");
         Vec::new()
@@ -44,11 +42,7 @@ pub(crate) async fn list(State(console): State<Arc<Console>>, viewer: Viewer) ->
         return r;
     }
     let pending = pending(&console, &viewer).await;
-    let required = console
-        .shared
-        .approval
-        .as_ref()
-        .is_some_and(|a| a.required());
+    let required = console.stored.authoring.approval.required();
     layout::page(&viewer, Nav::Approvals, "Approvals", html! {
         h1 { "Pending approvals" }
         @if !required {

@@ -41,7 +41,12 @@ pub(crate) async fn page(
         limit: PAGE,
         ..AuditFilter::default()
     };
-    let records = console.store.audit(&filter).await.unwrap_or_default();
+    let records = console
+        .stored
+        .store
+        .audit(&filter)
+        .await
+        .unwrap_or_default();
     let next = (records.len() == PAGE as usize)
         .then(|| records.last().map(|r| r.id))
         .flatten();

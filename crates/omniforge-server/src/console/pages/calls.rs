@@ -77,7 +77,12 @@ pub(crate) async fn list(
         limit: PAGE,
         ..CallFilter::default()
     };
-    let calls = console.store.calls(&filter).await.unwrap_or_default();
+    let calls = console
+        .stored
+        .store
+        .calls(&filter)
+        .await
+        .unwrap_or_default();
     let next = (calls.len() == PAGE as usize)
         .then(|| calls.last().map(|c| c.id))
         .flatten();
@@ -97,6 +102,7 @@ pub(crate) async fn detail(
     Path(id): Path<u64>,
 ) -> Response {
     let Some(c) = console
+        .stored
         .store
         .call(id)
         .await

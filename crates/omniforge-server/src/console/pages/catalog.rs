@@ -67,6 +67,7 @@ pub(crate) async fn page(
     let activity = if viewer.can(Scope::Admin) {
         let since = crate::console::now_ms() - 24 * 3_600_000;
         console
+            .stored
             .store
             .call_activity(since)
             .await
@@ -176,7 +177,7 @@ async fn rows(console: &Console, viewer: &Viewer) -> Result<Vec<Row>, omniforge_
         );
     }
     if viewer.can(Scope::Write) {
-        for t in console.store.tools().await? {
+        for t in console.stored.store.tools().await? {
             if rows.contains_key(&t.name) || t.current_version.is_none() {
                 continue;
             }
@@ -195,6 +196,7 @@ async fn rows(console: &Console, viewer: &Viewer) -> Result<Vec<Row>, omniforge_
     }
     let author = (!viewer.can(Scope::Admin)).then(|| viewer.id());
     for v in console
+        .stored
         .store
         .versions_with_status(VersionStatus::Pending, author)
         .await?

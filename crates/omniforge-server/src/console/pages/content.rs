@@ -19,10 +19,10 @@ pub(crate) async fn page(State(console): State<Arc<Console>>, viewer: Viewer) ->
     if let Err(r) = require(&viewer, Scope::Call) {
         return r;
     }
-    let content = console.shared.content.as_ref();
-    let resources = content.map(|c| c.list_resources()).unwrap_or_default();
-    let templates = content.map(|c| c.list_templates()).unwrap_or_default();
-    let prompts = content.map(|c| c.list_prompts()).unwrap_or_default();
+    let content = console.stored.content();
+    let resources = content.list_resources();
+    let templates = content.list_templates();
+    let prompts = content.list_prompts();
     layout::page(&viewer, Nav::Content, "Resources and prompts", html! {
         h1 { "Resources and prompts" }
         h2 { "Resources" }

@@ -23,9 +23,14 @@ pub(crate) async fn page(State(console): State<Arc<Console>>, viewer: Viewer) ->
     if let Err(r) = require(&viewer, Scope::Admin) {
         return r;
     }
-    let secrets = console.store.secrets().await.unwrap_or_default();
-    let grants = console.store.grants(None, None).await.unwrap_or_default();
-    let requests: Vec<Value> = secret_requests(&*console.store, None)
+    let secrets = console.stored.store.secrets().await.unwrap_or_default();
+    let grants = console
+        .stored
+        .store
+        .grants(None, None)
+        .await
+        .unwrap_or_default();
+    let requests: Vec<Value> = secret_requests(&*console.stored.store, None)
         .await
         .unwrap_or_default()
         .into_iter()

@@ -37,6 +37,7 @@ pub(crate) async fn page(State(console): State<Arc<Console>>, viewer: Viewer) ->
     let running = console.shared.calls.len();
     let now = crate::console::now_ms();
     let stats = console
+        .stored
         .store
         .call_hours(None, now - 24 * 3_600_000)
         .await
@@ -47,10 +48,7 @@ pub(crate) async fn page(State(console): State<Arc<Console>>, viewer: Viewer) ->
         .cloned()
         .unwrap_or_default();
     let tools = health["tools"].as_object().cloned().unwrap_or_default();
-    let envs = match &console.shared.host {
-        Some(host) => environments(&console, host).await,
-        None => html! { p { "No script host: stored tools do not run here." } },
-    };
+    let envs = environments(&console, &console.stored.host).await;
     let upstreams: Vec<UpstreamReport> = console
         .shared
         .upstreams
@@ -105,7 +103,7 @@ async fn environments(
     console: &Console,
     host: &Arc<crate::script_host::host::ScriptHost>,
 ) -> Markup {
-    let measured = match console.env_sizes.get(host, &console.store).await {
+    let measured = match console.env_sizes.get(host, &console.stored.store).await {
         Ok(m) => m,
         Err(why) => return html! { p.flash.err { (why.to_string()) } },
     };

@@ -47,8 +47,9 @@ async fn stored_view(
     name: &str,
     listed: bool,
 ) -> Option<(Vec<ToolVersion>, Option<u32>, bool)> {
-    let tool = console.store.tool(name).await.ok().flatten()?;
+    let tool = console.stored.store.tool(name).await.ok().flatten()?;
     let versions: Vec<ToolVersion> = console
+        .stored
         .store
         .versions(name)
         .await
@@ -100,11 +101,17 @@ pub(crate) async fn page(
         before_id: None,
         limit: 20,
     };
-    let calls = console.store.calls(&filter).await.unwrap_or_default();
+    let calls = console
+        .stored
+        .store
+        .calls(&filter)
+        .await
+        .unwrap_or_default();
     // The hourly statistics count every principal's calls: admins only.
     let hours = if viewer.can(Scope::Admin) {
         let now = crate::console::now_ms();
         let stats = console
+            .stored
             .store
             .call_hours(Some((call_source, &name)), now - 24 * 3_600_000)
             .await
@@ -182,6 +189,7 @@ async fn stored_sections(
         return html! {};
     };
     let results = console
+        .stored
         .store
         .example_results(name, shown.number)
         .await

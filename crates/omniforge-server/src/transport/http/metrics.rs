@@ -49,8 +49,8 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 /// The metrics text, with the gauges read from their sources now.
 async fn exposition(shared: &Shared) -> Response {
     let m = &shared.metrics;
-    if let Some(tasks) = &shared.tasks {
-        match tasks.store().count_tasks().await {
+    if let Some(stored) = &shared.stored {
+        match stored.tasks.store().count_tasks().await {
             Ok(counts) => {
                 let counts: Vec<_> = counts.into_iter().map(|(s, n)| (s.as_str(), n)).collect();
                 m.set_tasks(&counts);
@@ -58,9 +58,7 @@ async fn exposition(shared: &Shared) -> Response {
             // The gauges keep their last values; the rest of the scrape still answers.
             Err(error) => tracing::warn!(%error, "counting the tasks for the metrics failed"),
         }
-    }
-    if let Some(host) = &shared.host {
-        m.set_load(host.load());
+        m.set_load(stored.host.load());
     }
     let tools = shared.catalog.snapshot();
     for (source, label) in [
@@ -70,8 +68,8 @@ async fn exposition(shared: &Shared) -> Response {
     ] {
         m.set_catalog("tool", label, tools.count(source));
     }
-    if let Some(content) = &shared.content {
-        let content = content.snapshot();
+    if let Some(stored) = &shared.stored {
+        let content = stored.content().snapshot();
         m.set_catalog("resource", "stored", content.resources.len());
         m.set_catalog("resource_template", "stored", content.templates.len());
         m.set_catalog("prompt", "stored", content.prompts.len());
