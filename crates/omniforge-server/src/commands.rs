@@ -1,20 +1,27 @@
 //! The one-shot actions of the command line (`omniforge tool add|edit|run|rollback|check|pending|approve|reject`, `resource`,
-//! `prompt`, `pack`), through the same validation, environments and sandbox as MCP. They
-//! answer in plain types: what a person reads, never an MCP wire type.
+//! `prompt`, `pack`), through the same validation, environments and sandbox as MCP: the
+//! built-ins' operations, their arguments built here, come [`Via::CommandLine`]. They answer
+//! in plain types ([`Outcome`], [`CallOutput`] for a stored tool's run): what a person reads,
+//! never an MCP wire type.
 
 use omniforge_store::{ImportReport, StoreError, WriteMode};
 use rmcp::model::{CallToolResult, JsonObject};
 use serde_json::Value;
 
 use crate::auth::{Principal, PrincipalId, Scope};
-use crate::content::definitions::Kind;
+use crate::content::definitions::{Definition, Kind};
+use crate::context::actor::{Actor, Via};
 use crate::context::progress::ProgressSink;
 use crate::context::request::RequestCx;
-use crate::error::{AuthoringError, CallError};
+use crate::error::{AuthoringError, CallError, parse_arguments};
 use crate::mcp::state::Stored;
 use crate::mcp::to_wire;
 use crate::pack::{self, PackError};
 use crate::server::Server;
+use crate::tools::Authoring;
+use crate::tools::authoring::approval::{ApproveTool, ListPendingTools, RejectTool};
+use crate::tools::authoring::tool::{CheckTool, CreateTool, RollbackTool, UpdateTool};
+use crate::tools::ops::{self, Operation, Outcome};
 
 /// Who runs a one-shot action (recorded as the author of what it writes; trusted with
 /// everything, as the parent process of a stdio server is), and where its progress goes.
@@ -47,7 +54,7 @@ impl Caller {
     }
 }
 
-/// The text of a finished call, as an MCP client would read it.
+/// The text of a stored tool's finished call, as an MCP client would read it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallOutput {
     /// Each text block of the result.
@@ -97,24 +104,35 @@ impl Server {
         self.shared.stored.as_deref().ok_or(CommandError::NoStore)
     }
 
-    /// Creates a tool (`create`) or adds a version, from the arguments of
-    /// `omniforge_create_tool` / `omniforge_update_tool`.
+    /// Runs built-in operation `op` as `caller`, come from the command line.
+    async fn apply<O: Operation<Service = Authoring>>(&self, op: O, caller: &Caller) -> Outcome {
+        let Ok(stored) = self.stored() else {
+            return Outcome::refused("this server has no store");
+        };
+        let cx = caller.cx();
+        Outcome::of(ops::run(op, &stored.authoring, Actor::new(&cx, Via::CommandLine)).await)
+    }
+
+    /// Creates a tool (`create`) or adds a version, from a definition read as
+    /// `omniforge_create_tool` / `omniforge_update_tool` read their arguments.
     pub async fn write_tool(
         &self,
-        arguments: JsonObject,
+        definition: JsonObject,
         caller: &Caller,
         create: bool,
-    ) -> CallOutput {
-        let Some(stored) = self.shared.stored.as_deref() else {
-            return CallOutput::refused("this server has no store");
+    ) -> Outcome {
+        let written = if create {
+            match parse_arguments::<CreateTool>(definition) {
+                Ok(op) => return self.apply(op, caller).await,
+                Err(e) => e,
+            }
+        } else {
+            match parse_arguments::<UpdateTool>(definition) {
+                Ok(op) => return self.apply(op, caller).await,
+                Err(e) => e,
+            }
         };
-        CallOutput::of(
-            stored
-                .authoring
-                .tools
-                .create_or_update(arguments, &caller.cx(), create)
-                .await,
-        )
+        Outcome::refused(written.to_string())
     }
 
     /// Makes live `version` of tool `name` current and enables the tool, after running its
@@ -125,48 +143,20 @@ impl Server {
         version: u32,
         force: bool,
         caller: &Caller,
-    ) -> CallOutput {
-        let Some(stored) = self.shared.stored.as_deref() else {
-            return CallOutput::refused("this server has no store");
-        };
-        let mut arguments = JsonObject::new();
-        arguments.insert("name".into(), Value::from(name));
-        arguments.insert("version".into(), Value::from(version));
-        arguments.insert("force".into(), Value::from(force));
-        CallOutput::of(
-            stored
-                .authoring
-                .tools
-                .rollback(arguments, &caller.cx())
-                .await,
-        )
+    ) -> Outcome {
+        self.apply(RollbackTool::new(name, version, force), caller)
+            .await
     }
 
     /// Runs the examples of version `version` of tool `name` (the current one if `None`) and
-    /// records the outcome: one line per example, an error when one fails.
-    pub async fn check_tool(
-        &self,
-        name: &str,
-        version: Option<u32>,
-        caller: &Caller,
-    ) -> CallOutput {
-        let Some(stored) = self.shared.stored.as_deref() else {
-            return CallOutput::refused("this server has no store");
-        };
-        let mut arguments = JsonObject::new();
-        arguments.insert("name".into(), Value::from(name));
-        if let Some(version) = version {
-            arguments.insert("version".into(), Value::from(version));
-        }
-        CallOutput::of(stored.authoring.tools.check(arguments, &caller.cx()).await)
+    /// records the outcome: one line per example, refused when one fails.
+    pub async fn check_tool(&self, name: &str, version: Option<u32>, caller: &Caller) -> Outcome {
+        self.apply(CheckTool::new(name, version), caller).await
     }
 
     /// The tool versions pending approval (issue 17): one line each.
-    pub async fn pending_tools(&self, caller: &Caller) -> CallOutput {
-        let Some(stored) = self.shared.stored.as_deref() else {
-            return CallOutput::refused("this server has no store");
-        };
-        CallOutput::of(stored.authoring.approval.list(&caller.cx(), false).await)
+    pub async fn pending_tools(&self, caller: &Caller) -> Outcome {
+        self.apply(ListPendingTools {}, caller).await
     }
 
     /// Approves pending `version` of tool `name`, granting it exactly the secrets in `grants`.
@@ -176,21 +166,9 @@ impl Server {
         version: u32,
         grants: &[String],
         caller: &Caller,
-    ) -> CallOutput {
-        let Some(stored) = self.shared.stored.as_deref() else {
-            return CallOutput::refused("this server has no store");
-        };
-        let mut arguments = JsonObject::new();
-        arguments.insert("name".into(), Value::from(name));
-        arguments.insert("version".into(), Value::from(version));
-        arguments.insert("grants".into(), Value::from(grants.to_vec()));
-        CallOutput::of(
-            stored
-                .authoring
-                .approval
-                .approve_call(arguments, &caller.cx())
-                .await,
-        )
+    ) -> Outcome {
+        self.apply(ApproveTool::new(name, version, grants), caller)
+            .await
     }
 
     /// Rejects pending (or draft) `version` of tool `name` with `reason`, keeping it.
@@ -200,26 +178,14 @@ impl Server {
         version: u32,
         reason: &str,
         caller: &Caller,
-    ) -> CallOutput {
-        let Some(stored) = self.shared.stored.as_deref() else {
-            return CallOutput::refused("this server has no store");
-        };
-        let mut arguments = JsonObject::new();
-        arguments.insert("name".into(), Value::from(name));
-        arguments.insert("version".into(), Value::from(version));
-        arguments.insert("reason".into(), Value::from(reason));
-        CallOutput::of(
-            stored
-                .authoring
-                .approval
-                .reject_call(arguments, &caller.cx())
-                .await,
-        )
+    ) -> Outcome {
+        self.apply(RejectTool::new(name, version, reason), caller)
+            .await
     }
 
     /// Runs the current version of the stored tool `name` once (it must be enabled).
     pub async fn run_tool(&self, name: &str, arguments: JsonObject, caller: &Caller) -> CallOutput {
-        let Some(stored) = self.shared.stored.as_deref() else {
+        let Ok(stored) = self.stored() else {
             return CallOutput::refused("this server has no store");
         };
         CallOutput::of(stored.source.run(name, arguments, &caller.cx()).await)
@@ -237,8 +203,9 @@ impl Server {
         Ok(self.stored()?.content().definition(kind, key).await?)
     }
 
-    /// Creates, updates or replaces a definition (`mode`) from its authoring arguments; returns
-    /// a sentence saying what was done.
+    /// Creates, updates or replaces a definition (`mode`) from its authoring arguments (a
+    /// file's, read as the create built-in of `kind` reads its arguments); returns a sentence
+    /// saying what was done.
     ///
     /// # Errors
     /// A text naming the field that is wrong.
@@ -249,11 +216,9 @@ impl Server {
         mode: WriteMode,
         caller: &Caller,
     ) -> Result<String, CommandError> {
-        Ok(self
-            .stored()?
-            .content()
-            .write(kind, arguments, mode, &caller.cx())
-            .await?)
+        let stored = self.stored()?;
+        let definition = Definition::parse(kind, arguments)?;
+        Ok(stored.content().put(definition, mode, &caller.cx()).await?)
     }
 
     /// Removes a definition; returns a sentence saying so.
@@ -283,7 +248,7 @@ impl Server {
         pack: Value,
         caller: &Caller,
     ) -> Result<ImportReport, PackError> {
-        let Some(stored) = self.shared.stored.as_deref() else {
+        let Ok(stored) = self.stored() else {
             return Err(PackError {
                 problems: vec!["this server has no store".into()],
             });

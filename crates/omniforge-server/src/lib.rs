@@ -62,9 +62,10 @@ pub use server::{Server, Settings, StartError, StoreSettings};
 pub use settings::HttpSettings;
 pub use tasks::{DEFAULT_TASK_LEASE, DEFAULT_TASK_POLL_INTERVAL, DEFAULT_TASK_TTL, TaskSettings};
 pub use telemetry::metrics::DEFAULT_MAX_TOOLS as DEFAULT_METRICS_MAX_TOOLS;
-pub use tools::authoring::secret::{change_grant, secret_requests};
+pub use tools::authoring::secret::{DeclaredSecret, change_grant, secret_requests};
 pub use tools::authoring::tool::{call_json, describe_tool};
 pub use tools::manifest::source::{ManifestConfig, ManifestSourceError};
+pub use tools::ops::Outcome;
 
 /// Re-exported so the binary can configure manifest upstreams without naming the bridge crate.
 pub use omniforge_bridge::dispatch::{DEFAULT_MAX_RESPONSE_BYTES, UpstreamConfig};

@@ -8,6 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use omniforge_store::{CallOutcome, CallRecord, CallSource};
 
+use crate::context::actor::Via;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 
@@ -75,10 +76,10 @@ pub(crate) struct Call<'a> {
     pub(crate) arguments: JsonObject,
     /// The request.
     pub(crate) cx: &'a RequestCx<'a>,
+    /// Where the call came from.
+    pub(crate) via: Via<'a>,
     /// The catalog the call was routed in (`omniforge_call_tool` routes in it again).
     pub(crate) catalog: &'a dyn Router,
-    /// The call came through `omniforge_call_tool`.
-    pub(crate) forwarded: bool,
 }
 
 /// How a tool is called. Every source implements it; the catalog routes through it only.
@@ -100,14 +101,16 @@ pub(crate) trait ToolCall: Send + Sync {
     }
 }
 
-/// Routes a call by name: what `omniforge_call_tool` needs of the catalog.
+/// Routes a call by name: what `omniforge_call_tool` and a script's `call_builtin` need of
+/// the catalog.
 pub(crate) trait Router: Send + Sync {
-    /// Routes `name` with `arguments` for `cx`, as if called directly (`forwarded` set).
+    /// Routes `name` with `arguments` for `cx`, come through `via`, as if called directly.
     fn route<'a>(
         &'a self,
         name: &'a str,
         arguments: JsonObject,
         cx: &'a RequestCx<'a>,
+        via: Via<'a>,
     ) -> BoxFuture<'a, CallResult>;
 }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_store::{CallSource, TaskStart, TaskSupport};
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use rmcp::model::{JsonObject, Tool};
 use serde_json::Value;
 
 use crate::auth::Scope;
@@ -159,23 +159,6 @@ impl Entry {
         self
     }
 
-    /// A built-in needing `scope`.
-    pub(crate) fn builtin(
-        name: &'static str,
-        description: &'static str,
-        input_schema: Arc<JsonObject>,
-        annotations: ToolAnnotations,
-        scope: Scope,
-        call: Arc<dyn ToolCall>,
-    ) -> Entry {
-        Entry::new(
-            Tool::new(name, description, input_schema).with_annotations(annotations),
-            ToolSource::Builtin,
-            scope,
-            call,
-        )
-    }
-
     /// This entry, left out of `tools/list` (still callable by name).
     pub(crate) fn unlisted(mut self) -> Entry {
         self.listed = false;
@@ -242,12 +225,4 @@ fn serialize(tool: &Tool) -> Box<str> {
             String::from("{}")
         })
         .into_boxed_str()
-}
-
-/// A JSON object schema written as a `json!` value (anything else reads as `{}`).
-pub(crate) fn object_schema(schema: Value) -> Arc<JsonObject> {
-    Arc::new(match schema {
-        Value::Object(map) => map,
-        _ => JsonObject::new(),
-    })
 }

@@ -17,6 +17,7 @@ use crate::auth::Scope;
 use crate::catalog::call::{Call, CallResult, Router};
 use crate::catalog::entry::{Entry, ToolSource};
 use crate::catalog::pages::{Page, PageCache, PageKey};
+use crate::context::actor::Via;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 
@@ -172,7 +173,7 @@ impl Snapshot {
 
     /// Routes one call: the tool must exist and be visible to the caller, and the arguments
     /// must match its inputSchema; then its [`ToolCall`](crate::catalog::call::ToolCall)
-    /// runs. `forwarded`: the call came through `omniforge_call_tool`.
+    /// runs. `via`: where the call came from.
     ///
     /// # Errors
     /// [`CallError::UnknownTool`], [`CallError::InvalidArguments`], or what the tool's call
@@ -182,7 +183,7 @@ impl Snapshot {
         name: &str,
         arguments: JsonObject,
         cx: &RequestCx<'_>,
-        forwarded: bool,
+        via: Via<'_>,
     ) -> CallResult {
         let entry = self
             .get_for(name, cx.principal().map(|p| p.as_str()))
@@ -194,8 +195,8 @@ impl Snapshot {
             .call(Call {
                 arguments,
                 cx,
+                via,
                 catalog: self,
-                forwarded,
             })
             .await
     }
@@ -207,7 +208,8 @@ impl Router for Snapshot {
         name: &'a str,
         arguments: JsonObject,
         cx: &'a RequestCx<'a>,
+        via: Via<'a>,
     ) -> BoxFuture<'a, CallResult> {
-        Box::pin(self.call(name, arguments, cx, true))
+        Box::pin(self.call(name, arguments, cx, via))
     }
 }

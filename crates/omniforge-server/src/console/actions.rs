@@ -1,96 +1,59 @@
 //! The console's changes run the same operations as the authoring built-ins (and the command
-//! line), as the signed-in principal: the same validation, examples, audit records and
-//! change feed. The console checks the scope the built-in needs before it calls one
-//! (`tools:write` for rollback and checks, `admin` for grants), as catalog routing does for
-//! MCP, so the console never does more than that principal's token does over MCP.
+//! line), as the signed-in principal come [`Via::Console`]: the same validation, examples,
+//! audit records and change feed. The pages check the scope the built-in needs before they
+//! offer a change (`tools:write` for rollback and checks, `admin` for grants and approvals),
+//! and every operation checks it again ([`ops::run`]), as catalog routing does for MCP, so
+//! the console never does more than that principal's token does over MCP.
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
-use serde_json::Value;
+use rmcp::model::{CallToolResult, JsonObject};
 
 use crate::console::Console;
 use crate::console::guard::Viewer;
+use crate::context::actor::{Actor, Via};
 use crate::context::progress::ProgressSink;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::mcp::{to_wire, tools};
-use crate::tools::authoring::approval::{approved_sentence, rejected_sentence};
-use crate::tools::authoring::secret::change_grant;
+use crate::tools::Authoring;
+use crate::tools::authoring::approval::{ApproveTool, RejectTool};
+use crate::tools::authoring::secret::GrantSecret;
+use crate::tools::authoring::tool::{CheckTool, DeleteTool, RollbackTool};
+use crate::tools::ops::{self, Operation, Outcome};
 
-/// What an operation answered: whether it worked, and its text.
-pub(crate) struct Outcome {
-    /// Not an `isError` result.
-    pub(crate) ok: bool,
-    /// What happened, in words (the result's text blocks, joined by newlines).
-    pub(crate) text: String,
+/// Runs `op` as the viewer.
+async fn apply<O: Operation<Service = Authoring>>(
+    console: &Console,
+    viewer: &Viewer,
+    op: O,
+) -> Outcome {
+    let cx = RequestCx::local(&viewer.principal, None);
+    let actor = Actor::new(&cx, Via::Console);
+    Outcome::of(ops::run(op, &console.stored.authoring, actor).await)
 }
 
-impl Outcome {
-    fn of(result: Result<CallToolResult, CallError>) -> Outcome {
-        let result = result.unwrap_or_else(|e| to_wire::call_error(&e));
-        let text = result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-            .collect::<Vec<_>>()
-            .join("\n");
-        Outcome {
-            ok: result.is_error != Some(true),
-            text,
-        }
-    }
-
-    fn refused(text: &str) -> Outcome {
-        Outcome {
-            ok: false,
-            text: text.to_owned(),
-        }
-    }
-}
-
-fn arguments(pairs: &[(&str, Option<Value>)]) -> JsonObject {
-    pairs
-        .iter()
-        .filter_map(|(k, v)| v.clone().map(|v| ((*k).to_owned(), v)))
-        .collect()
-}
-
-/// Makes live `version` of `name` current after its examples pass (the caller checked
-/// `tools:write`).
+/// Makes live `version` of `name` current after its examples pass.
 pub(crate) async fn rollback(
     console: &Console,
     viewer: &Viewer,
     name: &str,
     version: u32,
 ) -> Outcome {
-    let authoring = &console.stored.authoring.tools;
-    let cx = RequestCx::local(&viewer.principal, None);
-    let args = arguments(&[
-        ("name", Some(name.into())),
-        ("version", Some(version.into())),
-    ]);
-    Outcome::of(authoring.rollback(args, &cx).await)
+    apply(console, viewer, RollbackTool::new(name, version, false)).await
 }
 
 /// Disables `name` (the delete built-in without `purge`: versions kept), or enables it again
-/// by making its current version current (a rollback to it, examples first) (the caller
-/// checked `tools:write`).
+/// by making its current version current (a rollback to it, examples first).
 pub(crate) async fn set_enabled(
     console: &Console,
     viewer: &Viewer,
     name: &str,
     enabled: bool,
 ) -> Outcome {
-    let authoring = &console.stored.authoring.tools;
-    let cx = RequestCx::local(&viewer.principal, None);
     if !enabled {
-        return Outcome::of(
-            authoring
-                .delete(arguments(&[("name", Some(name.into()))]), &cx)
-                .await,
-        );
+        return apply(console, viewer, DeleteTool::disable(name)).await;
     }
     let current = match console.stored.store.tool(name).await {
         Ok(Some(tool)) => tool.current_version,
@@ -103,24 +66,17 @@ pub(crate) async fn set_enabled(
 }
 
 /// Runs the examples of `version` of `name` (the current one if `None`) and records the
-/// results (the caller checked `tools:write`).
+/// results.
 pub(crate) async fn check(
     console: &Console,
     viewer: &Viewer,
     name: &str,
     version: Option<u32>,
 ) -> Outcome {
-    let authoring = &console.stored.authoring.tools;
-    let cx = RequestCx::local(&viewer.principal, None);
-    let args = arguments(&[
-        ("name", Some(name.into())),
-        ("version", version.map(Value::from)),
-    ]);
-    Outcome::of(authoring.check(args, &cx).await)
+    apply(console, viewer, CheckTool::new(name, version)).await
 }
 
-/// Grants `secret` to `version` of `tool` (its current one if `None`) (the caller checked
-/// `admin`).
+/// Grants `secret` to `version` of `tool` (its current one if `None`).
 pub(crate) async fn grant(
     console: &Console,
     viewer: &Viewer,
@@ -128,24 +84,10 @@ pub(crate) async fn grant(
     tool: &str,
     version: Option<u32>,
 ) -> Outcome {
-    let cx = RequestCx::local(&viewer.principal, None);
-    match change_grant(
-        &*console.stored.store,
-        &cx.actor(),
-        secret,
-        tool,
-        version,
-        true,
-    )
-    .await
-    {
-        Ok(text) => Outcome { ok: true, text },
-        Err(e) => Outcome::of(Err(CallError::from(e))),
-    }
+    apply(console, viewer, GrantSecret::new(secret, tool, version)).await
 }
 
-/// Approves pending `version` of `name`, granting only the secrets in `grants` (the caller
-/// checked `admin`; the gate checks it again).
+/// Approves pending `version` of `name`, granting only the secrets in `grants`.
 pub(crate) async fn approve(
     console: &Console,
     viewer: &Viewer,
@@ -153,19 +95,10 @@ pub(crate) async fn approve(
     version: u32,
     grants: &[String],
 ) -> Outcome {
-    let approval = &console.stored.authoring.approval;
-    let cx = RequestCx::local(&viewer.principal, None);
-    match approval.approve(&cx, name, version, grants).await {
-        Ok(approved) => Outcome {
-            ok: true,
-            text: approved_sentence(&console.stored.store, &approved, grants).await,
-        },
-        Err(e) => Outcome::of(Err(CallError::from(e))),
-    }
+    apply(console, viewer, ApproveTool::new(name, version, grants)).await
 }
 
-/// Rejects pending `version` of `name` with `reason` (the caller checked `admin`; the gate
-/// checks it again).
+/// Rejects pending `version` of `name` with `reason`.
 pub(crate) async fn reject(
     console: &Console,
     viewer: &Viewer,
@@ -173,15 +106,7 @@ pub(crate) async fn reject(
     version: u32,
     reason: &str,
 ) -> Outcome {
-    let approval = &console.stored.authoring.approval;
-    let cx = RequestCx::local(&viewer.principal, None);
-    match approval.reject(&cx, name, version, reason).await {
-        Ok(rejected) => Outcome {
-            ok: true,
-            text: rejected_sentence(&rejected),
-        },
-        Err(e) => Outcome::of(Err(CallError::from(e))),
-    }
+    apply(console, viewer, RejectTool::new(name, version, reason)).await
 }
 
 /// What a try-it call answered, as the client would get it.
@@ -216,14 +141,12 @@ pub(crate) async fn try_call(
     };
     let cx = RequestCx::local(&viewer.principal, Some(sink));
     let (clock, snapshot) = (Instant::now(), console.shared.catalog.snapshot());
-    let called = tools::run(&console.shared, name, Ok(arguments), &cx).await;
+    let called = tools::run(&console.shared, name, Ok(arguments), &cx, Via::Console).await;
     // A call from the console is a tool call like a client's (not an MCP request).
     tools::count_tool_call(&console.shared, name, &snapshot, &cx, &called, clock);
     let result = match called {
         Ok(result) => result,
-        Err(CallError::InputRequired(_)) => CallToolResult::error(vec![ContentBlock::text(
-            "The tool asked the client for input (an input_required result); the console cannot answer that: call it from an MCP client.",
-        )]),
+        Err(CallError::InputRequired(_)) => to_wire::unanswerable_input(),
         Err(error) => to_wire::call_error(&error),
     };
     let progress = std::mem::take(&mut *messages.lock().unwrap_or_else(|e| e.into_inner()));

@@ -15,6 +15,7 @@ use omniforge_store::{
     NewPrompt, NewResource, NewTemplate, PromptArgumentSpec, ResourceBody, ScriptSpec, TemplateBody,
 };
 use rmcp::model::{ContentBlock, JsonObject, PromptMessage, ResourceContents};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -28,24 +29,27 @@ use crate::script_host::prepare::TimeoutRule;
 /// resources/read and completion/complete wait at most.
 const DEFAULT_SCRIPT_TIMEOUT_S: f64 = 30.0;
 
+// The argument types below are the built-ins' inputSchemas too: a field's doc comment is its
+// description there, so fields the schema leaves undescribed carry plain comments.
+
 /// The arguments of `omniforge_create_resource` (and a pack's `resources` entry).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResourceArgs {
-    /// Absolute URI, e.g. `docs://handbook/intro`.
+    /// Absolute URI, e.g. docs://handbook/intro (the omniforge: scheme is reserved).
     pub uri: String,
-    /// MCP `name`.
+    // MCP `name`.
     pub name: String,
-    /// MCP `title`.
+    // MCP `title`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// MCP `description`.
+    // MCP `description`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// MCP `mimeType`.
+    /// e.g. text/plain, application/json, image/png.
     #[serde(default, rename = "mimeType", skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
-    /// Text content (exactly one of `text` and `blob`).
+    /// Text content (give text or blob).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     /// Binary content, base64.
@@ -55,98 +59,110 @@ pub(crate) struct ResourceArgs {
 
 /// The arguments of `omniforge_create_resource_template` (and a pack's `resource_templates`
 /// entry).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TemplateArgs {
-    /// RFC 6570 URI template (level 1 and 2: `{var}`, `{+var}`, `{#var}`).
+    /// RFC 6570 URI template with {var}, {+var} or {#var}, e.g. docs://pages/{id}.
     #[serde(rename = "uriTemplate")]
     pub uri_template: String,
-    /// MCP `name`.
+    // MCP `name`.
     pub name: String,
-    /// MCP `title`.
+    // MCP `title`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// MCP `description`.
+    // MCP `description`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// MCP `mimeType` of what it produces.
+    // MCP `mimeType` of what it produces.
     #[serde(default, rename = "mimeType", skip_serializing_if = "Option::is_none")]
     pub mime_type: Option<String>,
-    /// Static text with `{variable}` placeholders (exactly one of `text` and `code`).
+    /// Static contents; each {variable} of the URI template is replaced by the matched value
+    /// (give text or code).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    /// Python that reads the variables as a JSON object on stdin and prints the contents.
+    /// Python: reads the variables as a JSON object on stdin and prints the contents; runs in
+    /// the tools' sandbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
-    /// PEP 508 requirements of `code` and `completion_code`.
+    // PEP 508 requirements of `code` and `completion_code`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependencies: Option<Vec<String>>,
-    /// Wall-clock limit of one script run, seconds (default 30).
+    // Wall-clock limit of one script run, seconds (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub timeout_s: Option<f64>,
-    /// Allow network access to the scripts (default false).
+    // Allow network access to the scripts (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<bool>,
-    /// Declared values per variable, for completion/complete.
+    /// Values per variable offered by completion/complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completions: Option<BTreeMap<String, Vec<String>>>,
-    /// Python that completes a variable (see the guide).
+    /// Python: reads {ref, argument: {name, value}, context: {arguments}} on stdin, prints a
+    /// JSON array of values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_code: Option<String>,
 }
 
-/// One argument of [`PromptArgs`].
-#[derive(Debug, Clone, Serialize, Deserialize)]
+// One argument of [`PromptArgs`] (a plain comment: its schema is inlined, undescribed).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PromptArgumentArgs {
-    /// Name, used as `{name}` in the messages.
+    // Name, used as `{name}` in the messages.
     pub name: String,
-    /// MCP `title`.
+    // MCP `title`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// MCP `description`.
+    // MCP `description`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// Whether prompts/get must receive it (default false).
+    // Whether prompts/get must receive it (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub required: Option<bool>,
-    /// Values offered by completion/complete.
+    // Values offered by completion/complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<Vec<String>>,
 }
 
 /// The arguments of `omniforge_create_prompt` (and a pack's `prompts` entry).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PromptArgs {
-    /// 1 to 64 characters from `[a-zA-Z0-9_-]`.
+    // 1 to 64 characters from `[a-zA-Z0-9_-]`.
+    #[schemars(regex(pattern = r"^[a-zA-Z0-9_-]{1,64}$"))]
     pub name: String,
-    /// MCP `title`.
+    // MCP `title`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
-    /// MCP `description`.
+    // MCP `description`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    /// The arguments prompts/get takes.
+    // The arguments prompts/get takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arguments: Option<Vec<PromptArgumentArgs>>,
-    /// MCP `PromptMessage`s `{role, content}`; `content` may be a plain string for text.
-    /// Exactly one of `messages` and `code`.
+    /// MCP PromptMessages {role: user|assistant, content: {type: text|image|audio|resource|resource_link, ...}};
+    /// content may be a plain string; {argument} placeholders are replaced (give messages or
+    /// code).
+    // Exactly one of `messages` and `code`; each message is checked by `normalize_message`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<JsonObject>")]
     pub messages: Vec<Value>,
-    /// Python that gets the arguments as a JSON object on stdin and prints the messages.
+    /// Python: reads the arguments as a JSON object on stdin and prints the messages (a JSON
+    /// array of PromptMessages, or plain text for one user message); may ask the user with
+    /// omniforge.elicit; runs in the tools' sandbox.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
-    /// Python that completes an argument (see the guide).
+    /// Python: reads {ref, argument: {name, value}, context: {arguments}} on stdin, prints a
+    /// JSON array of values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_code: Option<String>,
-    /// PEP 508 requirements of `code` and `completion_code`.
+    // PEP 508 requirements of `code` and `completion_code`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dependencies: Option<Vec<String>>,
-    /// Wall-clock limit of one run of `code` or `completion_code`, seconds (default 30).
+    // Wall-clock limit of one run of `code` or `completion_code`, seconds (default 30).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub timeout_s: Option<f64>,
-    /// Whether `code` and `completion_code` may use the network (default false).
+    // Whether `code` and `completion_code` may use the network (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<bool>,
 }

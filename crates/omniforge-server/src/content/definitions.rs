@@ -1,5 +1,6 @@
-//! Writing stored content from its authoring arguments, and reading it back as them: what the
-//! content built-ins, the command line and packs share. A write reloads the snapshot at once,
+//! Writing stored content from its authoring shapes ([`Definition`]), changing it field by
+//! field, and reading it back as them: what the content built-ins, the command line and packs
+//! share. A write reloads the snapshot at once,
 //! so the change is listed (and announced) before the write answers.
 
 use omniforge_store::{StoreError, WriteMode};
@@ -10,6 +11,49 @@ use crate::content::args::{PromptArgs, ResourceArgs, TemplateArgs, to_map};
 use crate::content::snapshot::Content;
 use crate::context::request::RequestCx;
 use crate::error::{AuthoringError, parse_arguments};
+
+/// One definition, in its authoring shape.
+#[derive(Debug, Clone)]
+pub(crate) enum Definition {
+    /// A stored resource.
+    Resource(ResourceArgs),
+    /// A resource template.
+    Template(TemplateArgs),
+    /// A prompt.
+    Prompt(PromptArgs),
+}
+
+impl Definition {
+    /// `arguments` read as a definition of `kind`.
+    ///
+    /// # Errors
+    /// `arguments: ...` with serde's message.
+    pub(crate) fn parse(kind: Kind, arguments: JsonObject) -> Result<Definition, AuthoringError> {
+        Ok(match kind {
+            Kind::Resource => Definition::Resource(parse_arguments(arguments)?),
+            Kind::Template => Definition::Template(parse_arguments(arguments)?),
+            Kind::Prompt => Definition::Prompt(parse_arguments(arguments)?),
+        })
+    }
+
+    /// Its kind.
+    pub(crate) fn kind(&self) -> Kind {
+        match self {
+            Definition::Resource(_) => Kind::Resource,
+            Definition::Template(_) => Kind::Template,
+            Definition::Prompt(_) => Kind::Prompt,
+        }
+    }
+
+    /// Its key: the URI, URI template or name.
+    pub(crate) fn key(&self) -> &str {
+        match self {
+            Definition::Resource(r) => &r.uri,
+            Definition::Template(t) => &t.uri_template,
+            Definition::Prompt(p) => &p.name,
+        }
+    }
+}
 
 /// The kinds of definitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,64 +119,36 @@ impl Content {
         })
     }
 
-    /// Creates or updates a definition from its authoring arguments. An update keeps every
-    /// field it leaves out (giving `text` drops a stored `blob` or `code`, giving a prompt's
-    /// `messages` drops its `code`, and the other way round). Returns a sentence saying what was done.
+    /// Stores `definition` (`mode`: create, update or either). Returns a sentence saying what
+    /// was done.
     ///
     /// # Errors
     /// A text naming the field that is wrong.
-    pub(crate) async fn write(
+    pub(crate) async fn put(
         &self,
-        kind: Kind,
-        mut arguments: JsonObject,
+        definition: Definition,
         mode: WriteMode,
         cx: &RequestCx<'_>,
     ) -> Result<String, AuthoringError> {
+        let kind = definition.kind();
         let key_field = kind.key_field();
-        let Some(key) = arguments
-            .get(key_field)
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
-            return Err(AuthoringError::invalid(key_field, "required (a string)"));
-        };
+        let key = definition.key().to_owned();
         let existed = match mode {
             WriteMode::Create => false,
             WriteMode::Update => true,
             WriteMode::Upsert => self.definition(kind, &key).await?.is_some(),
         };
-        if mode == WriteMode::Update {
-            let Some(mut merged) = self.definition(kind, &key).await? else {
-                return Err(AuthoringError::invalid(
-                    key_field,
-                    format!("no {} {key:?}; create it first", kind.label()),
-                ));
-            };
-            for exclusive in [["text", "blob"], ["text", "code"], ["messages", "code"]] {
-                if exclusive.iter().any(|k| arguments.contains_key(*k)) {
-                    for k in exclusive {
-                        merged.remove(k);
-                    }
-                }
-            }
-            merged.extend(std::mem::take(&mut arguments));
-            arguments = merged;
-        }
-        let result = match kind {
-            Kind::Resource => {
-                let resource = parse_arguments::<ResourceArgs>(arguments)?.validate()?;
+        let result = match definition {
+            Definition::Resource(args) => {
+                let resource = args.validate()?;
                 self.store.put_resource(&cx.actor(), resource, mode).await
             }
-            Kind::Template => {
-                let template = parse_arguments::<TemplateArgs>(arguments)?
-                    .validate(&self.host, cx)
-                    .await?;
+            Definition::Template(args) => {
+                let template = args.validate(&self.host, cx).await?;
                 self.store.put_template(&cx.actor(), template, mode).await
             }
-            Kind::Prompt => {
-                let prompt = parse_arguments::<PromptArgs>(arguments)?
-                    .validate(&self.host, cx)
-                    .await?;
+            Definition::Prompt(args) => {
+                let prompt = args.validate(&self.host, cx).await?;
                 self.store.put_prompt(&cx.actor(), prompt, mode).await
             }
         };
@@ -161,6 +177,45 @@ impl Content {
             "{verb} {} {key}. It is listed in {listed} now.",
             kind.label()
         ))
+    }
+
+    /// Changes the stored definition of `kind` named in `fields` (its key field) by the other
+    /// fields given; every field left out is kept (giving `text` drops a stored `blob` or
+    /// `code`, giving a prompt's `messages` drops its `code`, and the other way round). Returns
+    /// a sentence saying what was done.
+    ///
+    /// # Errors
+    /// No such definition; a text naming the field that is wrong.
+    pub(crate) async fn patch(
+        &self,
+        kind: Kind,
+        mut fields: JsonObject,
+        cx: &RequestCx<'_>,
+    ) -> Result<String, AuthoringError> {
+        let key_field = kind.key_field();
+        let Some(key) = fields
+            .get(key_field)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            return Err(AuthoringError::invalid(key_field, "required (a string)"));
+        };
+        let Some(mut merged) = self.definition(kind, &key).await? else {
+            return Err(AuthoringError::invalid(
+                key_field,
+                format!("no {} {key:?}; create it first", kind.label()),
+            ));
+        };
+        for exclusive in [["text", "blob"], ["text", "code"], ["messages", "code"]] {
+            if exclusive.iter().any(|k| fields.contains_key(*k)) {
+                for k in exclusive {
+                    merged.remove(k);
+                }
+            }
+        }
+        merged.extend(std::mem::take(&mut fields));
+        let definition = Definition::parse(kind, merged)?;
+        self.put(definition, WriteMode::Update, cx).await
     }
 
     /// Removes a definition.

@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 use crate::catalog::call::CallResult;
 use crate::catalog::entry::Tasking;
 use crate::catalog::snapshot::Snapshot;
+use crate::context::actor::Via;
 use crate::context::client::InputRound;
 use crate::context::request::RequestCx;
 use crate::context::stream::StreamLink;
@@ -91,7 +92,7 @@ pub(crate) async fn call(
     let arguments = request.arguments.unwrap_or_default();
     let mut running = tokio::spawn(async move {
         let cx = RequestCx::of(&detached, None).with_input(&round);
-        snapshot.call(&name, arguments, &cx, false).await
+        snapshot.call(&name, arguments, &cx, Via::Client).await
     });
     // Waits for the call apart from the request, so that a task started in the instant the
     // request goes away is still driven to its end.

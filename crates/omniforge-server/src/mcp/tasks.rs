@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use crate::catalog::call::log_record;
 use crate::catalog::entry::Entry;
 use crate::catalog::snapshot::Snapshot;
+use crate::context::actor::Via;
 use crate::context::request::RequestCx;
 use crate::context::stream::StreamLink;
 use crate::error::CallError;
@@ -139,7 +140,7 @@ pub(crate) async fn start(
             async move {
                 let cx = RequestCx::of(&detached, None);
                 let started = SystemTime::now();
-                let result = snapshot.call(&name, arguments, &cx, false).await;
+                let result = snapshot.call(&name, arguments, &cx, Via::Client).await;
                 if let (Some(store), Some(source)) = (call_log, logged_as) {
                     let record = log_record(source, &name, started, &result, cx.author());
                     if let Err(error) = store.record_call(record).await {

@@ -9,6 +9,7 @@ use rmcp::model::{
 use serde_json::json;
 
 use crate::error::{CallError, ContentError, InputRequired};
+use crate::tools::ops::mcp::error_result;
 
 /// The answer to a `tools/call`.
 ///
@@ -57,9 +58,18 @@ pub(crate) fn input_required(input: InputRequired) -> Result<InputRequiredResult
     Ok(InputRequiredResult::new(Some(requests), Some(input.state)))
 }
 
-/// A call error as the `isError` result a client sees (also what the command line prints).
+/// A call error as the `isError` result a client sees (also what the command line prints):
+/// the built-ins' adapter's rendering, so a script's `call_builtin` gets the same.
 pub(crate) fn call_error(error: &CallError) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(error.to_string())])
+    error_result(error)
+}
+
+/// What the console's try-it form shows for a call that waits for the client's input (an
+/// `input_required` result), which only an MCP client can answer.
+pub(crate) fn unanswerable_input() -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(
+        "The tool asked the client for input (an input_required result); the console cannot answer that: call it from an MCP client.",
+    )])
 }
 
 /// A content error as a JSON-RPC error.

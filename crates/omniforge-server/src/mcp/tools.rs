@@ -15,6 +15,7 @@ use rmcp::service::{RequestContext, RoleServer};
 
 use crate::catalog::call::{CallResult, log_record};
 use crate::catalog::entry::ToolSource;
+use crate::context::actor::Via;
 use crate::context::client::InputRound;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
@@ -105,12 +106,12 @@ pub(crate) async fn call(
     } else {
         Ok(request.arguments.unwrap_or_default())
     };
-    let result = run(shared, &request.name, arguments, &cx).await;
+    let result = run(shared, &request.name, arguments, &cx, Via::Client).await;
     count(shared, &request.name, &snapshot, &cx, &result, clock);
     to_wire::call_response(result)
 }
 
-/// One call as `cx`'s principal, the way `tools/call` makes it: counted in flight, routed
+/// One call as `cx`'s principal, come through `via`, the way `tools/call` makes it: counted in flight, routed
 /// through the catalog (visibility, scope, inputSchema; a stored tool's secrets redaction and
 /// size cap), and recorded in the call log. Also the console's try-it form's path (which counts
 /// its calls with [`count_tool_call`]; [`call`] counts a client's, with the request).
@@ -119,12 +120,13 @@ pub(crate) async fn run(
     name: &str,
     arguments: Result<JsonObject, CallError>,
     cx: &RequestCx<'_>,
+    via: Via<'_>,
 ) -> CallResult {
     let _in_flight = shared.calls.token();
     let started = SystemTime::now();
     let snapshot = shared.catalog.snapshot();
     let result = match arguments {
-        Ok(arguments) => snapshot.call(name, arguments, cx, false).await,
+        Ok(arguments) => snapshot.call(name, arguments, cx, via).await,
         Err(error) => Err(error),
     };
     // A stored tool's call records itself (with its version); built-ins and manifest tools

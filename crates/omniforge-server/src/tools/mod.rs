@@ -5,11 +5,13 @@
 //! - [`manifest`]: RPCs of operator-configured forge manifests;
 //! - [`stored`]: script tools kept in the store.
 //!
-//! [`builtins`] is the one place built-ins are registered, in catalog order.
+//! [`ops`]: the built-ins as typed operations, their derived inputSchemas and their one MCP
+//! adapter. [`builtins`] is the one place built-ins are registered, in catalog order.
 
 pub(crate) mod authoring;
 pub(crate) mod builtin;
 pub(crate) mod manifest;
+pub(crate) mod ops;
 pub(crate) mod stored;
 
 use std::sync::Arc;
@@ -21,7 +23,8 @@ use crate::content::snapshot::Content;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
 
-/// What the authoring built-ins are made of.
+/// What the authoring built-ins work on (the [`Service`](ops::Operation::Service) of every
+/// authoring operation).
 pub(crate) struct Authoring {
     /// The tool built-ins' service.
     pub(crate) tools: Arc<ToolAuthoring>,
@@ -36,16 +39,16 @@ pub(crate) struct Authoring {
 /// Every built-in, in catalog order: `omniforge_instructions`, the tool, approval and secret
 /// authoring built-ins, `omniforge_call_tool`, the content authoring built-ins. Without `authoring`,
 /// only the first and `omniforge_call_tool`.
-pub(crate) fn builtins(authoring: Option<&Authoring>) -> Vec<Entry> {
+pub(crate) fn builtins(authoring: Option<&Arc<Authoring>>) -> Vec<Entry> {
     let mut entries = vec![builtin::instructions::entry()];
     if let Some(a) = authoring {
-        entries.extend(authoring::tool::entries(&a.tools));
-        entries.extend(authoring::approval::entries(&a.approval));
-        entries.extend(authoring::secret::entries(&a.store));
+        entries.extend(authoring::tool::entries(a));
+        entries.extend(authoring::approval::entries(a));
+        entries.extend(authoring::secret::entries(a));
     }
     entries.push(builtin::forward::entry());
     if let Some(a) = authoring {
-        entries.extend(authoring::content::entries(&a.content));
+        entries.extend(authoring::content::entries(a));
     }
     entries
 }

@@ -472,16 +472,9 @@ mod tests {
                 page_size: 1000,
                 calls: tokio_util::task::TaskTracker::new(),
                 instructions: SERVER_INSTRUCTIONS,
-                content: None,
-                kept: None,
-                call_log: None,
-                host: None,
-                states: None,
                 metrics: Arc::new(crate::telemetry::metrics::Metrics::new(1, true)),
-                tasks: None,
-                authoring: None,
-                approval: None,
                 upstreams: Vec::new(),
+                stored: None,
             });
             let (input, server_in) = tokio::io::duplex(1 << 16);
             let (server_out, output) = tokio::io::duplex(1 << 16);

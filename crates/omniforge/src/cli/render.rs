@@ -3,7 +3,7 @@
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Result, bail};
-use omniforge_server::CallOutput;
+use omniforge_server::{CallOutput, Outcome};
 
 /// Prints the text items of a tool-call result (the built-ins' and the tools' own), one per
 /// line.
@@ -15,6 +15,18 @@ pub(super) fn call_result(result: &CallOutput) -> Result<()> {
         out!("{text}");
     }
     if result.is_error {
+        bail!("the call ended with isError")
+    }
+    Ok(())
+}
+
+/// Prints what a built-in operation said.
+///
+/// # Errors
+/// It refused, so that the command exits with status 1.
+pub(super) fn outcome(outcome: &Outcome) -> Result<()> {
+    out!("{}", outcome.text);
+    if !outcome.ok {
         bail!("the call ended with isError")
     }
     Ok(())

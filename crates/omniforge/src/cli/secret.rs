@@ -81,19 +81,12 @@ pub(super) async fn run(command: SecretCommand, common: &Common) -> Result<()> {
                 .await
                 .context("listing secret requests")?;
             for r in requests {
-                let state = match (&r["granted"], r["secretSet"] == true) {
-                    (serde_json::Value::Object(g), _) => {
-                        format!("granted by {}", g["by"].as_str().unwrap_or("?"))
-                    }
-                    (_, true) => "pending".to_owned(),
-                    (_, false) => "pending (secret not set)".to_owned(),
+                let state = match (&r.request.grant, r.request.exists) {
+                    (Some(g), _) => format!("granted by {}", g.granted_by),
+                    (None, true) => "pending".to_owned(),
+                    (None, false) => "pending (secret not set)".to_owned(),
                 };
-                out!(
-                    "{} v{} {} {state}",
-                    r["tool"].as_str().unwrap_or(""),
-                    r["version"],
-                    r["secret"].as_str().unwrap_or("")
-                );
+                out!("{} v{} {} {state}", r.tool, r.version, r.request.secret);
             }
         }
     }

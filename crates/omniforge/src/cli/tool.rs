@@ -111,7 +111,7 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
             let caller = Caller::local_with_progress(super::principal(), progress.sink());
             let result = server.rollback_tool(&name, version, force, &caller).await;
             progress.finish();
-            render::call_result(&result)?;
+            render::outcome(&result)?;
         }
         ToolCommand::Check { name, version, .. } => {
             let server = parts::one_shot(common).await?;
@@ -119,12 +119,12 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
             let caller = Caller::local_with_progress(super::principal(), progress.sink());
             let result = server.check_tool(&name, version, &caller).await;
             progress.finish();
-            render::call_result(&result)?;
+            render::outcome(&result)?;
         }
         ToolCommand::Pending => {
             let server = parts::one_shot(common).await?;
             let caller = Caller::local(super::principal());
-            render::call_result(&server.pending_tools(&caller).await)?;
+            render::outcome(&server.pending_tools(&caller).await)?;
         }
         ToolCommand::Approve {
             name,
@@ -134,7 +134,7 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
             let server = parts::one_shot(common).await?;
             let caller = Caller::local(super::principal());
             let result = server.approve_tool(&name, version, &grants, &caller).await;
-            render::call_result(&result)?;
+            render::outcome(&result)?;
         }
         ToolCommand::Reject {
             name,
@@ -144,7 +144,7 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
             let server = parts::one_shot(common).await?;
             let caller = Caller::local(super::principal());
             let result = server.reject_tool(&name, version, &reason, &caller).await;
-            render::call_result(&result)?;
+            render::outcome(&result)?;
         }
         ToolCommand::Add { file, .. } => {
             let args = read_json_object(&file)?;
@@ -185,5 +185,5 @@ async fn write(
     let caller = Caller::local_with_progress(super::principal(), progress.sink());
     let result = server.write_tool(args, &caller, create).await;
     progress.finish();
-    render::call_result(&result)
+    render::outcome(&result)
 }

@@ -8,7 +8,6 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use maud::html;
-use serde_json::Value;
 
 use crate::auth::Scope;
 use crate::console::guard::{Viewer, not_found, require};
@@ -16,7 +15,7 @@ use crate::console::layout::{self, Nav};
 use crate::console::pages::{done, field, fields, tool_href};
 use crate::console::widgets::{scroll_table, utc};
 use crate::console::{Console, actions};
-use crate::tools::authoring::secret::secret_requests;
+use crate::tools::authoring::secret::{DeclaredSecret, secret_requests};
 
 /// `GET /console/secrets`.
 pub(crate) async fn page(State(console): State<Arc<Console>>, viewer: Viewer) -> Response {
@@ -30,13 +29,12 @@ pub(crate) async fn page(State(console): State<Arc<Console>>, viewer: Viewer) ->
         .grants(None, None)
         .await
         .unwrap_or_default();
-    let requests: Vec<Value> = secret_requests(&*console.stored.store, None)
+    let requests: Vec<DeclaredSecret> = secret_requests(&*console.stored.store, None)
         .await
         .unwrap_or_default()
         .into_iter()
-        .filter(|r| r["granted"].is_null())
+        .filter(|r| r.request.grant.is_none())
         .collect();
-    let text = |v: &Value, key: &str| v[key].as_str().unwrap_or("").to_owned();
     layout::page(&viewer, Nav::Secrets, "Secrets", html! {
         h1 { "Secrets" }
         p.muted { "Values are write-only: set them with " code { "omniforge secret set" } " or the admin built-in; they are never shown." }
@@ -52,14 +50,14 @@ pub(crate) async fn page(State(console): State<Arc<Console>>, viewer: Viewer) ->
                         thead { tr { th scope="col" { "Secret" } th scope="col" { "Tool" } th scope="col" { "Version" } th scope="col" { "Set" } th scope="col" { "Action" } } }
                         tbody {
                             @for r in &requests {
-                                @let tool = text(r, "tool");
-                                @let secret = text(r, "secret");
-                                @let version = r["version"].as_u64().unwrap_or(0);
+                                @let tool = &r.tool;
+                                @let secret = &r.request.secret;
+                                @let version = r.version;
                                 tr {
                                     th scope="row" { code { (secret) } }
-                                    td { a href=(tool_href(&tool)) { (tool) } }
+                                    td { a href=(tool_href(tool)) { (tool) } }
                                     td.num { (version) }
-                                    td { @if r["secretSet"].as_bool() == Some(true) { "yes" } @else { "not set yet" } }
+                                    td { @if r.request.exists { "yes" } @else { "not set yet" } }
                                     td {
                                         form.inline method="post" action="/console/secrets/grant" {
                                             input type="hidden" name="csrf" value=(viewer.csrf);

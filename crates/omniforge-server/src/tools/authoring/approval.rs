@@ -13,15 +13,17 @@
 use std::sync::Arc;
 
 use omniforge_store::{NewStatus, SecretRequest, Store, ToolVersion, VersionStatus};
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ToolAnnotations};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Scope;
-use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
-use crate::catalog::entry::{Entry, object_schema};
+use crate::catalog::entry::Entry;
+use crate::context::actor::{Actor, Via};
 use crate::context::request::RequestCx;
-use crate::error::{AuthoringError, parse_arguments};
+use crate::error::AuthoringError;
+use crate::tools::Authoring;
+use crate::tools::ops::{Hints, Operation, Outcome, ToolDef};
 use crate::tools::stored::source::StoredSource;
 
 /// The approval gate's service: the decision of a new version's status, the pending list,
@@ -148,12 +150,12 @@ impl Approval {
     }
 
     /// `omniforge_list_pending_tools`, `omniforge tool pending`: one line per pending version,
-    /// and the list as structured content. `serving`: this is the serving process, whose
+    /// and the list as data. `serving`: this is the serving process, whose
     /// `--require-approval` is worth mentioning when nothing waits (a one-shot command's is not).
     ///
     /// # Errors
     /// The store failed.
-    pub(crate) async fn list(&self, cx: &RequestCx<'_>, serving: bool) -> CallResult {
+    async fn list(&self, cx: &RequestCx<'_>, serving: bool) -> Result<Outcome, AuthoringError> {
         let pending = self.pending(cx).await?;
         let items: Vec<Value> = pending.iter().map(pending_json).collect();
         let mut lines = Vec::with_capacity(pending.len() + 1);
@@ -188,63 +190,119 @@ impl Approval {
                 v.tool, v.number, v.spec.author
             ));
         }
-        let mut result = CallToolResult::success(vec![ContentBlock::text(lines.join("\n"))]);
-        result.structured_content = Some(json!({ "pending": items }));
-        Ok(result)
+        Ok(Outcome::done(lines.join("\n")).with_data(json!({ "pending": items })))
     }
+}
 
-    /// `omniforge_approve_tool {name, version, grants?}` (and `omniforge tool approve`).
-    ///
-    /// # Errors
-    /// As [`approve`](Approval::approve), or arguments of the wrong shape.
-    pub(crate) async fn approve_call(
-        &self,
-        arguments: JsonObject,
-        cx: &RequestCx<'_>,
-    ) -> CallResult {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            name: String,
-            version: u32,
-            #[serde(default)]
-            grants: Vec<String>,
+/// `omniforge_list_pending_tools`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListPendingTools {}
+
+impl Operation for ListPendingTools {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_list_pending_tools",
+        title: None,
+        description: "List the tool versions pending approval (with --require-approval, versions written without the admin scope wait for an admin): yours, or every one for an admin; with each version's current version and the secrets it requests.",
+        scope: Scope::Write,
+        hints: Hints::READ,
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        // A one-shot command is not the serving process: its gate says nothing of the server's.
+        let serving = actor.via != Via::CommandLine;
+        a.approval.list(actor.cx, serving).await
+    }
+}
+
+/// `omniforge_approve_tool`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ApproveTool {
+    name: String,
+    #[schemars(range(min = 1))]
+    version: u32,
+    /// Secrets the version requests that it may have; none unless named.
+    grants: Option<Vec<String>>,
+}
+
+impl ApproveTool {
+    /// Approve pending `version` of tool `name`, granting it exactly `grants`.
+    pub(crate) fn new(name: &str, version: u32, grants: &[String]) -> ApproveTool {
+        ApproveTool {
+            name: name.to_owned(),
+            version,
+            grants: Some(grants.to_vec()),
         }
-        let args: Args = parse_arguments(arguments)?;
-        let version = self
-            .approve(cx, &args.name, args.version, &args.grants)
+    }
+}
+
+impl Operation for ApproveTool {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_approve_tool",
+        title: None,
+        description: "Approve a pending tool version (admin): it becomes current for everyone and tools/list_changed is sent. Only the secrets named in grants are granted to it.",
+        scope: Scope::Admin,
+        hints: Hints::WRITE,
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let grants = self.grants.unwrap_or_default();
+        let version = a
+            .approval
+            .approve(actor.cx, &self.name, self.version, &grants)
             .await?;
-        Ok(text(
-            approved_sentence(&self.store, &version, &args.grants).await,
+        Ok(Outcome::done(
+            approved_sentence(&a.store, &version, &grants).await,
         ))
     }
+}
 
-    /// `omniforge_reject_tool {name, version, reason}` (and `omniforge tool reject`).
-    ///
-    /// # Errors
-    /// As [`reject`](Approval::reject), or arguments of the wrong shape.
-    pub(crate) async fn reject_call(
-        &self,
-        arguments: JsonObject,
-        cx: &RequestCx<'_>,
-    ) -> CallResult {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            name: String,
-            version: u32,
-            reason: String,
+/// `omniforge_reject_tool`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RejectTool {
+    name: String,
+    #[schemars(range(min = 1))]
+    version: u32,
+    #[schemars(length(min = 1))]
+    reason: String,
+}
+
+impl RejectTool {
+    /// Reject pending (or draft) `version` of tool `name` with `reason`.
+    pub(crate) fn new(name: &str, version: u32, reason: &str) -> RejectTool {
+        RejectTool {
+            name: name.to_owned(),
+            version,
+            reason: reason.to_owned(),
         }
-        let args: Args = parse_arguments(arguments)?;
-        let version = self
-            .reject(cx, &args.name, args.version, &args.reason)
+    }
+}
+
+impl Operation for RejectTool {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_reject_tool",
+        title: None,
+        description: "Reject a pending tool version (admin), with the reason; it stays in the tool's history and the current version is unchanged.",
+        scope: Scope::Admin,
+        hints: Hints::WRITE,
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let version = a
+            .approval
+            .reject(actor.cx, &self.name, self.version, &self.reason)
             .await?;
-        Ok(text(rejected_sentence(&version)))
+        Ok(Outcome::done(rejected_sentence(&version)))
     }
 }
 
 /// What `omniforge_approve_tool` and `omniforge tool approve` say.
-pub(crate) async fn approved_sentence(
+async fn approved_sentence(
     store: &Arc<dyn Store>,
     version: &ToolVersion,
     grants: &[String],
@@ -273,7 +331,7 @@ pub(crate) async fn approved_sentence(
 }
 
 /// What `omniforge_reject_tool` and `omniforge tool reject` say.
-pub(crate) fn rejected_sentence(version: &ToolVersion) -> String {
+fn rejected_sentence(version: &ToolVersion) -> String {
     format!(
         "Rejected version {} of tool {} ({}); it stays in the tool's history and the current \
          version is unchanged.",
@@ -335,105 +393,12 @@ fn pending_json(p: &PendingVersion) -> Value {
     })
 }
 
-fn text(text: String) -> CallToolResult {
-    CallToolResult::success(vec![ContentBlock::text(text)])
-}
-
-/// One approval built-in.
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    List,
-    Approve,
-    Reject,
-}
-
-struct ApprovalBuiltin {
-    op: Op,
-    approval: Arc<Approval>,
-}
-
-impl ToolCall for ApprovalBuiltin {
-    fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a> {
-        running(async move {
-            let a = &self.approval;
-            match self.op {
-                Op::List => {
-                    let _: Empty = parse_arguments(call.arguments)?;
-                    a.list(call.cx, true).await
-                }
-                Op::Approve => a.approve_call(call.arguments, call.cx).await,
-                Op::Reject => a.reject_call(call.arguments, call.cx).await,
-            }
-        })
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Empty {}
-
 /// The approval built-ins, in catalog order.
-pub(crate) fn entries(approval: &Arc<Approval>) -> Vec<Entry> {
-    let entry = |op: Op,
-                 name: &'static str,
-                 description: &'static str,
-                 schema: Value,
-                 scope: Scope,
-                 annotations: ToolAnnotations| {
-        let call = Arc::new(ApprovalBuiltin {
-            op,
-            approval: approval.clone(),
-        });
-        Entry::builtin(
-            name,
-            description,
-            object_schema(schema),
-            annotations,
-            scope,
-            call,
-        )
-    };
-    let write = ToolAnnotations::new()
-        .read_only(false)
-        .destructive(false)
-        .idempotent(false)
-        .open_world(false);
+pub(crate) fn entries(authoring: &Arc<Authoring>) -> Vec<Entry> {
+    use crate::tools::ops::mcp::entry;
     vec![
-        entry(
-            Op::List,
-            "omniforge_list_pending_tools",
-            "List the tool versions pending approval (with --require-approval, versions written without the admin scope wait for an admin): yours, or every one for an admin; with each version's current version and the secrets it requests.",
-            json!({"type": "object", "properties": {}, "additionalProperties": false}),
-            Scope::Write,
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        entry(
-            Op::Approve,
-            "omniforge_approve_tool",
-            "Approve a pending tool version (admin): it becomes current for everyone and tools/list_changed is sent. Only the secrets named in grants are granted to it.",
-            json!({"type": "object", "properties": {
-                "name": {"type": "string"},
-                "version": {"type": "integer", "minimum": 1},
-                "grants": {"type": "array", "items": {"type": "string"}, "description": "Secrets the version requests that it may have; none unless named."}},
-                "required": ["name", "version"], "additionalProperties": false}),
-            Scope::Admin,
-            write.clone(),
-        ),
-        entry(
-            Op::Reject,
-            "omniforge_reject_tool",
-            "Reject a pending tool version (admin), with the reason; it stays in the tool's history and the current version is unchanged.",
-            json!({"type": "object", "properties": {
-                "name": {"type": "string"},
-                "version": {"type": "integer", "minimum": 1},
-                "reason": {"type": "string", "minLength": 1}},
-                "required": ["name", "version", "reason"], "additionalProperties": false}),
-            Scope::Admin,
-            write,
-        ),
+        entry::<ListPendingTools>(authoring),
+        entry::<ApproveTool>(authoring),
+        entry::<RejectTool>(authoring),
     ]
 }

@@ -1,77 +1,255 @@
 //! The content built-ins: create, update and delete of resources, resource templates and
 //! prompts, and `omniforge_get_definition`. They write through
 //! [`Content`](crate::content::snapshot::Content)'s definitions, as the command line does.
+//!
+//! A create takes the kind's authoring shape ([`Create`]); an update the fields to change
+//! ([`Patch`]: the key and what else is given, checked as a whole definition once merged with
+//! what is stored); a delete the key.
 
+use std::borrow::Cow;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use omniforge_store::WriteMode;
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ToolAnnotations};
-use serde_json::{Value, json};
+use rmcp::model::JsonObject;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
 
 use crate::auth::Scope;
-use crate::catalog::call::{Call, CallFuture, ToolCall, running};
-use crate::catalog::entry::{Entry, object_schema};
-use crate::content::definitions::Kind;
-use crate::content::snapshot::Content;
-use crate::context::request::RequestCx;
+use crate::catalog::entry::Entry;
+use crate::content::args::{PromptArgs, ResourceArgs, TemplateArgs};
+use crate::content::definitions::{Definition, Kind};
+use crate::context::actor::Actor;
 use crate::error::AuthoringError;
+use crate::tools::Authoring;
+use crate::tools::ops::mcp::entry;
+use crate::tools::ops::schema::requiring;
+use crate::tools::ops::{Hints, Operation, Outcome, ToolDef};
 
-/// One content built-in.
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    /// Create or update one kind.
-    Write(Kind, WriteMode),
-    /// Delete one kind.
-    Delete(Kind),
-    /// `omniforge_get_definition`.
-    Get,
+/// An authoring shape of stored content, with how its built-ins are listed.
+pub(crate) trait Shape: DeserializeOwned + JsonSchema + Send + 'static {
+    /// Its kind.
+    const KIND: Kind;
+    /// Its create built-in.
+    const CREATE: ToolDef;
+    /// Its update built-in.
+    const UPDATE: ToolDef;
+
+    /// As a definition.
+    fn definition(self) -> Definition;
 }
 
-struct ContentBuiltin {
-    op: Op,
-    content: Arc<Content>,
+/// A content built-in that writes (each call anew).
+const fn writing(name: &'static str, description: &'static str) -> ToolDef {
+    ToolDef {
+        name,
+        title: None,
+        description,
+        scope: Scope::Write,
+        hints: Hints::WRITE,
+    }
 }
 
-impl ToolCall for ContentBuiltin {
-    fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a> {
-        running(async move {
-            let text = match self.op {
-                Op::Write(kind, mode) => {
-                    self.content
-                        .write(kind, call.arguments, mode, call.cx)
-                        .await?
-                }
-                Op::Delete(kind) => self.delete(kind, call.arguments, call.cx).await?,
-                Op::Get => self.get_definition(call.arguments).await?,
-            };
-            Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
+/// A content built-in that deletes.
+const fn deleting(name: &'static str, description: &'static str) -> ToolDef {
+    ToolDef {
+        name,
+        title: None,
+        description,
+        scope: Scope::Write,
+        hints: Hints::closed(false, true, true),
+    }
+}
+
+impl Shape for ResourceArgs {
+    const KIND: Kind = Kind::Resource;
+    const CREATE: ToolDef = writing(
+        "omniforge_create_resource",
+        "Store a resource (text or base64 blob) served by resources/list and resources/read; subscribers get notifications/resources/updated when it changes.",
+    );
+    const UPDATE: ToolDef = writing(
+        "omniforge_update_resource",
+        "Change a stored resource (by uri); fields left out are kept. Sessions subscribed to it get notifications/resources/updated.",
+    );
+
+    fn definition(self) -> Definition {
+        Definition::Resource(self)
+    }
+}
+
+impl Shape for TemplateArgs {
+    const KIND: Kind = Kind::Template;
+    const CREATE: ToolDef = writing(
+        "omniforge_create_resource_template",
+        "Store a resource template (RFC 6570): resources/read of a matching URI answers with the text pattern filled in, or with what the Python code prints for the variables.",
+    );
+    const UPDATE: ToolDef = writing(
+        "omniforge_update_resource_template",
+        "Change a resource template (by uriTemplate); fields left out are kept.",
+    );
+
+    fn definition(self) -> Definition {
+        Definition::Template(self)
+    }
+}
+
+impl Shape for PromptArgs {
+    const KIND: Kind = Kind::Prompt;
+    const CREATE: ToolDef = writing(
+        "omniforge_create_prompt",
+        "Store a prompt served by prompts/list and prompts/get: messages with {argument} placeholders, or Python code that prints the messages; arguments with optional completion values.",
+    );
+    const UPDATE: ToolDef = writing(
+        "omniforge_update_prompt",
+        "Change a prompt (by name); fields left out are kept.",
+    );
+
+    fn definition(self) -> Definition {
+        Definition::Prompt(self)
+    }
+}
+
+/// `omniforge_create_*`: a whole definition of shape `S`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub(crate) struct Create<S>(pub(crate) S);
+
+impl<S: Shape> Operation for Create<S> {
+    type Service = Authoring;
+    const TOOL: ToolDef = S::CREATE;
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let said = a
+            .content
+            .put(self.0.definition(), WriteMode::Create, actor.cx)
+            .await?;
+        Ok(Outcome::done(said))
+    }
+}
+
+/// `omniforge_update_*`: the fields of a definition of shape `S` to change, its key among
+/// them. Its schema is `S`'s with only the key required.
+#[derive(Debug)]
+pub(crate) struct Patch<S> {
+    fields: JsonObject,
+    shape: PhantomData<fn() -> S>,
+}
+
+impl<'de, S> Deserialize<'de> for Patch<S> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(Patch {
+            fields: JsonObject::deserialize(deserializer)?,
+            shape: PhantomData,
         })
     }
 }
 
-impl ContentBuiltin {
-    async fn delete(
-        &self,
-        kind: Kind,
-        arguments: JsonObject,
-        cx: &RequestCx<'_>,
-    ) -> Result<String, AuthoringError> {
-        let key_field = kind.key_field();
-        match arguments.get(key_field).and_then(Value::as_str) {
-            Some(key) if arguments.len() == 1 => self.content.remove(kind, key, cx).await,
-            _ => Err(AuthoringError::invalid(
-                "arguments",
-                format!("exactly {{\"{key_field}\": ...}}"),
-            )),
-        }
+impl<S: Shape> JsonSchema for Patch<S> {
+    fn schema_name() -> Cow<'static, str> {
+        format!("Patch_of_{}", S::schema_name()).into()
     }
 
-    async fn get_definition(&self, arguments: JsonObject) -> Result<String, AuthoringError> {
-        let (kind, key) = match (
-            arguments.get("uri").and_then(Value::as_str),
-            arguments.get("uriTemplate").and_then(Value::as_str),
-            arguments.get("prompt").and_then(Value::as_str),
-        ) {
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        requiring(S::json_schema(generator), &[S::KIND.key_field()])
+    }
+}
+
+impl<S: Shape> Operation for Patch<S> {
+    type Service = Authoring;
+    const TOOL: ToolDef = S::UPDATE;
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let said = a.content.patch(S::KIND, self.fields, actor.cx).await?;
+        Ok(Outcome::done(said))
+    }
+}
+
+/// `omniforge_delete_resource`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeleteResource {
+    uri: String,
+}
+
+/// `omniforge_delete_resource_template`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeleteTemplate {
+    #[serde(rename = "uriTemplate")]
+    uri_template: String,
+}
+
+/// `omniforge_delete_prompt`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeletePrompt {
+    name: String,
+}
+
+/// Removes the definition of `kind` under `key`.
+async fn delete(
+    a: &Authoring,
+    kind: Kind,
+    key: &str,
+    actor: Actor<'_>,
+) -> Result<Outcome, AuthoringError> {
+    Ok(Outcome::done(a.content.remove(kind, key, actor.cx).await?))
+}
+
+impl Operation for DeleteResource {
+    type Service = Authoring;
+    const TOOL: ToolDef = deleting("omniforge_delete_resource", "Remove a stored resource.");
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        delete(a, Kind::Resource, &self.uri, actor).await
+    }
+}
+
+impl Operation for DeleteTemplate {
+    type Service = Authoring;
+    const TOOL: ToolDef = deleting(
+        "omniforge_delete_resource_template",
+        "Remove a resource template.",
+    );
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        delete(a, Kind::Template, &self.uri_template, actor).await
+    }
+}
+
+impl Operation for DeletePrompt {
+    type Service = Authoring;
+    const TOOL: ToolDef = deleting("omniforge_delete_prompt", "Remove a prompt.");
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        delete(a, Kind::Prompt, &self.name, actor).await
+    }
+}
+
+/// `omniforge_get_definition`: exactly one of the three keys.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GetDefinition {
+    uri: Option<String>,
+    #[serde(rename = "uriTemplate")]
+    uri_template: Option<String>,
+    prompt: Option<String>,
+}
+
+impl Operation for GetDefinition {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_get_definition",
+        title: None,
+        description: "Show a stored resource (uri), resource template (uriTemplate) or prompt (prompt: name) as the arguments that would create it.",
+        scope: Scope::Write,
+        hints: Hints::READ,
+    };
+
+    async fn apply(self, a: &Authoring, _: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let (kind, key) = match (self.uri, self.uri_template, self.prompt) {
             (Some(k), None, None) => (Kind::Resource, k),
             (None, Some(k), None) => (Kind::Template, k),
             (None, None, Some(k)) => (Kind::Prompt, k),
@@ -82,8 +260,10 @@ impl ContentBuiltin {
                 ));
             }
         };
-        match self.content.definition(kind, key).await? {
-            Some(map) => Ok(serde_json::to_string_pretty(&Value::Object(map)).unwrap_or_default()),
+        match a.content.definition(kind, &key).await? {
+            Some(map) => Ok(Outcome::done(
+                serde_json::to_string_pretty(&Value::Object(map)).unwrap_or_default(),
+            )),
             None => Err(AuthoringError::invalid(
                 kind.key_field(),
                 format!("no {} {key:?}", kind.label()),
@@ -93,157 +273,17 @@ impl ContentBuiltin {
 }
 
 /// The content built-ins, in catalog order.
-pub(crate) fn entries(content: &Arc<Content>) -> Vec<Entry> {
-    let object = object_schema;
-    let resource_props = json!({
-        "uri": {"type": "string", "description": "Absolute URI, e.g. docs://handbook/intro (the omniforge: scheme is reserved)."},
-        "name": {"type": "string"},
-        "title": {"type": "string"},
-        "description": {"type": "string"},
-        "mimeType": {"type": "string", "description": "e.g. text/plain, application/json, image/png."},
-        "text": {"type": "string", "description": "Text content (give text or blob)."},
-        "blob": {"type": "string", "description": "Binary content, base64."}
-    });
-    let template_props = json!({
-        "uriTemplate": {"type": "string", "description": "RFC 6570 URI template with {var}, {+var} or {#var}, e.g. docs://pages/{id}."},
-        "name": {"type": "string"},
-        "title": {"type": "string"},
-        "description": {"type": "string"},
-        "mimeType": {"type": "string"},
-        "text": {"type": "string", "description": "Static contents; each {variable} of the URI template is replaced by the matched value (give text or code)."},
-        "code": {"type": "string", "description": "Python: reads the variables as a JSON object on stdin and prints the contents; runs in the tools' sandbox."},
-        "dependencies": {"type": "array", "items": {"type": "string"}},
-        "timeout_s": {"type": "number", "exclusiveMinimum": 0},
-        "network": {"type": "boolean"},
-        "completions": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "string"}}, "description": "Values per variable offered by completion/complete."},
-        "completion_code": {"type": "string", "description": "Python: reads {ref, argument: {name, value}, context: {arguments}} on stdin, prints a JSON array of values."}
-    });
-    let prompt_props = json!({
-        "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$"},
-        "title": {"type": "string"},
-        "description": {"type": "string"},
-        "arguments": {"type": "array", "items": {"type": "object", "properties": {
-            "name": {"type": "string"}, "title": {"type": "string"}, "description": {"type": "string"},
-            "required": {"type": "boolean"}, "values": {"type": "array", "items": {"type": "string"}}},
-            "required": ["name"], "additionalProperties": false}},
-        "messages": {"type": "array", "items": {"type": "object"}, "description": "MCP PromptMessages {role: user|assistant, content: {type: text|image|audio|resource|resource_link, ...}}; content may be a plain string; {argument} placeholders are replaced (give messages or code)."},
-        "code": {"type": "string", "description": "Python: reads the arguments as a JSON object on stdin and prints the messages (a JSON array of PromptMessages, or plain text for one user message); may ask the user with omniforge.elicit; runs in the tools' sandbox."},
-        "completion_code": {"type": "string", "description": "Python: reads {ref, argument: {name, value}, context: {arguments}} on stdin, prints a JSON array of values."},
-        "dependencies": {"type": "array", "items": {"type": "string"}},
-        "timeout_s": {"type": "number", "exclusiveMinimum": 0},
-        "network": {"type": "boolean"}
-    });
-    let schema = |props: &Value, required: &[&str]| {
-        object(
-            json!({"type": "object", "properties": props, "required": required, "additionalProperties": false}),
-        )
-    };
-    let key_only = |key: &str| {
-        object(
-            json!({"type": "object", "properties": {key: {"type": "string"}}, "required": [key], "additionalProperties": false}),
-        )
-    };
-    let writing = ToolAnnotations::new()
-        .read_only(false)
-        .destructive(false)
-        .idempotent(false)
-        .open_world(false);
-    let deleting = ToolAnnotations::new()
-        .read_only(false)
-        .destructive(true)
-        .idempotent(true)
-        .open_world(false);
-    let tool = |op: Op,
-                name: &'static str,
-                description: &'static str,
-                schema: Arc<JsonObject>,
-                annotations: ToolAnnotations| {
-        let call = Arc::new(ContentBuiltin {
-            op,
-            content: content.clone(),
-        });
-        Entry::builtin(name, description, schema, annotations, Scope::Write, call)
-    };
-    // The create, update and delete built-ins of one kind, keyed by `key`.
-    let edits = |kind: Kind,
-                 props: &Value,
-                 create_required: &[&str],
-                 described: [(&'static str, &'static str); 3]| {
-        let key = kind.key_field();
-        let [
-            (create, create_text),
-            (update, update_text),
-            (delete, delete_text),
-        ] = described;
-        [
-            tool(
-                Op::Write(kind, WriteMode::Create),
-                create,
-                create_text,
-                schema(props, create_required),
-                writing.clone(),
-            ),
-            tool(
-                Op::Write(kind, WriteMode::Update),
-                update,
-                update_text,
-                schema(props, &[key]),
-                writing.clone(),
-            ),
-            tool(
-                Op::Delete(kind),
-                delete,
-                delete_text,
-                key_only(key),
-                deleting.clone(),
-            ),
-        ]
-    };
-    let mut tools = Vec::new();
-    tools.extend(edits(
-        Kind::Resource,
-        &resource_props,
-        &["uri", "name"],
-        [
-            ("omniforge_create_resource", "Store a resource (text or base64 blob) served by resources/list and resources/read; subscribers get notifications/resources/updated when it changes."),
-            ("omniforge_update_resource", "Change a stored resource (by uri); fields left out are kept. Sessions subscribed to it get notifications/resources/updated."),
-            ("omniforge_delete_resource", "Remove a stored resource."),
-        ],
-    ));
-    tools.extend(edits(
-        Kind::Template,
-        &template_props,
-        &["uriTemplate", "name"],
-        [
-            ("omniforge_create_resource_template", "Store a resource template (RFC 6570): resources/read of a matching URI answers with the text pattern filled in, or with what the Python code prints for the variables."),
-            ("omniforge_update_resource_template", "Change a resource template (by uriTemplate); fields left out are kept."),
-            ("omniforge_delete_resource_template", "Remove a resource template."),
-        ],
-    ));
-    tools.extend(edits(
-        Kind::Prompt,
-        &prompt_props,
-        &["name"],
-        [
-            ("omniforge_create_prompt", "Store a prompt served by prompts/list and prompts/get: messages with {argument} placeholders, or Python code that prints the messages; arguments with optional completion values."),
-            ("omniforge_update_prompt", "Change a prompt (by name); fields left out are kept."),
-            ("omniforge_delete_prompt", "Remove a prompt."),
-        ],
-    ));
-    tools.push(
-        tool(
-            Op::Get,
-            "omniforge_get_definition",
-            "Show a stored resource (uri), resource template (uriTemplate) or prompt (prompt: name) as the arguments that would create it.",
-            object(
-                json!({"type": "object", "properties": {"uri": {"type": "string"}, "uriTemplate": {"type": "string"}, "prompt": {"type": "string"}}, "additionalProperties": false}),
-            ),
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-    );
-    tools
+pub(crate) fn entries(authoring: &Arc<Authoring>) -> Vec<Entry> {
+    vec![
+        entry::<Create<ResourceArgs>>(authoring),
+        entry::<Patch<ResourceArgs>>(authoring),
+        entry::<DeleteResource>(authoring),
+        entry::<Create<TemplateArgs>>(authoring),
+        entry::<Patch<TemplateArgs>>(authoring),
+        entry::<DeleteTemplate>(authoring),
+        entry::<Create<PromptArgs>>(authoring),
+        entry::<Patch<PromptArgs>>(authoring),
+        entry::<DeletePrompt>(authoring),
+        entry::<GetDefinition>(authoring),
+    ]
 }

@@ -8,6 +8,7 @@ use omniforge_store::{
     Annotations, Execution, Limits, NewVersion, Runtime, TaskStart, TaskSupport, ToolVersion,
 };
 use rmcp::model::JsonObject;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -20,49 +21,111 @@ use crate::tools::authoring::examples;
 use crate::tools::authoring::param_headers;
 use crate::tools::stored::shape::cut;
 
-/// The arguments of create and update.
-#[derive(Debug, Deserialize)]
+/// The fields of a tool version: what `omniforge_create_tool` and `omniforge_update_tool` (and
+/// a pack's `tools` entries) take. An update keeps every field it leaves out from the current
+/// version; to create, `description` and `code` are required too. The doc comments are the
+/// inputSchema's descriptions.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Draft {
+    /// Tool name: letters, digits, _ and -, at most 64.
+    #[schemars(regex(pattern = r"^[a-zA-Z0-9_-]{1,64}$"))]
     pub(crate) name: String,
-    /// Required to create; an update without it keeps the current version's.
+    /// What the tool does, for the model that will call it.
     description: Option<String>,
-    /// Required to create; an update without it keeps the current version's.
+    /// Python source. Arguments arrive as JSON on stdin (or omniforge.args()); print the
+    /// result.
     code: Option<String>,
+    /// JSON Schema 2020-12 of the arguments; root type object. Default:
+    /// {"type":"object","properties":{}}.
     #[serde(rename = "inputSchema")]
     input_schema: Option<JsonObject>,
+    /// JSON Schema of the result; then stdout must be one JSON object, returned as
+    /// structuredContent.
     #[serde(rename = "outputSchema")]
     output_schema: Option<JsonObject>,
     title: Option<String>,
+    /// PEP 508 requirements, e.g. "python-dateutil>=2.9"; a PEP 723 # /// script block in the
+    /// code is read too.
     dependencies: Option<Vec<String>>,
     annotations: Option<DraftAnnotations>,
+    /// Wall-clock limit per call, seconds (default 30).
+    #[schemars(extend("exclusiveMinimum" = 0))]
     timeout_s: Option<f64>,
+    /// Allow network access at call time (default false).
     network: Option<bool>,
+    /// Names of stored secrets to pass as environment variables.
     secrets: Option<Vec<String>>,
-    /// Example calls run before the version goes live; an update without them keeps the
-    /// current version's.
+    /// Example calls run in the sandbox (without secrets) before the version goes live; if one
+    /// fails the version is refused. Each {"arguments": {...}, "expect": {...}} with expect
+    /// holding one or more of text (exact result text), contains (a substring), structured
+    /// (exact structuredContent) or structuredSchema (a JSON Schema it matches), isError
+    /// (default false).
+    // Kept as objects: `examples::check` reads each with errors that name the example.
+    #[schemars(with = "Option<Vec<examples::Example>>", length(max = examples::MAX_EXAMPLES))]
     examples: Option<Vec<JsonObject>>,
-    /// Whether calls may run as tasks (`forbidden`, `optional`, `required`); an update
-    /// without it keeps the current version's.
+    /// Whether a call may run as a task (MCP Tasks extension) that the client polls: forbidden
+    /// (default), optional (a task when the client declared the extension), required (only as
+    /// a task; other clients get -32021). For work longer than a client's request timeout.
     #[serde(rename = "taskSupport")]
-    task_support: Option<String>,
-    /// When a task starts (`call`, `script`); an update without it keeps the current
-    /// version's.
+    task_support: Option<TaskSupportArg>,
+    /// When a task call becomes a task: call (the default: the task starts with the call) or
+    /// script (the call is an ordinary request, its questions input-required rounds, until the
+    /// script calls omniforge.start_task(); then the client gets the task and the script goes
+    /// on as it).
     #[serde(rename = "taskStart")]
-    task_start: Option<String>,
-    /// Keep a version whose examples fail as a draft instead of refusing it (this call only;
-    /// the server's `--keep-failed-drafts` is the default). Not allowed in a pack.
+    task_start: Option<TaskStartArg>,
+    /// If an example fails, keep the version as a draft (never current) instead of refusing
+    /// it.
     #[serde(rename = "keepFailedDrafts")]
     pub(crate) keep_failed_drafts: Option<bool>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+// The behaviour hints a tool version declares (MCP annotations).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct DraftAnnotations {
     read_only_hint: Option<bool>,
     destructive_hint: Option<bool>,
     idempotent_hint: Option<bool>,
     open_world_hint: Option<bool>,
+}
+
+// Whether a tool's calls may run as tasks (the store's `TaskSupport`). No variant docs: they
+// would turn the schema's `enum` into a `oneOf`.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum TaskSupportArg {
+    Forbidden,
+    Optional,
+    Required,
+}
+
+impl From<TaskSupportArg> for TaskSupport {
+    fn from(arg: TaskSupportArg) -> TaskSupport {
+        match arg {
+            TaskSupportArg::Forbidden => TaskSupport::Forbidden,
+            TaskSupportArg::Optional => TaskSupport::Optional,
+            TaskSupportArg::Required => TaskSupport::Required,
+        }
+    }
+}
+
+// When a task call becomes a task (the store's `TaskStart`).
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum TaskStartArg {
+    Call,
+    Script,
+}
+
+impl From<TaskStartArg> for TaskStart {
+    fn from(arg: TaskStartArg) -> TaskStart {
+        match arg {
+            TaskStartArg::Call => TaskStart::Call,
+            TaskStartArg::Script => TaskStart::Script,
+        }
+    }
 }
 
 /// The prefix of built-in tools' names, which no stored tool may use (issue 11, finding 12).
@@ -156,11 +219,15 @@ pub(crate) async fn prepare(
         .dependencies
         .or_else(|| previous.map(|p| p.dependencies.clone()))
         .unwrap_or_default();
-    let execution = execution(
-        draft.task_support.as_deref(),
-        draft.task_start.as_deref(),
-        previous.map(|p| p.execution),
-    )?;
+    let previous_execution = previous.map(|p| p.execution).unwrap_or_default();
+    let execution = Execution {
+        task_support: draft
+            .task_support
+            .map_or(previous_execution.task_support, TaskSupport::from),
+        task_start: draft
+            .task_start
+            .map_or(previous_execution.task_start, TaskStart::from),
+    };
     let timeout = TimeoutRule {
         seconds: draft.timeout_s,
         keep: previous.map(|p| Duration::from_millis(p.limits.timeout_ms)),
@@ -208,41 +275,6 @@ pub(crate) async fn prepare(
         execution,
     };
     Ok((draft.name, version))
-}
-
-/// `taskSupport` and `taskStart` as given, each left out kept from `previous` (else the
-/// default: forbidden, call).
-///
-/// # Errors
-/// A text naming the field whose value is not one of its spellings.
-fn execution(
-    support: Option<&str>,
-    start: Option<&str>,
-    previous: Option<Execution>,
-) -> Result<Execution, AuthoringError> {
-    let previous = previous.unwrap_or_default();
-    let task_support = match support {
-        None => previous.task_support,
-        Some(s) => TaskSupport::parse(s).ok_or_else(|| {
-            AuthoringError::invalid(
-                "taskSupport",
-                format!("{s:?} is not one of \"forbidden\", \"optional\", \"required\""),
-            )
-        })?,
-    };
-    let task_start = match start {
-        None => previous.task_start,
-        Some(s) => TaskStart::parse(s).ok_or_else(|| {
-            AuthoringError::invalid(
-                "taskStart",
-                format!("{s:?} is not one of \"call\", \"script\""),
-            )
-        })?,
-    };
-    Ok(Execution {
-        task_support,
-        task_start,
-    })
 }
 
 fn default_input_schema() -> JsonObject {

@@ -14,6 +14,7 @@ use std::time::Duration;
 use omniforge_script::RunSpec;
 use omniforge_store::{ExampleResult, ExampleTrigger, NewVersion};
 use rmcp::model::{CallToolResult, JsonObject};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -30,30 +31,32 @@ pub(crate) const MAX_EXAMPLES: usize = 20;
 /// The most bytes of an actual result quoted in a report (the store keeps as much).
 const REPORT_BYTES: usize = omniforge_store::MAX_EXAMPLE_TEXT_BYTES;
 
-/// One example call.
-#[derive(Debug, Deserialize)]
+// One example call (plain comments: doc comments would become schema descriptions; the
+// inputSchema describes the whole `examples` field).
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct Example {
-    /// The call's arguments; `{}` when left out.
+pub(crate) struct Example {
+    // The call's arguments; `{}` when left out.
     #[serde(default)]
     arguments: JsonObject,
     expect: Expect,
 }
 
-/// What the result must be: every given check must hold.
-#[derive(Debug, Deserialize)]
+// What the result must be: every given check must hold.
+#[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct Expect {
-    /// The exact result text (the text blocks, joined by a newline).
+    // The exact result text (the text blocks, joined by a newline).
     text: Option<String>,
-    /// A string the result text contains.
+    // A string the result text contains.
     contains: Option<String>,
-    /// The exact `structuredContent`.
+    // The exact `structuredContent` (an object; compared as any value).
+    #[schemars(with = "Option<JsonObject>")]
     structured: Option<Value>,
-    /// A JSON Schema the `structuredContent` must match.
+    // A JSON Schema the `structuredContent` must match.
     #[serde(rename = "structuredSchema")]
     structured_schema: Option<JsonObject>,
-    /// Whether the result is an error (false unless given).
+    // Whether the result is an error (false unless given).
     #[serde(rename = "isError")]
     is_error: Option<bool>,
 }
@@ -277,9 +280,15 @@ pub(crate) async fn run(tools: &StoredTools, version: &NewVersion, cx: &RequestC
                 None,
             )
             .await;
-        let seen = Seen::of(result.unwrap_or_else(|e| {
-            CallToolResult::error(vec![rmcp::model::ContentBlock::text(e.to_string())])
-        }));
+        let seen = match result {
+            Ok(result) => Seen::of(result),
+            // What a client would get for a call that produced no result: its error's text.
+            Err(e) => Seen {
+                text: e.to_string(),
+                structured: None,
+                is_error: true,
+            },
+        };
         let failure = seen.compare(&example.expect);
         outcomes.push(Outcome {
             index,

@@ -9,67 +9,45 @@
 //! version written by an admin is granted the declared secrets that exist when it is written
 //! ([`grant_declared`]): the admin's write is the admin's decision.
 
-use std::sync::Arc;
-
-use omniforge_store::{Actor, Store, StoreError};
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ToolAnnotations};
+use omniforge_store::{Actor as StoreActor, SecretRequest, Store, StoreError};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Scope;
-use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
-use crate::catalog::entry::{Entry, object_schema};
+use crate::context::actor::Actor;
 use crate::context::request::RequestCx;
-use crate::error::{AuthoringError, parse_arguments};
+use crate::error::AuthoringError;
+use crate::tools::Authoring;
+use crate::tools::ops::{Hints, Operation, Outcome, ToolDef};
 
 /// The longest secret value accepted over MCP, in bytes.
 const MAX_SECRET_BYTES: usize = 64 * 1024;
 
-/// One secret built-in.
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Set,
-    Delete,
-    List,
-    Grant,
-    Revoke,
-    Requests,
+/// `omniforge_set_secret`: stores a secret (never shown again; no `Debug`, so it cannot be
+/// logged).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SetSecret {
+    /// Secret name, also the environment variable: letters, digits and _, not starting with a
+    /// digit, at most 64.
+    name: String,
+    /// The secret value (at most 64 KiB).
+    value: String,
 }
 
-struct SecretBuiltin {
-    op: Op,
-    store: Arc<dyn Store>,
-}
+impl Operation for SetSecret {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_set_secret",
+        title: None,
+        description: "Store a secret (admin only). Tool versions that list its name in `secrets` and were granted it (omniforge_grant_secret) get the value as an environment variable; it never appears in tool definitions, logs or results (an exact value in a tool's output is redacted).",
+        scope: Scope::Admin,
+        hints: Hints::closed(false, true, true),
+    };
 
-impl ToolCall for SecretBuiltin {
-    fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a> {
-        running(async move {
-            match self.op {
-                Op::Set => self.set(call.arguments, call.cx).await,
-                Op::Delete => self.delete(call.arguments, call.cx).await,
-                Op::List => self.list(call.arguments).await,
-                Op::Grant => self.grant(call.arguments, call.cx, true).await,
-                Op::Revoke => self.grant(call.arguments, call.cx, false).await,
-                Op::Requests => self.requests(call.arguments).await,
-            }
-        })
-    }
-}
-
-impl SecretBuiltin {
-    /// `omniforge_set_secret {name, value}`.
-    async fn set(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
-        let (Some(Value::String(name)), Some(Value::String(value)), 2) = (
-            arguments.get("name"),
-            arguments.get("value"),
-            arguments.len(),
-        ) else {
-            return Err(AuthoringError::invalid(
-                "arguments",
-                "exactly `name` and `value`, both strings",
-            )
-            .into());
-        };
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let SetSecret { name, value } = self;
         if value.len() > MAX_SECRET_BYTES {
             return Err(AuthoringError::invalid(
                 "value",
@@ -77,109 +55,156 @@ impl SecretBuiltin {
                     "at most {MAX_SECRET_BYTES} bytes (got {} bytes)",
                     value.len()
                 ),
-            )
-            .into());
+            ));
         }
-        omniforge_store::validate_secret_name(name)
+        omniforge_store::validate_secret_name(&name)
             .map_err(|e| AuthoringError::invalid("name", e.to_string()))?;
-        let existed = self
-            .store
-            .secret_names()
-            .await
-            .map_err(AuthoringError::from)?
-            .contains(name);
-        self.store
-            .set_secret(&cx.actor(), name, value)
-            .await
-            .map_err(AuthoringError::from)?;
-        tracing::info!(secret = %name, by = %cx.author(), "secret set");
+        let existed = a.store.secret_names().await?.contains(&name);
+        a.store.set_secret(&actor.cx.actor(), &name, &value).await?;
+        tracing::info!(secret = %name, by = %actor.cx.author(), "secret set");
         let verb = if existed { "Replaced" } else { "Stored" };
-        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
+        Ok(Outcome::done(format!(
             "{verb} secret {name}. Tool versions that declare it in `secrets` and were granted it (omniforge_grant_secret) get it as the environment variable {name} from their next call."
-        ))]))
+        )))
     }
+}
 
-    /// `omniforge_delete_secret {name}`.
-    async fn delete(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            name: String,
-        }
-        let args: Args = parse_arguments(arguments)?;
-        self.store
-            .delete_secret(&cx.actor(), &args.name)
-            .await
-            .map_err(AuthoringError::from)?;
-        tracing::info!(secret = %args.name, by = %cx.author(), "secret deleted");
-        Ok(CallToolResult::success(vec![ContentBlock::text(format!(
-            "Deleted secret {}.",
-            args.name
-        ))]))
+/// `omniforge_delete_secret`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeleteSecret {
+    name: String,
+}
+
+impl Operation for DeleteSecret {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_delete_secret",
+        title: None,
+        description: "Delete a secret (admin only). Tools that list it no longer get it.",
+        scope: Scope::Admin,
+        hints: Hints::closed(false, true, false),
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        a.store.delete_secret(&actor.cx.actor(), &self.name).await?;
+        tracing::info!(secret = %self.name, by = %actor.cx.author(), "secret deleted");
+        Ok(Outcome::done(format!("Deleted secret {}.", self.name)))
     }
+}
 
-    /// `omniforge_list_secrets`: names and update times, never values.
-    async fn list(&self, arguments: JsonObject) -> CallResult {
-        if !arguments.is_empty() {
-            return Err(AuthoringError::invalid("arguments", "none are taken").into());
-        }
-        let secrets = self.store.secrets().await.map_err(AuthoringError::from)?;
+/// `omniforge_list_secrets`: names and update times, never values.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListSecrets {}
+
+impl Operation for ListSecrets {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_list_secrets",
+        title: None,
+        description: "List the stored secrets (admin only): names and when each was last set, never values.",
+        scope: Scope::Admin,
+        hints: Hints::READ,
+    };
+
+    async fn apply(self, a: &Authoring, _: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let secrets = a.store.secrets().await?;
         let list: Vec<Value> = secrets
             .iter()
             .map(|s| json!({"name": s.name, "updatedAtMs": s.updated_at_ms}))
             .collect();
-        let structured = json!({"secrets": list});
-        let mut result = CallToolResult::success(vec![ContentBlock::text(structured.to_string())]);
-        result.structured_content = Some(structured);
-        Ok(result)
+        let data = json!({"secrets": list});
+        Ok(Outcome::done(data.to_string()).with_data(data))
     }
 }
 
-/// The arguments of `omniforge_grant_secret` and `omniforge_revoke_secret`.
-#[derive(Deserialize)]
+/// `omniforge_grant_secret`: one tool version may have one secret.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GrantArgs {
+pub(crate) struct GrantSecret {
     secret: String,
     tool: String,
     /// Default: the tool's current version.
-    #[serde(default)]
+    #[schemars(range(min = 1))]
     version: Option<u32>,
 }
 
-impl SecretBuiltin {
-    /// `omniforge_grant_secret` (`grant`) or `omniforge_revoke_secret`.
-    async fn grant(&self, arguments: JsonObject, cx: &RequestCx<'_>, grant: bool) -> CallResult {
-        let args: GrantArgs = parse_arguments(arguments)?;
-        let actor = cx.actor();
-        let sentence = change_grant(
-            &*self.store,
-            &actor,
-            &args.secret,
-            &args.tool,
-            args.version,
-            grant,
-        )
-        .await?;
-        Ok(CallToolResult::success(vec![ContentBlock::text(sentence)]))
-    }
-
-    /// `omniforge_list_secret_requests {tool?}`: for the current version of each tool (or of
-    /// `tool`) that declares secrets, each declared secret: set or not, granted or pending.
-    async fn requests(&self, arguments: JsonObject) -> CallResult {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            #[serde(default)]
-            tool: Option<String>,
+impl GrantSecret {
+    /// Grant `secret` to `version` of `tool` (default: its current version).
+    pub(crate) fn new(secret: &str, tool: &str, version: Option<u32>) -> GrantSecret {
+        GrantSecret {
+            secret: secret.to_owned(),
+            tool: tool.to_owned(),
+            version,
         }
-        let args: Args = parse_arguments(arguments)?;
-        let list = secret_requests(&*self.store, args.tool.as_deref())
-            .await
-            .map_err(AuthoringError::from)?;
-        let structured = json!({"requests": list});
-        let mut result = CallToolResult::success(vec![ContentBlock::text(structured.to_string())]);
-        result.structured_content = Some(structured);
-        Ok(result)
+    }
+}
+
+impl Operation for GrantSecret {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_grant_secret",
+        title: None,
+        description: "Grant a secret to one version of a tool (admin only; default: its current version), which must declare it in `secrets`. Only that version gets it: a new version asks again.",
+        scope: Scope::Admin,
+        hints: Hints::closed(false, false, true),
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let g = self;
+        let actor = actor.cx.actor();
+        let said = change_grant(&*a.store, &actor, &g.secret, &g.tool, g.version, true).await?;
+        Ok(Outcome::done(said))
+    }
+}
+
+/// `omniforge_revoke_secret`: the grant's arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub(crate) struct RevokeSecret(GrantSecret);
+
+impl Operation for RevokeSecret {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_revoke_secret",
+        title: None,
+        description: "Revoke a secret's grant from one version of a tool (admin only; default: its current version).",
+        scope: Scope::Admin,
+        hints: Hints::closed(false, true, false),
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let g = self.0;
+        let actor = actor.cx.actor();
+        let said = change_grant(&*a.store, &actor, &g.secret, &g.tool, g.version, false).await?;
+        Ok(Outcome::done(said))
+    }
+}
+
+/// `omniforge_list_secret_requests`: for the current version of each tool (or of `tool`) that
+/// declares secrets, each declared secret: set or not, granted or pending.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListSecretRequests {
+    tool: Option<String>,
+}
+
+impl Operation for ListSecretRequests {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_list_secret_requests",
+        title: None,
+        description: "List the secrets the current version of each tool (or of `tool`) declares (admin only): whether each is set, and its grant, or null for a request that awaits an admin.",
+        scope: Scope::Admin,
+        hints: Hints::READ,
+    };
+
+    async fn apply(self, a: &Authoring, _: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let list = secret_requests(&*a.store, self.tool.as_deref()).await?;
+        let data =
+            json!({"requests": list.iter().map(DeclaredSecret::to_json).collect::<Vec<_>>()});
+        Ok(Outcome::done(data.to_string()).with_data(data))
     }
 }
 
@@ -192,7 +217,7 @@ impl SecretBuiltin {
 /// failed.
 pub async fn change_grant(
     store: &dyn Store,
-    actor: &Actor,
+    actor: &StoreActor,
     secret: &str,
     tool: &str,
     version: Option<u32>,
@@ -228,15 +253,40 @@ pub async fn change_grant(
     }
 }
 
+/// A secret the current version of a tool declares: whether it is set, and its grant.
+#[derive(Debug, Clone)]
+pub struct DeclaredSecret {
+    /// The tool.
+    pub tool: String,
+    /// Its current version.
+    pub version: u32,
+    /// The declared secret, whether it is set, and its grant (`None`: a pending request).
+    pub request: SecretRequest,
+}
+
+impl DeclaredSecret {
+    /// As `omniforge_list_secret_requests` lists it.
+    fn to_json(&self) -> Value {
+        let r = &self.request;
+        json!({
+            "tool": self.tool,
+            "version": self.version,
+            "secret": r.secret,
+            "secretSet": r.exists,
+            "granted": r.grant.as_ref().map(|g| json!({"by": g.granted_by, "atMs": g.granted_at_ms})),
+        })
+    }
+}
+
 /// For the current version of each tool (or of `tool` only) that declares secrets: each
-/// declared secret, whether it is set, and its grant (`null`: a pending request).
+/// declared secret, whether it is set, and its grant (`None`: a pending request).
 ///
 /// # Errors
 /// The store failed, or `tool` does not exist.
 pub async fn secret_requests(
     store: &dyn Store,
     tool: Option<&str>,
-) -> Result<Vec<Value>, StoreError> {
+) -> Result<Vec<DeclaredSecret>, StoreError> {
     let tools = match tool {
         Some(name) => match store.tool(name).await? {
             Some(t) => vec![t],
@@ -255,14 +305,12 @@ pub async fn secret_requests(
         let Some(version) = t.current_version else {
             continue;
         };
-        for r in store.secret_requests(&t.name, version).await? {
-            out.push(json!({
-                "tool": t.name,
-                "version": version,
-                "secret": r.secret,
-                "secretSet": r.exists,
-                "granted": r.grant.as_ref().map(|g| json!({"by": g.granted_by, "atMs": g.granted_at_ms})),
-            }));
+        for request in store.secret_requests(&t.name, version).await? {
+            out.push(DeclaredSecret {
+                tool: t.name.clone(),
+                version,
+                request,
+            });
         }
     }
     Ok(out)
@@ -297,100 +345,14 @@ pub(crate) async fn grant_declared(
 }
 
 /// The secret built-ins, in catalog order.
-pub(crate) fn entries(store: &Arc<dyn Store>) -> Vec<Entry> {
-    let entry = |op: Op,
-                 name: &'static str,
-                 description: &'static str,
-                 schema: Value,
-                 annotations: ToolAnnotations| {
-        let call = Arc::new(SecretBuiltin {
-            op,
-            store: store.clone(),
-        });
-        Entry::builtin(
-            name,
-            description,
-            object_schema(schema),
-            annotations,
-            Scope::Admin,
-            call,
-        )
-    };
+pub(crate) fn entries(authoring: &std::sync::Arc<Authoring>) -> Vec<crate::catalog::entry::Entry> {
+    use crate::tools::ops::mcp::entry;
     vec![
-        entry(
-            Op::Set,
-            "omniforge_set_secret",
-            "Store a secret (admin only). Tool versions that list its name in `secrets` and were granted it (omniforge_grant_secret) get the value as an environment variable; it never appears in tool definitions, logs or results (an exact value in a tool's output is redacted).",
-            json!({"type": "object", "properties": {
-                "name": {"type": "string", "description": "Secret name, also the environment variable: letters, digits and _, not starting with a digit, at most 64."},
-                "value": {"type": "string", "description": "The secret value (at most 64 KiB)."}},
-                "required": ["name", "value"], "additionalProperties": false}),
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        entry(
-            Op::Delete,
-            "omniforge_delete_secret",
-            "Delete a secret (admin only). Tools that list it no longer get it.",
-            json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false}),
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(false)
-                .open_world(false),
-        ),
-        entry(
-            Op::List,
-            "omniforge_list_secrets",
-            "List the stored secrets (admin only): names and when each was last set, never values.",
-            json!({"type": "object", "properties": {}, "additionalProperties": false}),
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        entry(
-            Op::Grant,
-            "omniforge_grant_secret",
-            "Grant a secret to one version of a tool (admin only; default: its current version), which must declare it in `secrets`. Only that version gets it: a new version asks again.",
-            json!({"type": "object", "properties": {
-                "secret": {"type": "string"}, "tool": {"type": "string"},
-                "version": {"type": "integer", "minimum": 1, "description": "Default: the tool's current version."}},
-                "required": ["secret", "tool"], "additionalProperties": false}),
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        entry(
-            Op::Revoke,
-            "omniforge_revoke_secret",
-            "Revoke a secret's grant from one version of a tool (admin only; default: its current version).",
-            json!({"type": "object", "properties": {
-                "secret": {"type": "string"}, "tool": {"type": "string"},
-                "version": {"type": "integer", "minimum": 1, "description": "Default: the tool's current version."}},
-                "required": ["secret", "tool"], "additionalProperties": false}),
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(false)
-                .open_world(false),
-        ),
-        entry(
-            Op::Requests,
-            "omniforge_list_secret_requests",
-            "List the secrets the current version of each tool (or of `tool`) declares (admin only): whether each is set, and its grant, or null for a request that awaits an admin.",
-            json!({"type": "object", "properties": {"tool": {"type": "string"}}, "additionalProperties": false}),
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
+        entry::<SetSecret>(authoring),
+        entry::<DeleteSecret>(authoring),
+        entry::<ListSecrets>(authoring),
+        entry::<GrantSecret>(authoring),
+        entry::<RevokeSecret>(authoring),
+        entry::<ListSecretRequests>(authoring),
     ]
 }

@@ -3,6 +3,7 @@
 //! `omniforge_test_tool` and `omniforge_check_tool`. A write runs the version's examples first
 //! (`examples.rs`) and updates the written tool's catalog entry only.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Weak};
 
 use omniforge_script::RunSpec;
@@ -10,21 +11,27 @@ use omniforge_store::{
     CallOutcome, CallRecord, ExampleTrigger, NewStatus, Store, StoredTool, ToolVersion,
     VersionStatus,
 };
-use rmcp::model::{CallToolResult, ContentBlock, JsonObject, ToolAnnotations};
+use rmcp::model::JsonObject;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::Scope;
 use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
-use crate::catalog::entry::{Entry, object_schema};
+use crate::catalog::entry::Entry;
 use crate::catalog::publish::Catalog;
+use crate::context::actor::Actor;
 use crate::context::request::{LogFilter, RequestCx};
 use crate::error::{AuthoringError, parse_arguments};
 use crate::script_host::prepare::TimeoutRule;
+use crate::tools::Authoring;
 use crate::tools::authoring::approval::{self, Approval};
 use crate::tools::authoring::draft::{self, Draft};
 use crate::tools::authoring::examples;
 use crate::tools::authoring::secret;
+use crate::tools::ops::mcp::{builtin, entry};
+use crate::tools::ops::schema::requiring;
+use crate::tools::ops::{Hints, Operation, Outcome, ToolDef};
 use crate::tools::stored::call::StoredTools;
 use crate::tools::stored::source::StoredSource;
 
@@ -48,42 +55,222 @@ pub(crate) struct ToolAuthoring {
     approval: Arc<Approval>,
 }
 
-/// One tool built-in.
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Create,
-    Update,
-    Delete,
-    Get,
-    Rollback,
-    Test,
-    Check,
+/// `omniforge_create_tool`: a whole definition (`name`, `description` and `code` required).
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct CreateTool(pub(crate) Draft);
+
+impl JsonSchema for CreateTool {
+    fn schema_name() -> Cow<'static, str> {
+        "CreateTool".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        requiring(
+            Draft::json_schema(generator),
+            &["name", "description", "code"],
+        )
+    }
 }
 
-struct ToolBuiltin {
-    op: Op,
-    authoring: Arc<ToolAuthoring>,
+impl Operation for CreateTool {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: CREATE,
+        title: None,
+        description: "Create a new tool from Python code (version 1). Validates the name, schemas and code, installs the dependencies (progress is reported), stores it and announces tools/list_changed. Call omniforge_instructions first for the authoring guide.",
+        scope: Scope::Write,
+        hints: Hints::WRITE,
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        a.tools.create_or_update(self.0, actor.cx, true).await
+    }
 }
 
-impl ToolCall for ToolBuiltin {
+/// `omniforge_update_tool`: the fields to change, by `name`; the rest is kept.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub(crate) struct UpdateTool(pub(crate) Draft);
+
+impl Operation for UpdateTool {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: UPDATE,
+        title: None,
+        description: "Add a new version of an existing tool (same fields as omniforge_create_tool; every field left out but name - description, code, schemas, title, dependencies, annotations, timeout_s, network, secrets, taskSupport, taskStart - is kept from the current version).",
+        scope: Scope::Write,
+        hints: Hints::WRITE,
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        a.tools.create_or_update(self.0, actor.cx, false).await
+    }
+}
+
+/// `omniforge_delete_tool`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeleteTool {
+    name: String,
+    #[serde(default)]
+    purge: bool,
+}
+
+impl DeleteTool {
+    /// Disable tool `name`, keeping its versions.
+    pub(crate) fn disable(name: &str) -> DeleteTool {
+        DeleteTool {
+            name: name.to_owned(),
+            purge: false,
+        }
+    }
+}
+
+impl Operation for DeleteTool {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_delete_tool",
+        title: None,
+        description: "Disable a tool, keeping its history; with purge: true, remove it and its history for good.",
+        scope: Scope::Write,
+        hints: Hints::closed(false, true, true),
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        a.tools.delete(&self.name, self.purge, actor.cx).await
+    }
+}
+
+/// `omniforge_get_tool`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GetTool {
+    name: String,
+}
+
+impl Operation for GetTool {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_get_tool",
+        title: None,
+        description: "Show a stored tool: its source, schemas, dependencies, lock, limits, versions and latest calls (time, principal, version, duration, outcome, error).",
+        scope: Scope::Write,
+        hints: Hints::READ,
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        a.tools.get(&self.name, actor.cx).await
+    }
+}
+
+/// `omniforge_rollback_tool`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RollbackTool {
+    name: String,
+    #[schemars(range(min = 1))]
+    version: u32,
+    #[serde(default)]
+    force: bool,
+}
+
+impl RollbackTool {
+    /// Make live `version` of tool `name` current, after its examples unless `force`.
+    pub(crate) fn new(name: &str, version: u32, force: bool) -> RollbackTool {
+        RollbackTool {
+            name: name.to_owned(),
+            version,
+            force,
+        }
+    }
+}
+
+impl Operation for RollbackTool {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_rollback_tool",
+        title: None,
+        description: "Make an earlier version of a tool current (and enable the tool). Its examples run first and a failing one refuses the rollback, unless force: true.",
+        scope: Scope::Write,
+        hints: Hints::closed(false, false, true),
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        a.tools.rollback(self, actor.cx).await
+    }
+}
+
+/// `omniforge_test_tool`: code run once, nothing stored. Not an [`Operation`]: it answers with
+/// the run's own result, as a client gets a tool's.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TestTool {
+    code: String,
+    arguments: Option<JsonObject>,
+    dependencies: Option<Vec<String>>,
+    #[schemars(extend("exclusiveMinimum" = 0))]
+    timeout_s: Option<f64>,
+    network: Option<bool>,
+}
+
+impl TestTool {
+    /// How it is listed.
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_test_tool",
+        title: None,
+        description: "Run Python code once with the given arguments in the same sandbox, without saving anything.",
+        scope: Scope::Write,
+        hints: Hints::closed(true, false, false),
+    };
+}
+
+/// The `omniforge_test_tool` built-in.
+struct TestToolCall {
+    authoring: Arc<Authoring>,
+}
+
+impl ToolCall for TestToolCall {
     fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a> {
         running(async move {
-            let a = &self.authoring;
-            match self.op {
-                Op::Create => a.create_or_update(call.arguments, call.cx, true).await,
-                Op::Update => a.create_or_update(call.arguments, call.cx, false).await,
-                Op::Delete => a.delete(call.arguments, call.cx).await,
-                Op::Get => a.get(call.arguments, call.cx).await,
-                Op::Rollback => a.rollback(call.arguments, call.cx).await,
-                Op::Test => a.test(call.arguments, call.cx).await,
-                Op::Check => a.check(call.arguments, call.cx).await,
-            }
+            let args: TestTool = parse_arguments(call.arguments)?;
+            self.authoring.tools.test(args, call.cx).await
         })
     }
 }
 
-fn text(text: String) -> CallToolResult {
-    CallToolResult::success(vec![ContentBlock::text(text)])
+/// `omniforge_check_tool`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CheckTool {
+    name: String,
+    #[schemars(range(min = 1))]
+    version: Option<u32>,
+}
+
+impl CheckTool {
+    /// Run the examples of `version` of tool `name` (its current one if `None`).
+    pub(crate) fn new(name: &str, version: Option<u32>) -> CheckTool {
+        CheckTool {
+            name: name.to_owned(),
+            version,
+        }
+    }
+}
+
+impl Operation for CheckTool {
+    type Service = Authoring;
+    const TOOL: ToolDef = ToolDef {
+        name: "omniforge_check_tool",
+        title: None,
+        description: "Run a stored tool version's examples again (the current version unless version is given), e.g. after an environment rebuild, and record the results. An error result lists each failing example with expected and actual.",
+        scope: Scope::Write,
+        hints: Hints::WRITE,
+    };
+
+    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        a.tools.check(self, actor.cx).await
+    }
 }
 
 impl ToolAuthoring {
@@ -114,18 +301,17 @@ impl ToolAuthoring {
         }
     }
 
-    /// Creates a tool (`create`) or adds a version, from the arguments of
-    /// `omniforge_create_tool` / `omniforge_update_tool`.
+    /// Creates a tool (`create`) or adds a version from `draft`: refused (the examples
+    /// failed), kept as a draft, pending approval, or live.
     ///
     /// # Errors
     /// A text naming the field at fault, or the store failed.
-    pub(crate) async fn create_or_update(
+    async fn create_or_update(
         &self,
-        arguments: JsonObject,
+        draft: Draft,
         cx: &RequestCx<'_>,
         create: bool,
-    ) -> CallResult {
-        let draft: Draft = parse_arguments(arguments)?;
+    ) -> Result<Outcome, AuthoringError> {
         let keep_failed = draft.keep_failed_drafts.unwrap_or(self.keep_failed_drafts);
         self.check_name(&draft.name)?;
         // A tool whose versions are all drafts (or pending) exists without a current version.
@@ -143,15 +329,13 @@ impl ToolAuthoring {
                         "a tool named {:?} already exists; use omniforge_update_tool to add a version",
                         draft.name
                     ),
-                )
-                .into());
+                ));
             }
             (false, false) => {
                 return Err(AuthoringError::invalid(
                     "name",
                     format!("no tool named {:?}; use omniforge_create_tool", draft.name),
-                )
-                .into());
+                ));
             }
             _ => {}
         }
@@ -173,7 +357,7 @@ impl ToolAuthoring {
                 reason: format!("{}\n{}", report.summary(), report.failures()),
             },
             (_, false) => {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                return Ok(Outcome::refused(format!(
                     "Refused: {} of the tool's examples failed ({}); nothing was stored and the \
                      current version is unchanged. Fix the code or the examples and try again \
                      (keepFailedDrafts: true, or --keep-failed-drafts on the command line, keeps a \
@@ -181,7 +365,7 @@ impl ToolAuthoring {
                     failed,
                     report.summary(),
                     report.failures()
-                ))]));
+                )));
             }
         };
         let (live, pending) = (status == NewStatus::Live, status == NewStatus::Pending);
@@ -218,20 +402,20 @@ impl ToolAuthoring {
         };
         if pending {
             cx.tell_tool_list_changed();
-            return Ok(text(approval::submitted_sentence(
+            return Ok(Outcome::done(approval::submitted_sentence(
                 &version,
                 &checked,
                 &pending_secrets,
             )));
         }
         if !live {
-            return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+            return Ok(Outcome::refused(format!(
                 "Kept as draft version {} of tool {name}: {}; it is not current and is not \
                  served (the current version, if any, is unchanged).\n\n{}",
                 version.number,
                 report.summary(),
                 report.failures()
-            ))]));
+            )));
         }
         let verb = if create { "Created" } else { "Updated" };
         let mut sentence = format!(
@@ -246,7 +430,7 @@ impl ToolAuthoring {
                 pending_secrets.join(", ")
             ));
         }
-        Ok(text(sentence))
+        Ok(Outcome::done(sentence))
     }
 
     /// Stores the outcome of an examples run (a failure to store is logged: the run's answer
@@ -333,32 +517,29 @@ impl ToolAuthoring {
         }
     }
 
-    pub(crate) async fn delete(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            name: String,
-            #[serde(default)]
-            purge: bool,
-        }
-        let args: Args = parse_arguments(arguments)?;
-        if args.purge {
-            self.store.purge(&cx.actor(), &args.name).await
+    /// Disables tool `name`, keeping its versions, or with `purge` removes it and its
+    /// history.
+    ///
+    /// # Errors
+    /// No such tool, or the store failed.
+    async fn delete(
+        &self,
+        name: &str,
+        purge: bool,
+        cx: &RequestCx<'_>,
+    ) -> Result<Outcome, AuthoringError> {
+        if purge {
+            self.store.purge(&cx.actor(), name).await
         } else {
-            self.store.set_enabled(&cx.actor(), &args.name, false).await
-        }
-        .map_err(AuthoringError::from)?;
-        self.source
-            .reload(&args.name)
-            .await
-            .map_err(AuthoringError::from)?;
-        Ok(text(if args.purge {
-            format!("Purged tool {} and its history.", args.name)
+            self.store.set_enabled(&cx.actor(), name, false).await
+        }?;
+        self.source.reload(name).await?;
+        Ok(Outcome::done(if purge {
+            format!("Purged tool {name} and its history.")
         } else {
             format!(
-                "Disabled tool {}; its versions are kept (omniforge_get_tool shows them, \
-                 omniforge_rollback_tool enables it again).",
-                args.name
+                "Disabled tool {name}; its versions are kept (omniforge_get_tool shows them, \
+                 omniforge_rollback_tool enables it again)."
             )
         }))
     }
@@ -368,21 +549,12 @@ impl ToolAuthoring {
     ///
     /// # Errors
     /// The arguments are wrong, or the store refused or failed.
-    pub(crate) async fn rollback(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            name: String,
-            version: u32,
-            #[serde(default)]
-            force: bool,
-        }
-        let args: Args = parse_arguments(arguments)?;
-        let target = self
-            .store
-            .version(&args.name, args.version)
-            .await
-            .map_err(AuthoringError::from)?;
+    async fn rollback(
+        &self,
+        args: RollbackTool,
+        cx: &RequestCx<'_>,
+    ) -> Result<Outcome, AuthoringError> {
+        let target = self.store.version(&args.name, args.version).await?;
         let mut checked = String::new();
         // Only a live version can become current; the store refuses the others below.
         if !args.force
@@ -399,14 +571,14 @@ impl ToolAuthoring {
             )
             .await;
             if report.failed() > 0 {
-                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                return Ok(Outcome::refused(format!(
                     "Rollback refused: version {} of tool {} fails its examples ({}); the current \
                      version is unchanged. force: true rolls back without running them.\n\n{}",
                     args.version,
                     args.name,
                     report.summary(),
                     report.failures()
-                ))]));
+                )));
             }
             checked = format!(" {}.", report.summary());
         }
@@ -422,7 +594,7 @@ impl ToolAuthoring {
             .reload_and_prepare(&args.name, cx.author())
             .await
             .map_err(AuthoringError::from)?;
-        Ok(text(format!(
+        Ok(Outcome::done(format!(
             "Tool {} now runs version {} and is enabled.{checked}",
             args.name, args.version
         )))
@@ -434,15 +606,7 @@ impl ToolAuthoring {
     ///
     /// # Errors
     /// The arguments are wrong, or the store refused or failed.
-    pub(crate) async fn check(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            name: String,
-            #[serde(default)]
-            version: Option<u32>,
-        }
-        let args: Args = parse_arguments(arguments)?;
+    async fn check(&self, args: CheckTool, cx: &RequestCx<'_>) -> Result<Outcome, AuthoringError> {
         let number = match args.version {
             Some(n) => n,
             None => self
@@ -467,7 +631,7 @@ impl ToolAuthoring {
             .await
             .map_err(AuthoringError::from)?;
         if version.spec.examples.is_empty() {
-            return Ok(text(format!(
+            return Ok(Outcome::done(format!(
                 "Version {number} of tool {} has no examples.",
                 args.name
             )));
@@ -482,67 +646,36 @@ impl ToolAuthoring {
             report.lines()
         );
         Ok(if report.failed() > 0 {
-            CallToolResult::error(vec![ContentBlock::text(body)])
+            Outcome::refused(body)
         } else {
-            text(body)
+            Outcome::done(body)
         })
     }
 
-    async fn get(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            name: String,
-        }
-        let args: Args = parse_arguments(arguments)?;
-        let Some(stored) = self
-            .store
-            .get(&args.name)
-            .await
-            .map_err(AuthoringError::from)?
-        else {
-            return Err(
-                AuthoringError::invalid("name", format!("no tool named {:?}", args.name)).into(),
-            );
+    async fn get(&self, name: &str, cx: &RequestCx<'_>) -> Result<Outcome, AuthoringError> {
+        let Some(stored) = self.store.get(name).await? else {
+            return Err(AuthoringError::invalid(
+                "name",
+                format!("no tool named {name:?}"),
+            ));
         };
-        let mut versions = self
-            .store
-            .versions(&args.name)
-            .await
-            .map_err(AuthoringError::from)?;
+        let mut versions = self.store.versions(name).await?;
         // A pending version is shown to its author and admins only (issue 17).
         if !cx.allows(Scope::Admin) {
             versions.retain(|v| {
                 v.state.status != VersionStatus::Pending || v.spec.author == cx.author()
             });
         }
-        let calls = self
-            .store
-            .recent_calls(&args.name, RECENT_CALLS)
-            .await
-            .map_err(AuthoringError::from)?;
+        let calls = self.store.recent_calls(name, RECENT_CALLS).await?;
         let mut view = describe_tool(&stored, &versions);
         view["recentCalls"] = calls.iter().map(call_json).collect();
-        let mut result = text(serde_json::to_string_pretty(&view).unwrap_or_default());
-        result.structured_content = Some(view);
-        Ok(result)
+        let text = serde_json::to_string_pretty(&view).unwrap_or_default();
+        Ok(Outcome::done(text).with_data(view))
     }
 
-    async fn test(&self, arguments: JsonObject, cx: &RequestCx<'_>) -> CallResult {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Args {
-            code: String,
-            #[serde(default)]
-            arguments: Option<JsonObject>,
-            #[serde(default)]
-            dependencies: Option<Vec<String>>,
-            #[serde(default)]
-            timeout_s: Option<f64>,
-            #[serde(default)]
-            network: Option<bool>,
-        }
-        let args: Args = parse_arguments(arguments)?;
+    /// Runs `args.code` once in the sandbox, storing nothing: the run's result as a client
+    /// gets a tool's.
+    async fn test(&self, args: TestTool, cx: &RequestCx<'_>) -> CallResult {
         let host = &self.tools.host;
         let progress = cx.progress();
         let timeout = TimeoutRule {
@@ -638,135 +771,17 @@ pub fn describe_tool(stored: &StoredTool, versions: &[ToolVersion]) -> Value {
 }
 
 /// The tool built-ins, in catalog order.
-pub(crate) fn entries(authoring: &Arc<ToolAuthoring>) -> Vec<Entry> {
-    let draft_properties = json!({
-        "name": {"type": "string", "pattern": "^[a-zA-Z0-9_-]{1,64}$", "description": "Tool name: letters, digits, _ and -, at most 64."},
-        "description": {"type": "string", "description": "What the tool does, for the model that will call it."},
-        "code": {"type": "string", "description": "Python source. Arguments arrive as JSON on stdin (or omniforge.args()); print the result."},
-        "inputSchema": {"type": "object", "description": "JSON Schema 2020-12 of the arguments; root type object. Default: {\"type\":\"object\",\"properties\":{}}."},
-        "outputSchema": {"type": "object", "description": "JSON Schema of the result; then stdout must be one JSON object, returned as structuredContent."},
-        "title": {"type": "string"},
-        "dependencies": {"type": "array", "items": {"type": "string"}, "description": "PEP 508 requirements, e.g. \"python-dateutil>=2.9\"; a PEP 723 # /// script block in the code is read too."},
-        "annotations": {"type": "object", "properties": {
-            "readOnlyHint": {"type": "boolean"}, "destructiveHint": {"type": "boolean"},
-            "idempotentHint": {"type": "boolean"}, "openWorldHint": {"type": "boolean"}}, "additionalProperties": false},
-        "timeout_s": {"type": "number", "exclusiveMinimum": 0, "description": "Wall-clock limit per call, seconds (default 30)."},
-        "network": {"type": "boolean", "description": "Allow network access at call time (default false)."},
-        "secrets": {"type": "array", "items": {"type": "string"}, "description": "Names of stored secrets to pass as environment variables."},
-        "examples": {"type": "array", "maxItems": examples::MAX_EXAMPLES, "description": "Example calls run in the sandbox (without secrets) before the version goes live; if one fails the version is refused. Each {\"arguments\": {...}, \"expect\": {...}} with expect holding one or more of text (exact result text), contains (a substring), structured (exact structuredContent) or structuredSchema (a JSON Schema it matches), isError (default false).",
-            "items": {"type": "object", "properties": {"arguments": {"type": "object"}, "expect": {"type": "object", "properties": {
-                "text": {"type": "string"}, "contains": {"type": "string"}, "structured": {"type": "object"},
-                "structuredSchema": {"type": "object"}, "isError": {"type": "boolean"}}, "additionalProperties": false}},
-                "required": ["expect"], "additionalProperties": false}},
-        "taskSupport": {"type": "string", "enum": ["forbidden", "optional", "required"], "description": "Whether a call may run as a task (MCP Tasks extension) that the client polls: forbidden (default), optional (a task when the client declared the extension), required (only as a task; other clients get -32021). For work longer than a client's request timeout."},
-        "taskStart": {"type": "string", "enum": ["call", "script"], "description": "When a task call becomes a task: call (the default: the task starts with the call) or script (the call is an ordinary request, its questions input-required rounds, until the script calls omniforge.start_task(); then the client gets the task and the script goes on as it)."},
-        "keepFailedDrafts": {"type": "boolean", "description": "If an example fails, keep the version as a draft (never current) instead of refusing it."}
+pub(crate) fn entries(authoring: &Arc<Authoring>) -> Vec<Entry> {
+    let test = Arc::new(TestToolCall {
+        authoring: authoring.clone(),
     });
-    let draft_schema = |required: &[&str]| {
-        object_schema(json!({
-            "type": "object", "properties": draft_properties.clone(), "required": required, "additionalProperties": false
-        }))
-    };
-    let entry = |op: Op,
-                 name: &'static str,
-                 description: &'static str,
-                 schema: Arc<JsonObject>,
-                 annotations: ToolAnnotations| {
-        let call = Arc::new(ToolBuiltin {
-            op,
-            authoring: authoring.clone(),
-        });
-        Entry::builtin(name, description, schema, annotations, Scope::Write, call)
-    };
     vec![
-        entry(
-            Op::Create,
-            CREATE,
-            "Create a new tool from Python code (version 1). Validates the name, schemas and code, installs the dependencies (progress is reported), stores it and announces tools/list_changed. Call omniforge_instructions first for the authoring guide.",
-            draft_schema(&["name", "description", "code"]),
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(false),
-        ),
-        entry(
-            Op::Update,
-            UPDATE,
-            "Add a new version of an existing tool (same fields as omniforge_create_tool; every field left out but name - description, code, schemas, title, dependencies, annotations, timeout_s, network, secrets, taskSupport, taskStart - is kept from the current version).",
-            draft_schema(&["name"]),
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(false),
-        ),
-        entry(
-            Op::Delete,
-            "omniforge_delete_tool",
-            "Disable a tool, keeping its history; with purge: true, remove it and its history for good.",
-            object_schema(
-                json!({"type": "object", "properties": {"name": {"type": "string"}, "purge": {"type": "boolean", "default": false}}, "required": ["name"], "additionalProperties": false}),
-            ),
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(true)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        entry(
-            Op::Get,
-            "omniforge_get_tool",
-            "Show a stored tool: its source, schemas, dependencies, lock, limits, versions and latest calls (time, principal, version, duration, outcome, error).",
-            object_schema(
-                json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"], "additionalProperties": false}),
-            ),
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        entry(
-            Op::Rollback,
-            "omniforge_rollback_tool",
-            "Make an earlier version of a tool current (and enable the tool). Its examples run first and a failing one refuses the rollback, unless force: true.",
-            object_schema(
-                json!({"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "integer", "minimum": 1}, "force": {"type": "boolean", "default": false}}, "required": ["name", "version"], "additionalProperties": false}),
-            ),
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        entry(
-            Op::Test,
-            "omniforge_test_tool",
-            "Run Python code once with the given arguments in the same sandbox, without saving anything.",
-            object_schema(json!({"type": "object", "properties": {
-                "code": {"type": "string"}, "arguments": {"type": "object"},
-                "dependencies": {"type": "array", "items": {"type": "string"}},
-                "timeout_s": {"type": "number", "exclusiveMinimum": 0}, "network": {"type": "boolean"}},
-                "required": ["code"], "additionalProperties": false})),
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(false),
-        ),
-        entry(
-            Op::Check,
-            "omniforge_check_tool",
-            "Run a stored tool version's examples again (the current version unless version is given), e.g. after an environment rebuild, and record the results. An error result lists each failing example with expected and actual.",
-            object_schema(
-                json!({"type": "object", "properties": {"name": {"type": "string"}, "version": {"type": "integer", "minimum": 1}}, "required": ["name"], "additionalProperties": false}),
-            ),
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(false),
-        ),
+        entry::<CreateTool>(authoring),
+        entry::<UpdateTool>(authoring),
+        entry::<DeleteTool>(authoring),
+        entry::<GetTool>(authoring),
+        entry::<RollbackTool>(authoring),
+        builtin::<TestTool>(&TestTool::TOOL, test),
+        entry::<CheckTool>(authoring),
     ]
 }

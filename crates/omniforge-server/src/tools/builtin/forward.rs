@@ -4,50 +4,65 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{JsonObject, Tool, ToolAnnotations};
-use serde_json::{Value, json};
+use rmcp::model::JsonObject;
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::auth::Scope;
 use crate::catalog::call::{Call, CallFuture, ToolCall, ready, running};
-use crate::catalog::entry::{Entry, ToolSource, object_schema};
-use crate::error::CallError;
+use crate::catalog::entry::Entry;
+use crate::context::actor::Via;
+use crate::error::{CallError, parse_arguments};
+use crate::tools::ops::mcp::builtin;
+use crate::tools::ops::{Hints, ToolDef};
 
 /// The built-in's name.
 pub(crate) const CALL_TOOL: &str = "omniforge_call_tool";
 
-/// The forwarding built-in.
+/// The arguments of `omniforge_call_tool`.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CallToolArgs {
+    name: String,
+    arguments: Option<JsonObject>,
+}
+
+/// How it is listed: it may call anything, so only its open world is hinted.
+const TOOL: ToolDef = ToolDef {
+    name: CALL_TOOL,
+    title: None,
+    description: "Call any enabled tool by name with arguments, under your own permissions. For clients that cannot see tools forged during the session.",
+    scope: Scope::Call,
+    hints: Hints {
+        read_only: None,
+        destructive: None,
+        idempotent: None,
+        open_world: Some(true),
+    },
+};
+
+/// The forwarding built-in: answers with the routed tool's own result.
 struct Forward;
 
 impl ToolCall for Forward {
     fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a> {
-        if call.forwarded {
+        if call.via == Via::Forwarded {
             return ready(Err(CallError::NestedForward));
         }
-        let mut arguments = call.arguments;
-        let name = match arguments.remove("name") {
-            Some(Value::String(name)) => name,
-            _ => String::new(),
+        let args: CallToolArgs = match parse_arguments(call.arguments) {
+            Ok(args) => args,
+            Err(e) => return ready(Err(e.into())),
         };
-        let inner = match arguments.remove("arguments") {
-            Some(Value::Object(inner)) => inner,
-            None => JsonObject::new(),
-            Some(_) => return ready(Err(CallError::ArgumentsNotObject)),
-        };
-        running(async move { call.catalog.route(&name, inner, call.cx).await })
+        let inner = args.arguments.unwrap_or_default();
+        running(async move {
+            call.catalog
+                .route(&args.name, inner, call.cx, Via::Forwarded)
+                .await
+        })
     }
 }
 
 /// Its catalog entry.
 pub(crate) fn entry() -> Entry {
-    Entry::new(
-        Tool::new(
-            CALL_TOOL,
-            "Call any enabled tool by name with arguments, under your own permissions. For clients that cannot see tools forged during the session.",
-            object_schema(json!({"type": "object", "properties": {"name": {"type": "string"}, "arguments": {"type": "object"}}, "required": ["name"], "additionalProperties": false})),
-        )
-        .with_annotations(ToolAnnotations::new().open_world(true)),
-        ToolSource::Builtin,
-        Scope::Call,
-        Arc::new(Forward),
-    )
+    builtin::<CallToolArgs>(&TOOL, Arc::new(Forward))
 }

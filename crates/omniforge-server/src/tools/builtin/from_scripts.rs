@@ -14,20 +14,23 @@
 //! ```
 //!
 //! so a tool never uses a caller's authority for something its author did not write down in
-//! the reviewed, versioned code (confused deputy). The scope is capped at `tools:write`: an
-//! admin calling a writer's tool never lends it admin authority (an admin's tool write is
-//! granted the secrets it declares; a script-made write never is). Only the authoring built-ins of
+//! the reviewed, versioned code (confused deputy). The call is a
+//! [`ScriptCaller`]'s: the caller's principal with its scope capped at `tools:write`, come
+//! through [`Via::Script`](crate::context::actor::Via::Script); an admin calling a writer's
+//! tool never lends it admin authority (an admin's tool write is granted the secrets it
+//! declares; a script-made write never is). Only the authoring built-ins of
 //! [`CALLABLE`] can be named: never the secret built-ins (`admin`), `omniforge_call_tool`,
 //! `omniforge_test_tool`, or another stored tool.
 
 use omniforge_script::{RpcError, ScriptRequest, pep723_tool_table};
 use rmcp::model::JsonObject;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::auth::Scope;
 use crate::catalog::call::Router;
+use crate::context::actor::ScriptCaller;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
+use crate::tools::ops::mcp::error_result;
 use crate::tools::stored::questions::code;
 use crate::tools::stored::redact::scrub_value;
 
@@ -56,6 +59,10 @@ pub(crate) struct BuiltinAccess<'a> {
     pub(crate) router: &'a dyn Router,
     /// The tool call's request (its principal decides the scope).
     pub(crate) cx: &'a RequestCx<'a>,
+    /// The stored tool whose script runs.
+    pub(crate) tool: &'a str,
+    /// Its version.
+    pub(crate) version: u32,
     /// The built-ins the version's code declares (`[tool.omniforge] builtins`).
     pub(crate) declared: Vec<String>,
 }
@@ -126,27 +133,30 @@ pub(crate) async fn answer(
             // Never with `admin` authority: the code is a writer's, and an admin calling it
             // must not lend it admin powers (e.g. the grant an admin's own tool write gets
             // for the secrets it declares).
-            let capped = access.cx.principal_capped(Scope::Write);
-            let Some(capped) = capped else {
+            let Some(script) = ScriptCaller::new(access.cx, access.tool, access.version) else {
                 return request.respond(refuse(
                     code::INVALID_REQUEST,
                     "call_builtin: the call has no principal".to_owned(),
                 ));
             };
-            let cx = access.cx.acting_as(&capped);
-            match access.router.route(name, arguments, &cx).await {
-                Ok(result) => Ok(scrub_value(
-                    serde_json::to_value(result).unwrap_or(Value::Null),
-                    secrets,
-                )),
+            let cx = script.cx(access.cx);
+            let result = match access
+                .router
+                .route(name, arguments, &cx, script.via())
+                .await
+            {
+                Ok(result) => Ok(result),
                 Err(CallError::Cancelled) => {
-                    refuse(code::INTERNAL_ERROR, "the tool call was cancelled".into())
+                    return request.respond(refuse(
+                        code::INTERNAL_ERROR,
+                        "the tool call was cancelled".into(),
+                    ));
                 }
-                Err(error) => Ok(json!({
-                    "content": [{"type": "text", "text": error.to_string()}],
-                    "isError": true,
-                })),
-            }
+                Err(error) => Ok(error_result(&error)),
+            };
+            result.map(|result| {
+                scrub_value(serde_json::to_value(result).unwrap_or(Value::Null), secrets)
+            })
         }
     };
     request.respond(answer);

@@ -3,12 +3,14 @@
 
 use std::sync::Arc;
 
-use rmcp::model::{CallToolResult, ContentBlock, Tool, ToolAnnotations};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::auth::Scope;
 use crate::catalog::call::{Call, CallFuture, ToolCall, ready};
-use crate::catalog::entry::{Entry, ToolSource, object_schema};
+use crate::catalog::entry::Entry;
+use crate::tools::ops::mcp::{builtin, render};
+use crate::tools::ops::{Hints, Outcome, ToolDef};
 
 /// Name of the built-in that explains how to use this server.
 pub(crate) const INSTRUCTIONS: &str = "omniforge_instructions";
@@ -159,36 +161,32 @@ The `_update_` variants change only the fields given; `_delete_` removes; `omnif
 shows what is stored.
 ";
 
-/// The `omniforge_instructions` built-in.
+/// The arguments of `omniforge_instructions`: none.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct InstructionsArgs {}
+
+/// How it is listed.
+const TOOL: ToolDef = ToolDef {
+    name: INSTRUCTIONS,
+    title: Some("OmniForge instructions"),
+    description: "How to use this OmniForge server: its tool sources, how calls and errors work, \
+                  and how to forge new tools. Takes no arguments.",
+    scope: Scope::Call,
+    hints: Hints::READ,
+};
+
+/// The `omniforge_instructions` built-in: answered at once (the inputSchema admits no
+/// arguments, so there is nothing to parse).
 pub(crate) struct Instructions;
 
 impl ToolCall for Instructions {
     fn call<'a>(&'a self, _call: Call<'a>) -> CallFuture<'a> {
-        ready(Ok(CallToolResult::success(vec![ContentBlock::text(GUIDE)])))
+        ready(Ok(render(Outcome::done(GUIDE))))
     }
 }
 
 /// Its catalog entry.
 pub(crate) fn entry() -> Entry {
-    Entry::new(
-        Tool::new(
-            INSTRUCTIONS,
-            "How to use this OmniForge server: its tool sources, how calls and errors work, \
-             and how to forge new tools. Takes no arguments.",
-            object_schema(
-                json!({"type": "object", "properties": {}, "additionalProperties": false}),
-            ),
-        )
-        .with_title("OmniForge instructions")
-        .with_annotations(
-            ToolAnnotations::new()
-                .read_only(true)
-                .destructive(false)
-                .idempotent(true)
-                .open_world(false),
-        ),
-        ToolSource::Builtin,
-        Scope::Call,
-        Arc::new(Instructions),
-    )
+    builtin::<InstructionsArgs>(&TOOL, Arc::new(Instructions))
 }

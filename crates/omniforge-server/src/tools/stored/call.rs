@@ -61,6 +61,8 @@ impl ToolCall for StoredCall {
             let builtins = BuiltinAccess {
                 router: call.catalog,
                 cx: call.cx,
+                tool: &loaded.version.tool,
+                version: loaded.version.number,
                 declared: from_scripts::declared(&loaded.version.spec.code),
             };
             self.tools

@@ -19,6 +19,7 @@ use crate::catalog::call::{Call, CallResult};
 use crate::catalog::entry::{Entry, Tasking, ToolSource};
 use crate::catalog::publish::Catalog;
 use crate::catalog::snapshot::Snapshot;
+use crate::context::actor::Via;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::tools::stored::call::{StoredCall, StoredTools};
@@ -198,8 +199,8 @@ impl StoredSource {
             .call(Call {
                 arguments,
                 cx,
+                via: Via::CommandLine,
                 catalog: &catalog,
-                forwarded: false,
             })
             .await
     }
