@@ -3,7 +3,11 @@
 //! - dependencies between rooms point one way, down the layers;
 //! - only the request context reads markers out of request extensions;
 //! - no library function returns `Result<_, String>`;
-//! - a built-in is never found by its name outside its own registration.
+//! - a built-in is never found by its name outside its own registration;
+//! - no built-in builds a `CallToolResult`: only the built-ins' MCP adapter, the script call
+//!   loop, the tool-source adapters and the wire (`mcp/`) do;
+//! - no built-in's arguments are a hand-written JSON Schema: their inputSchemas are derived
+//!   from the argument types.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -174,4 +178,146 @@ fn built_ins_are_not_looked_up_by_name() {
             }
         }
     }
+}
+
+/// The path of a source file under `src/`, with `/` separators.
+fn rel(path: &Path) -> String {
+    let rel = path
+        .strip_prefix(Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
+        .unwrap();
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Where a `CallToolResult` is built, by `Type::constructor(..)` or a struct literal.
+fn builds_call_tool_result(text: &str) -> Vec<usize> {
+    const CONSTRUCTORS: [&str; 6] = [
+        "success",
+        "error",
+        "structured",
+        "structured_error",
+        "new",
+        "default",
+    ];
+    let mut at = Vec::new();
+    for (i, _) in text.match_indices("CallToolResult") {
+        let rest = text[i + "CallToolResult".len()..].trim_start();
+        let built = match rest.strip_prefix("::") {
+            Some(path) => CONSTRUCTORS.iter().any(|c| {
+                path.trim_start().strip_prefix(c).is_some_and(|after| {
+                    !after.starts_with(|ch: char| ch.is_alphanumeric() || ch == '_')
+                })
+            }),
+            // A struct literal, not a function's return type (`-> CallToolResult {`).
+            None => rest.starts_with('{') && !text[..i].trim_end().ends_with("->"),
+        };
+        if built {
+            at.push(text[..i].lines().count());
+        }
+    }
+    at
+}
+
+#[test]
+fn only_the_adapters_build_call_tool_results() {
+    // The built-ins answer in plain data (`tools/ops`' Outcome); the one adapter renders it.
+    // Tool results are built where tools run: the script call loop (`tools/stored`) and the
+    // tool-source adapters (`tools/manifest`); the wire (`mcp/`) maps errors.
+    const ALLOWED: [&str; 4] = [
+        "tools/ops/mcp.rs",
+        "tools/stored/",
+        "tools/manifest/",
+        "mcp/",
+    ];
+    let mut violations = Vec::new();
+    for (path, text) in sources() {
+        let rel = rel(&path);
+        if ALLOWED.iter().any(|a| rel.starts_with(a)) {
+            continue;
+        }
+        for line in builds_call_tool_result(&text) {
+            violations.push(format!("{rel}: CallToolResult built near line {line}"));
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "a CallToolResult built outside the adapters:\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn the_tidy_check_sees_call_tool_results_built() {
+    assert_eq!(
+        builds_call_tool_result("x = CallToolResult::success(vec![]);\ny = CallToolResult {\n"),
+        [1, 2]
+    );
+    assert!(
+        builds_call_tool_result(
+            "fn f() -> CallToolResult {\nlet r: CallToolResult = g(); CallToolResult::successful()"
+        )
+        .is_empty()
+    );
+}
+
+/// Where `text` has a JSON Schema keyword with a type's name as a string literal
+/// (`"type": "object"`, `"type":"string"`, ...): a schema written by hand.
+fn schema_literals(text: &str) -> Vec<usize> {
+    const TYPES: [&str; 6] = ["object", "string", "integer", "number", "boolean", "array"];
+    let mut at = Vec::new();
+    for (i, _) in text.match_indices("\"type\"") {
+        let rest = text[i + "\"type\"".len()..].trim_start();
+        let Some(value) = rest.strip_prefix(':') else {
+            continue;
+        };
+        let value = value.trim_start();
+        if TYPES.iter().any(|t| value.starts_with(&format!("\"{t}\""))) {
+            at.push(text[..i].lines().count());
+        }
+    }
+    at
+}
+
+#[test]
+fn no_built_in_has_a_hand_written_input_schema() {
+    // The rooms that define built-ins and their argument types.
+    const BUILT_INS: [&str; 4] = [
+        "tools/authoring/",
+        "tools/builtin/",
+        "tools/ops/",
+        "content/",
+    ];
+    let mut violations = Vec::new();
+    for (path, text) in sources() {
+        let rel = rel(&path);
+        if !BUILT_INS.iter().any(|b| rel.starts_with(b)) {
+            continue;
+        }
+        for line in schema_literals(&text) {
+            violations.push(format!("{rel}: a JSON Schema literal near line {line}"));
+        }
+        for needle in ["json_schema!", "object_schema("] {
+            if text.contains(needle) {
+                violations.push(format!("{rel}: {needle}"));
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "derive the inputSchema from the arguments type (tools/ops/schema.rs):\n{}",
+        violations.join("\n")
+    );
+}
+
+#[test]
+fn the_tidy_check_sees_schema_literals() {
+    assert_eq!(
+        schema_literals(
+            "json!({\"type\": \"object\", \"properties\": {\"a\": {\"type\":\"string\"}}})"
+        ),
+        [1, 1]
+    );
+    assert!(schema_literals("json!({\"type\": \"text\", \"text\": t})").is_empty());
 }
