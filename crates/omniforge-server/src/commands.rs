@@ -18,9 +18,10 @@ use crate::mcp::state::Stored;
 use crate::mcp::to_wire;
 use crate::pack::{self, PackError};
 use crate::server::Server;
-use crate::tools::Authoring;
+use crate::tools::Part;
 use crate::tools::authoring::approval::{ApproveTool, ListPendingTools, RejectTool};
-use crate::tools::authoring::tool::{CheckTool, CreateTool, RollbackTool, UpdateTool};
+use crate::tools::authoring::draft::{CreateTool, UpdateTool};
+use crate::tools::authoring::tool::{CheckTool, RollbackTool};
 use crate::tools::ops::{self, Operation, Outcome};
 
 /// Who runs a one-shot action (recorded as the author of what it writes; trusted with
@@ -105,12 +106,13 @@ impl Server {
     }
 
     /// Runs built-in operation `op` as `caller`, come from the command line.
-    async fn apply<O: Operation<Service = Authoring>>(&self, op: O, caller: &Caller) -> Outcome {
+    async fn apply<O: Operation<Service: Part>>(&self, op: O, caller: &Caller) -> Outcome {
         let Ok(stored) = self.stored() else {
             return Outcome::refused("this server has no store");
         };
         let cx = caller.cx();
-        Outcome::of(ops::run(op, &stored.authoring, Actor::new(&cx, Via::CommandLine)).await)
+        let service = O::Service::of(&stored.authoring);
+        Outcome::of(ops::run(op, service, Actor::new(&cx, Via::CommandLine)).await)
     }
 
     /// Creates a tool (`create`) or adds a version, from a definition read as

@@ -287,12 +287,12 @@ async fn start_stored(
         s.keep_failed_drafts,
         approval.clone(),
     ));
-    let authoring = Arc::new(Authoring {
+    let authoring = Authoring {
         tools: authoring,
         approval,
         store: store.clone(),
         content: content.clone(),
-    });
+    };
     catalog.replace(
         ToolSource::Builtin,
         tool_sources::builtins(s.authoring.then_some(&authoring)),

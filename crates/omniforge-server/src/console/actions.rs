@@ -17,21 +17,18 @@ use crate::context::progress::ProgressSink;
 use crate::context::request::RequestCx;
 use crate::error::CallError;
 use crate::mcp::{to_wire, tools};
-use crate::tools::Authoring;
+use crate::tools::Part;
 use crate::tools::authoring::approval::{ApproveTool, RejectTool};
 use crate::tools::authoring::secret::GrantSecret;
 use crate::tools::authoring::tool::{CheckTool, DeleteTool, RollbackTool};
 use crate::tools::ops::{self, Operation, Outcome};
 
 /// Runs `op` as the viewer.
-async fn apply<O: Operation<Service = Authoring>>(
-    console: &Console,
-    viewer: &Viewer,
-    op: O,
-) -> Outcome {
+async fn apply<O: Operation<Service: Part>>(console: &Console, viewer: &Viewer, op: O) -> Outcome {
     let cx = RequestCx::local(&viewer.principal, None);
     let actor = Actor::new(&cx, Via::Console);
-    Outcome::of(ops::run(op, &console.stored.authoring, actor).await)
+    let service = O::Service::of(&console.stored.authoring);
+    Outcome::of(ops::run(op, service, actor).await)
 }
 
 /// Makes live `version` of `name` current after its examples pass.

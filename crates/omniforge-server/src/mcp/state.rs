@@ -57,7 +57,7 @@ pub(crate) struct Stored {
     pub(crate) tasks: Arc<Tasks>,
     /// What the built-in operations work with: tool authoring, the approval gate, secrets and
     /// stored content (also the command line's and the console's changes).
-    pub(crate) authoring: Arc<Authoring>,
+    pub(crate) authoring: Authoring,
 }
 
 impl Stored {

@@ -23,8 +23,8 @@ use crate::content::snapshot::Content;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
 
-/// What the authoring built-ins work on (the [`Service`](ops::Operation::Service) of every
-/// authoring operation).
+/// What the authoring built-ins work on: each family's operations work on one part
+/// ([`Part`]).
 pub(crate) struct Authoring {
     /// The tool built-ins' service.
     pub(crate) tools: Arc<ToolAuthoring>,
@@ -39,16 +39,48 @@ pub(crate) struct Authoring {
 /// Every built-in, in catalog order: `omniforge_instructions`, the tool, approval and secret
 /// authoring built-ins, `omniforge_call_tool`, the content authoring built-ins. Without `authoring`,
 /// only the first and `omniforge_call_tool`.
-pub(crate) fn builtins(authoring: Option<&Arc<Authoring>>) -> Vec<Entry> {
+pub(crate) fn builtins(authoring: Option<&Authoring>) -> Vec<Entry> {
     let mut entries = vec![builtin::instructions::entry()];
     if let Some(a) = authoring {
-        entries.extend(authoring::tool::entries(a));
-        entries.extend(authoring::approval::entries(a));
-        entries.extend(authoring::secret::entries(a));
+        entries.extend(authoring::tool::entries(&a.tools));
+        entries.extend(authoring::approval::entries(&a.approval));
+        entries.extend(authoring::secret::entries(&a.store));
     }
     entries.push(builtin::forward::entry());
     if let Some(a) = authoring {
-        entries.extend(authoring::content::entries(a));
+        entries.extend(authoring::content::entries(&a.content));
     }
     entries
+}
+
+/// A part of [`Authoring`] an operation works on (its
+/// [`Service`](ops::Operation::Service)): how the command line and the console, which hold
+/// the whole, find it.
+pub(crate) trait Part {
+    /// This part of `authoring`.
+    fn of(authoring: &Authoring) -> &Self;
+}
+
+impl Part for ToolAuthoring {
+    fn of(authoring: &Authoring) -> &Self {
+        &authoring.tools
+    }
+}
+
+impl Part for Approval {
+    fn of(authoring: &Authoring) -> &Self {
+        &authoring.approval
+    }
+}
+
+impl Part for dyn Store {
+    fn of(authoring: &Authoring) -> &Self {
+        &*authoring.store
+    }
+}
+
+impl Part for Content {
+    fn of(authoring: &Authoring) -> &Self {
+        &authoring.content
+    }
 }

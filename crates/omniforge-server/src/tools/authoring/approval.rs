@@ -22,7 +22,6 @@ use crate::catalog::entry::Entry;
 use crate::context::actor::{Actor, Via};
 use crate::context::request::RequestCx;
 use crate::error::AuthoringError;
-use crate::tools::Authoring;
 use crate::tools::ops::{Hints, Operation, Outcome, ToolDef};
 use crate::tools::stored::source::StoredSource;
 
@@ -200,7 +199,7 @@ impl Approval {
 pub(crate) struct ListPendingTools {}
 
 impl Operation for ListPendingTools {
-    type Service = Authoring;
+    type Service = Approval;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_list_pending_tools",
         title: None,
@@ -209,10 +208,10 @@ impl Operation for ListPendingTools {
         hints: Hints::READ,
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+    async fn apply(self, approval: &Approval, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
         // A one-shot command is not the serving process: its gate says nothing of the server's.
         let serving = actor.via != Via::CommandLine;
-        a.approval.list(actor.cx, serving).await
+        approval.list(actor.cx, serving).await
     }
 }
 
@@ -239,7 +238,7 @@ impl ApproveTool {
 }
 
 impl Operation for ApproveTool {
-    type Service = Authoring;
+    type Service = Approval;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_approve_tool",
         title: None,
@@ -248,14 +247,13 @@ impl Operation for ApproveTool {
         hints: Hints::WRITE,
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+    async fn apply(self, approval: &Approval, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
         let grants = self.grants.unwrap_or_default();
-        let version = a
-            .approval
+        let version = approval
             .approve(actor.cx, &self.name, self.version, &grants)
             .await?;
         Ok(Outcome::done(
-            approved_sentence(&a.store, &version, &grants).await,
+            approved_sentence(&approval.store, &version, &grants).await,
         ))
     }
 }
@@ -283,7 +281,7 @@ impl RejectTool {
 }
 
 impl Operation for RejectTool {
-    type Service = Authoring;
+    type Service = Approval;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_reject_tool",
         title: None,
@@ -292,9 +290,8 @@ impl Operation for RejectTool {
         hints: Hints::WRITE,
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        let version = a
-            .approval
+    async fn apply(self, approval: &Approval, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let version = approval
             .reject(actor.cx, &self.name, self.version, &self.reason)
             .await?;
         Ok(Outcome::done(rejected_sentence(&version)))
@@ -394,11 +391,11 @@ fn pending_json(p: &PendingVersion) -> Value {
 }
 
 /// The approval built-ins, in catalog order.
-pub(crate) fn entries(authoring: &Arc<Authoring>) -> Vec<Entry> {
+pub(crate) fn entries(approval: &Arc<Approval>) -> Vec<Entry> {
     use crate::tools::ops::mcp::entry;
     vec![
-        entry::<ListPendingTools>(authoring),
-        entry::<ApproveTool>(authoring),
-        entry::<RejectTool>(authoring),
+        entry::<ListPendingTools>(approval),
+        entry::<ApproveTool>(approval),
+        entry::<RejectTool>(approval),
     ]
 }

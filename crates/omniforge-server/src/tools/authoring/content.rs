@@ -21,9 +21,9 @@ use crate::auth::Scope;
 use crate::catalog::entry::Entry;
 use crate::content::args::{PromptArgs, ResourceArgs, TemplateArgs};
 use crate::content::definitions::{Definition, Kind};
+use crate::content::snapshot::Content;
 use crate::context::actor::Actor;
 use crate::error::AuthoringError;
-use crate::tools::Authoring;
 use crate::tools::ops::mcp::entry;
 use crate::tools::ops::schema::requiring;
 use crate::tools::ops::{Hints, Operation, Outcome, ToolDef};
@@ -117,12 +117,11 @@ impl Shape for PromptArgs {
 pub(crate) struct Create<S>(pub(crate) S);
 
 impl<S: Shape> Operation for Create<S> {
-    type Service = Authoring;
+    type Service = Content;
     const TOOL: ToolDef = S::CREATE;
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        let said = a
-            .content
+    async fn apply(self, content: &Content, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let said = content
             .put(self.0.definition(), WriteMode::Create, actor.cx)
             .await?;
         Ok(Outcome::done(said))
@@ -157,11 +156,11 @@ impl<S: Shape> JsonSchema for Patch<S> {
 }
 
 impl<S: Shape> Operation for Patch<S> {
-    type Service = Authoring;
+    type Service = Content;
     const TOOL: ToolDef = S::UPDATE;
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        let said = a.content.patch(S::KIND, self.fields, actor.cx).await?;
+    async fn apply(self, content: &Content, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let said = content.patch(S::KIND, self.fields, actor.cx).await?;
         Ok(Outcome::done(said))
     }
 }
@@ -190,41 +189,41 @@ pub(crate) struct DeletePrompt {
 
 /// Removes the definition of `kind` under `key`.
 async fn delete(
-    a: &Authoring,
+    content: &Content,
     kind: Kind,
     key: &str,
     actor: Actor<'_>,
 ) -> Result<Outcome, AuthoringError> {
-    Ok(Outcome::done(a.content.remove(kind, key, actor.cx).await?))
+    Ok(Outcome::done(content.remove(kind, key, actor.cx).await?))
 }
 
 impl Operation for DeleteResource {
-    type Service = Authoring;
+    type Service = Content;
     const TOOL: ToolDef = deleting("omniforge_delete_resource", "Remove a stored resource.");
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        delete(a, Kind::Resource, &self.uri, actor).await
+    async fn apply(self, content: &Content, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        delete(content, Kind::Resource, &self.uri, actor).await
     }
 }
 
 impl Operation for DeleteTemplate {
-    type Service = Authoring;
+    type Service = Content;
     const TOOL: ToolDef = deleting(
         "omniforge_delete_resource_template",
         "Remove a resource template.",
     );
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        delete(a, Kind::Template, &self.uri_template, actor).await
+    async fn apply(self, content: &Content, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        delete(content, Kind::Template, &self.uri_template, actor).await
     }
 }
 
 impl Operation for DeletePrompt {
-    type Service = Authoring;
+    type Service = Content;
     const TOOL: ToolDef = deleting("omniforge_delete_prompt", "Remove a prompt.");
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        delete(a, Kind::Prompt, &self.name, actor).await
+    async fn apply(self, content: &Content, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        delete(content, Kind::Prompt, &self.name, actor).await
     }
 }
 
@@ -239,7 +238,7 @@ pub(crate) struct GetDefinition {
 }
 
 impl Operation for GetDefinition {
-    type Service = Authoring;
+    type Service = Content;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_get_definition",
         title: None,
@@ -248,7 +247,7 @@ impl Operation for GetDefinition {
         hints: Hints::READ,
     };
 
-    async fn apply(self, a: &Authoring, _: Actor<'_>) -> Result<Outcome, AuthoringError> {
+    async fn apply(self, content: &Content, _: Actor<'_>) -> Result<Outcome, AuthoringError> {
         let (kind, key) = match (self.uri, self.uri_template, self.prompt) {
             (Some(k), None, None) => (Kind::Resource, k),
             (None, Some(k), None) => (Kind::Template, k),
@@ -260,7 +259,7 @@ impl Operation for GetDefinition {
                 ));
             }
         };
-        match a.content.definition(kind, &key).await? {
+        match content.definition(kind, &key).await? {
             Some(map) => Ok(Outcome::done(
                 serde_json::to_string_pretty(&Value::Object(map)).unwrap_or_default(),
             )),
@@ -273,17 +272,17 @@ impl Operation for GetDefinition {
 }
 
 /// The content built-ins, in catalog order.
-pub(crate) fn entries(authoring: &Arc<Authoring>) -> Vec<Entry> {
+pub(crate) fn entries(content: &Arc<Content>) -> Vec<Entry> {
     vec![
-        entry::<Create<ResourceArgs>>(authoring),
-        entry::<Patch<ResourceArgs>>(authoring),
-        entry::<DeleteResource>(authoring),
-        entry::<Create<TemplateArgs>>(authoring),
-        entry::<Patch<TemplateArgs>>(authoring),
-        entry::<DeleteTemplate>(authoring),
-        entry::<Create<PromptArgs>>(authoring),
-        entry::<Patch<PromptArgs>>(authoring),
-        entry::<DeletePrompt>(authoring),
-        entry::<GetDefinition>(authoring),
+        entry::<Create<ResourceArgs>>(content),
+        entry::<Patch<ResourceArgs>>(content),
+        entry::<DeleteResource>(content),
+        entry::<Create<TemplateArgs>>(content),
+        entry::<Patch<TemplateArgs>>(content),
+        entry::<DeleteTemplate>(content),
+        entry::<Create<PromptArgs>>(content),
+        entry::<Patch<PromptArgs>>(content),
+        entry::<DeletePrompt>(content),
+        entry::<GetDefinition>(content),
     ]
 }

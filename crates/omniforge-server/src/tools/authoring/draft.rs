@@ -2,13 +2,14 @@
 //! `tools` entries), and their validation into a version to store: name, schemas, examples,
 //! code and description, limits, then the environment.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use omniforge_store::{
     Annotations, Execution, Limits, NewVersion, Runtime, TaskStart, TaskSupport, ToolVersion,
 };
 use rmcp::model::JsonObject;
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -19,6 +20,7 @@ use crate::script_host::host::ScriptHost;
 use crate::script_host::prepare::TimeoutRule;
 use crate::tools::authoring::examples;
 use crate::tools::authoring::param_headers;
+use crate::tools::ops::schema::requiring;
 use crate::tools::stored::shape::cut;
 
 /// The fields of a tool version: what `omniforge_create_tool` and `omniforge_update_tool` (and
@@ -80,6 +82,29 @@ pub(crate) struct Draft {
     #[serde(rename = "keepFailedDrafts")]
     pub(crate) keep_failed_drafts: Option<bool>,
 }
+
+/// `omniforge_create_tool`: a whole definition (`name`, `description` and `code` required).
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct CreateTool(pub(crate) Draft);
+
+impl JsonSchema for CreateTool {
+    fn schema_name() -> Cow<'static, str> {
+        "CreateTool".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        requiring(
+            Draft::json_schema(generator),
+            &["name", "description", "code"],
+        )
+    }
+}
+
+/// `omniforge_update_tool`: the fields to change, by `name`; the rest is kept.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(transparent)]
+pub(crate) struct UpdateTool(pub(crate) Draft);
 
 // The behaviour hints a tool version declares (MCP annotations).
 #[derive(Debug, Default, Deserialize, JsonSchema)]

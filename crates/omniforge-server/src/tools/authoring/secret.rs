@@ -18,7 +18,6 @@ use crate::auth::Scope;
 use crate::context::actor::Actor;
 use crate::context::request::RequestCx;
 use crate::error::AuthoringError;
-use crate::tools::Authoring;
 use crate::tools::ops::{Hints, Operation, Outcome, ToolDef};
 
 /// The longest secret value accepted over MCP, in bytes.
@@ -37,7 +36,7 @@ pub(crate) struct SetSecret {
 }
 
 impl Operation for SetSecret {
-    type Service = Authoring;
+    type Service = dyn Store;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_set_secret",
         title: None,
@@ -46,7 +45,11 @@ impl Operation for SetSecret {
         hints: Hints::closed(false, true, true),
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+    async fn apply(
+        self,
+        store: &Self::Service,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, AuthoringError> {
         let SetSecret { name, value } = self;
         if value.len() > MAX_SECRET_BYTES {
             return Err(AuthoringError::invalid(
@@ -59,8 +62,8 @@ impl Operation for SetSecret {
         }
         omniforge_store::validate_secret_name(&name)
             .map_err(|e| AuthoringError::invalid("name", e.to_string()))?;
-        let existed = a.store.secret_names().await?.contains(&name);
-        a.store.set_secret(&actor.cx.actor(), &name, &value).await?;
+        let existed = store.secret_names().await?.contains(&name);
+        store.set_secret(&actor.cx.actor(), &name, &value).await?;
         tracing::info!(secret = %name, by = %actor.cx.author(), "secret set");
         let verb = if existed { "Replaced" } else { "Stored" };
         Ok(Outcome::done(format!(
@@ -77,7 +80,7 @@ pub(crate) struct DeleteSecret {
 }
 
 impl Operation for DeleteSecret {
-    type Service = Authoring;
+    type Service = dyn Store;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_delete_secret",
         title: None,
@@ -86,8 +89,12 @@ impl Operation for DeleteSecret {
         hints: Hints::closed(false, true, false),
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        a.store.delete_secret(&actor.cx.actor(), &self.name).await?;
+    async fn apply(
+        self,
+        store: &Self::Service,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, AuthoringError> {
+        store.delete_secret(&actor.cx.actor(), &self.name).await?;
         tracing::info!(secret = %self.name, by = %actor.cx.author(), "secret deleted");
         Ok(Outcome::done(format!("Deleted secret {}.", self.name)))
     }
@@ -99,7 +106,7 @@ impl Operation for DeleteSecret {
 pub(crate) struct ListSecrets {}
 
 impl Operation for ListSecrets {
-    type Service = Authoring;
+    type Service = dyn Store;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_list_secrets",
         title: None,
@@ -108,8 +115,8 @@ impl Operation for ListSecrets {
         hints: Hints::READ,
     };
 
-    async fn apply(self, a: &Authoring, _: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        let secrets = a.store.secrets().await?;
+    async fn apply(self, store: &Self::Service, _: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let secrets = store.secrets().await?;
         let list: Vec<Value> = secrets
             .iter()
             .map(|s| json!({"name": s.name, "updatedAtMs": s.updated_at_ms}))
@@ -142,7 +149,7 @@ impl GrantSecret {
 }
 
 impl Operation for GrantSecret {
-    type Service = Authoring;
+    type Service = dyn Store;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_grant_secret",
         title: None,
@@ -151,10 +158,14 @@ impl Operation for GrantSecret {
         hints: Hints::closed(false, false, true),
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+    async fn apply(
+        self,
+        store: &Self::Service,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, AuthoringError> {
         let g = self;
         let actor = actor.cx.actor();
-        let said = change_grant(&*a.store, &actor, &g.secret, &g.tool, g.version, true).await?;
+        let said = change_grant(store, &actor, &g.secret, &g.tool, g.version, true).await?;
         Ok(Outcome::done(said))
     }
 }
@@ -165,7 +176,7 @@ impl Operation for GrantSecret {
 pub(crate) struct RevokeSecret(GrantSecret);
 
 impl Operation for RevokeSecret {
-    type Service = Authoring;
+    type Service = dyn Store;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_revoke_secret",
         title: None,
@@ -174,10 +185,14 @@ impl Operation for RevokeSecret {
         hints: Hints::closed(false, true, false),
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
+    async fn apply(
+        self,
+        store: &Self::Service,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, AuthoringError> {
         let g = self.0;
         let actor = actor.cx.actor();
-        let said = change_grant(&*a.store, &actor, &g.secret, &g.tool, g.version, false).await?;
+        let said = change_grant(store, &actor, &g.secret, &g.tool, g.version, false).await?;
         Ok(Outcome::done(said))
     }
 }
@@ -191,7 +206,7 @@ pub(crate) struct ListSecretRequests {
 }
 
 impl Operation for ListSecretRequests {
-    type Service = Authoring;
+    type Service = dyn Store;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_list_secret_requests",
         title: None,
@@ -200,8 +215,8 @@ impl Operation for ListSecretRequests {
         hints: Hints::READ,
     };
 
-    async fn apply(self, a: &Authoring, _: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        let list = secret_requests(&*a.store, self.tool.as_deref()).await?;
+    async fn apply(self, store: &Self::Service, _: Actor<'_>) -> Result<Outcome, AuthoringError> {
+        let list = secret_requests(store, self.tool.as_deref()).await?;
         let data =
             json!({"requests": list.iter().map(DeclaredSecret::to_json).collect::<Vec<_>>()});
         Ok(Outcome::done(data.to_string()).with_data(data))
@@ -345,14 +360,14 @@ pub(crate) async fn grant_declared(
 }
 
 /// The secret built-ins, in catalog order.
-pub(crate) fn entries(authoring: &std::sync::Arc<Authoring>) -> Vec<crate::catalog::entry::Entry> {
+pub(crate) fn entries(store: &std::sync::Arc<dyn Store>) -> Vec<crate::catalog::entry::Entry> {
     use crate::tools::ops::mcp::entry;
     vec![
-        entry::<SetSecret>(authoring),
-        entry::<DeleteSecret>(authoring),
-        entry::<ListSecrets>(authoring),
-        entry::<GrantSecret>(authoring),
-        entry::<RevokeSecret>(authoring),
-        entry::<ListSecretRequests>(authoring),
+        entry::<SetSecret>(store),
+        entry::<DeleteSecret>(store),
+        entry::<ListSecrets>(store),
+        entry::<GrantSecret>(store),
+        entry::<RevokeSecret>(store),
+        entry::<ListSecretRequests>(store),
     ]
 }

@@ -3,7 +3,6 @@
 //! `omniforge_test_tool` and `omniforge_check_tool`. A write runs the version's examples first
 //! (`examples.rs`) and updates the written tool's catalog entry only.
 
-use std::borrow::Cow;
 use std::sync::{Arc, Weak};
 
 use omniforge_script::RunSpec;
@@ -12,7 +11,7 @@ use omniforge_store::{
     VersionStatus,
 };
 use rmcp::model::JsonObject;
-use schemars::{JsonSchema, Schema, SchemaGenerator};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -24,13 +23,11 @@ use crate::context::actor::Actor;
 use crate::context::request::{LogFilter, RequestCx};
 use crate::error::{AuthoringError, parse_arguments};
 use crate::script_host::prepare::TimeoutRule;
-use crate::tools::Authoring;
 use crate::tools::authoring::approval::{self, Approval};
-use crate::tools::authoring::draft::{self, Draft};
+use crate::tools::authoring::draft::{self, CreateTool, Draft, UpdateTool};
 use crate::tools::authoring::examples;
 use crate::tools::authoring::secret;
 use crate::tools::ops::mcp::{builtin, entry};
-use crate::tools::ops::schema::requiring;
 use crate::tools::ops::{Hints, Operation, Outcome, ToolDef};
 use crate::tools::stored::call::StoredTools;
 use crate::tools::stored::source::StoredSource;
@@ -55,26 +52,8 @@ pub(crate) struct ToolAuthoring {
     approval: Arc<Approval>,
 }
 
-/// `omniforge_create_tool`: a whole definition (`name`, `description` and `code` required).
-#[derive(Debug, Deserialize)]
-#[serde(transparent)]
-pub(crate) struct CreateTool(pub(crate) Draft);
-
-impl JsonSchema for CreateTool {
-    fn schema_name() -> Cow<'static, str> {
-        "CreateTool".into()
-    }
-
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        requiring(
-            Draft::json_schema(generator),
-            &["name", "description", "code"],
-        )
-    }
-}
-
 impl Operation for CreateTool {
-    type Service = Authoring;
+    type Service = ToolAuthoring;
     const TOOL: ToolDef = ToolDef {
         name: CREATE,
         title: None,
@@ -83,18 +62,17 @@ impl Operation for CreateTool {
         hints: Hints::WRITE,
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        a.tools.create_or_update(self.0, actor.cx, true).await
+    async fn apply(
+        self,
+        tools: &ToolAuthoring,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, AuthoringError> {
+        tools.create_or_update(self.0, actor.cx, true).await
     }
 }
 
-/// `omniforge_update_tool`: the fields to change, by `name`; the rest is kept.
-#[derive(Debug, Deserialize, JsonSchema)]
-#[serde(transparent)]
-pub(crate) struct UpdateTool(pub(crate) Draft);
-
 impl Operation for UpdateTool {
-    type Service = Authoring;
+    type Service = ToolAuthoring;
     const TOOL: ToolDef = ToolDef {
         name: UPDATE,
         title: None,
@@ -103,8 +81,12 @@ impl Operation for UpdateTool {
         hints: Hints::WRITE,
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        a.tools.create_or_update(self.0, actor.cx, false).await
+    async fn apply(
+        self,
+        tools: &ToolAuthoring,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, AuthoringError> {
+        tools.create_or_update(self.0, actor.cx, false).await
     }
 }
 
@@ -128,7 +110,7 @@ impl DeleteTool {
 }
 
 impl Operation for DeleteTool {
-    type Service = Authoring;
+    type Service = ToolAuthoring;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_delete_tool",
         title: None,
@@ -137,8 +119,12 @@ impl Operation for DeleteTool {
         hints: Hints::closed(false, true, true),
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        a.tools.delete(&self.name, self.purge, actor.cx).await
+    async fn apply(
+        self,
+        tools: &ToolAuthoring,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, AuthoringError> {
+        tools.delete(&self.name, self.purge, actor.cx).await
     }
 }
 
@@ -150,7 +136,7 @@ pub(crate) struct GetTool {
 }
 
 impl Operation for GetTool {
-    type Service = Authoring;
+    type Service = ToolAuthoring;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_get_tool",
         title: None,
@@ -159,8 +145,12 @@ impl Operation for GetTool {
         hints: Hints::READ,
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        a.tools.get(&self.name, actor.cx).await
+    async fn apply(
+        self,
+        tools: &ToolAuthoring,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, AuthoringError> {
+        tools.get(&self.name, actor.cx).await
     }
 }
 
@@ -187,7 +177,7 @@ impl RollbackTool {
 }
 
 impl Operation for RollbackTool {
-    type Service = Authoring;
+    type Service = ToolAuthoring;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_rollback_tool",
         title: None,
@@ -196,8 +186,12 @@ impl Operation for RollbackTool {
         hints: Hints::closed(false, false, true),
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        a.tools.rollback(self, actor.cx).await
+    async fn apply(
+        self,
+        tools: &ToolAuthoring,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, AuthoringError> {
+        tools.rollback(self, actor.cx).await
     }
 }
 
@@ -227,14 +221,14 @@ impl TestTool {
 
 /// The `omniforge_test_tool` built-in.
 struct TestToolCall {
-    authoring: Arc<Authoring>,
+    tools: Arc<ToolAuthoring>,
 }
 
 impl ToolCall for TestToolCall {
     fn call<'a>(&'a self, call: Call<'a>) -> CallFuture<'a> {
         running(async move {
             let args: TestTool = parse_arguments(call.arguments)?;
-            self.authoring.tools.test(args, call.cx).await
+            self.tools.test(args, call.cx).await
         })
     }
 }
@@ -259,7 +253,7 @@ impl CheckTool {
 }
 
 impl Operation for CheckTool {
-    type Service = Authoring;
+    type Service = ToolAuthoring;
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_check_tool",
         title: None,
@@ -268,8 +262,12 @@ impl Operation for CheckTool {
         hints: Hints::WRITE,
     };
 
-    async fn apply(self, a: &Authoring, actor: Actor<'_>) -> Result<Outcome, AuthoringError> {
-        a.tools.check(self, actor.cx).await
+    async fn apply(
+        self,
+        tools: &ToolAuthoring,
+        actor: Actor<'_>,
+    ) -> Result<Outcome, AuthoringError> {
+        tools.check(self, actor.cx).await
     }
 }
 
@@ -771,17 +769,17 @@ pub fn describe_tool(stored: &StoredTool, versions: &[ToolVersion]) -> Value {
 }
 
 /// The tool built-ins, in catalog order.
-pub(crate) fn entries(authoring: &Arc<Authoring>) -> Vec<Entry> {
+pub(crate) fn entries(tools: &Arc<ToolAuthoring>) -> Vec<Entry> {
     let test = Arc::new(TestToolCall {
-        authoring: authoring.clone(),
+        tools: tools.clone(),
     });
     vec![
-        entry::<CreateTool>(authoring),
-        entry::<UpdateTool>(authoring),
-        entry::<DeleteTool>(authoring),
-        entry::<GetTool>(authoring),
-        entry::<RollbackTool>(authoring),
+        entry::<CreateTool>(tools),
+        entry::<UpdateTool>(tools),
+        entry::<DeleteTool>(tools),
+        entry::<GetTool>(tools),
+        entry::<RollbackTool>(tools),
         builtin::<TestTool>(&TestTool::TOOL, test),
-        entry::<CheckTool>(authoring),
+        entry::<CheckTool>(tools),
     ]
 }

@@ -116,8 +116,9 @@ pub(crate) struct ToolDef {
 
 /// One built-in operation: its arguments type, with what it works on and how it is listed.
 pub(crate) trait Operation: DeserializeOwned + JsonSchema + Send + 'static {
-    /// What it works on.
-    type Service: Send + Sync + 'static;
+    /// What it works on: a part of [`Authoring`](crate::tools::Authoring)
+    /// ([`Part`](crate::tools::Part)).
+    type Service: ?Sized + Send + Sync + 'static;
 
     /// How it is listed.
     const TOOL: ToolDef;
