@@ -7,21 +7,22 @@
 //! [`Server::serve_stdio`] or [`Server::serve_http`]; [`Server::app`] is the HTTP app for
 //! in-process tests. The command line's one-shot actions are methods on [`Server`] too
 //! ([`Server::write_tool`], [`Server::run_tool`], [`Server::import_pack`], ...), answering in
-//! plain types ([`CallOutput`], text).
+//! plain types ([`Outcome`], [`CallOutput`], text).
 //!
 //! # Layout (dependencies point down this list, never up)
 //! - [`server`](Server), `commands`: the public API and the wiring.
 //! - `transport`: stdio (a line filter) and Streamable HTTP (an axum front split by concern),
 //!   and the JSON-RPC fix-ups both share.
-//! - `mcp`: the rmcp handler, one file per method family, and `to_wire`, the one place the
-//!   server's errors become `isError` results or JSON-RPC errors.
+//! - `mcp`: the rmcp handler, one file per method family, and `to_wire`, where the server's
+//!   errors become `isError` results or JSON-RPC errors.
 //! - `changes`: the change feed consumer (store → catalog and content); `pack`: packs.
 //! - `tools`: the tool sources — `builtin`, `authoring` (one file per built-in family),
-//!   `manifest`, `stored` — each publishing catalog entries with a `ToolCall`.
+//!   `manifest`, `stored` — each publishing catalog entries with a `ToolCall`; `ops`: the
+//!   built-ins as typed operations, their derived inputSchemas and their one MCP adapter.
 //! - `content`: stored resources, templates and prompts.
 //! - `script_host`: the one script host tools and content share.
 //! - `catalog`: entries, the `ToolCall` trait, the merged snapshot and call routing.
-//! - `context`: the request context, built once per request.
+//! - `context`: the request context, built once per request, and who acts (`Actor`).
 //! - `error`, `schema`, `auth`, `peers`, `settings`: leaves.
 
 #![deny(missing_docs)]
