@@ -114,6 +114,7 @@ mod tests {
     use crate::catalog::schema_profile::SchemaProfile;
     use crate::peers::Peers;
     use crate::script_host::host::{ScriptHost, ScriptSettings};
+    use crate::telemetry::call_log::CallLogWriter;
     use crate::tools::stored::call::StoredTools;
     use crate::tools::stored::input_required::StateCodec;
     use crate::tools::stored::kept::KeptOutputs;
@@ -168,8 +169,10 @@ mod tests {
             .unwrap(),
         );
         let catalog = Arc::new(Catalog::new(SchemaProfile::AsAuthored));
+        let metrics = Arc::new(crate::telemetry::metrics::Metrics::new(1, true));
         let tools = Arc::new(StoredTools {
             store: store.clone(),
+            call_log: Arc::new(CallLogWriter::start(store.clone(), 16, metrics)),
             host: host.clone(),
             shaper: Shaper {
                 max_result_bytes: 1024,

@@ -53,6 +53,7 @@ async fn server(dir: &std::path::Path) -> Server {
             keep_failed_drafts: false,
             require_approval: false,
             tasks: omniforge_server::TaskSettings::default(),
+            call_log_queue: omniforge_server::DEFAULT_CALL_LOG_QUEUE,
             request_state_keys: Vec::new(),
         }),
     })
