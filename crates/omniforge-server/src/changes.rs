@@ -172,7 +172,11 @@ mod tests {
         let metrics = Arc::new(crate::telemetry::metrics::Metrics::new(1, true));
         let tools = Arc::new(StoredTools {
             store: store.clone(),
-            call_log: Arc::new(CallLogWriter::start(store.clone(), 16, metrics)),
+            call_log: Arc::new(CallLogWriter::start(
+                store.clone(),
+                Default::default(),
+                metrics,
+            )),
             host: host.clone(),
             shaper: Shaper {
                 max_result_bytes: 1024,

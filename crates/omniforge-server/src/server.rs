@@ -24,7 +24,7 @@ use crate::script_host::gc::collect_garbage;
 use crate::script_host::host::{ScriptHost, ScriptSettings};
 use crate::settings::HttpSettings;
 use crate::tasks::{self, TaskSettings, Tasks};
-use crate::telemetry::call_log::CallLogWriter;
+use crate::telemetry::call_log::{CallLogSettings, CallLogWriter};
 use crate::telemetry::metrics::Metrics;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
@@ -80,11 +80,9 @@ pub struct StoreSettings {
     pub require_approval: bool,
     /// How durable tasks are timed (TTL, poll interval, lease).
     pub tasks: TaskSettings,
-    /// Most call log rows waiting to be written (`--call-log-queue`, at least 1; default
-    /// [`DEFAULT_CALL_LOG_QUEUE`](crate::DEFAULT_CALL_LOG_QUEUE)). Calls queue their rows and
-    /// one writer commits them in batches; when the queue is full, rows are dropped (counted
-    /// in `omniforge_call_log_dropped_total`), never calls.
-    pub call_log_queue: usize,
+    /// How the call log is written: calls queue their rows and one writer commits them in
+    /// batches (`--call-log-queue`, `--call-log-batch-wait`).
+    pub call_log: CallLogSettings,
     /// The keys that sign the `requestState` of input-required results (2026-07-28), as
     /// (id, key of at least 32 bytes): the first signs, every one opens, so replicas roll keys
     /// without a stop (`--request-state-key-file`). Empty: one random key for this process
@@ -283,7 +281,7 @@ async fn start_stored(
     let store = s.store;
     let call_log = Arc::new(CallLogWriter::start(
         store.clone(),
-        s.call_log_queue,
+        s.call_log,
         metrics.clone(),
     ));
     let host = Arc::new(ScriptHost::new(s.scripts, metrics).map_err(StartError::Sandbox)?);

@@ -1,17 +1,19 @@
 //! [`CallLogWriter`]: the call log off the answers' path. Every finished call of every source
 //! (built-in, manifest, stored; inline or as a task) hands its row to a bounded queue and
-//! goes on; one writer task takes the rows out and commits them in batches, one transaction
-//! each ([`Store::record_calls`](omniforge_store::CallLog::record_calls): the rows, their hour
-//! counters, the log's pruning), on SQLite and PostgreSQL alike. A batch is committed when it
-//! holds [`MAX_BATCH_ROWS`] rows or when its first row has waited [`MAX_BATCH_WAIT`], whichever
-//! comes first, so a server under load makes one commit (one sync) per few hundred calls
-//! instead of one per call, and a quiet one writes each call within ~20 ms.
+//! goes on; one writer task commits the queued rows in batches, one transaction each
+//! ([`Store::record_calls`](omniforge_store::CallLog::record_calls): the rows, their hour
+//! counters, the log's pruning), on SQLite and PostgreSQL alike (group commit). A batch starts
+//! with the first row queued after the last commit and is committed when its first row has
+//! waited [`CallLogSettings::batch_wait`] (20 ms by default; the rows fill the queue meanwhile),
+//! at once when [`MAX_BATCH_ROWS`] rows are waiting or a flush asks, so a server under load
+//! makes one commit (one sync) per few hundred calls instead of one per call, and a quiet one
+//! writes each call within ~20 ms.
 //!
 //! # Durability
 //! The call log is the one write nobody waits for. A graceful shutdown (SIGTERM/SIGINT, or EOF
 //! on stdio) answers the calls in flight, then [`flush`](CallLogWriter::flush)es the queue:
 //! every call answered before it is in the log. `kill -9` (or a power loss) loses the rows not
-//! yet committed: the open batch (at most [`MAX_BATCH_WAIT`] of calls, at most
+//! yet committed: the open batch (the calls of the last `batch_wait`, at most
 //! [`MAX_BATCH_ROWS`] rows), plus, only while the writer falls behind, the rows queued after it.
 //! Acknowledged writes (tools, versions, secrets, grants, tasks, content) keep their guarantee:
 //! they are committed and synced before their answer.
@@ -30,21 +32,42 @@ use std::time::{Duration, Instant};
 
 use omniforge_store::{CallRecord, Store};
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::metrics::{CallLogLoss, Metrics};
 
 /// The default of `--call-log-queue`: rows waiting for the writer at most.
 pub const DEFAULT_QUEUE_ROWS: usize = 4096;
 
+/// The default of `--call-log-batch-wait`.
+pub const DEFAULT_BATCH_WAIT: Duration = Duration::from_millis(20);
+
 /// Most rows one batch (one transaction) holds.
 pub(crate) const MAX_BATCH_ROWS: usize = 256;
 
-/// Longest the first row of a batch waits for more before the batch is committed.
-pub(crate) const MAX_BATCH_WAIT: Duration = Duration::from_millis(20);
-
 /// Shortest time between two warnings about dropped rows.
 const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// How the call log is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLogSettings {
+    /// Most rows waiting to be written (`--call-log-queue`, at least 1; default
+    /// [`DEFAULT_QUEUE_ROWS`]): past it, rows are dropped (counted in
+    /// `omniforge_call_log_dropped_total`), never calls.
+    pub queue_rows: usize,
+    /// How long a batch's first row waits for others before the batch is committed
+    /// (`--call-log-batch-wait`; default [`DEFAULT_BATCH_WAIT`]): what `kill -9` may lose.
+    pub batch_wait: Duration,
+}
+
+impl Default for CallLogSettings {
+    fn default() -> Self {
+        CallLogSettings {
+            queue_rows: DEFAULT_QUEUE_ROWS,
+            batch_wait: DEFAULT_BATCH_WAIT,
+        }
+    }
+}
 
 /// What the queue carries.
 enum Item {
@@ -56,8 +79,10 @@ enum Item {
 
 /// The queue's sending side: cheap to share, never waits (see the module doc).
 pub(crate) struct CallLogWriter {
-    /// Bounded: its capacity is `--call-log-queue`.
+    /// Bounded: its capacity is `--call-log-queue`. The open batch waits in it.
     queue: mpsc::Sender<Item>,
+    /// Wakes the writer from its batch wait when a flush was queued.
+    flushing: Arc<Notify>,
     /// Shared with the writer task, which counts the rows of failed batches.
     losses: Arc<Losses>,
 }
@@ -93,17 +118,32 @@ impl Losses {
 }
 
 impl CallLogWriter {
-    /// A queue of `capacity` rows (at least 1) and its writer task, which writes to `store`
-    /// and ends once every [`CallLogWriter`] is dropped and the queue is written. Must be
-    /// called inside a tokio runtime.
-    pub(crate) fn start(store: Arc<dyn Store>, capacity: usize, metrics: Arc<Metrics>) -> Self {
-        let (queue, rows) = mpsc::channel(capacity.max(1));
+    /// A queue and its writer task, which writes to `store` and ends once every
+    /// [`CallLogWriter`] is dropped and the queue is written. Must be called inside a tokio
+    /// runtime.
+    pub(crate) fn start(
+        store: Arc<dyn Store>,
+        settings: CallLogSettings,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let (queue, rows) = mpsc::channel(settings.queue_rows.max(1));
         let losses = Arc::new(Losses {
             metrics,
             warned: Mutex::new((None, 0)),
         });
-        tokio::spawn(write(store, rows, losses.clone()));
-        CallLogWriter { queue, losses }
+        let flushing = Arc::new(Notify::new());
+        tokio::spawn(write(
+            store,
+            rows,
+            settings.batch_wait,
+            flushing.clone(),
+            losses.clone(),
+        ));
+        CallLogWriter {
+            queue,
+            flushing,
+            losses,
+        }
     }
 
     /// Queues `call`'s row; drops it (counted, see the module doc) when the queue is full.
@@ -121,39 +161,39 @@ impl CallLogWriter {
     /// last step of a graceful shutdown. Waits for room in a full queue.
     pub(crate) async fn flush(&self) {
         let (done, flushed) = oneshot::channel();
+        // Woken first: the open batch may be what fills the queue.
+        self.flushing.notify_one();
         if self.queue.send(Item::Flush(done)).await.is_ok() {
+            self.flushing.notify_one();
             let _ = flushed.await;
         }
     }
 }
 
-/// The writer task: batches of at most [`MAX_BATCH_ROWS`] rows, each committed
-/// [`MAX_BATCH_WAIT`] after its first row at the latest (at once when a flush asks), until the
-/// queue is closed and empty.
-async fn write(store: Arc<dyn Store>, mut queue: mpsc::Receiver<Item>, losses: Arc<Losses>) {
-    let mut items = Vec::with_capacity(MAX_BATCH_ROWS);
+/// The writer task, until the queue is closed and empty: takes a batch's first row, lets the
+/// batch gather in the queue for `wait` (less when [`MAX_BATCH_ROWS`] rows are there already,
+/// or a flush wakes it), takes at most [`MAX_BATCH_ROWS`] rows (up to a flush's marker), and
+/// commits them in one transaction.
+async fn write(
+    store: Arc<dyn Store>,
+    mut queue: mpsc::Receiver<Item>,
+    wait: Duration,
+    flushing: Arc<Notify>,
+    losses: Arc<Losses>,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH_ROWS);
     let mut flushes = Vec::new();
-    loop {
-        if queue.recv_many(&mut items, MAX_BATCH_ROWS).await == 0 {
-            return; // closed and empty
+    while let Some(first) = queue.recv().await {
+        take(first, &mut batch, &mut flushes);
+        if flushes.is_empty() && queue.len() + 1 < MAX_BATCH_ROWS {
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                () = flushing.notified() => {}
+            }
         }
-        let deadline = tokio::time::Instant::now() + MAX_BATCH_WAIT;
-        loop {
-            for item in items.drain(..) {
-                match item {
-                    Item::Call(call) => batch.push(call),
-                    Item::Flush(done) => flushes.push(done),
-                }
-            }
-            if batch.len() >= MAX_BATCH_ROWS || !flushes.is_empty() {
-                break;
-            }
-            let room = MAX_BATCH_ROWS - batch.len();
-            match tokio::time::timeout_at(deadline, queue.recv_many(&mut items, room)).await {
-                Ok(0) | Err(_) => break, // closed, or the batch's time is up
-                Ok(_) => {}
-            }
+        while batch.len() < MAX_BATCH_ROWS && flushes.is_empty() {
+            let Ok(item) = queue.try_recv() else { break };
+            take(item, &mut batch, &mut flushes);
         }
         if !batch.is_empty() {
             let calls = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH_ROWS));
@@ -173,5 +213,13 @@ async fn write(store: Arc<dyn Store>, mut queue: mpsc::Receiver<Item>, losses: A
         for done in flushes.drain(..) {
             let _ = done.send(());
         }
+    }
+}
+
+/// Puts a queued item in the batch, or a flush's answer with the flushes.
+fn take(item: Item, batch: &mut Vec<CallRecord>, flushes: &mut Vec<oneshot::Sender<()>>) {
+    match item {
+        Item::Call(call) => batch.push(call),
+        Item::Flush(done) => flushes.push(done),
     }
 }
