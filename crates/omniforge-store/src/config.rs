@@ -35,10 +35,11 @@ pub struct StoreConfig {
     /// [`DatabaseError::is_busy`](crate::DatabaseError::is_busy) is true.
     /// Default [`DEFAULT_BUSY_TIMEOUT`].
     pub busy_timeout: Duration,
-    /// How many call log rows to keep: [`CallLog::record_call`](crate::CallLog::record_call) deletes, in the same
-    /// transaction as its insert, every row older than the last `call_log_max_rows` calls
-    /// recorded (rows of purged tools leave gaps, so fewer may remain). `0` keeps no log at all.
-    /// Lowering it takes effect at the next recorded call. Default [`DEFAULT_CALL_LOG_MAX_ROWS`].
+    /// How many call log rows to keep: each call-log write ([`CallLog::record_call`](crate::CallLog::record_call),
+    /// [`CallLog::record_calls`](crate::CallLog::record_calls)) deletes, in the same transaction as
+    /// its inserts, every row older than the last `call_log_max_rows` calls recorded (rows of
+    /// purged tools leave gaps, so fewer may remain). `0` keeps no log at all. Lowering it
+    /// takes effect at the next recorded call. Default [`DEFAULT_CALL_LOG_MAX_ROWS`].
     pub call_log_max_rows: u64,
     /// Most reader connections open at once (at least 1); PostgreSQL opens one more for writes.
     /// Unused for in-memory stores, which have a single connection. Default [`DEFAULT_MAX_READERS`].
@@ -49,7 +50,7 @@ pub struct StoreConfig {
     /// re-read about as much key by key anyway. `0` keeps none, so every reader reloads every
     /// kind that changed. Applies from the next change. Default [`DEFAULT_CHANGE_LOG_MAX_ROWS`].
     pub change_log_max_rows: u64,
-    /// How long the hourly call statistics are kept: each recorded call deletes, in its
+    /// How long the hourly call statistics are kept: each call-log write deletes, in its
     /// transaction, the hours that ended longer ago than this, whatever
     /// `call_log_max_rows` is. Default [`DEFAULT_CALL_STATS_MAX_AGE`].
     pub call_stats_max_age: Duration,

@@ -28,7 +28,8 @@
 //! - The **call log** ([`CallRecord`]: tool and source, when, who, which version, how long,
 //!   how it ended, why it failed, an arguments digest, the redacted arguments and result) keeps
 //!   the last N calls ([`StoreConfig::call_log_max_rows`]); hourly statistics per tool
-//!   ([`HourStats`]) outlive that limit.
+//!   ([`HourStats`]) outlive that limit. The server writes it in batches, one transaction each
+//!   ([`CallLog::record_calls`]).
 //! - **Kept outputs** ([`KeptOutput`]) hold the whole output of a cut result, readable by the
 //!   principal that made the call, until they expire.
 //!
@@ -39,7 +40,11 @@
 //! returns only after its commit is synced, so an acknowledged write survives `kill -9` of the
 //! process and power loss. Writes take the write lock up front (`BEGIN IMMEDIATE`) and wait up to
 //! the busy timeout for another process holding it. Several processes may open the same file: the
-//! server and the CLI do.
+//! server and the CLI do. The same holds for a call-log batch, but nobody waits for one: the
+//! server queues its calls' rows and commits them a batch at a time, off the answers' path, so
+//! a `kill -9` loses the rows not yet committed (`omniforge-server`'s call-log writer says how
+//! many at most). Every other write (tools, versions, secrets, grants, tasks, content) is
+//! acknowledged only once durable.
 //!
 //! # Change feed
 //! Every committed change to a tool, secret, grant, resource, resource template, prompt or task gets

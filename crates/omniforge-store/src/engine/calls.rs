@@ -1,7 +1,10 @@
-//! The call log: the `call_log` table, calls of every source, pruned to the newest
-//! [`StoreConfig::call_log_max_rows`](crate::StoreConfig::call_log_max_rows) rows on each
-//! insert, whose transaction also adds the call to its hour (`hours.rs`). Call log writes are
-//! neither changes of the feed nor audit records.
+//! The call log: the `call_log` table, calls of every source, written in batches (one
+//! transaction each: the server's call-log writer commits a group at a time), pruned to the
+//! newest [`StoreConfig::call_log_max_rows`](crate::StoreConfig::call_log_max_rows) rows at
+//! each batch, whose transaction also adds the calls to their hours (`hours.rs`). Call log
+//! writes are neither changes of the feed nor audit records.
+
+use std::collections::HashMap;
 
 use super::exec::{Conn, Q, Row, q};
 use super::rows::{corrupt, get_u64, opt_u32, sat_i64, tool_not_found, version_not_found};
@@ -72,31 +75,79 @@ fn bind_call<'a>(query: Q<'a>, call: &'a CallRecord) -> Q<'a> {
         .bind(result_text.map(|t| sat_i64(t.total_bytes)))
 }
 
-/// [`CallLog::record_call`](crate::CallLog::record_call).
+/// [`CallLog::record_call`](crate::CallLog::record_call): a batch of one, whose refusal is
+/// the error.
 pub(crate) async fn record(core: &Core, call: CallRecord) -> Result<(), StoreError> {
-    let call = check_call(call)?;
-    let mut w = core.write_with(Lock::Side).await?;
-    if let (CallSource::Stored, Some(version)) = (call.source, call.version) {
-        let exists = q("SELECT number FROM tool_version WHERE tool = $1 AND number = $2")
-            .bind(&call.tool)
-            .bind(version)
-            .fetch_optional(w.conn())
-            .await?;
-        if exists.is_none() {
-            return Err(version_not_found(&call.tool, version));
+    match record_batch(core, vec![call]).await?.pop() {
+        Some(refused) => Err(refused),
+        None => Ok(()),
+    }
+}
+
+/// [`CallLog::record_calls`](crate::CallLog::record_calls): every call that passes its checks
+/// is inserted, the log pruned once and the hours added once per (hour, source, tool), all in
+/// one transaction; the refusals come back in the calls' order.
+pub(crate) async fn record_batch(
+    core: &Core,
+    calls: Vec<CallRecord>,
+) -> Result<Vec<StoreError>, StoreError> {
+    let mut refused = Vec::new();
+    let mut valid = Vec::with_capacity(calls.len());
+    for call in calls {
+        match check_call(call) {
+            Ok(call) => valid.push(call),
+            Err(error) => refused.push(error),
         }
     }
+    if valid.is_empty() {
+        return Ok(refused);
+    }
+    let mut w = core.write_with(Lock::Side).await?;
+    // A stored call names a version that must exist: each distinct one is looked up once.
+    let mut versions: HashMap<(String, u32), bool> = HashMap::new();
+    let mut calls = Vec::with_capacity(valid.len());
+    for call in valid {
+        if let (CallSource::Stored, Some(version)) = (call.source, call.version) {
+            let key = (call.tool.clone(), version);
+            let exists = match versions.get(&key) {
+                Some(&exists) => exists,
+                None => {
+                    let exists =
+                        q("SELECT number FROM tool_version WHERE tool = $1 AND number = $2")
+                            .bind(&call.tool)
+                            .bind(version)
+                            .fetch_optional(w.conn())
+                            .await?
+                            .is_some();
+                    versions.insert(key, exists);
+                    exists
+                }
+            };
+            if !exists {
+                refused.push(version_not_found(&call.tool, version));
+                continue;
+            }
+        }
+        calls.push(call);
+    }
+    if calls.is_empty() {
+        return Ok(refused);
+    }
     if core.call_log_max_rows > 0 {
-        let id = insert_call(w.conn(), &call).await?;
+        let mut last = 0;
+        for call in &calls {
+            last = insert_call(w.conn(), call).await?;
+        }
         // Ids only grow (rows are removed from the old end, or by purge), so the last
-        // `max` recorded calls are exactly the ids above `id - max`: an index range, no count.
+        // `max` recorded calls are exactly the ids above `last - max`: an index range, no count.
         q("DELETE FROM call_log WHERE id <= $1")
-            .bind(id.saturating_sub(core.call_log_max_rows))
+            .bind(last.saturating_sub(core.call_log_max_rows))
             .execute(w.conn())
             .await?;
     }
-    hours::add(&mut w, &call, core.call_stats_max_age_ms).await?;
-    w.commit().await
+    hours::add(&mut w, &calls, core.call_stats_max_age_ms).await?;
+    w.commit().await?;
+    Ok(refused)
 }
 
 /// [`CallLog::recent_calls`](crate::CallLog::recent_calls).

@@ -1,6 +1,6 @@
 //! Hourly call statistics: the `call_hour` table, one row per (hour, source, tool) with counts
 //! and a duration histogram ([`stats`](crate::stats)), updated in the transaction of every
-//! call-log write and kept for
+//! call-log batch and kept for
 //! [`StoreConfig::call_stats_max_age`](crate::StoreConfig::call_stats_max_age), whatever the
 //! log's row limit.
 
@@ -81,11 +81,12 @@ pub(super) async fn upsert_hour(conn: &mut dyn Conn, h: &HourRow) -> Result<(), 
     Ok(())
 }
 
-/// Adds `call` to its hour, after deleting the hours older than `max_age_ms` (a call that
-/// started before them is not counted).
+/// Adds `calls` to their hours, after deleting the hours older than `max_age_ms` (a call
+/// that started before them is not counted): the calls of one (hour, source, tool) are summed
+/// first, so that each hour row is read and written once per batch.
 pub(super) async fn add(
     w: &mut Write<'_>,
-    call: &CallRecord,
+    calls: &[CallRecord],
     max_age_ms: i64,
 ) -> Result<(), StoreError> {
     // Hours that ended at least `max_age_ms` ago go.
@@ -94,37 +95,49 @@ pub(super) async fn add(
         .bind(keep_from)
         .execute(w.conn())
         .await?;
-    let hour = hour_start_ms(call.started_at_ms);
-    if hour <= keep_from {
-        return Ok(());
+    let mut sums: BTreeMap<(i64, CallSource, &str), HourRow> = BTreeMap::new();
+    for call in calls {
+        let hour = hour_start_ms(call.started_at_ms);
+        if hour <= keep_from {
+            continue;
+        }
+        let h = sums
+            .entry((hour, call.source, call.tool.as_str()))
+            .or_insert_with(|| HourRow {
+                hour_start_ms: hour,
+                source: call.source,
+                tool: call.tool.clone(),
+                calls: 0,
+                errors: 0,
+                last_call_ms: call.started_at_ms,
+                histogram: Histogram::default(),
+            });
+        h.calls += 1;
+        h.errors += u64::from(call.outcome.is_error());
+        h.histogram.record(call.duration_ms);
+        h.last_call_ms = h.last_call_ms.max(call.started_at_ms);
     }
-    let row = q(concat!(
-        "SELECT ",
-        hour_columns!(),
-        " FROM call_hour WHERE hour_start_ms = $1 AND source = $2 AND tool = $3"
-    ))
-    .bind(hour)
-    .bind(call.source.as_str())
-    .bind(&call.tool)
-    .fetch_optional(w.conn())
-    .await?;
-    let mut h = match row {
-        Some(mut row) => hour_from_row(&mut row)?,
-        None => HourRow {
-            hour_start_ms: hour,
-            source: call.source,
-            tool: call.tool.clone(),
-            calls: 0,
-            errors: 0,
-            last_call_ms: call.started_at_ms,
-            histogram: Histogram::default(),
-        },
-    };
-    h.calls += 1;
-    h.errors += u64::from(call.outcome.is_error());
-    h.histogram.record(call.duration_ms);
-    h.last_call_ms = h.last_call_ms.max(call.started_at_ms);
-    upsert_hour(w.conn(), &h).await
+    for (_, mut h) in sums {
+        let row = q(concat!(
+            "SELECT ",
+            hour_columns!(),
+            " FROM call_hour WHERE hour_start_ms = $1 AND source = $2 AND tool = $3"
+        ))
+        .bind(h.hour_start_ms)
+        .bind(h.source.as_str())
+        .bind(&h.tool)
+        .fetch_optional(w.conn())
+        .await?;
+        if let Some(mut row) = row {
+            let old = hour_from_row(&mut row)?;
+            h.calls += old.calls;
+            h.errors += old.errors;
+            h.histogram.merge(&old.histogram);
+            h.last_call_ms = h.last_call_ms.max(old.last_call_ms);
+        }
+        upsert_hour(w.conn(), &h).await?;
+    }
+    Ok(())
 }
 
 /// [`CallLog::call_hours`](crate::CallLog::call_hours).

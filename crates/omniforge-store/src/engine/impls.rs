@@ -286,6 +286,13 @@ macro_rules! store_traits {
                 $crate::engine::calls::record(&self.core, call).await
             }
 
+            async fn record_calls(
+                &self,
+                calls: Vec<$crate::model::CallRecord>,
+            ) -> Result<Vec<$crate::error::StoreError>, $crate::error::StoreError> {
+                $crate::engine::calls::record_batch(&self.core, calls).await
+            }
+
             async fn recent_calls(
                 &self,
                 name: &str,

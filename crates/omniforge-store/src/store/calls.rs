@@ -11,8 +11,8 @@ use crate::model::{CallFilter, CallRecord, CallSource, HourStats, LoggedCall, To
 /// and 17).
 ///
 /// The log keeps the last [`StoreConfig::call_log_max_rows`](crate::StoreConfig::call_log_max_rows)
-/// calls, pruned in each insert's transaction. Each insert also adds the call to its tool's
-/// hour in the statistics (count, errors, duration histogram, latest call), which are kept for
+/// calls, pruned in each write's transaction. Each write also adds its calls to their tools'
+/// hours in the statistics (count, errors, duration histogram, latest call), which are kept for
 /// [`StoreConfig::call_stats_max_age`](crate::StoreConfig::call_stats_max_age) however many
 /// calls there are, so that charts of the last 24 hours stay whole. Hours are UTC hours of the
 /// calls' start times.
@@ -35,6 +35,19 @@ pub trait CallLog: ToolStore {
     /// [`MAX_CALL_TOOL_BYTES`](crate::MAX_CALL_TOOL_BYTES), or the arguments digest is not 64
     /// lowercase hex digits; [`StoreError::Database`].
     async fn record_call(&self, call: CallRecord) -> Result<(), StoreError>;
+
+    /// Appends finished calls to the log and their hours in **one** transaction: the group
+    /// commit of the server's call-log writer, which gathers the calls of a few milliseconds
+    /// and writes them at once (one commit, one sync, instead of one per call). Each call is
+    /// checked and cut as in [`record_call`](CallLog::record_call); a call that fails its
+    /// checks (or names a version that does not exist) is left out and its error returned, in
+    /// the calls' order, while the others are written. The log is pruned, and old hours
+    /// deleted, once per batch. An empty batch writes nothing.
+    ///
+    /// # Errors
+    /// [`StoreError::Database`] (nothing of the batch is written); the refusals of single
+    /// calls are the `Ok` value, not an error.
+    async fn record_calls(&self, calls: Vec<CallRecord>) -> Result<Vec<StoreError>, StoreError>;
 
     /// The last `limit` calls of stored tool `name`, newest first (by the order they were
     /// recorded): the call history that `omniforge tool calls` and `omniforge_get_tool` show.

@@ -400,3 +400,98 @@ each_backend! {
     );
     }
 }
+
+each_backend! {
+    /// The call-log writer's group commit: a batch leaves the log and the hours as the same
+    /// calls recorded one by one would, leaves out (and returns) the calls it refuses, and
+    /// prunes the log once.
+    async fn a_batch_records_what_the_same_calls_one_by_one_would(kind) {
+    let cfg = || StoreConfig {
+        call_log_max_rows: 40,
+        ..config()
+    };
+    let (one, batch) = (TestStore::with(kind, cfg()).await, TestStore::with(kind, cfg()).await);
+    for t in [&one, &batch] {
+        t.store.create_tool(&who(), "slow", spec("s"), LIVE).await.unwrap();
+    }
+    let now = this_hour();
+    let mut calls = Vec::new();
+    for i in 0..60u64 {
+        let (source, tool) = match i % 3 {
+            0 => (CallSource::Stored, "slow"),
+            1 => (CallSource::BuiltIn, "omniforge_instructions"),
+            _ => (CallSource::Manifest, "fixture_echo"),
+        };
+        // Two hours, several tools, some failures.
+        let at = if i < 20 { now - HOUR + i as i64 } else { now + i as i64 };
+        let outcome = if i % 7 == 0 { CallOutcome::Error } else { CallOutcome::Ok };
+        calls.push(call_at(source, tool, at, i * 3, outcome));
+    }
+    // Refused: a version that does not exist, and an empty tool name.
+    let missing = CallRecord { version: Some(9), ..calls[3].clone() };
+    let nameless = CallRecord { tool: String::new(), ..calls[4].clone() };
+    let mut with_refused = calls.clone();
+    with_refused.insert(10, missing.clone());
+    with_refused.insert(30, nameless.clone());
+
+    for c in &calls {
+        one.store.record_call(c.clone()).await.unwrap();
+    }
+    assert!(matches!(
+        one.store.record_call(missing).await,
+        Err(StoreError::NotFound { version: Some(9), .. })
+    ));
+    assert!(matches!(
+        one.store.record_call(nameless).await,
+        Err(StoreError::Invalid { .. })
+    ));
+    let refused = batch.store.record_calls(with_refused).await.unwrap();
+    assert!(
+        matches!(
+            refused.as_slice(),
+            [StoreError::Invalid { .. }, StoreError::NotFound { version: Some(9), .. }]
+        ),
+        "invalid calls are refused before the version lookups: {refused:?}"
+    );
+    assert!(batch.store.record_calls(Vec::new()).await.unwrap().is_empty());
+
+    let all = CallFilter { limit: 1000, ..CallFilter::default() };
+    let logged = |t: &TestStore| {
+        let s = t.store.clone();
+        let all = all.clone();
+        async move {
+            s.calls(&all).await.unwrap().into_iter().map(|c| c.call).collect::<Vec<_>>()
+        }
+    };
+    let kept = logged(&batch).await;
+    assert_eq!(kept.len(), 40, "pruned to the newest 40");
+    assert_eq!(kept, logged(&one).await);
+    let mut newest: Vec<CallRecord> = calls[20..].to_vec();
+    newest.reverse();
+    assert_eq!(kept, newest);
+    for tool in [
+        None,
+        Some((CallSource::Stored, "slow")),
+        Some((CallSource::Manifest, "fixture_echo")),
+    ] {
+        let hours = batch.store.call_hours(tool, now - 24 * HOUR).await.unwrap();
+        assert_eq!(hours, one.store.call_hours(tool, now - 24 * HOUR).await.unwrap());
+        assert_eq!(hours.len(), 2, "{tool:?}");
+    }
+    let activity = batch.store.call_activity(now - 24 * HOUR).await.unwrap();
+    assert_eq!(activity, one.store.call_activity(now - 24 * HOUR).await.unwrap());
+    assert_eq!(activity.iter().map(|a| a.calls).sum::<u64>(), 60);
+
+    // A second batch adds to the hours the first one wrote.
+    let again = calls[20..30].to_vec();
+    assert!(batch.store.record_calls(again.clone()).await.unwrap().is_empty());
+    for c in again {
+        one.store.record_call(c).await.unwrap();
+    }
+    assert_eq!(
+        batch.store.call_hours(None, now - 24 * HOUR).await.unwrap(),
+        one.store.call_hours(None, now - 24 * HOUR).await.unwrap()
+    );
+    assert_eq!(logged(&batch).await, logged(&one).await);
+    }
+}
