@@ -16,6 +16,8 @@ from collections import defaultdict
 
 import matplotlib
 
+import summary
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
@@ -66,6 +68,9 @@ def main():
     by = defaultdict(list)
     for r in rows:
         by[r.get("workload")].append(r)
+    for b in summary.baselines(by):  # OMNIFORGE_BASELINE binaries, next to OmniForge in every table
+        SYSTEMS.insert(SYSTEMS.index("rmcp-minimal"), b)
+        LABEL[b] = summary.label(b)
     loads = [float(r["load1"]) for r in rows if "load1" in r]
     patched = any(r.get("system") == "omniforge-nodelay" for r in rows)
     global VARIANTS
@@ -82,6 +87,7 @@ def main():
       "the same tool, `omniforge_instructions`, answering OmniForge's own instructions text "
       f"({machine.get('guide_bytes')} bytes, one text block), so each `tools/call` moves the same bytes. "
       "Medians over rounds; latencies are per request, client-side, in milliseconds.\n")
+    out += summary.top(by, machine)
     w("## Machine and versions\n")
     s = machine.get("settings", {})
     w("| | |\n|---|---|")
@@ -94,6 +100,8 @@ def main():
       f"{'; at end ' + end[-1]['loadavg_end'] if end else ''}. The machine is shared with other engineers' builds. |")
     w(f"| OmniForge | {machine['omniforge']} (commit {machine['omniforge_commit']}), rmcp {machine['rmcp']}, "
       f"tokio {machine['tokio']}, axum {machine['axum']}, {machine['rustc']}; binary `{machine.get('omniforge_binary')}` |")
+    for n, b in machine.get("baselines", {}).items():
+        w(f"| {LABEL.get(n, n)} | {b['version']}; binary `{b['binary']}` |")
     w(f"| rmcp minimal peer | rmcp {machine['rmcp']} (`bench/rmcp-minimal`, same features as OmniForge) |")
     w(f"| Python SDK | FastMCP from `mcp` {machine['python_mcp1']}, MCPServer from `mcp` {machine['python_mcp2']}, "
       f"uvicorn {machine['uvicorn']}, {machine['python']} |")
@@ -164,6 +172,7 @@ def main():
                     w(f"With 1 client, {LABEL[v]}'s p50 is {p50:.3f} ms against {pm:.3f} ms for the rmcp minimal server "
                       f"({p50 - pm:+.3f} ms).\n")
 
+    out += summary.sections(by, "w1-stored")
     # ---- w2
     w2 = by.get("w2", [])
     if w2:
@@ -216,7 +225,7 @@ def main():
         w("| path | clients | throughput (req/s) | p50 (ms) | p99 (ms) | errors |")
         w("|---|---:|---:|---:|---:|---:|")
         W3 = {}
-        for sysn in ["direct"] + VARIANTS:
+        for sysn in ["direct"] + VARIANTS + summary.baselines(by):
             for c in [1, 32]:
                 rs = [r for r in w3 if r["system"] == sysn and int(r["clients"]) == c]
                 if not rs:
@@ -553,6 +562,7 @@ def main():
             tg.append(("5", "start-up to ready ≤ 100 ms (HTTP)", f"{o['start']:.1f} ms", o["start"] <= 100,
                             f"missed by {o['start'] - 100:.1f} ms" if o["start"] > 100 else f"{100 - o['start']:.1f} ms under"))
 
+    out += summary.sections(by, "w5-expiry")
     # ---- w6
     w6 = by.get("w6", [])
     if w6:
@@ -660,7 +670,7 @@ def plot(path, W1, by, machine):
     for i, c in enumerate([1, 32]):
         vals = [W1.get((s, "http-session", c), {}).get("rps") or 0 for s in names]
         ax.bar([x + (i - 0.5) * width for x in range(len(names))], vals, width,
-               color=[colors[s] for s in names], alpha=0.55 if c == 1 else 1.0, label=f"{c} client{'s' if c > 1 else ''}")
+               color=[colors.get(s, "#868e96") for s in names], alpha=0.55 if c == 1 else 1.0, label=f"{c} client{'s' if c > 1 else ''}")
         for x, v in enumerate(vals):
             if v:
                 ax.annotate(f"{v:,.0f}", (x + (i - 0.5) * width, v), ha="center", va="bottom", fontsize=6)
@@ -674,7 +684,7 @@ def plot(path, W1, by, machine):
     ax = axes[0][1]
     for i, q in enumerate(["p50", "p99"]):
         vals = [W1.get((s, "http-session", 1), {}).get(q) or 0 for s in names]
-        ax.bar([x + (i - 0.5) * width for x in range(len(names))], vals, width, color=[colors[s] for s in names],
+        ax.bar([x + (i - 0.5) * width for x in range(len(names))], vals, width, color=[colors.get(s, "#868e96") for s in names],
                alpha=0.55 if q == "p50" else 1.0)
         for x, v in enumerate(vals):
             if v:
@@ -714,8 +724,8 @@ def plot(path, W1, by, machine):
     ks = [s for s in SYSTEMS if any(r["system"] == s for r in st + ss)]
     idle = [med([r["idle_rss_kb"] / 1024 for r in st if r["system"] == s and r.get("idle_rss_kb")]) or 0 for s in ks]
     add = [med([r["rss_delta_kb"] / 1024 for r in ss if r["system"] == s and r["mode"] == "sessions+sse"]) or 0 for s in ks]
-    ax.bar(range(len(ks)), idle, color=[colors[s] for s in ks], alpha=0.55, label="idle RSS")
-    ax.bar(range(len(ks)), add, bottom=idle, color=[colors[s] for s in ks], label="+ sessions with GET streams")
+    ax.bar(range(len(ks)), idle, color=[colors.get(s, "#868e96") for s in ks], alpha=0.55, label="idle RSS")
+    ax.bar(range(len(ks)), add, bottom=idle, color=[colors.get(s, "#868e96") for s in ks], label="+ sessions with GET streams")
     for x, (i0, a0) in enumerate(zip(idle, add)):
         ax.annotate(f"{i0:.0f} + {a0:.0f}", (x, i0 + a0), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(ks)))
@@ -736,7 +746,7 @@ def plot(path, W1, by, machine):
     for i, c in enumerate([1, 32]):
         vals = [W1.get((s, "http-stateless", c), {}).get("rps") or 0 for s in names]
         ax.bar([x + (i - 0.5) * width for x in range(len(names))], vals, width,
-               color=[colors[s] for s in names], alpha=0.55 if c == 1 else 1.0)
+               color=[colors.get(s, "#868e96") for s in names], alpha=0.55 if c == 1 else 1.0)
         for x, v in enumerate(vals):
             if v:
                 ax.annotate(f"{v:,.0f}", (x + (i - 0.5) * width, v), ha="center", va="bottom", fontsize=6)

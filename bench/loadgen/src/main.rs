@@ -106,6 +106,9 @@ enum Cmd {
         /// Every response body must contain this.
         #[arg(long)]
         expect: Option<String>,
+        /// Send `Authorization: Bearer TOKEN` with every request (a server with `--token-file`).
+        #[arg(long)]
+        bearer: Option<String>,
         #[command(flatten)]
         load: Load,
         #[command(flatten)]
@@ -164,6 +167,13 @@ enum Cmd {
         hold_s: f64,
         #[arg(long, default_value = "2025-11-25")]
         protocol: String,
+        /// Send `Authorization: Bearer TOKEN` with every request.
+        #[arg(long)]
+        bearer: Option<String>,
+        /// After the RSS with the sessions open, wait this long (past the server's session idle
+        /// timeout) and report the RSS again as `rss_expired_kb`.
+        #[arg(long)]
+        expire_wait_s: Option<f64>,
         #[command(flatten)]
         common: Common,
     },
@@ -192,6 +202,10 @@ enum Cmd {
         stdin: String,
         #[arg(long)]
         expect: Option<String>,
+        /// Runs at once (threads, each running its share of RUNS back to back): the bare
+        /// baseline of N concurrent clients.
+        #[arg(long, default_value_t = 1)]
+        parallel: usize,
         #[command(flatten)]
         common: Common,
         #[arg(last = true, required = true)]
@@ -227,6 +241,7 @@ async fn run(cmd: Cmd) -> Result<(), BoxError> {
             args,
             protocol,
             expect,
+            bearer,
             load,
             common,
         } => {
@@ -252,13 +267,23 @@ async fn run(cmd: Cmd) -> Result<(), BoxError> {
                 method,
                 params,
                 expect,
+                auth: bearer.map(|t| format!("Bearer {t}")),
+                json_replies: Cell::new(0),
+                sse_replies: Cell::new(0),
             });
             let mut result = run_load(&load, |_| {
                 let spec = spec.clone();
                 async move { McpClient::open(spec).await }
             })
             .await?;
-            result["mode"] = json!(if stateless { "http-stateless" } else { "http-session" });
+            result["mode"] = json!(if stateless {
+                "http-stateless"
+            } else {
+                "http-session"
+            });
+            // How the answers came: one JSON body, or an SSE stream (warm-up included).
+            result["json_replies"] = json!(spec.json_replies.get());
+            result["sse_replies"] = json!(spec.sse_replies.get());
             finish(result, &common)
         }
         Cmd::Connect {
@@ -317,10 +342,23 @@ async fn run(cmd: Cmd) -> Result<(), BoxError> {
             sse,
             hold_s,
             protocol,
+            bearer,
+            expire_wait_s,
             common,
         } => {
             let pid = common.rss_pid.ok_or("sessions needs --rss-pid")?;
-            let result = run_sessions(&url, count, sse, hold_s, &protocol, pid).await?;
+            let auth = bearer.map(|t| format!("Bearer {t}"));
+            let result = run_sessions(
+                &url,
+                count,
+                sse,
+                hold_s,
+                &protocol,
+                auth.as_deref(),
+                expire_wait_s,
+                pid,
+            )
+            .await?;
             finish(result, &common)
         }
         Cmd::Startup {
@@ -338,10 +376,11 @@ async fn run(cmd: Cmd) -> Result<(), BoxError> {
             warmup,
             stdin,
             expect,
+            parallel,
             common,
             cmd,
         } => {
-            let result = run_exec(&cmd, runs, warmup, &stdin, expect.as_deref())?;
+            let result = run_exec(&cmd, runs, warmup, &stdin, expect.as_deref(), parallel)?;
             finish(result, &common)
         }
     }
@@ -375,7 +414,9 @@ fn finish(mut result: Value, common: &Common) -> Result<(), BoxError> {
         writeln!(f, "{line}")?;
     }
     let errors = result.get("errors").and_then(Value::as_u64).unwrap_or(0);
-    if common.fail_on_error && (errors > 0 || result.get("count").and_then(Value::as_u64) == Some(0)) {
+    if common.fail_on_error
+        && (errors > 0 || result.get("count").and_then(Value::as_u64) == Some(0))
+    {
         return Err(format!("{errors} request(s) failed").into());
     }
     Ok(())
@@ -466,7 +507,10 @@ impl Endpoint {
         }
         let authority = uri.authority().ok_or("URL without host")?;
         let port = authority.port_u16().unwrap_or(80);
-        let host = authority.host().trim_start_matches('[').trim_end_matches(']');
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']');
         let ip: std::net::IpAddr = match host {
             "localhost" => "127.0.0.1".parse()?,
             h => h.parse().map_err(|_| format!("{url}: use a loopback IP"))?,
@@ -487,6 +531,8 @@ impl Endpoint {
 struct Reply {
     status: u16,
     session: Option<String>,
+    /// `Content-Type: application/json` (else an SSE stream or an empty body).
+    json: bool,
     body: Bytes,
 }
 
@@ -528,10 +574,15 @@ impl Conn {
                         .get("mcp-session-id")
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_owned);
+                    let json = resp
+                        .headers()
+                        .get("content-type")
+                        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
                     let body = resp.into_body().collect().await?.to_bytes();
                     return Ok(Reply {
                         status,
                         session,
+                        json,
                         body,
                     });
                 }
@@ -570,6 +621,10 @@ struct McpSpec {
     /// The request's params, as JSON text.
     params: String,
     expect: Option<String>,
+    /// The `Authorization` header value, if any.
+    auth: Option<String>,
+    json_replies: Cell<u64>,
+    sse_replies: Cell<u64>,
 }
 
 struct McpClient {
@@ -609,7 +664,12 @@ impl McpClient {
     }
 
     async fn initialize(&mut self) -> Result<(), BoxError> {
-        let (session, _) = mcp_initialize(&mut self.conn, &self.spec.protocol).await?;
+        let (session, _) = mcp_initialize(
+            &mut self.conn,
+            &self.spec.protocol,
+            self.spec.auth.as_deref(),
+        )
+        .await?;
         if !self.spec.stateless && session.is_none() {
             return Err("initialize answered without Mcp-Session-Id (session mode)".into());
         }
@@ -621,6 +681,9 @@ impl McpClient {
         ];
         if let Some(s) = &self.session {
             headers.push(("mcp-session-id", s.as_str()));
+        }
+        if let Some(a) = &self.spec.auth {
+            headers.push(("authorization", a.as_str()));
         }
         let reply = self
             .conn
@@ -647,11 +710,19 @@ impl McpClient {
         if let Some(s) = &self.session {
             headers.push(("mcp-session-id", s.as_str()));
         }
+        if let Some(a) = &self.spec.auth {
+            headers.push(("authorization", a.as_str()));
+        }
         let reply = self
             .conn
             .send("POST", &headers, Bytes::from(body))
             .await
             .map_err(|e| e.to_string())?;
+        let kind = match reply.json {
+            true => &self.spec.json_replies,
+            false => &self.spec.sse_replies,
+        };
+        kind.set(kind.get() + 1);
         if reply.status != 200 {
             return Err(format!(
                 "HTTP {}: {}",
@@ -663,7 +734,8 @@ impl McpClient {
         // parsed: the client's own JSON parsing would otherwise inflate the server's latency.
         if reply.body.len() > 64 * 1024 {
             let id_field = format!("\"id\":{id}");
-            if !contains(&reply.body, id_field.as_bytes()) || !contains(&reply.body, b"\"result\"") {
+            if !contains(&reply.body, id_field.as_bytes()) || !contains(&reply.body, b"\"result\"")
+            {
                 return Err(format!(
                     "no result for id {id}: {}",
                     String::from_utf8_lossy(&reply.body[..300])
@@ -686,13 +758,14 @@ impl McpClient {
 async fn mcp_initialize(
     conn: &mut Conn,
     protocol: &str,
+    auth: Option<&str>,
 ) -> Result<(Option<String>, Value), BoxError> {
+    let mut headers = vec![("content-type", "application/json"), ("accept", ACCEPT)];
+    if let Some(a) = auth {
+        headers.push(("authorization", a));
+    }
     let reply = conn
-        .send(
-            "POST",
-            &[("content-type", "application/json"), ("accept", ACCEPT)],
-            Bytes::from(initialize_body(0, protocol)),
-        )
+        .send("POST", &headers, Bytes::from(initialize_body(0, protocol)))
         .await?;
     if reply.status != 200 {
         return Err(format!(
@@ -747,9 +820,12 @@ fn response_message(body: &[u8], id: u64) -> Result<Value, String> {
 }
 
 fn check_result(message: &Value, is_call: bool) -> Result<(), String> {
-    let result = message
-        .get("result")
-        .ok_or_else(|| format!("error response: {}", message.get("error").unwrap_or(message)))?;
+    let result = message.get("result").ok_or_else(|| {
+        format!(
+            "error response: {}",
+            message.get("error").unwrap_or(message)
+        )
+    })?;
     if is_call && result.get("isError").and_then(Value::as_bool) == Some(true) {
         let text = result.to_string();
         return Err(format!("isError result: {}", &text[..text.len().min(300)]));
@@ -1076,12 +1152,15 @@ async fn run_stdio(
 // ---------------------------------------------------------------------------------------------
 // Idle sessions and their memory
 
+#[allow(clippy::too_many_arguments)]
 async fn run_sessions(
     url: &str,
     count: usize,
     sse: bool,
     hold_s: f64,
     protocol: &str,
+    auth: Option<&str>,
+    expire_wait_s: Option<f64>,
     pid: u32,
 ) -> Result<Value, BoxError> {
     let ep = Rc::new(Endpoint::parse(url)?);
@@ -1094,24 +1173,26 @@ async fn run_sessions(
     let started = Instant::now();
     for t in 0..POOL {
         let n = count / POOL + usize::from(t < count % POOL);
-        let (ep, ids, hist, protocol) = (ep.clone(), ids.clone(), hist.clone(), protocol.to_owned());
+        let (ep, ids, hist, protocol) =
+            (ep.clone(), ids.clone(), hist.clone(), protocol.to_owned());
+        let auth = auth.map(str::to_owned);
         tasks.push(tokio::task::spawn_local(async move {
             let mut conn = Conn::open(ep).await?;
             for _ in 0..n {
                 let t0 = Instant::now();
-                let (session, _) = mcp_initialize(&mut conn, &protocol).await?;
+                let (session, _) = mcp_initialize(&mut conn, &protocol, auth.as_deref()).await?;
                 let session = session.ok_or("no Mcp-Session-Id")?;
+                let mut headers = vec![
+                    ("content-type", "application/json"),
+                    ("accept", ACCEPT),
+                    ("mcp-protocol-version", protocol.as_str()),
+                    ("mcp-session-id", session.as_str()),
+                ];
+                if let Some(a) = &auth {
+                    headers.push(("authorization", a.as_str()));
+                }
                 let reply = conn
-                    .send(
-                        "POST",
-                        &[
-                            ("content-type", "application/json"),
-                            ("accept", ACCEPT),
-                            ("mcp-protocol-version", &protocol),
-                            ("mcp-session-id", &session),
-                        ],
-                        Bytes::from_static(INITIALIZED.as_bytes()),
-                    )
+                    .send("POST", &headers, Bytes::from_static(INITIALIZED.as_bytes()))
                     .await?;
                 if reply.status != 202 && reply.status != 200 {
                     return Err(format!("initialized: HTTP {}", reply.status).into());
@@ -1133,14 +1214,17 @@ async fn run_sessions(
         let ids = ids.borrow().clone();
         for id in ids {
             let mut sender = handshake(&ep).await?;
-            let req = http::Request::builder()
+            let mut req = http::Request::builder()
                 .method("GET")
                 .uri(&ep.path)
                 .header("host", &ep.host)
                 .header("accept", "text/event-stream")
                 .header("mcp-protocol-version", protocol)
-                .header("mcp-session-id", &id)
-                .body(Full::new(Bytes::new()))?;
+                .header("mcp-session-id", &id);
+            if let Some(a) = auth {
+                req = req.header("authorization", a);
+            }
+            let req = req.body(Full::new(Bytes::new()))?;
             let resp = sender.send_request(req).await?;
             if resp.status() != 200 {
                 return Err(format!("GET stream: HTTP {}", resp.status()).into());
@@ -1158,8 +1242,17 @@ async fn run_sessions(
     for h in holders {
         h.abort();
     }
+    // Every session idle (no stream, no message) past the server's idle timeout: expired.
+    let expired = match expire_wait_s {
+        Some(s) => {
+            tokio::time::sleep(Duration::from_secs_f64(s)).await;
+            Some(rss_kb(pid).ok_or("cannot read the server's RSS")?.0)
+        }
+        None => None,
+    };
     let delta = after.0 as i64 - before.0 as i64;
     Ok(json!({
+        "rss_expired_kb": expired,
         "mode": if sse { "sessions+sse" } else { "sessions" },
         "sessions": ids.borrow().len(),
         "sse_streams": streams,
@@ -1211,7 +1304,7 @@ async fn run_startup(
                 }
                 let ok = async {
                     let mut conn = Conn::open(ep.clone()).await?;
-                    mcp_initialize(&mut conn, "2025-11-25").await
+                    mcp_initialize(&mut conn, "2025-11-25", None).await
                 }
                 .await;
                 if ok.is_ok() {
@@ -1261,10 +1354,65 @@ fn run_exec(
     warmup: usize,
     stdin: &str,
     expect: Option<&str>,
+    parallel: usize,
 ) -> Result<Value, BoxError> {
+    let parallel = parallel.max(1);
+    let started = Instant::now();
+    let shares = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..parallel)
+            .map(|t| {
+                let share = runs / parallel + usize::from(t < runs % parallel);
+                scope.spawn(move || exec_runs(cmd, share, warmup, stdin, expect))
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().map_err(|_| "an exec thread panicked".to_owned()))
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    let wall = started.elapsed().as_secs_f64();
     let mut hist = new_hist();
     let mut outputs = BTreeMap::new();
+    let mut busy = 0.0;
+    for share in shares {
+        let (h, o, measured_s) = share.map_err(|e| e.to_string())?;
+        hist.add(&h)?;
+        for (k, n) in o {
+            *outputs.entry(k).or_insert(0) += n;
+        }
+        busy = f64::max(busy, measured_s);
+    }
+    let count = hist.len();
+    Ok(json!({
+        "mode": "exec",
+        "runs": runs,
+        "parallel": parallel,
+        "count": count,
+        "wall_s": wall,
+        // Runs per second over the longest thread's measured part (warm-up runs excluded).
+        "rps": if busy > 0.0 { count as f64 / busy } else { 0.0 },
+        "lat_us": summary(&hist),
+        "outputs": outputs,
+    }))
+}
+
+type ExecShare = (Histogram<u64>, BTreeMap<String, u64>, f64);
+
+/// One thread's share of `run_exec`: `warmup` unmeasured runs, then `runs` timed ones.
+fn exec_runs(
+    cmd: &[String],
+    runs: usize,
+    warmup: usize,
+    stdin: &str,
+    expect: Option<&str>,
+) -> Result<ExecShare, String> {
+    let mut hist = new_hist();
+    let mut outputs = BTreeMap::new();
+    let mut measured_from = None;
     for i in 0..warmup + runs {
+        if i == warmup {
+            measured_from = Some(Instant::now());
+        }
         let t0 = Instant::now();
         let mut child = std::process::Command::new(&cmd[0])
             .args(&cmd[1..])
@@ -1278,33 +1426,30 @@ fn run_exec(
             .stdin
             .take()
             .ok_or("no stdin")?
-            .write_all(stdin.as_bytes())?;
-        let out = child.wait_with_output()?;
+            .write_all(stdin.as_bytes())
+            .map_err(|e| e.to_string())?;
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
         let dt = t0.elapsed();
         if !out.status.success() {
             return Err(format!(
                 "{:?} failed: {}",
                 cmd,
                 String::from_utf8_lossy(&out.stderr)
-            )
-            .into());
+            ));
         }
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         if let Some(e) = expect {
             if !text.contains(e) {
-                return Err(format!("output lacks {e:?}: {text}").into());
+                return Err(format!("output lacks {e:?}: {text}"));
             }
         }
-        *outputs.entry(text.lines().next().unwrap_or("").to_owned()).or_insert(0) += 1;
+        *outputs
+            .entry(text.lines().next().unwrap_or("").to_owned())
+            .or_insert(0) += 1;
         if i >= warmup {
             record(&mut hist, dt);
         }
     }
-    Ok(json!({
-        "mode": "exec",
-        "runs": runs,
-        "count": hist.len(),
-        "lat_us": summary(&hist),
-        "outputs": outputs,
-    }))
+    let measured_s = measured_from.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    Ok((hist, outputs, measured_s))
 }
