@@ -8,8 +8,8 @@ use std::path::Path;
 
 use base64::Engine as _;
 use omniforge_store::{
-    AuditAction, AuditFilter, AuditLog as _, Keyring, STORE_PRINCIPAL, SecretStore, SqliteStore,
-    StoreConfig, StoreError, ToolStore as _,
+    AuditAction, AuditFilter, AuditLog as _, Engine, Keyring, STORE_PRINCIPAL, SecretStore,
+    SqliteStore, StoreConfig, StoreError, ToolStore as _,
 };
 
 use crate::util::{Kind, LIVE, TestStore, config, raw, spec_with_secrets, who};
@@ -24,7 +24,7 @@ fn ring(ids: &[&str]) -> Keyring {
     .unwrap()
 }
 
-async fn open_with_ring(path: &Path, keyring: Option<Keyring>) -> SqliteStore {
+async fn open_with_ring(path: &Path, keyring: Option<Keyring>) -> Engine {
     SqliteStore::open_with(
         path,
         &StoreConfig {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_store::{
-    Actor, Annotations, Backend, JsonObject, Keyring, Limits, NewStatus, NewVersion, PgEnv,
+    Actor, Annotations, Backend, Engine, JsonObject, Keyring, Limits, NewStatus, NewVersion, PgEnv,
     Runtime, SqliteStore, StoreConfig, ToolStore,
 };
 use omniforge_testpg::{Cluster, TestDb};
@@ -158,7 +158,7 @@ pub(crate) fn defaults() -> StoreConfig {
 }
 
 /// Opens the SQLite file `path` with [`defaults`] (SQLite-only tests).
-pub(crate) async fn open(path: &Path) -> SqliteStore {
+pub(crate) async fn open(path: &Path) -> Engine {
     SqliteStore::open_with(path, &defaults()).await.unwrap()
 }
 
