@@ -220,16 +220,6 @@ pub(super) fn call_from_row(row: &mut Row) -> Result<LoggedCall, StoreError> {
 
 #[async_trait]
 impl CallLog for Engine {
-    /// [`CallLog::record_call`](crate::CallLog::record_call): a batch of one, whose refusal is
-    /// the error.
-    async fn record_call(&self, call: CallRecord) -> Result<(), StoreError> {
-        let core = self;
-        match record_batch(core, vec![call]).await?.pop() {
-            Some(refused) => Err(refused),
-            None => Ok(()),
-        }
-    }
-
     async fn record_calls(&self, calls: Vec<CallRecord>) -> Result<Vec<StoreError>, StoreError> {
         record_batch(self, calls).await
     }

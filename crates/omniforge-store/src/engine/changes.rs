@@ -65,14 +65,9 @@ pub(super) async fn counter(conn: &mut dyn Conn) -> Result<i64, StoreError> {
         .await
 }
 
-/// [`ToolStore::data_version`](crate::ToolStore::data_version).
-pub(crate) async fn data_version(core: &Engine) -> Result<i64, StoreError> {
-    counter(&mut *core.db.read().await?).await
-}
-
 /// [`ToolStore::current_seq`](crate::ToolStore::current_seq).
 pub(crate) async fn current_seq(core: &Engine) -> Result<u64, StoreError> {
-    let value = data_version(core).await?;
+    let value = counter(&mut *core.db.read().await?).await?;
     u64::try_from(value).map_err(|_| corrupt(format!("negative change counter {value}")))
 }
 

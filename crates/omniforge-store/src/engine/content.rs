@@ -163,7 +163,7 @@ macro_rules! prompt_select {
 pub(super) use prompt_select;
 
 /// The row `sql` (with `$1` for `key`) selects, read by `from_row`.
-async fn fetch_row<T>(
+pub(super) async fn fetch_row<T>(
     conn: &mut dyn Conn,
     sql: &'static str,
     key: &str,
@@ -577,13 +577,6 @@ impl ContentStore for Engine {
         let key = uri_template;
         let sql = "DELETE FROM resource_template WHERE uri_template = $1";
         delete_row(core, actor, NameKind::ResourceTemplate, sql, key).await
-    }
-
-    async fn get_template(&self, uri_template: &str) -> Result<Option<StoredTemplate>, StoreError> {
-        let core = self;
-        let key = uri_template;
-        let sql = concat!(template_select!(), " WHERE uri_template = $1");
-        fetch_row(&mut *core.db.read().await?, sql, key, template_from_row).await
     }
 
     async fn list_prompts(&self) -> Result<Vec<StoredPrompt>, StoreError> {

@@ -28,6 +28,8 @@ pub(crate) mod review;
 mod rows;
 pub(crate) mod secrets;
 pub(crate) mod tasks;
+#[cfg(feature = "test-support")]
+mod test_support;
 pub(crate) mod tool_rows;
 pub(crate) mod tools;
 

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use super::exec::{Conn, Row, q};
-use super::rows::{not_found, now_ms};
+use super::rows::now_ms;
 use super::{Engine, Lock};
 use crate::error::{NameKind, StoreError};
 use crate::model::{KeptOutput, NewKeptOutput, OutputReader};
@@ -110,26 +110,6 @@ impl OutputStore for Engine {
         reader: OutputReader<'_>,
     ) -> Result<Option<KeptOutput>, StoreError> {
         read(self, run_id, reader).await
-    }
-
-    async fn extend_output_expiry(
-        &self,
-        run_id: &str,
-        expires_at_ms: i64,
-    ) -> Result<i64, StoreError> {
-        let core = self;
-        let mut w = core.write_with(Lock::None).await?;
-        let expiry: Option<i64> = q("UPDATE kept_output SET expires_at_ms = CASE \
-             WHEN $1 > expires_at_ms THEN $1 ELSE expires_at_ms END \
-             WHERE run_id = $2 AND expires_at_ms > $3 RETURNING expires_at_ms")
-        .bind(expires_at_ms)
-        .bind(run_id)
-        .bind(now_ms())
-        .scalar_opt(w.conn())
-        .await?;
-        let expiry = expiry.ok_or_else(|| not_found(NameKind::Output, run_id))?;
-        w.commit().await?;
-        Ok(expiry)
     }
 
     async fn purge_expired_outputs(&self) -> Result<u64, StoreError> {

@@ -207,31 +207,6 @@ impl SecretStore for Engine {
             .collect()
     }
 
-    /// [`SecretStore::secret_values`](crate::SecretStore::secret_values): one snapshot, one
-    /// primary-key read per name.
-    async fn secret_values(
-        &self,
-        names: &[String],
-    ) -> Result<std::collections::HashMap<String, SecretValue>, StoreError> {
-        let core = self;
-        if names.is_empty() {
-            return Ok(HashMap::new());
-        }
-        let mut tx = core.db.snapshot().await?;
-        let mut values = HashMap::new();
-        for name in names {
-            let row = q("SELECT name, value, sealed, key_id FROM secret WHERE name = $1")
-                .bind(name)
-                .fetch_optional(&mut *tx)
-                .await?;
-            if let Some(mut row) = row {
-                let (name, value) = open_row(core, &mut row)?;
-                values.insert(name, value);
-            }
-        }
-        Ok(values)
-    }
-
     /// [`SecretStore::granted_secrets`](crate::SecretStore::granted_secrets): the sealed rows of
     /// the declared and granted secrets of a live version, opened with the keyring.
     async fn granted_secrets(

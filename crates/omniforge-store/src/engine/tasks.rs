@@ -178,7 +178,7 @@ fn store_failure(text: &str) -> Result<String, StoreError> {
 
 /// Fails every unfinished task that `sql` selects (`$1` error, `$2` now, `$3` message, `$4`
 /// the replica if any) with `text`, in `w`; returns their ids (sorted).
-async fn fail_where(
+pub(super) async fn fail_where(
     w: &mut Write<'_>,
     sql: &'static str,
     text: &str,
@@ -204,7 +204,8 @@ const LEASE_LAPSED: &str = "the replica running this task stopped (its lease lap
 const TTL_PASSED: &str = "the task was still running at the end of its TTL";
 
 /// The message of a task failed because its replica restarted.
-const REPLICA_RESTARTED: &str = "the server running this task restarted before the task \
+#[cfg(feature = "test-support")]
+pub(super) const REPLICA_RESTARTED: &str = "the server running this task restarted before the task \
                                      finished";
 
 #[async_trait]
@@ -427,22 +428,6 @@ impl TaskStore for Engine {
             )
             .await?,
         );
-        w.commit().await?;
-        Ok(ids)
-    }
-
-    async fn fail_replica_tasks(&self, replica: &str) -> Result<Vec<String>, StoreError> {
-        let core = self;
-        let mut w = core.write().await?;
-        let ids = fail_where(
-            &mut w,
-            "UPDATE task SET status = 'failed', error = $1, updated_at_ms = $2, \
-             status_message = $3, input_requests = NULL, input_responses = '{}' \
-             WHERE status IN ('working', 'input_required') AND replica = $4 RETURNING task_id",
-            REPLICA_RESTARTED,
-            Some(replica),
-        )
-        .await?;
         w.commit().await?;
         Ok(ids)
     }

@@ -366,10 +366,6 @@ impl ToolStore for Engine {
         Ok(ids)
     }
 
-    async fn data_version(&self) -> Result<i64, StoreError> {
-        super::changes::data_version(self).await
-    }
-
     async fn current_seq(&self) -> Result<u64, StoreError> {
         super::changes::current_seq(self).await
     }

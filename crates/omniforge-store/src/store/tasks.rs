@@ -132,13 +132,6 @@ pub trait TaskStore: ToolStore {
     /// [`StoreError::Database`].
     async fn fail_lapsed_tasks(&self) -> Result<Vec<String>, StoreError>;
 
-    /// Fails every unfinished task `replica` holds (it restarted: whatever ran them is gone);
-    /// returns their ids.
-    ///
-    /// # Errors
-    /// [`StoreError::Database`].
-    async fn fail_replica_tasks(&self, replica: &str) -> Result<Vec<String>, StoreError>;
-
     /// Deletes every terminal task past its TTL; returns how many.
     ///
     /// # Errors

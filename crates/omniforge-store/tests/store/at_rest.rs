@@ -36,7 +36,7 @@ async fn open_with_ring(path: &Path, keyring: Option<Keyring>) -> Engine {
     .unwrap()
 }
 
-async fn read_all(s: &dyn SecretStore) -> Result<HashMap<String, String>, StoreError> {
+async fn read_all(s: &Engine) -> Result<HashMap<String, String>, StoreError> {
     let names = s.secret_names().await?;
     Ok(s.secret_values(&names)
         .await?

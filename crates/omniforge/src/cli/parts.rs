@@ -39,9 +39,10 @@ pub(super) async fn open_url(
     };
     // Only the binary reads the environment: the standard PG* variables complete the URL.
     let env = PgEnv::from_vars(std::env::vars());
-    omniforge_store::open(url, &env, &config)
+    let store = omniforge_store::open(url, &env, &config)
         .await
-        .with_context(|| format!("opening the store {shown}"))
+        .with_context(|| format!("opening the store {shown}"))?;
+    Ok(store)
 }
 
 /// The keyring that seals the secrets of the store at `url`: the `file` given (it must exist:
