@@ -1,4 +1,4 @@
-//! Store URLs and [`open`]: `sqlite:PATH` or `postgres://...` to a [`Backend`] trait object.
+//! Store URLs and [`open`]: `sqlite:PATH` or `postgres://...` to an [`Engine`].
 
 use std::path::PathBuf;
 use std::sync::Arc;

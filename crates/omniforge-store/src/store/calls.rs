@@ -23,7 +23,10 @@ pub trait CallLog: ToolStore {
     /// Appends finished calls to the log and their hours in **one** transaction: the group
     /// commit of the server's call-log writer, which gathers the calls of a few milliseconds
     /// and writes them at once (one commit, one sync, instead of one per call). Each call is
-    /// checked and cut as in [`record_call`](CallLog::record_call); a call that fails its
+    /// checked, and its texts longer than their limit are cut ([`error`](CallRecord::error) to
+    /// [`MAX_CALL_ERROR_BYTES`](crate::MAX_CALL_ERROR_BYTES), the arguments and result texts to
+    /// [`MAX_CALL_TEXT_BYTES`](crate::MAX_CALL_TEXT_BYTES), their `total_bytes` keeping the
+    /// whole length); a call that fails its
     /// checks (or names a version that does not exist) is left out and its error returned, in
     /// the calls' order, while the others are written. The log is pruned, and old hours
     /// deleted, once per batch. An empty batch writes nothing.
