@@ -39,6 +39,7 @@ mod error;
 mod mcp;
 mod pack;
 mod peers;
+mod retention;
 mod schema;
 mod script_host;
 mod server;
