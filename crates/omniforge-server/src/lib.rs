@@ -40,6 +40,7 @@ mod human_time;
 mod mcp;
 mod pack;
 mod peers;
+mod retention;
 mod schema;
 mod script_host;
 mod server;
