@@ -10,13 +10,15 @@
 //! 3. the interpreter starts as `<python> -I -u main.py` (inside bubblewrap when available;
 //!    without it, as a uid leased for the run under a root server) in a new process group, with
 //!    a cleared environment, rlimits, and the run's cgroups joined before exec (`child`);
-//! 4. the arguments are written to stdin as JSON and stdin is closed; stdout and stderr are
-//!    read concurrently, each keeping its first `max_capture_bytes` and draining the rest;
+//! 4. the capture pipeline (`capture`, shared with warm calls) writes the arguments to stdin
+//!    as JSON and closes it, reads stdout and stderr concurrently, each keeping its first
+//!    `max_capture_bytes` and draining the rest, and serves the side channel;
 //! 5. the timeout (and the cancellation token) cover the wait; when the script exits, times
 //!    out or is cancelled, the whole tree is killed (`killpg`, bubblewrap's PID namespace,
-//!    `cgroup.kill`) and the interpreter is reaped.
+//!    `cgroup.kill`) and the interpreter is reaped; the capture is drained and joined into
+//!    the [`RunOutput`].
 
-mod capture;
+pub(crate) mod capture;
 pub(crate) mod child;
 mod spec;
 
@@ -28,25 +30,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{Semaphore, SemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use self::capture::capture;
+use self::capture::{Capture, Streams, side_channel};
 use self::child::{ChildIo, RunFiles};
 pub use self::spec::{
     DEFAULT_MAX_CAPTURE_BYTES, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES, DEFAULT_MEMORY_BYTES,
     DEFAULT_QUEUE, DEFAULT_TIMEOUT, Exit, RunError, RunOutput, RunSpec, SINGLE_THREAD_VARS,
 };
 pub(crate) use self::spec::{check_spec, io_err};
-use crate::channel::{self, ChannelLimits};
 use crate::host::HostEnv;
 use crate::sandbox::{CgroupLimits, DetectConfig, Identity, Layer, Plan, SandboxLevel, UidLease};
-
-/// Longest side-channel message line, in bytes.
-pub(crate) const MAX_MESSAGE_BYTES: usize = 16 << 20;
-/// How long to wait for output pipes and the side channel to close once the tree is dead.
-pub(crate) const DRAIN_GRACE: Duration = Duration::from_millis(500);
 
 /// Settings of a [`Runner`].
 #[derive(Debug, Clone)]
@@ -305,7 +300,7 @@ impl Runner {
 
     async fn execute(
         &self,
-        spec: RunSpec,
+        mut spec: RunSpec,
         cancel: CancellationToken,
         started: Instant,
         uid: Option<u32>,
@@ -321,12 +316,7 @@ impl Runner {
         std::fs::write(&script, &spec.code).map_err(io_err("writing the script"))?;
 
         let (parent_sock, child_sock) =
-            std::os::unix::net::UnixStream::pair().map_err(io_err("creating the side channel"))?;
-        parent_sock
-            .set_nonblocking(true)
-            .map_err(io_err("creating the side channel"))?;
-        let parent_sock = tokio::net::UnixStream::from_std(parent_sock)
-            .map_err(io_err("creating the side channel"))?;
+            side_channel().map_err(io_err("creating the side channel"))?;
 
         let limits = CgroupLimits::run(spec.max_processes, spec.memory_bytes);
         let mut cgroups = plan.cgroups.create_run(limits);
@@ -352,27 +342,14 @@ impl Runner {
         let group = GroupGuard(pgid);
 
         // Everything below runs concurrently with the script.
-        let stop = CancellationToken::new();
-        let cap = spec.max_capture_bytes;
-        let out_task = tokio::spawn(capture(child.stdout.take(), cap, stop.clone()));
-        let err_task = tokio::spawn(capture(child.stderr.take(), cap, stop.clone()));
-        let input = serde_json::to_vec(&spec.arguments).unwrap_or_else(|_| b"{}".to_vec());
-        let stdin = child.stdin.take();
-        let in_task = tokio::spawn(async move {
-            if let Some(mut stdin) = stdin {
-                // A script that never reads its stdin makes this fail with EPIPE: fine.
-                let _ = stdin.write_all(&input).await;
-            } // dropped: stdin closed
-        });
-        let limits = ChannelLimits {
-            max_message_bytes: MAX_MESSAGE_BYTES,
+        let streams = Streams {
+            stdout: child.stdout.take(),
+            stderr: child.stderr.take(),
+            stdin: child.stdin.take(),
+            channel: parent_sock,
         };
-        let chan_task = tokio::spawn(channel::serve(
-            parent_sock,
-            spec.messages,
-            limits,
-            stop.clone(),
-        ));
+        let messages = spec.messages.take();
+        let capture = Capture::start(streams, &spec, messages);
 
         let deadline = tokio::time::Instant::now() + spec.timeout;
         let ended = tokio::select! {
@@ -395,36 +372,11 @@ impl Runner {
                 }
             }
         };
-        // With the tree dead, the pipes and the socket reach EOF at once; a process that
-        // escaped every kill layer may still hold them, so wait only briefly.
-        let timer = tokio::spawn({
-            let stop = stop.clone();
-            async move {
-                tokio::time::sleep(DRAIN_GRACE).await;
-                tracing::warn!(
-                    "script output still open after the tree was killed; keeping what was read"
-                );
-                stop.cancel();
-            }
-        });
-        let (out, err, chan) = tokio::join!(out_task, err_task, chan_task);
-        timer.abort();
-        in_task.abort();
+        let captured = capture.drain().await;
         let limit = cgroups.limit_hit();
         cgroups.finish(Duration::from_secs(2));
         group.disarm();
-        let (stdout, stdout_truncated_bytes) = out.unwrap_or_default();
-        let (stderr, stderr_truncated_bytes) = err.unwrap_or_default();
-        let output = RunOutput {
-            stdout,
-            stderr,
-            stdout_truncated_bytes,
-            stderr_truncated_bytes,
-            exit,
-            duration: started.elapsed(),
-            result: chan.ok().flatten(),
-            limit,
-        };
+        let output = captured.output(exit, limit, started);
         tracing::debug!(exit = ?output.exit, limit = ?output.limit, duration = ?output.duration, "script run finished");
         Ok(output)
     }

@@ -1,8 +1,9 @@
 //! One call on a warm template's spare child, with what a cold run gives a call: the server
-//! owns the read ends of stdout and stderr (the caps apply here) and the side channel, the
-//! arguments go to stdin, the timeout and the cancellation kill the call's whole tree
-//! (`cgroup.kill` of its cgroups, and its process group), the output is drained as a cold
-//! run's.
+//! owns the read ends of stdout and stderr and the side channel, and runs the cold run's own
+//! capture pipeline on them (`run::capture`: arguments, caps, side channel, drain, the
+//! [`RunOutput`]); the timeout and the cancellation kill the call's whole tree (`cgroup.kill`
+//! of its cgroups, and its process group). Only how the call starts (a message to the spare)
+//! and how its end is seen (the spare's `done`) are warm.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
@@ -10,14 +11,13 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
 use super::template::{FromSpare, Spare, Template};
 use super::wire;
-use crate::channel::{self, ChannelLimits};
+use crate::run::capture::{Capture, Streams, side_channel};
 use crate::run::child::{cpu_limit, runner_vars};
-use crate::run::{DRAIN_GRACE, Exit, MAX_MESSAGE_BYTES, RunOutput, RunSpec, capture};
+use crate::run::{Exit, RunOutput, RunSpec};
 
 /// How a warm call ended.
 pub(crate) enum Called {
@@ -57,7 +57,7 @@ pub(crate) async fn call(
         Ok(p) => p,
         Err(e) => return Called::NotRun(format!("a pipe: {e}")),
     };
-    let (chan_ours, chan_theirs) = match std::os::unix::net::UnixStream::pair() {
+    let (chan_ours, chan_theirs) = match side_channel() {
         Ok(p) => p,
         Err(e) => return Called::NotRun(format!("the side channel: {e}")),
     };
@@ -96,31 +96,13 @@ pub(crate) async fn call(
     template.calls.fetch_add(1, Ordering::Relaxed);
     let handed = Instant::now();
 
-    let stop = CancellationToken::new();
-    let cap = spec.max_capture_bytes;
-    let out_task = tokio::spawn(capture(receiver(out_r), cap, stop.clone()));
-    let err_task = tokio::spawn(capture(receiver(err_r), cap, stop.clone()));
-    let input = serde_json::to_vec(&spec.arguments).unwrap_or_else(|_| b"{}".to_vec());
-    let in_task = tokio::spawn(async move {
-        if let Ok(mut stdin) = tokio::net::unix::pipe::Sender::from_owned_fd(stdin_w) {
-            // A script that never reads its stdin makes this fail with EPIPE: fine.
-            let _ = stdin.write_all(&input).await;
-        }
-    });
-    let chan_task = match channel_stream(chan_ours) {
-        Ok(sock) => Some(tokio::spawn(channel::serve(
-            sock,
-            spec.messages.clone(),
-            ChannelLimits {
-                max_message_bytes: MAX_MESSAGE_BYTES,
-            },
-            stop.clone(),
-        ))),
-        Err(e) => {
-            tracing::warn!(error = %e, "warm call: the side channel is not served");
-            None
-        }
+    let streams = Streams {
+        stdout: receiver(out_r),
+        stderr: receiver(err_r),
+        stdin: tokio::net::unix::pipe::Sender::from_owned_fd(stdin_w).ok(),
+        channel: chan_ours,
     };
+    let capture = Capture::start(streams, spec, spec.messages.clone());
 
     let deadline = tokio::time::Instant::from_std(handed + spec.timeout);
     let mut began = false;
@@ -154,7 +136,6 @@ pub(crate) async fn call(
     // Whatever happened, nothing the call started outlives it.
     spare.cgroups.kill();
     crate::sandbox::kill_group(spare.pid as u32);
-    let limit = spare.cgroups.limit_hit();
     template.in_flight.fetch_sub(1, Ordering::AcqRel);
     let exit = match end {
         End::Done(code) => Exit::Code(code),
@@ -162,8 +143,7 @@ pub(crate) async fn call(
         End::Timeout => Exit::Timeout,
         End::Cancelled => Exit::Cancelled,
         End::Lost(why) => {
-            stop.cancel();
-            in_task.abort();
+            capture.abandon();
             finish_in_background(template, spare, reaped);
             let why = if began {
                 format!("{why} during the call (it is run again cold)")
@@ -173,36 +153,11 @@ pub(crate) async fn call(
             return Called::NotRun(why);
         }
     };
-    let timer = tokio::spawn({
-        let stop = stop.clone();
-        async move {
-            tokio::time::sleep(DRAIN_GRACE).await;
-            tracing::warn!(
-                "warm call output still open after its tree was killed; keeping what was read"
-            );
-            stop.cancel();
-        }
-    });
-    let (out, err) = tokio::join!(out_task, err_task);
-    let result = match chan_task {
-        Some(t) => t.await.ok().flatten(),
-        None => None,
-    };
-    timer.abort();
-    in_task.abort();
+    // As a cold run: drained, then the limit read, before the cgroups go.
+    let captured = capture.drain().await;
+    let limit = spare.cgroups.limit_hit();
     finish_in_background(template, spare, reaped);
-    let (stdout, stdout_truncated_bytes) = out.unwrap_or_default();
-    let (stderr, stderr_truncated_bytes) = err.unwrap_or_default();
-    let output = RunOutput {
-        stdout,
-        stderr,
-        stdout_truncated_bytes,
-        stderr_truncated_bytes,
-        exit,
-        duration: started.elapsed(),
-        result,
-        limit,
-    };
+    let output = captured.output(exit, limit, started);
     tracing::debug!(exit = ?output.exit, limit = ?output.limit, duration = ?output.duration, warm = true, "script run finished");
     Called::Ran(output)
 }
@@ -242,11 +197,6 @@ fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
 
 fn receiver(fd: OwnedFd) -> Option<tokio::net::unix::pipe::Receiver> {
     tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()
-}
-
-fn channel_stream(sock: std::os::unix::net::UnixStream) -> std::io::Result<tokio::net::UnixStream> {
-    sock.set_nonblocking(true)?;
-    tokio::net::UnixStream::from_std(sock)
 }
 
 #[cfg(test)]
