@@ -113,9 +113,9 @@ mod tests {
     use crate::catalog::publish::Catalog;
     use crate::catalog::schema_profile::SchemaProfile;
     use crate::peers::Peers;
+    use crate::runs::input_required::StateCodec;
     use crate::script_host::host::{ScriptHost, ScriptSettings};
     use crate::tools::stored::call::StoredTools;
-    use crate::tools::stored::input_required::StateCodec;
     use crate::tools::stored::kept::KeptOutputs;
     use crate::tools::stored::shape::Shaper;
 

@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["error", "settings"],
     &["context"],
     &["catalog", "script_host"],
+    &["runs"],
     &["content"],
     &["tools"],
     &["changes", "pack", "tasks"],
@@ -223,10 +224,11 @@ fn builds_call_tool_result(text: &str) -> Vec<usize> {
 #[test]
 fn only_the_adapters_build_call_tool_results() {
     // The built-ins answer in plain data (`tools/ops`' Outcome); the one adapter renders it.
-    // Tool results are built where tools run: the script call loop (`tools/stored`) and the
-    // tool-source adapters (`tools/manifest`); the wire (`mcp/`) maps errors.
-    const ALLOWED: [&str; 4] = [
+    // Tool results are built where tools run: the script call loop (`runs/`) and the
+    // tool-source adapters (`tools/stored`, `tools/manifest`); the wire (`mcp/`) maps errors.
+    const ALLOWED: [&str; 5] = [
         "tools/ops/mcp.rs",
+        "runs/",
         "tools/stored/",
         "tools/manifest/",
         "mcp/",

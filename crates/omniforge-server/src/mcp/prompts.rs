@@ -20,7 +20,7 @@ use crate::error::{CallError, ContentError};
 use crate::mcp::pagination::paginate;
 use crate::mcp::state::Shared;
 use crate::mcp::to_wire::{self, content_error};
-use crate::tools::stored::content_run::{ContentScript, Ended, run_content};
+use crate::runs::content_run::{ContentScript, Ended, run_content};
 
 /// `prompts/list`.
 ///

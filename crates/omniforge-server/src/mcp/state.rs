@@ -9,11 +9,11 @@ use tokio_util::task::TaskTracker;
 use crate::catalog::publish::Catalog;
 use crate::content::snapshot::Content;
 use crate::peers::Peers;
+use crate::runs::input_required::StateCodec;
 use crate::script_host::host::ScriptHost;
 use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
 use crate::tools::Authoring;
-use crate::tools::stored::input_required::StateCodec;
 use crate::tools::stored::kept::KeptOutputs;
 use crate::tools::stored::source::StoredSource;
 
