@@ -168,6 +168,7 @@ mod tests {
             .unwrap(),
         );
         let catalog = Arc::new(Catalog::new(SchemaProfile::AsAuthored));
+        let states = Arc::new(StateCodec::new(&[]).unwrap());
         let tools = Arc::new(StoredTools {
             store: store.clone(),
             host: host.clone(),
@@ -175,7 +176,7 @@ mod tests {
                 max_result_bytes: 1024,
                 kept: Arc::new(KeptOutputs::new(store.clone(), Duration::from_secs(60))),
             },
-            states: Arc::new(StateCodec::new(&[]).unwrap()),
+            states: states.clone(),
             versions: Default::default(),
         });
         let source = Arc::new(StoredSource::new(store.clone(), tools, &catalog));
@@ -188,7 +189,7 @@ mod tests {
             .await
             .unwrap();
         let seq = store.current_seq().await.unwrap();
-        let content = Content::load(store.clone(), host, Arc::new(Peers::default()))
+        let content = Content::load(store.clone(), host, states, Arc::new(Peers::default()))
             .await
             .unwrap();
         source.reload_all().await.unwrap();

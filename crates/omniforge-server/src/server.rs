@@ -271,7 +271,7 @@ async fn start_stored(
     let source = Arc::new(StoredSource::new(store.clone(), tools.clone(), catalog));
     // Read before loading: a change that lands in between is seen twice, never missed.
     let seq = store.current_seq().await.map_err(StartError::Tools)?;
-    let content = Content::load(store.clone(), host.clone(), peers.clone())
+    let content = Content::load(store.clone(), host.clone(), states.clone(), peers.clone())
         .await
         .map_err(StartError::Content)?;
     let approval = Arc::new(Approval::new(
@@ -316,7 +316,6 @@ async fn start_stored(
     Ok(Stored {
         store,
         host,
-        states,
         source,
         kept,
         tasks,

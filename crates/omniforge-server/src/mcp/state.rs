@@ -9,7 +9,6 @@ use tokio_util::task::TaskTracker;
 use crate::catalog::publish::Catalog;
 use crate::content::snapshot::Content;
 use crate::peers::Peers;
-use crate::runs::input_required::StateCodec;
 use crate::script_host::host::ScriptHost;
 use crate::tasks::Tasks;
 use crate::telemetry::metrics::Metrics;
@@ -46,8 +45,6 @@ pub(crate) struct Stored {
     pub(crate) store: Arc<dyn Store>,
     /// The script host (`/healthz`'s sandbox layers, content scripts, warm templates).
     pub(crate) host: Arc<ScriptHost>,
-    /// Seals and opens the `requestState` of input-required results (content scripts' too).
-    pub(crate) states: Arc<StateCodec>,
     /// The stored tools in the catalog (the command line runs them).
     pub(crate) source: Arc<StoredSource>,
     /// The outputs behind the resource links of cut results.
