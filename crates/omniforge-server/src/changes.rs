@@ -115,6 +115,7 @@ mod tests {
     use crate::peers::Peers;
     use crate::runs::input_required::StateCodec;
     use crate::script_host::host::{ScriptHost, ScriptSettings};
+    use crate::telemetry::call_log::CallLogWriter;
     use crate::tools::stored::call::StoredTools;
     use crate::tools::stored::kept::KeptOutputs;
     use crate::tools::stored::shape::Shaper;
@@ -169,8 +170,14 @@ mod tests {
         );
         let catalog = Arc::new(Catalog::new(SchemaProfile::AsAuthored));
         let states = Arc::new(StateCodec::new(&[]).unwrap());
+        let metrics = Arc::new(crate::telemetry::metrics::Metrics::new(1, true));
         let tools = Arc::new(StoredTools {
             store: store.clone(),
+            call_log: Arc::new(CallLogWriter::start(
+                store.clone(),
+                Default::default(),
+                metrics,
+            )),
             host: host.clone(),
             shaper: Shaper {
                 max_result_bytes: 1024,

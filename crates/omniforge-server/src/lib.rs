@@ -66,6 +66,10 @@ pub use script_host::host::ScriptSettings;
 pub use server::{Server, Settings, StartError, StoreSettings};
 pub use settings::HttpSettings;
 pub use tasks::{DEFAULT_TASK_LEASE, DEFAULT_TASK_POLL_INTERVAL, DEFAULT_TASK_TTL, TaskSettings};
+pub use telemetry::call_log::{
+    CallLogSettings, DEFAULT_BATCH_WAIT as DEFAULT_CALL_LOG_BATCH_WAIT,
+    DEFAULT_QUEUE_ROWS as DEFAULT_CALL_LOG_QUEUE,
+};
 pub use telemetry::metrics::DEFAULT_MAX_TOOLS as DEFAULT_METRICS_MAX_TOOLS;
 pub use tools::authoring::secret::{DeclaredSecret, change_grant, secret_requests};
 pub use tools::authoring::tool::{call_json, describe_tool};

@@ -25,6 +25,7 @@ use crate::script_host::gc::collect_garbage;
 use crate::script_host::host::{ScriptHost, ScriptSettings};
 use crate::settings::HttpSettings;
 use crate::tasks::{self, TaskSettings, Tasks};
+use crate::telemetry::call_log::{CallLogSettings, CallLogWriter};
 use crate::telemetry::metrics::Metrics;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
@@ -79,6 +80,9 @@ pub struct StoreSettings {
     pub require_approval: bool,
     /// How durable tasks are timed (TTL, poll interval, lease).
     pub tasks: TaskSettings,
+    /// How the call log is written: calls queue their rows and one writer commits them in
+    /// batches (`--call-log-queue`, `--call-log-batch-wait`).
+    pub call_log: CallLogSettings,
     /// The keys that sign the `requestState` of input-required results (2026-07-28), as
     /// (id, key of at least 32 bytes): the first signs, every one opens, so replicas roll keys
     /// without a stop (`--request-state-key-file`). Empty: one random key for this process
@@ -180,7 +184,8 @@ impl Server {
     }
 
     /// Serves MCP on `input`/`output` (stdin and stdout) until `input` ends or `shutdown`
-    /// fires; then waits for in-flight tool calls (the caller bounds that wait).
+    /// fires; then waits for in-flight tool calls (the caller bounds that wait) and writes the
+    /// call log's queue ([`flush_call_log`](Server::flush_call_log)).
     ///
     /// # Errors
     /// An I/O error on `input` or `output`.
@@ -194,11 +199,14 @@ impl Server {
         R: AsyncRead + Unpin + Send + 'static,
         W: AsyncWrite + Unpin + Send + 'static,
     {
-        transport::stdio::serve(self.shared.clone(), input, output, shutdown).await
+        let served = transport::stdio::serve(self.shared.clone(), input, output, shutdown).await;
+        self.flush_call_log().await;
+        served
     }
 
     /// Serves Streamable HTTP on `listener` until `shutdown` fires, then stops accepting, lets
-    /// in-flight tool calls finish within `grace`, and ends what is left.
+    /// in-flight tool calls finish within `grace`, ends what is left, and writes the call log's
+    /// queue ([`flush_call_log`](Server::flush_call_log)).
     ///
     /// # Errors
     /// An I/O error from the listener.
@@ -209,7 +217,25 @@ impl Server {
         shutdown: CancellationToken,
         grace: Duration,
     ) -> std::io::Result<()> {
-        transport::http::serve(listener, self.shared.clone(), settings, shutdown, grace).await
+        let served =
+            transport::http::serve(listener, self.shared.clone(), settings, shutdown, grace).await;
+        self.flush_call_log().await;
+        served
+    }
+
+    /// Waits until the call log holds every call that ended before this call (the rows queued
+    /// so far are committed, or their batch failed): what a graceful shutdown does last, and a
+    /// one-shot command before it exits. Waits at most 10 s (a store that does not answer
+    /// must not hold the exit), then logs a warning. Without a store, returns at once.
+    pub async fn flush_call_log(&self) {
+        const BOUND: Duration = Duration::from_secs(10);
+        if let Some(stored) = &self.shared.stored
+            && tokio::time::timeout(BOUND, stored.call_log.flush())
+                .await
+                .is_err()
+        {
+            tracing::warn!(?BOUND, "the call log's queue was not written in time");
+        }
     }
 
     /// The HTTP app (the MCP endpoint at `settings.path` and `GET /healthz`), for serving
@@ -253,6 +279,11 @@ async fn start_stored(
     metrics: Arc<Metrics>,
 ) -> Result<Stored, StartError> {
     let store = s.store;
+    let call_log = Arc::new(CallLogWriter::start(
+        store.clone(),
+        s.call_log,
+        metrics.clone(),
+    ));
     let host = Arc::new(ScriptHost::new(s.scripts, metrics).map_err(StartError::Sandbox)?);
     let kept = Arc::new(KeptOutputs::new(store.clone(), s.output_ttl));
     let states = StateCodec::new(&s.request_state_keys)
@@ -260,6 +291,7 @@ async fn start_stored(
     let states = Arc::new(states);
     let tools = Arc::new(StoredTools {
         store: store.clone(),
+        call_log: call_log.clone(),
         host: host.clone(),
         shaper: Shaper {
             max_result_bytes: s.max_result_bytes,
@@ -315,6 +347,7 @@ async fn start_stored(
     ));
     Ok(Stored {
         store,
+        call_log,
         host,
         source,
         kept,

@@ -66,6 +66,7 @@ async fn fixture_with(require_approval: bool) -> Fixture {
             keep_failed_drafts: false,
             require_approval,
             tasks: omniforge_server::TaskSettings::default(),
+            call_log: omniforge_server::CallLogSettings::default(),
             request_state_keys: Vec::new(),
         }),
     };

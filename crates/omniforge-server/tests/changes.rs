@@ -53,6 +53,7 @@ async fn server(dir: &std::path::Path) -> Server {
             keep_failed_drafts: false,
             require_approval: false,
             tasks: omniforge_server::TaskSettings::default(),
+            call_log: omniforge_server::CallLogSettings::default(),
             request_state_keys: Vec::new(),
         }),
     })

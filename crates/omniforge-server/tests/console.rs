@@ -237,6 +237,7 @@ async fn fixture_with(manifests: impl FnOnce(&Path) -> Vec<ManifestConfig>) -> F
             keep_failed_drafts: false,
             require_approval: true,
             tasks: omniforge_server::TaskSettings::default(),
+            call_log: omniforge_server::CallLogSettings::default(),
             request_state_keys: Vec::new(),
         }),
     })

@@ -11,6 +11,7 @@ use crate::content::snapshot::Content;
 use crate::peers::Peers;
 use crate::script_host::host::ScriptHost;
 use crate::tasks::Tasks;
+use crate::telemetry::call_log::CallLogWriter;
 use crate::telemetry::metrics::Metrics;
 use crate::tools::Authoring;
 use crate::tools::stored::kept::KeptOutputs;
@@ -43,6 +44,8 @@ pub(crate) struct Stored {
     /// The store: where built-in and manifest calls are recorded (stored calls record
     /// themselves), and what the console reads.
     pub(crate) store: Arc<dyn Store>,
+    /// The call log's queue: every call's row goes there, to be written in batches.
+    pub(crate) call_log: Arc<CallLogWriter>,
     /// The script host (`/healthz`'s sandbox layers, content scripts, warm templates).
     pub(crate) host: Arc<ScriptHost>,
     /// The stored tools in the catalog (the command line runs them).

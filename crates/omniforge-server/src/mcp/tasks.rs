@@ -18,7 +18,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use omniforge_store::{Store, StoreError, StoredTask, TaskEnd, TaskStart, TaskSupport};
+use omniforge_store::{StoreError, StoredTask, TaskEnd, TaskStart, TaskSupport};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, ClientCapabilities,
     CreateTaskResult, DetailedTask, ErrorCode, ErrorData, GetTaskParams, GetTaskResult,
@@ -37,6 +37,7 @@ use crate::error::CallError;
 use crate::mcp::state::Shared;
 use crate::mcp::to_wire;
 use crate::tasks::{TaskCall, Tasks};
+use crate::telemetry::call_log::CallLogWriter;
 
 /// The JSON-RPC code of a task whose call could not finish (internal error).
 const INTERNAL_ERROR: i64 = -32603;
@@ -96,7 +97,7 @@ pub(crate) fn route(
 pub(crate) async fn start(
     tasks: &Arc<Tasks>,
     snapshot: Arc<Snapshot>,
-    call_log: Option<Arc<dyn Store>>,
+    call_log: Option<Arc<CallLogWriter>>,
     request: CallToolRequestParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
@@ -141,11 +142,8 @@ pub(crate) async fn start(
                 let cx = RequestCx::of(&detached, None);
                 let started = SystemTime::now();
                 let result = snapshot.call(&name, arguments, &cx, Via::Client).await;
-                if let (Some(store), Some(source)) = (call_log, logged_as) {
-                    let record = log_record(source, &name, started, &result, cx.author());
-                    if let Err(error) = store.record_call(record).await {
-                        tracing::warn!(%error, "recording a task's call failed");
-                    }
+                if let (Some(call_log), Some(source)) = (call_log, logged_as) {
+                    call_log.record(log_record(source, &name, started, &result, cx.author()));
                 }
                 end_of(result)
             }

@@ -82,7 +82,7 @@ pub(crate) async fn call(
             Route::Inline => {}
             Route::Task(tasks) => {
                 let _in_flight = shared.calls.token();
-                let log = shared.stored.as_ref().map(|s| s.store.clone());
+                let log = shared.stored.as_ref().map(|s| s.call_log.clone());
                 return tasks::start(&tasks, snapshot.clone(), log, request, ctx).await;
             }
             Route::ScriptStart(tasks) => {
@@ -130,18 +130,14 @@ pub(crate) async fn run(
         Err(error) => Err(error),
     };
     // A stored tool's call records itself (with its version); built-ins and manifest tools
-    // are recorded here, off the answer's path. Unknown or hidden tools are not recorded.
-    if let Some(store) = shared.stored.as_ref().map(|s| &s.store)
+    // are recorded here. Both only queue the row (the call log's writer commits it, off the
+    // answer's path). Unknown or hidden tools are not recorded.
+    if let Some(stored) = shared.stored.as_ref()
         && let Some(entry) = snapshot.get(name).filter(|e| cx.allows(e.scope))
         && let Some(source) = entry.source.logged_as()
     {
         let record = log_record(source, name, started, &result, cx.author());
-        let store = store.clone();
-        shared.calls.spawn(async move {
-            if let Err(error) = store.record_call(record).await {
-                tracing::warn!(%error, "recording a call failed");
-            }
-        });
+        stored.call_log.record(record);
     }
     result
 }

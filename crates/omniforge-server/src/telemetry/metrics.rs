@@ -89,6 +89,25 @@ impl CallOutcome {
     }
 }
 
+/// Why a call log row was lost (`omniforge_call_log_dropped_total`'s `reason`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CallLogLoss {
+    /// The writer's queue was full.
+    QueueFull,
+    /// The store refused the row's batch (a database error).
+    WriteFailed,
+}
+
+impl CallLogLoss {
+    /// The `reason` label.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            CallLogLoss::QueueFull => "queue_full",
+            CallLogLoss::WriteFailed => "write_failed",
+        }
+    }
+}
+
 /// Why the sandbox killed a run.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum KillCause {
@@ -141,6 +160,11 @@ struct UpstreamLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabels {
     cause: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -216,6 +240,7 @@ pub(crate) struct Metrics {
     build_duration: Histograms<OutcomeLabels>,
     busy_refusals: Counter,
     kills: Family<CauseLabels, Counter>,
+    call_log_dropped: Family<ReasonLabels, Counter>,
     run_queue: Gauge,
     run_slots_busy: Gauge,
     sessions: Gauge,
@@ -295,6 +320,21 @@ impl Metrics {
              thread refused at pids.max; needs the cgroup-pids layer), else timeout or cancel",
             kills.clone(),
         );
+        let call_log_dropped: Family<ReasonLabels, Counter> = Family::default();
+        if enabled {
+            for reason in [CallLogLoss::QueueFull, CallLogLoss::WriteFailed] {
+                let _ = call_log_dropped.get_or_create(&ReasonLabels {
+                    reason: reason.label(),
+                });
+            }
+        }
+        registry.register(
+            "call_log_dropped",
+            "call log rows lost, the calls themselves answered: queue_full (the call-log \
+             writer's queue, --call-log-queue, was full) or write_failed (the store refused \
+             their batch)",
+            call_log_dropped.clone(),
+        );
         let run_queue = Gauge::default();
         registry.register(
             "run_queue_depth",
@@ -360,6 +400,7 @@ impl Metrics {
             build_duration,
             busy_refusals,
             kills,
+            call_log_dropped,
             run_queue,
             run_slots_busy,
             sessions,
@@ -500,6 +541,18 @@ impl Metrics {
             KillCause::Pids => "pids",
         };
         self.kills.get_or_create(&CauseLabels { cause }).inc();
+    }
+
+    /// Counts `rows` call log rows lost for `reason`.
+    pub(crate) fn call_log_dropped(&self, reason: CallLogLoss, rows: u64) {
+        if !self.enabled {
+            return;
+        }
+        self.call_log_dropped
+            .get_or_create(&ReasonLabels {
+                reason: reason.label(),
+            })
+            .inc_by(rows);
     }
 
     /// Sets the run slot and queue gauges.
@@ -676,6 +729,7 @@ mod tests {
         metrics.refused(200);
         metrics.upstream_call("fixture.v1.FixtureService", "ok", Duration::from_millis(2));
         metrics.set_tasks(&[("working", 2)]);
+        metrics.call_log_dropped(CallLogLoss::QueueFull, 3);
         let get = metrics.stream_opened(StreamKind::Get);
         let closed = metrics.stream_opened(StreamKind::Get);
         drop(closed);
@@ -689,6 +743,8 @@ mod tests {
             r#"omniforge_requests_total{method="unknown",outcome="unauthorized"} 1"#,
             r#"omniforge_upstream_request_duration_seconds_count{upstream="fixture.v1.FixtureService",outcome="ok"} 1"#,
             r#"omniforge_tasks{status="working"} 2"#,
+            r#"omniforge_call_log_dropped_total{reason="queue_full"} 3"#,
+            r#"omniforge_call_log_dropped_total{reason="write_failed"} 0"#,
             r#"omniforge_tasks{status="cancelled"} 0"#,
             r#"omniforge_open_streams{kind="get"} 1"#,
             r#"omniforge_open_streams{kind="post"} 0"#,

@@ -153,6 +153,7 @@ async fn build(common: &Common, tools: Tools, authoring: bool, once: bool) -> Re
                 keep_failed_drafts: scripts.keep_failed_drafts,
                 require_approval: scripts.require_approval,
                 tasks: scripts.tasks,
+                call_log: scripts.call_log,
                 // A one-shot command answers no MCP request: it needs no request-state key.
                 request_state_keys: if once {
                     Vec::new()

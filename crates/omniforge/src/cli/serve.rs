@@ -36,9 +36,12 @@ pub(super) async fn stdio(common: &Common, tools: Tools) -> Result<()> {
             .server
             .serve_stdio(tokio::io::stdin(), tokio::io::stdout(), shutdown.clone());
     tokio::select! {
+        // Serving ends with the call log's queue written.
         result = serving => result.context("stdio transport"),
         () = async { shutdown.cancelled().await; tokio::time::sleep(grace).await } => {
             tracing::warn!(?grace, "in-flight tool calls outlived the grace period");
+            // The calls answered so far are still logged.
+            server.server.flush_call_log().await;
             Ok(())
         }
     }

@@ -167,6 +167,8 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
             let caller = Caller::local_with_progress(super::principal(), progress.sink());
             let result = server.run_tool(&name, args, &caller).await;
             progress.finish();
+            // The run's row is queued: written before the process exits.
+            server.flush_call_log().await;
             render::call_result(&result)?;
         }
     }

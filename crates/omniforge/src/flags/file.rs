@@ -46,6 +46,9 @@ pub(crate) struct FileConfig {
     pub(crate) require_approval: Option<bool>,
     pub(crate) max_result_bytes: Option<usize>,
     pub(crate) call_log_rows: Option<u64>,
+    pub(crate) call_log_queue: Option<usize>,
+    #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) call_log_batch_wait: Option<Duration>,
     pub(crate) schema_profile: Option<SchemaProfileArg>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) output_ttl: Option<Duration>,

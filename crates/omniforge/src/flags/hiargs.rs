@@ -127,6 +127,8 @@ pub(crate) struct Scripts {
     pub(crate) max_result_bytes: usize,
     /// Rows kept in the call log.
     pub(crate) call_log_rows: u64,
+    /// How the call log is written (queue size at least 1).
+    pub(crate) call_log: omniforge_server::CallLogSettings,
     /// How long a cut result's whole output stays readable.
     pub(crate) output_ttl: Duration,
     /// How durable tasks are timed.
@@ -308,6 +310,16 @@ impl Settings {
                     .or(file.max_result_bytes)
                     .unwrap_or(64 * 1024),
                 call_log_rows: calls.call_log_rows.or(file.call_log_rows).unwrap_or(10_000),
+                call_log: omniforge_server::CallLogSettings {
+                    queue_rows: calls
+                        .call_log_queue
+                        .or(file.call_log_queue)
+                        .unwrap_or(omniforge_server::DEFAULT_CALL_LOG_QUEUE),
+                    batch_wait: calls
+                        .call_log_batch_wait
+                        .or(file.call_log_batch_wait)
+                        .unwrap_or(omniforge_server::DEFAULT_CALL_LOG_BATCH_WAIT),
+                },
                 output_ttl: hosting
                     .output_ttl
                     .or(file.output_ttl)
@@ -356,6 +368,9 @@ impl Settings {
         };
         if common.page_size == 0 {
             bail!("--page-size must be at least 1");
+        }
+        if common.scripts.call_log.queue_rows == 0 {
+            bail!("--call-log-queue must be at least 1");
         }
         let task = match command {
             Command::Bridge(_) if common.manifests.len() != 1 => {

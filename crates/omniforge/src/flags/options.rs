@@ -161,6 +161,15 @@ pub(crate) struct CallOptions {
     /// Rows kept in the call log [default: 10000].
     #[arg(long, env = "OMNIFORGE_CALL_LOG_ROWS", value_name = "N")]
     pub(crate) call_log_rows: Option<u64>,
+    /// Call log rows waiting to be written at most: calls queue their rows and one writer
+    /// commits them in batches; past this, rows are dropped (never calls) and counted in
+    /// omniforge_call_log_dropped_total [default: 4096].
+    #[arg(long, env = "OMNIFORGE_CALL_LOG_QUEUE", value_name = "N")]
+    pub(crate) call_log_queue: Option<usize>,
+    /// How long a call-log batch gathers rows before its one commit: what kill -9 may lose
+    /// [default: 20ms].
+    #[arg(long, env = "OMNIFORGE_CALL_LOG_BATCH_WAIT", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) call_log_batch_wait: Option<Duration>,
 }
 
 /// What a long-running server offers besides the tools themselves (`serve`, `stdio`).
@@ -327,7 +336,7 @@ overlay_fields! {
     InterpreterOptions { python, uv }
     SandboxOptions { sandbox, sandbox_disable_layer }
     AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes, keep_failed_drafts }
-    CallOptions { max_result_bytes, call_log_rows }
+    CallOptions { max_result_bytes, call_log_rows, call_log_queue, call_log_batch_wait }
     HostingOptions { no_authoring, require_approval, output_ttl, task_ttl, task_lease, request_state_key_file, warm_pool, warm_idle }
 }
 

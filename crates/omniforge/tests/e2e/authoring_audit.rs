@@ -256,7 +256,16 @@ async fn call_history_is_shown_and_the_builtin_prefix_is_reserved() {
     let (_, is_error, _) = writer.call("flaky", json!({"fail": true})).await;
     assert!(is_error);
 
-    let out = cli(&server, &["tool", "calls", "flaky", "--limit", "5"]).await;
+    // The call log is written off the answers' path, a batch at a time: both rows are there
+    // within the batch's few milliseconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let out = loop {
+        let out = cli(&server, &["tool", "calls", "flaky", "--limit", "5"]).await;
+        if out.lines().count() >= 2 || std::time::Instant::now() > deadline {
+            break out;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
     // Newest first: the failure, with its reason.

@@ -8,6 +8,7 @@
 
 mod approval;
 mod authoring_audit;
+mod call_log;
 mod cli;
 mod client_features;
 mod clients;

@@ -599,9 +599,17 @@ async fn a_manifest_tool_named_in_task_support_runs_as_a_task() {
         limit: 10,
         ..Default::default()
     };
-    let calls = omniforge_store::CallLog::calls(&store, &filter)
-        .await
-        .unwrap();
+    // Written off the answer's path, a batch at a time: there within a few milliseconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let calls = loop {
+        let calls = omniforge_store::CallLog::calls(&store, &filter)
+            .await
+            .unwrap();
+        if !calls.is_empty() || std::time::Instant::now() > deadline {
+            break calls;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!(calls[0].call.source, omniforge_store::CallSource::Manifest);
     assert_eq!(calls[0].call.outcome, omniforge_store::CallOutcome::Ok);

@@ -22,6 +22,7 @@ use crate::runs::run::{Reporting, run};
 use crate::schema::LazySchema;
 use crate::script_host::host::{ScriptHost, WarmCall};
 use crate::script_host::warm::version_key;
+use crate::telemetry::call_log::CallLogWriter;
 use crate::tools::builtin::from_scripts;
 use crate::tools::stored::shape::Shaper;
 use crate::tools::stored::versions::{Loaded, VersionRef, Versions};
@@ -30,6 +31,8 @@ use crate::tools::stored::versions::{Loaded, VersionRef, Versions};
 /// the result shaping and the versions lately called.
 pub(crate) struct StoredTools {
     pub(crate) store: Arc<dyn Store>,
+    /// Where each call's row goes (queued, written in batches).
+    pub(crate) call_log: Arc<CallLogWriter>,
     pub(crate) host: Arc<ScriptHost>,
     pub(crate) shaper: Shaper,
     /// Seals and opens the `requestState` of input-required results.
@@ -214,9 +217,7 @@ impl StoredTools {
             arguments_text: None,
             result_text: None,
         };
-        if let Err(error) = self.store.record_call(record).await {
-            tracing::warn!(%error, "recording a call failed");
-        }
+        self.call_log.record(record);
         // Inside a task, a run that could not finish (its time limit, a signal such as the
         // memory limit's kill) fails the task instead of completing it with an isError
         // result: `failed` is for a task that could not finish (issue 13).
