@@ -42,6 +42,7 @@ mod error;
 mod mcp;
 mod pack;
 mod peers;
+mod retention;
 mod runs;
 mod schema;
 mod script_host;

@@ -18,8 +18,9 @@ use omniforge_server::{
 };
 use omniforge_store::digest::arguments_digest;
 use omniforge_store::{
-    Actor, Annotations, CallLog, CallOutcome, CallRecord, CallSource, CapturedText, Keyring,
-    Limits, NewStatus, NewVersion, Runtime, SecretStore, SqliteStore, StoreConfig, ToolStore,
+    Actor, Annotations, CallLog, CallOutcome, CallRecord, CallSource, CapturedText, Engine,
+    Keyring, Limits, NewStatus, NewVersion, Runtime, SecretStore, SqliteStore, StoreConfig,
+    ToolStore,
 };
 use omniforge_store::{
     ContentStore, NewPrompt, NewResource, NewTemplate, PromptArgumentSpec, ResourceBody,
@@ -40,7 +41,7 @@ const HOSTILE: &str =
 
 struct Fixture {
     app: Router,
-    store: Arc<SqliteStore>,
+    store: Arc<Engine>,
     _server: Server,
     _dir: tempfile::TempDir,
 }
@@ -234,6 +235,7 @@ async fn fixture_with(manifests: impl FnOnce(&Path) -> Vec<ManifestConfig>) -> F
             authoring: true,
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
+            audit_retention: None,
             keep_failed_drafts: false,
             require_approval: true,
             tasks: omniforge_server::TaskSettings::default(),
@@ -369,7 +371,7 @@ async fn sign_in(app: &Router, token: &str) -> (String, String) {
     (cookie, csrf(&page.body))
 }
 
-async fn current_version(store: &SqliteStore) -> Option<u32> {
+async fn current_version(store: &Engine) -> Option<u32> {
     store
         .tool("hostile")
         .await
@@ -839,7 +841,7 @@ async fn each_scope_sees_and_does_only_what_its_token_may() {
     }
 }
 
-async fn status_of(store: &SqliteStore, number: u32) -> String {
+async fn status_of(store: &Engine, number: u32) -> String {
     store
         .version("hostile", number)
         .await
@@ -962,7 +964,7 @@ async fn the_console_sits_behind_the_host_check() {
 
 /// The calls of `tool` by `principal` in the call log, once at least `least` are there (a
 /// built-in's row is written off the answer's path).
-async fn logged_calls(store: &SqliteStore, tool: &str, principal: &str, least: usize) -> usize {
+async fn logged_calls(store: &Engine, tool: &str, principal: &str, least: usize) -> usize {
     let filter = omniforge_store::CallFilter {
         tool: Some(tool.into()),
         source: None,

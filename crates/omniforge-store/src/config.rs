@@ -35,8 +35,8 @@ pub struct StoreConfig {
     /// [`DatabaseError::is_busy`](crate::DatabaseError::is_busy) is true.
     /// Default [`DEFAULT_BUSY_TIMEOUT`].
     pub busy_timeout: Duration,
-    /// How many call log rows to keep: each call-log write ([`CallLog::record_call`](crate::CallLog::record_call),
-    /// [`CallLog::record_calls`](crate::CallLog::record_calls)) deletes, in the same transaction as
+    /// How many call log rows to keep: each call-log write
+    /// ([`CallLog::record_calls`](crate::CallLog::record_calls)) deletes, in the same transaction as
     /// its inserts, every row older than the last `call_log_max_rows` calls recorded (rows of
     /// purged tools leave gaps, so fewer may remain). `0` keeps no log at all. Lowering it
     /// takes effect at the next recorded call. Default [`DEFAULT_CALL_LOG_MAX_ROWS`].

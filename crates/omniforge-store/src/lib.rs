@@ -73,12 +73,14 @@
 //!   [`stats`] (the duration histogram), and the crate-private checks every write applies
 //!   (`validate.rs`) and the clock (`clock.rs`).
 //! - [`error`] holds [`StoreError`].
-//! - `engine/` (crate-private) holds the logic of every trait method and its SQL, once for both
-//!   backends, one file per table family; `engine/exec.rs` binds and decodes for both `sqlx`
-//!   drivers. Text with a NUL character is refused there, on both backends alike.
-//! - [`sqlite`] holds [`SqliteStore`] (pools, `BEGIN IMMEDIATE`, migrations, `VACUUM INTO`
-//!   backups) and [`postgres`] holds [`PgStore`] (pool, the change counter's row lock, advisory
-//!   locks, migrations, `LISTEN`/`NOTIFY`, backups as SQLite files): what differs per backend.
+//! - `engine/` holds [`Engine`], the one type that implements every trait, and its SQL, once
+//!   for both backends, one file per table family; `engine/exec.rs` binds and decodes for both
+//!   `sqlx` drivers. Text with a NUL character is refused there, on both backends alike.
+//! - [`sqlite`] holds [`SqliteStore`], which opens an [`Engine`] on SQLite (pools, `BEGIN
+//!   IMMEDIATE`, migrations, `VACUUM INTO` backups), and [`postgres`] holds [`PgStore`], which
+//!   opens one on PostgreSQL (pool, the change counter's row lock, advisory locks, migrations,
+//!   `LISTEN`/`NOTIFY`, backups as SQLite files): what differs per backend, behind the engine's
+//!   crate-private `Db` trait.
 //! - [`config`] holds [`StoreConfig`]; [`open`](mod@open) the store URLs; [`dump`] the
 //!   [`Backend`] trait and [`copy_store`], the whole-store copy `omniforge migrate` uses.
 //! - `migrations/` (SQLite) and `migrations-postgres/` hold the schemas, embedded at compile
@@ -145,6 +147,7 @@ pub use dump::{
     Backend, CopyReport, DumpedExampleResult, DumpedHour, DumpedSecret, DumpedTool, DumpedValue,
     StoreDump, copy_store,
 };
+pub use engine::Engine;
 pub use error::{DatabaseError, NameKind, StoreError};
 pub use keyring::{KEY_BYTES, KeyMaterial, Keyring, KeyringError};
 pub use model::{

@@ -1,10 +1,10 @@
-//! Store URLs and [`open`]: `sqlite:PATH` or `postgres://...` to a [`Backend`] trait object.
+//! Store URLs and [`open`]: `sqlite:PATH` or `postgres://...` to an [`Engine`].
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::config::StoreConfig;
-use crate::dump::Backend;
+use crate::engine::Engine;
 use crate::error::StoreError;
 use crate::postgres::{PgEnv, PgStore, is_postgres_url};
 use crate::sqlite::SqliteStore;
@@ -62,18 +62,14 @@ impl StoreUrl {
     }
 }
 
-/// Opens the store `url` names and applies its pending migrations: a [`SqliteStore`] for
-/// `sqlite:PATH`, a [`PgStore`] for `postgres://...` (completed from `env`, the `PG*` variables
-/// the caller read; ignored for SQLite). The result is a [`Backend`], which upcasts to
-/// `Arc<dyn ContentStore>` and `Arc<dyn ToolStore>`.
+/// Opens the store `url` names and applies its pending migrations: an [`Engine`] on SQLite
+/// ([`SqliteStore`]) for `sqlite:PATH`, on PostgreSQL ([`PgStore`]) for `postgres://...`
+/// (completed from `env`, the `PG*` variables the caller read; ignored for SQLite). It
+/// coerces to `Arc<dyn` [`Backend`](crate::Backend)`>`, `Arc<dyn ContentStore>`, `Arc<dyn ToolStore>`, ...
 ///
 /// # Errors
 /// As [`StoreUrl::parse`], [`SqliteStore::open_with`] and [`PgStore::open`].
-pub async fn open(
-    url: &str,
-    env: &PgEnv,
-    config: &StoreConfig,
-) -> Result<Arc<dyn Backend>, StoreError> {
+pub async fn open(url: &str, env: &PgEnv, config: &StoreConfig) -> Result<Arc<Engine>, StoreError> {
     Ok(match StoreUrl::parse(url)? {
         StoreUrl::Sqlite(path) => Arc::new(SqliteStore::open_with(path, config).await?),
         StoreUrl::Postgres(url) => Arc::new(PgStore::open(&url, env, config).await?),

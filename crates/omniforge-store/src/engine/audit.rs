@@ -2,13 +2,16 @@
 //! action's own transaction; the schema (triggers) refuses updates, and deletes of records newer
 //! than the retention cut (`meta.audit_pruned_before_ms`) that [`prune`] raises.
 
+use async_trait::async_trait;
+
 use super::exec::{Row, q};
 use super::rows::{corrupt, get_u64, now_ms, opt_u32, to_json};
-use super::{Core, Lock, Write};
+use super::{Engine, Lock, Write};
 use crate::error::StoreError;
 use crate::model::{
     Actor, AuditAction, AuditEntry, AuditFilter, AuditObject, AuditRecord, JsonObject,
 };
+use crate::store::AuditLog;
 use crate::validate::checked_i64;
 
 /// The columns [`record_from_row`] reads.
@@ -105,7 +108,7 @@ pub(super) fn record_from_row(row: &mut Row) -> Result<AuditRecord, StoreError> 
 
 /// [`AuditLog::audit`](crate::AuditLog::audit).
 pub(crate) async fn audit(
-    core: &Core,
+    core: &Engine,
     filter: &AuditFilter,
 ) -> Result<Vec<AuditRecord>, StoreError> {
     if filter.limit == 0 {
@@ -142,29 +145,39 @@ pub(crate) async fn audit(
         .collect()
 }
 
-/// [`AuditLog::prune_audit`](crate::AuditLog::prune_audit).
-pub(crate) async fn prune(core: &Core, actor: &Actor, before_ms: i64) -> Result<u64, StoreError> {
-    actor.validate()?;
-    let mut w = core.write_with(Lock::None).await?;
-    // Raise the cut first (the schema lets only older records go), never lower it.
-    q(
-        "UPDATE meta SET value = CASE WHEN $1 > value THEN $1 ELSE value END \
-       WHERE key = 'audit_pruned_before_ms'",
-    )
-    .bind(before_ms)
-    .execute(w.conn())
-    .await?;
-    let removed = q("DELETE FROM audit_log WHERE at_ms < $1")
+#[async_trait]
+impl AuditLog for Engine {
+    async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError> {
+        audit(self, filter).await
+    }
+
+    async fn prune_audit(&self, actor: &Actor, before_ms: i64) -> Result<u64, StoreError> {
+        actor.validate()?;
+        let mut w = self.write_with(Lock::AuditPrune).await?;
+        // Raise the cut first (the schema lets only older records go), never lower it.
+        q(
+            "UPDATE meta SET value = CASE WHEN $1 > value THEN $1 ELSE value END \
+           WHERE key = 'audit_pruned_before_ms'",
+        )
         .bind(before_ms)
         .execute(w.conn())
         .await?;
-    w.audit(
-        actor,
-        AuditEntry::new(AuditAction::Prune, AuditObject::AuditLog, "audit_log")
-            .detail("before_ms", before_ms)
-            .detail("removed", removed),
-    )
-    .await?;
-    w.commit().await?;
-    Ok(removed)
+        let removed = q("DELETE FROM audit_log WHERE at_ms < $1")
+            .bind(before_ms)
+            .execute(w.conn())
+            .await?;
+        // A prune that removed nothing changes nothing, so it leaves no record either: running
+        // it again, or on another replica just after, is a no-op.
+        if removed > 0 {
+            w.audit(
+                actor,
+                AuditEntry::new(AuditAction::Prune, AuditObject::AuditLog, "audit_log")
+                    .detail("before_ms", before_ms)
+                    .detail("removed", removed),
+            )
+            .await?;
+        }
+        w.commit().await?;
+        Ok(removed)
+    }
 }

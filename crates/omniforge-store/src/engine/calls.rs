@@ -6,14 +6,18 @@
 
 use std::collections::HashMap;
 
+use async_trait::async_trait;
+
 use super::exec::{Conn, Q, Row, q};
 use super::rows::{corrupt, get_u64, opt_u32, sat_i64, tool_not_found, version_not_found};
-use super::tools::tool_exists;
-use super::{Core, Lock, hours};
+use super::tool_rows::tool_exists;
+use super::{Engine, Lock, hours};
 use crate::error::StoreError;
 use crate::model::{
     ArgumentsDigest, CallFilter, CallOutcome, CallRecord, CallSource, CapturedText, LoggedCall,
 };
+use crate::model::{HourStats, ToolActivity};
+use crate::store::CallLog;
 use crate::validate::{check_call, checked_i64};
 
 /// The columns [`call_from_row`] reads.
@@ -75,20 +79,11 @@ fn bind_call<'a>(query: Q<'a>, call: &'a CallRecord) -> Q<'a> {
         .bind(result_text.map(|t| sat_i64(t.total_bytes)))
 }
 
-/// [`CallLog::record_call`](crate::CallLog::record_call): a batch of one, whose refusal is
-/// the error.
-pub(crate) async fn record(core: &Core, call: CallRecord) -> Result<(), StoreError> {
-    match record_batch(core, vec![call]).await?.pop() {
-        Some(refused) => Err(refused),
-        None => Ok(()),
-    }
-}
-
 /// [`CallLog::record_calls`](crate::CallLog::record_calls): every call that passes its checks
 /// is inserted, the log pruned once and the hours added once per (hour, source, tool), all in
 /// one transaction; the refusals come back in the calls' order.
 pub(crate) async fn record_batch(
-    core: &Core,
+    core: &Engine,
     calls: Vec<CallRecord>,
 ) -> Result<Vec<StoreError>, StoreError> {
     let mut refused = Vec::new();
@@ -148,75 +143,6 @@ pub(crate) async fn record_batch(
     hours::add(&mut w, &calls, core.call_stats_max_age_ms).await?;
     w.commit().await?;
     Ok(refused)
-}
-
-/// [`CallLog::recent_calls`](crate::CallLog::recent_calls).
-pub(crate) async fn recent(
-    core: &Core,
-    name: &str,
-    limit: u32,
-) -> Result<Vec<CallRecord>, StoreError> {
-    let mut tx = core.db.snapshot().await?;
-    if !tool_exists(&mut *tx, name).await? {
-        return Err(tool_not_found(name));
-    }
-    let rows = q(concat!(
-        "SELECT ",
-        call_columns!(),
-        " FROM call_log WHERE tool = $1 AND source = 'stored' ORDER BY id DESC LIMIT $2"
-    ))
-    .bind(name)
-    .bind(i64::from(limit))
-    .fetch_all(&mut *tx)
-    .await?;
-    rows.into_iter()
-        .map(|mut row| call_from_row(&mut row).map(|c| c.call))
-        .collect()
-}
-
-/// [`CallLog::calls`](crate::CallLog::calls).
-pub(crate) async fn calls(core: &Core, filter: &CallFilter) -> Result<Vec<LoggedCall>, StoreError> {
-    if filter.limit == 0 {
-        return Ok(Vec::new());
-    }
-    let before_id = filter
-        .before_id
-        .map(|id| checked_i64("before_id", id))
-        .transpose()?;
-    // One statement for every combination: an absent condition is a NULL parameter.
-    let rows = q(concat!(
-        "SELECT ",
-        call_columns!(),
-        " FROM call_log WHERE ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR source = $2) \
-         AND ($3 IS NULL OR principal = $3) AND ($4 IS NULL OR id < $4) \
-         ORDER BY id DESC LIMIT $5"
-    ))
-    .bind(filter.tool.as_deref())
-    .bind(filter.source.map(CallSource::as_str))
-    .bind(filter.principal.as_deref())
-    .bind(before_id)
-    .bind(i64::from(filter.limit))
-    .fetch_all(&mut *core.db.read().await?)
-    .await?;
-    rows.into_iter()
-        .map(|mut row| call_from_row(&mut row))
-        .collect()
-}
-
-/// [`CallLog::call`](crate::CallLog::call).
-pub(crate) async fn call(core: &Core, id: u64) -> Result<Option<LoggedCall>, StoreError> {
-    let Ok(id) = i64::try_from(id) else {
-        return Ok(None);
-    };
-    let row = q(concat!(
-        "SELECT ",
-        call_columns!(),
-        " FROM call_log WHERE id = $1"
-    ))
-    .bind(id)
-    .fetch_optional(&mut *core.db.read().await?)
-    .await?;
-    row.map(|mut row| call_from_row(&mut row)).transpose()
 }
 
 /// The `outcome` and `exit_code` columns of an outcome.
@@ -290,6 +216,90 @@ pub(super) fn call_from_row(row: &mut Row) -> Result<LoggedCall, StoreError> {
         id: get_u64(row, "id")?,
         call,
     })
+}
+
+#[async_trait]
+impl CallLog for Engine {
+    async fn record_calls(&self, calls: Vec<CallRecord>) -> Result<Vec<StoreError>, StoreError> {
+        record_batch(self, calls).await
+    }
+
+    async fn recent_calls(&self, name: &str, limit: u32) -> Result<Vec<CallRecord>, StoreError> {
+        let core = self;
+        let mut tx = core.db.snapshot().await?;
+        if !tool_exists(&mut *tx, name).await? {
+            return Err(tool_not_found(name));
+        }
+        let rows = q(concat!(
+            "SELECT ",
+            call_columns!(),
+            " FROM call_log WHERE tool = $1 AND source = 'stored' ORDER BY id DESC LIMIT $2"
+        ))
+        .bind(name)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        rows.into_iter()
+            .map(|mut row| call_from_row(&mut row).map(|c| c.call))
+            .collect()
+    }
+
+    async fn calls(&self, filter: &CallFilter) -> Result<Vec<LoggedCall>, StoreError> {
+        let core = self;
+        if filter.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let before_id = filter
+            .before_id
+            .map(|id| checked_i64("before_id", id))
+            .transpose()?;
+        // One statement for every combination: an absent condition is a NULL parameter.
+        let rows = q(concat!(
+            "SELECT ",
+            call_columns!(),
+            " FROM call_log WHERE ($1 IS NULL OR tool = $1) AND ($2 IS NULL OR source = $2) \
+             AND ($3 IS NULL OR principal = $3) AND ($4 IS NULL OR id < $4) \
+             ORDER BY id DESC LIMIT $5"
+        ))
+        .bind(filter.tool.as_deref())
+        .bind(filter.source.map(CallSource::as_str))
+        .bind(filter.principal.as_deref())
+        .bind(before_id)
+        .bind(i64::from(filter.limit))
+        .fetch_all(&mut *core.db.read().await?)
+        .await?;
+        rows.into_iter()
+            .map(|mut row| call_from_row(&mut row))
+            .collect()
+    }
+
+    async fn call(&self, id: u64) -> Result<Option<LoggedCall>, StoreError> {
+        let core = self;
+        let Ok(id) = i64::try_from(id) else {
+            return Ok(None);
+        };
+        let row = q(concat!(
+            "SELECT ",
+            call_columns!(),
+            " FROM call_log WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&mut *core.db.read().await?)
+        .await?;
+        row.map(|mut row| call_from_row(&mut row)).transpose()
+    }
+
+    async fn call_hours(
+        &self,
+        tool: Option<(CallSource, &str)>,
+        since_ms: i64,
+    ) -> Result<Vec<HourStats>, StoreError> {
+        super::hours::hours(self, tool, since_ms).await
+    }
+
+    async fn call_activity(&self, since_ms: i64) -> Result<Vec<ToolActivity>, StoreError> {
+        super::hours::activity(self, since_ms).await
+    }
 }
 
 #[cfg(test)]

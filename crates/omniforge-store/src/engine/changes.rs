@@ -17,7 +17,7 @@ use std::collections::HashSet;
 
 use super::exec::{Conn, Row, q};
 use super::rows::{corrupt, get_u64, now_ms};
-use super::{Core, Write};
+use super::{Engine, Write};
 use crate::error::StoreError;
 use crate::model::{Change, ChangeKind, ChangeSet};
 
@@ -65,20 +65,15 @@ pub(super) async fn counter(conn: &mut dyn Conn) -> Result<i64, StoreError> {
         .await
 }
 
-/// [`ToolStore::data_version`](crate::ToolStore::data_version).
-pub(crate) async fn data_version(core: &Core) -> Result<i64, StoreError> {
-    counter(&mut *core.db.read().await?).await
-}
-
 /// [`ToolStore::current_seq`](crate::ToolStore::current_seq).
-pub(crate) async fn current_seq(core: &Core) -> Result<u64, StoreError> {
-    let value = data_version(core).await?;
+pub(crate) async fn current_seq(core: &Engine) -> Result<u64, StoreError> {
+    let value = counter(&mut *core.db.read().await?).await?;
     u64::try_from(value).map_err(|_| corrupt(format!("negative change counter {value}")))
 }
 
 /// [`ToolStore::changes_since`](crate::ToolStore::changes_since): one read transaction, so the
 /// counter, the floors and the rows are of one moment.
-pub(crate) async fn since(core: &Core, seen: u64) -> Result<ChangeSet, StoreError> {
+pub(crate) async fn since(core: &Engine, seen: u64) -> Result<ChangeSet, StoreError> {
     let mut tx = core.db.snapshot().await?;
     let current = counter(&mut *tx).await?;
     let current = u64::try_from(current)

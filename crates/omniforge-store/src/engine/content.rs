@@ -6,13 +6,15 @@
 //! nothing (same content, already enabled) is neither: importing a pack twice changes nothing
 //! (the second import writes only its summary record).
 
+use async_trait::async_trait;
+
 use super::exec::{Conn, Q, Row, q};
 use super::rows::{corrupt, get_json, get_u64, invalid, not_found, now_ms, opt_json, to_json};
-use super::tools::{
+use super::tool_rows::{
     current_version, encode_spec, fetch_version, insert_tool, insert_version, next_version_number,
     set_current_version, set_enabled_row,
 };
-use super::{Core, Write};
+use super::{Engine, Write};
 use crate::digest::{prompt_sha256, resource_sha256, template_sha256, version_sha256};
 use crate::error::{NameKind, StoreError};
 use crate::model::{
@@ -21,6 +23,7 @@ use crate::model::{
     ScriptSpec, StoredPrompt, StoredResource, StoredTemplate, TemplateBody, WriteMode,
     validate_tool_name,
 };
+use crate::store::ContentStore;
 
 fn check_key(kind: NameKind, key: &str) -> Result<(), StoreError> {
     let ok = match kind {
@@ -160,7 +163,7 @@ macro_rules! prompt_select {
 pub(super) use prompt_select;
 
 /// The row `sql` (with `$1` for `key`) selects, read by `from_row`.
-async fn fetch_row<T>(
+pub(super) async fn fetch_row<T>(
     conn: &mut dyn Conn,
     sql: &'static str,
     key: &str,
@@ -172,7 +175,7 @@ async fn fetch_row<T>(
 
 /// Every row `sql` selects, read by `from_row`.
 async fn list_rows<T>(
-    core: &Core,
+    core: &Engine,
     sql: &'static str,
     from_row: fn(&mut Row) -> Result<T, StoreError>,
 ) -> Result<Vec<T>, StoreError> {
@@ -470,7 +473,7 @@ async fn write_tool(
 }
 
 async fn delete_row(
-    core: &Core,
+    core: &Engine,
     actor: &Actor,
     kind: NameKind,
     sql: &'static str,
@@ -498,180 +501,153 @@ fn tally(report: &mut ImportReport, changed: bool, what: impl FnOnce() -> String
     }
 }
 
-/// [`ContentStore::list_resources`](crate::ContentStore::list_resources).
-pub(crate) async fn list_resources(core: &Core) -> Result<Vec<ResourceInfo>, StoreError> {
-    let rows = q("SELECT uri, name, title, description, mime_type, size, \
-         text IS NOT NULL AS is_text, enabled, created_at_ms, updated_at_ms, updated_seq \
-         FROM resource ORDER BY uri")
-    .fetch_all(&mut *core.db.read().await?)
-    .await?;
-    rows.into_iter()
-        .map(|mut row| {
-            Ok(ResourceInfo {
-                uri: row.get("uri")?,
-                name: row.get("name")?,
-                title: row.get("title")?,
-                description: row.get("description")?,
-                mime_type: row.get("mime_type")?,
-                size: get_u64(&mut row, "size")?,
-                is_text: row.get("is_text")?,
-                state: state_from_row(&mut row)?,
+#[async_trait]
+impl ContentStore for Engine {
+    async fn list_resources(&self) -> Result<Vec<ResourceInfo>, StoreError> {
+        let core = self;
+        let rows = q("SELECT uri, name, title, description, mime_type, size, \
+             text IS NOT NULL AS is_text, enabled, created_at_ms, updated_at_ms, updated_seq \
+             FROM resource ORDER BY uri")
+        .fetch_all(&mut *core.db.read().await?)
+        .await?;
+        rows.into_iter()
+            .map(|mut row| {
+                Ok(ResourceInfo {
+                    uri: row.get("uri")?,
+                    name: row.get("name")?,
+                    title: row.get("title")?,
+                    description: row.get("description")?,
+                    mime_type: row.get("mime_type")?,
+                    size: get_u64(&mut row, "size")?,
+                    is_text: row.get("is_text")?,
+                    state: state_from_row(&mut row)?,
+                })
             })
-        })
-        .collect()
-}
+            .collect()
+    }
 
-/// [`ContentStore::get_resource`](crate::ContentStore::get_resource).
-pub(crate) async fn get_resource(
-    core: &Core,
-    uri: &str,
-) -> Result<Option<StoredResource>, StoreError> {
-    let sql = concat!(resource_select!(), " WHERE uri = $1");
-    fetch_row(&mut *core.db.read().await?, sql, uri, resource_from_row).await
-}
+    async fn get_resource(&self, uri: &str) -> Result<Option<StoredResource>, StoreError> {
+        let core = self;
+        let sql = concat!(resource_select!(), " WHERE uri = $1");
+        fetch_row(&mut *core.db.read().await?, sql, uri, resource_from_row).await
+    }
 
-/// [`ContentStore::get_template`](crate::ContentStore::get_template).
-pub(crate) async fn get_template(
-    core: &Core,
-    key: &str,
-) -> Result<Option<StoredTemplate>, StoreError> {
-    let sql = concat!(template_select!(), " WHERE uri_template = $1");
-    fetch_row(&mut *core.db.read().await?, sql, key, template_from_row).await
-}
+    async fn put_resource(
+        &self,
+        actor: &Actor,
+        resource: NewResource,
+        mode: WriteMode,
+    ) -> Result<bool, StoreError> {
+        let core = self;
+        actor.validate()?;
+        let mut w = core.write().await?;
+        let changed = write_resource(&mut w, actor, &resource, mode).await?;
+        w.commit().await?;
+        Ok(changed)
+    }
 
-/// [`ContentStore::get_prompt`](crate::ContentStore::get_prompt).
-pub(crate) async fn get_prompt(
-    core: &Core,
-    name: &str,
-) -> Result<Option<StoredPrompt>, StoreError> {
-    let sql = concat!(prompt_select!(), " WHERE name = $1");
-    fetch_row(&mut *core.db.read().await?, sql, name, prompt_from_row).await
-}
+    async fn delete_resource(&self, actor: &Actor, uri: &str) -> Result<(), StoreError> {
+        let core = self;
+        let sql = "DELETE FROM resource WHERE uri = $1";
+        delete_row(core, actor, NameKind::Resource, sql, uri).await
+    }
 
-/// [`ContentStore::list_templates`](crate::ContentStore::list_templates).
-pub(crate) async fn list_templates(core: &Core) -> Result<Vec<StoredTemplate>, StoreError> {
-    let sql = concat!(template_select!(), " ORDER BY uri_template");
-    list_rows(core, sql, template_from_row).await
-}
+    async fn list_templates(&self) -> Result<Vec<StoredTemplate>, StoreError> {
+        let core = self;
+        let sql = concat!(template_select!(), " ORDER BY uri_template");
+        list_rows(core, sql, template_from_row).await
+    }
 
-/// [`ContentStore::list_prompts`](crate::ContentStore::list_prompts).
-pub(crate) async fn list_prompts(core: &Core) -> Result<Vec<StoredPrompt>, StoreError> {
-    list_rows(
-        core,
-        concat!(prompt_select!(), " ORDER BY name"),
-        prompt_from_row,
-    )
-    .await
-}
+    async fn put_template(
+        &self,
+        actor: &Actor,
+        template: NewTemplate,
+        mode: WriteMode,
+    ) -> Result<bool, StoreError> {
+        let core = self;
+        actor.validate()?;
+        let mut w = core.write().await?;
+        let changed = write_template(&mut w, actor, &template, mode).await?;
+        w.commit().await?;
+        Ok(changed)
+    }
 
-/// [`ContentStore::put_resource`](crate::ContentStore::put_resource).
-pub(crate) async fn put_resource(
-    core: &Core,
-    actor: &Actor,
-    resource: NewResource,
-    mode: WriteMode,
-) -> Result<bool, StoreError> {
-    actor.validate()?;
-    let mut w = core.write().await?;
-    let changed = write_resource(&mut w, actor, &resource, mode).await?;
-    w.commit().await?;
-    Ok(changed)
-}
+    async fn delete_template(&self, actor: &Actor, uri_template: &str) -> Result<(), StoreError> {
+        let core = self;
+        let key = uri_template;
+        let sql = "DELETE FROM resource_template WHERE uri_template = $1";
+        delete_row(core, actor, NameKind::ResourceTemplate, sql, key).await
+    }
 
-/// [`ContentStore::put_template`](crate::ContentStore::put_template).
-pub(crate) async fn put_template(
-    core: &Core,
-    actor: &Actor,
-    template: NewTemplate,
-    mode: WriteMode,
-) -> Result<bool, StoreError> {
-    actor.validate()?;
-    let mut w = core.write().await?;
-    let changed = write_template(&mut w, actor, &template, mode).await?;
-    w.commit().await?;
-    Ok(changed)
-}
+    async fn list_prompts(&self) -> Result<Vec<StoredPrompt>, StoreError> {
+        let core = self;
+        list_rows(
+            core,
+            concat!(prompt_select!(), " ORDER BY name"),
+            prompt_from_row,
+        )
+        .await
+    }
 
-/// [`ContentStore::put_prompt`](crate::ContentStore::put_prompt).
-pub(crate) async fn put_prompt(
-    core: &Core,
-    actor: &Actor,
-    prompt: NewPrompt,
-    mode: WriteMode,
-) -> Result<bool, StoreError> {
-    actor.validate()?;
-    let mut w = core.write().await?;
-    let changed = write_prompt(&mut w, actor, &prompt, mode).await?;
-    w.commit().await?;
-    Ok(changed)
-}
+    async fn put_prompt(
+        &self,
+        actor: &Actor,
+        prompt: NewPrompt,
+        mode: WriteMode,
+    ) -> Result<bool, StoreError> {
+        let core = self;
+        actor.validate()?;
+        let mut w = core.write().await?;
+        let changed = write_prompt(&mut w, actor, &prompt, mode).await?;
+        w.commit().await?;
+        Ok(changed)
+    }
 
-/// [`ContentStore::delete_resource`](crate::ContentStore::delete_resource).
-pub(crate) async fn delete_resource(
-    core: &Core,
-    actor: &Actor,
-    uri: &str,
-) -> Result<(), StoreError> {
-    let sql = "DELETE FROM resource WHERE uri = $1";
-    delete_row(core, actor, NameKind::Resource, sql, uri).await
-}
+    async fn delete_prompt(&self, actor: &Actor, name: &str) -> Result<(), StoreError> {
+        let core = self;
+        let sql = "DELETE FROM prompt WHERE name = $1";
+        delete_row(core, actor, NameKind::Prompt, sql, name).await
+    }
 
-/// [`ContentStore::delete_template`](crate::ContentStore::delete_template).
-pub(crate) async fn delete_template(
-    core: &Core,
-    actor: &Actor,
-    key: &str,
-) -> Result<(), StoreError> {
-    let sql = "DELETE FROM resource_template WHERE uri_template = $1";
-    delete_row(core, actor, NameKind::ResourceTemplate, sql, key).await
-}
+    async fn get_prompt(&self, name: &str) -> Result<Option<StoredPrompt>, StoreError> {
+        let core = self;
+        let sql = concat!(prompt_select!(), " WHERE name = $1");
+        fetch_row(&mut *core.db.read().await?, sql, name, prompt_from_row).await
+    }
 
-/// [`ContentStore::delete_prompt`](crate::ContentStore::delete_prompt).
-pub(crate) async fn delete_prompt(
-    core: &Core,
-    actor: &Actor,
-    name: &str,
-) -> Result<(), StoreError> {
-    let sql = "DELETE FROM prompt WHERE name = $1";
-    delete_row(core, actor, NameKind::Prompt, sql, name).await
-}
-
-/// [`ContentStore::import`](crate::ContentStore::import).
-pub(crate) async fn import(
-    core: &Core,
-    actor: &Actor,
-    batch: ImportBatch,
-) -> Result<ImportReport, StoreError> {
-    actor.validate()?;
-    // Each entry's record says it came with the import.
-    let entry_actor = actor.clone().with("via", "import");
-    let a = &entry_actor;
-    let mut w = core.write().await?;
-    let mut report = ImportReport::default();
-    for (name, spec) in &batch.tools {
-        match write_tool(&mut w, a, name, spec).await? {
-            Some(line) => report.changed.push(line),
-            None => report.unchanged += 1,
+    async fn import(&self, actor: &Actor, batch: ImportBatch) -> Result<ImportReport, StoreError> {
+        let core = self;
+        actor.validate()?;
+        // Each entry's record says it came with the import.
+        let entry_actor = actor.clone().with("via", "import");
+        let a = &entry_actor;
+        let mut w = core.write().await?;
+        let mut report = ImportReport::default();
+        for (name, spec) in &batch.tools {
+            match write_tool(&mut w, a, name, spec).await? {
+                Some(line) => report.changed.push(line),
+                None => report.unchanged += 1,
+            }
         }
+        for r in &batch.resources {
+            let changed = write_resource(&mut w, a, r, WriteMode::Upsert).await?;
+            tally(&mut report, changed, || format!("resource {}", r.uri));
+        }
+        for t in &batch.templates {
+            let changed = write_template(&mut w, a, t, WriteMode::Upsert).await?;
+            tally(&mut report, changed, || {
+                format!("resource template {}", t.uri_template)
+            });
+        }
+        for p in &batch.prompts {
+            let changed = write_prompt(&mut w, a, p, WriteMode::Upsert).await?;
+            tally(&mut report, changed, || format!("prompt {}", p.name));
+        }
+        let summary = AuditEntry::new(AuditAction::Import, AuditObject::Pack, "pack")
+            .detail("changed", report.changed.clone())
+            .detail("unchanged", report.unchanged);
+        w.audit(actor, summary).await?;
+        w.commit().await?;
+        Ok(report)
     }
-    for r in &batch.resources {
-        let changed = write_resource(&mut w, a, r, WriteMode::Upsert).await?;
-        tally(&mut report, changed, || format!("resource {}", r.uri));
-    }
-    for t in &batch.templates {
-        let changed = write_template(&mut w, a, t, WriteMode::Upsert).await?;
-        tally(&mut report, changed, || {
-            format!("resource template {}", t.uri_template)
-        });
-    }
-    for p in &batch.prompts {
-        let changed = write_prompt(&mut w, a, p, WriteMode::Upsert).await?;
-        tally(&mut report, changed, || format!("prompt {}", p.name));
-    }
-    let summary = AuditEntry::new(AuditAction::Import, AuditObject::Pack, "pack")
-        .detail("changed", report.changed.clone())
-        .detail("unchanged", report.unchanged);
-    w.audit(actor, summary).await?;
-    w.commit().await?;
-    Ok(report)
 }

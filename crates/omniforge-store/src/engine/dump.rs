@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::Core;
+use async_trait::async_trait;
+
+use super::Engine;
 use super::audit::{audit_columns, record_from_row};
 use super::calls::{call_columns, call_from_row, insert_call_with_id};
 use super::changes::{counter, kind_of};
@@ -19,15 +21,16 @@ use super::outputs::{insert_output, output_columns, output_from_row};
 use super::rows::{corrupt, get_u32, get_u64};
 use super::secrets::{open_row, upsert_sealed};
 use super::tasks::{insert_task, task_columns, task_from_row};
-use super::tools::{
+use super::tool_rows::{
     encode_spec, insert_version_row, tool_columns, tool_from_row, version_columns, version_from_row,
 };
+use crate::dump::Backend;
 use crate::dump::{
     DumpedExampleResult, DumpedHour, DumpedSecret, DumpedTool, DumpedValue, StoreDump,
 };
 use crate::error::StoreError;
 use crate::keyring::Sealed;
-use crate::model::SecretValue;
+use crate::model::{AuditRecord, Change, SecretValue};
 use crate::stats::Histogram;
 use crate::validate::checked_i64;
 
@@ -43,7 +46,7 @@ pub(crate) enum SecretsAs {
 }
 
 /// [`Backend::export`](crate::Backend::export): one read snapshot.
-pub(crate) async fn export(core: &Core, secrets_as: SecretsAs) -> Result<StoreDump, StoreError> {
+pub(crate) async fn export(core: &Engine, secrets_as: SecretsAs) -> Result<StoreDump, StoreError> {
     let mut tx = core.db.snapshot().await?;
     let c: &mut dyn Conn = &mut *tx;
     let data_version = counter(c).await?;
@@ -219,7 +222,7 @@ pub(crate) async fn export(core: &Core, secrets_as: SecretsAs) -> Result<StoreDu
         .fetch_all(c)
         .await?
     {
-        changes.push(crate::model::Change {
+        changes.push(Change {
             seq: get_u64(&mut row, "seq")?,
             kind: kind_of(&mut row)?,
             key: row.get("key")?,
@@ -261,121 +264,6 @@ fn not_empty() -> StoreError {
     }
 }
 
-/// [`Backend::import_dump`](crate::Backend::import_dump): one write transaction.
-pub(crate) async fn import(core: &Core, dump: &StoreDump) -> Result<(), StoreError> {
-    // Seal first: a target without a keyring fails before anything is written. A value sealed
-    // as stored is written as it is.
-    let mut sealed = Vec::with_capacity(dump.secrets.len());
-    for s in &dump.secrets {
-        let seal = match &s.value {
-            DumpedValue::Open(value) => core.keyring()?.seal(&s.name, value.expose())?,
-            DumpedValue::Sealed { key_id, bytes } => Sealed {
-                key_id: key_id.clone(),
-                bytes: bytes.clone(),
-            },
-        };
-        sealed.push((s, seal));
-    }
-    let mut w = core.write().await?;
-    let c = w.conn();
-    if counter(c).await? != 0 {
-        return Err(not_empty());
-    }
-    for table in [
-        "SELECT count(*) FROM tool",
-        "SELECT count(*) FROM secret",
-        "SELECT count(*) FROM resource",
-        "SELECT count(*) FROM resource_template",
-        "SELECT count(*) FROM prompt",
-        "SELECT count(*) FROM call_log",
-        "SELECT count(*) FROM call_hour",
-        "SELECT count(*) FROM audit_log",
-        "SELECT count(*) FROM kept_output",
-        "SELECT count(*) FROM task",
-    ] {
-        if q(table).scalar::<i64>(c).await? != 0 {
-            return Err(not_empty());
-        }
-    }
-    q("UPDATE meta SET value = $1 WHERE key = 'data_version'")
-        .bind(checked_i64("data_version", dump.data_version)?)
-        .execute(c)
-        .await?;
-    q("UPDATE meta SET value = $1 WHERE key = 'audit_pruned_before_ms'")
-        .bind(dump.audit_pruned_before_ms)
-        .execute(c)
-        .await?;
-    for t in &dump.tools {
-        import_tool(c, t).await?;
-    }
-    for e in &dump.example_results {
-        insert_result(c, &e.tool, e.version, &e.result).await?;
-    }
-    for call in &dump.calls {
-        insert_call_with_id(c, checked_i64("call id", call.id)?, &call.call).await?;
-    }
-    for h in &dump.hours {
-        let histogram = Histogram::from_counts(&h.buckets, h.max_ms).ok_or_else(|| {
-            crate::validate::invalid("buckets", format!("{} buckets", h.buckets.len()))
-        })?;
-        let row = HourRow {
-            hour_start_ms: h.hour_start_ms,
-            source: h.source,
-            tool: h.tool.clone(),
-            calls: h.calls,
-            errors: h.errors,
-            last_call_ms: h.last_call_ms,
-            histogram,
-        };
-        upsert_hour(c, &row).await?;
-    }
-    for (s, seal) in &sealed {
-        upsert_sealed(c, &s.name, seal, s.updated_at_ms).await?;
-    }
-    for g in &dump.grants {
-        insert_grant_row(c, g).await?;
-    }
-    for r in &dump.audit {
-        import_audit(c, r).await?;
-    }
-    for o in &dump.outputs {
-        insert_output(c, o).await?;
-    }
-    for t in &dump.tasks {
-        insert_task(c, t).await?;
-    }
-    for r in &dump.resources {
-        upsert_resource(c, &r.spec, &r.state).await?;
-    }
-    for t in &dump.templates {
-        upsert_template(c, &t.spec, &t.state).await?;
-    }
-    for p in &dump.prompts {
-        upsert_prompt(c, &p.spec, &p.state).await?;
-    }
-    for ch in &dump.changes {
-        q("INSERT INTO changes (seq, kind, key, at_ms) VALUES ($1, $2, $3, $4)")
-            .bind(checked_i64("seq", ch.seq)?)
-            .bind(ch.kind.as_str())
-            .bind(&ch.key)
-            .bind(ch.at_ms)
-            .execute(c)
-            .await?;
-    }
-    for (kind, seq) in &dump.floors {
-        q("INSERT INTO change_floor (kind, seq) VALUES ($1, $2) \
-           ON CONFLICT (kind) DO UPDATE SET seq = excluded.seq")
-        .bind(kind.as_str())
-        .bind(checked_i64("seq", *seq)?)
-        .execute(c)
-        .await?;
-    }
-    for sql in core.db.after_import() {
-        q(sql).execute(c).await?;
-    }
-    w.commit().await
-}
-
 /// Inserts a tool, its versions as they were, then its current version (the schema wants a
 /// tool inserted without one, and a current version that is live).
 async fn import_tool(c: &mut dyn Conn, t: &DumpedTool) -> Result<(), StoreError> {
@@ -406,7 +294,7 @@ async fn import_tool(c: &mut dyn Conn, t: &DumpedTool) -> Result<(), StoreError>
 }
 
 /// Inserts an audit record with its id and time.
-async fn import_audit(c: &mut dyn Conn, r: &crate::model::AuditRecord) -> Result<(), StoreError> {
+async fn import_audit(c: &mut dyn Conn, r: &AuditRecord) -> Result<(), StoreError> {
     let detail = serde_json::to_string(&r.detail)
         .map_err(|e| crate::validate::invalid("detail", e.to_string()))?;
     q(
@@ -444,4 +332,131 @@ fn stored_value(row: &mut super::exec::Row) -> Result<(String, DumpedValue), Sto
         }
     };
     Ok((name, value))
+}
+
+#[async_trait]
+impl Backend for Engine {
+    fn kind(&self) -> &'static str {
+        self.db.kind()
+    }
+
+    async fn export(&self) -> Result<StoreDump, StoreError> {
+        export(self, SecretsAs::Opened).await
+    }
+
+    /// [`Backend::import_dump`](crate::Backend::import_dump): one write transaction.
+    async fn import_dump(&self, dump: &StoreDump) -> Result<(), StoreError> {
+        let core = self;
+        // Seal first: a target without a keyring fails before anything is written. A value sealed
+        // as stored is written as it is.
+        let mut sealed = Vec::with_capacity(dump.secrets.len());
+        for s in &dump.secrets {
+            let seal = match &s.value {
+                DumpedValue::Open(value) => core.keyring()?.seal(&s.name, value.expose())?,
+                DumpedValue::Sealed { key_id, bytes } => Sealed {
+                    key_id: key_id.clone(),
+                    bytes: bytes.clone(),
+                },
+            };
+            sealed.push((s, seal));
+        }
+        let mut w = core.write().await?;
+        let c = w.conn();
+        if counter(c).await? != 0 {
+            return Err(not_empty());
+        }
+        for table in [
+            "SELECT count(*) FROM tool",
+            "SELECT count(*) FROM secret",
+            "SELECT count(*) FROM resource",
+            "SELECT count(*) FROM resource_template",
+            "SELECT count(*) FROM prompt",
+            "SELECT count(*) FROM call_log",
+            "SELECT count(*) FROM call_hour",
+            "SELECT count(*) FROM audit_log",
+            "SELECT count(*) FROM kept_output",
+            "SELECT count(*) FROM task",
+        ] {
+            if q(table).scalar::<i64>(c).await? != 0 {
+                return Err(not_empty());
+            }
+        }
+        q("UPDATE meta SET value = $1 WHERE key = 'data_version'")
+            .bind(checked_i64("data_version", dump.data_version)?)
+            .execute(c)
+            .await?;
+        q("UPDATE meta SET value = $1 WHERE key = 'audit_pruned_before_ms'")
+            .bind(dump.audit_pruned_before_ms)
+            .execute(c)
+            .await?;
+        for t in &dump.tools {
+            import_tool(c, t).await?;
+        }
+        for e in &dump.example_results {
+            insert_result(c, &e.tool, e.version, &e.result).await?;
+        }
+        for call in &dump.calls {
+            insert_call_with_id(c, checked_i64("call id", call.id)?, &call.call).await?;
+        }
+        for h in &dump.hours {
+            let histogram = Histogram::from_counts(&h.buckets, h.max_ms).ok_or_else(|| {
+                crate::validate::invalid("buckets", format!("{} buckets", h.buckets.len()))
+            })?;
+            let row = HourRow {
+                hour_start_ms: h.hour_start_ms,
+                source: h.source,
+                tool: h.tool.clone(),
+                calls: h.calls,
+                errors: h.errors,
+                last_call_ms: h.last_call_ms,
+                histogram,
+            };
+            upsert_hour(c, &row).await?;
+        }
+        for (s, seal) in &sealed {
+            upsert_sealed(c, &s.name, seal, s.updated_at_ms).await?;
+        }
+        for g in &dump.grants {
+            insert_grant_row(c, g).await?;
+        }
+        for r in &dump.audit {
+            import_audit(c, r).await?;
+        }
+        for o in &dump.outputs {
+            insert_output(c, o).await?;
+        }
+        for t in &dump.tasks {
+            insert_task(c, t).await?;
+        }
+        for r in &dump.resources {
+            upsert_resource(c, &r.spec, &r.state).await?;
+        }
+        for t in &dump.templates {
+            upsert_template(c, &t.spec, &t.state).await?;
+        }
+        for p in &dump.prompts {
+            upsert_prompt(c, &p.spec, &p.state).await?;
+        }
+        for ch in &dump.changes {
+            q("INSERT INTO changes (seq, kind, key, at_ms) VALUES ($1, $2, $3, $4)")
+                .bind(checked_i64("seq", ch.seq)?)
+                .bind(ch.kind.as_str())
+                .bind(&ch.key)
+                .bind(ch.at_ms)
+                .execute(c)
+                .await?;
+        }
+        for (kind, seq) in &dump.floors {
+            q("INSERT INTO change_floor (kind, seq) VALUES ($1, $2) \
+               ON CONFLICT (kind) DO UPDATE SET seq = excluded.seq")
+            .bind(kind.as_str())
+            .bind(checked_i64("seq", *seq)?)
+            .execute(c)
+            .await?;
+        }
+        for sql in core.db.after_import() {
+            q(sql).execute(c).await?;
+        }
+        w.commit().await
+    }
 }

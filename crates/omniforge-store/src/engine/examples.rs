@@ -3,7 +3,7 @@
 
 use super::exec::{Conn, Row, q};
 use super::rows::{corrupt, get_u32, version_not_found};
-use super::{Core, Lock};
+use super::{Engine, Lock};
 use crate::error::StoreError;
 use crate::model::{ExampleResult, ExampleTrigger, JsonObject};
 use crate::validate::check_example_results;
@@ -56,7 +56,7 @@ pub(super) async fn insert_result(
 
 /// [`ToolStore::record_example_results`](crate::ToolStore::record_example_results).
 pub(crate) async fn record(
-    core: &Core,
+    core: &Engine,
     name: &str,
     number: u32,
     results: Vec<ExampleResult>,
@@ -94,7 +94,7 @@ pub(super) fn result_from_row(row: &mut Row) -> Result<ExampleResult, StoreError
 
 /// [`ToolStore::example_results`](crate::ToolStore::example_results): one snapshot.
 pub(crate) async fn read(
-    core: &Core,
+    core: &Engine,
     name: &str,
     number: u32,
 ) -> Result<Vec<ExampleResult>, StoreError> {

@@ -7,8 +7,8 @@ use std::collections::HashMap;
 
 use super::exec::{Conn, Row, q};
 use super::rows::{get_u32, now_ms};
-use super::tools::existing_version;
-use super::{Core, Write};
+use super::tool_rows::existing_version;
+use super::{Engine, Write};
 use crate::error::{NameKind, StoreError};
 use crate::model::{
     Actor, AuditAction, AuditEntry, AuditObject, ChangeKind, Grant, SecretRequest, ToolVersion,
@@ -116,7 +116,7 @@ pub(super) async fn insert_grant(
 
 /// [`SecretStore::grant_secret`](crate::SecretStore::grant_secret).
 pub(crate) async fn grant(
-    core: &Core,
+    core: &Engine,
     actor: &Actor,
     secret: &str,
     tool: &str,
@@ -136,7 +136,7 @@ pub(crate) async fn grant(
 
 /// [`SecretStore::revoke_secret`](crate::SecretStore::revoke_secret).
 pub(crate) async fn revoke(
-    core: &Core,
+    core: &Engine,
     actor: &Actor,
     secret: &str,
     tool: &str,
@@ -182,7 +182,7 @@ pub(super) async fn of_secret(
 
 /// [`SecretStore::grants`](crate::SecretStore::grants).
 pub(crate) async fn list(
-    core: &Core,
+    core: &Engine,
     secret: Option<&str>,
     tool: Option<&str>,
 ) -> Result<Vec<Grant>, StoreError> {
@@ -203,7 +203,7 @@ pub(crate) async fn list(
 
 /// [`SecretStore::secret_requests`](crate::SecretStore::secret_requests): one snapshot.
 pub(crate) async fn requests(
-    core: &Core,
+    core: &Engine,
     tool: &str,
     version: u32,
 ) -> Result<Vec<SecretRequest>, StoreError> {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::exec::{Conn, Row, q};
 use super::rows::{corrupt, get_json, get_u64, now_ms, sat_i64, to_json};
-use super::{Core, Write};
+use super::{Engine, Write};
 use crate::clock::{HOUR_MS, hour_start_ms};
 use crate::error::StoreError;
 use crate::model::{CallRecord, CallSource, HourStats, ToolActivity};
@@ -142,7 +142,7 @@ pub(super) async fn add(
 
 /// [`CallLog::call_hours`](crate::CallLog::call_hours).
 pub(crate) async fn hours(
-    core: &Core,
+    core: &Engine,
     tool: Option<(CallSource, &str)>,
     since_ms: i64,
 ) -> Result<Vec<HourStats>, StoreError> {
@@ -186,7 +186,10 @@ pub(crate) async fn hours(
 }
 
 /// [`CallLog::call_activity`](crate::CallLog::call_activity).
-pub(crate) async fn activity(core: &Core, since_ms: i64) -> Result<Vec<ToolActivity>, StoreError> {
+pub(crate) async fn activity(
+    core: &Engine,
+    since_ms: i64,
+) -> Result<Vec<ToolActivity>, StoreError> {
     let rows = q("SELECT source, tool, CAST(sum(calls) AS BIGINT) AS calls, \
          CAST(sum(errors) AS BIGINT) AS errors, max(last_call_ms) AS last_call_ms \
          FROM call_hour WHERE hour_start_ms >= $1 GROUP BY source, tool ORDER BY source, tool")

@@ -1,8 +1,8 @@
-//! The store's logic, written once for both backends: every trait method of
-//! [`store`](crate::store) as a function over [`Core`], one file per table family (`tools.rs`,
-//! `review.rs`, `examples.rs`, `content.rs`, `calls.rs`, `hours.rs`, `secrets.rs`,
-//! `grants.rs`, `audit.rs`, `outputs.rs`, `tasks.rs`, `changes.rs`, `dump.rs`), and `impls.rs`, which
-//! implements the traits for a backend type by calling them.
+//! The store's logic, written once for both backends: [`Engine`], the one type that implements
+//! every [`store`](crate::store) trait, each `impl` in the file of its table family (`tools.rs`:
+//! [`ToolStore`](crate::ToolStore), `secrets.rs`, `calls.rs`, `audit.rs`, `outputs.rs`,
+//! `tasks.rs`, `content.rs`, `dump.rs`: [`Backend`](crate::Backend)), with the helpers of the
+//! families they span (`review.rs`, `examples.rs`, `changes.rs`, `hours.rs`, `grants.rs`).
 //!
 //! What a function does around its SQL (validation, existence checks, the order of a write:
 //! check, change of the feed, rows, audit record, commit; decoding rows into model types) is
@@ -22,16 +22,20 @@ pub(crate) mod examples;
 pub(crate) mod exec;
 pub(crate) mod grants;
 pub(crate) mod hours;
-pub(crate) mod impls;
 pub(crate) mod migrate;
 pub(crate) mod outputs;
 pub(crate) mod review;
 mod rows;
 pub(crate) mod secrets;
 pub(crate) mod tasks;
+#[cfg(feature = "test-support")]
+mod test_support;
+pub(crate) mod tool_rows;
 pub(crate) mod tools;
 
+use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::watch;
@@ -55,7 +59,11 @@ pub(crate) enum Lock {
     /// example results): serialized among themselves, not with the feed. PostgreSQL: a
     /// transaction-level advisory lock; SQLite: the write lock (it has only one).
     Side,
-    /// Single-statement or insert-only writes (kept outputs, audit prunes).
+    /// Audit-log prunes: one at a time across replicas. PostgreSQL: a transaction-level
+    /// advisory lock of its own; SQLite: the file's write lock, which every process that
+    /// opens the file shares.
+    AuditPrune,
+    /// Single-statement or insert-only writes (kept outputs).
     None,
 }
 
@@ -85,11 +93,22 @@ pub(crate) trait Db: Send + Sync + std::fmt::Debug {
     /// Called after plain-text secrets were sealed (SQLite checkpoints its WAL so that old page
     /// images with the plain values leave it).
     async fn after_sealing(&self);
+
+    /// [`ToolStore::wait_for_change`](crate::ToolStore::wait_for_change) past `seq`;
+    /// `committed` is the engine's own high-water mark.
+    async fn wait_for_change(&self, committed: &watch::Sender<u64>, seq: u64, max_wait: Duration);
+
+    /// [`ToolStore::backup`](crate::ToolStore::backup) of `engine` (this backend's) to `dest`.
+    async fn backup(&self, engine: &Engine, dest: &Path) -> Result<(), StoreError>;
+
+    async fn close(&self);
 }
 
-/// What every backend's store holds: its [`Db`] and the settings the logic needs.
+/// A store: every [`store`](crate::store) trait over one SQLite file or PostgreSQL database,
+/// opened by [`SqliteStore`](crate::SqliteStore) or [`PgStore`](crate::PgStore) (or
+/// [`open`](crate::open())). It holds its backend's connections and the settings the logic needs.
 #[derive(Debug)]
-pub(crate) struct Core {
+pub struct Engine {
     /// The backend.
     pub(crate) db: Box<dyn Db>,
     /// [`StoreConfig::call_log_max_rows`], checked to fit a database integer.
@@ -106,7 +125,7 @@ pub(crate) struct Core {
     pub(crate) committed: Arc<watch::Sender<u64>>,
 }
 
-impl Core {
+impl Engine {
     /// A core for `db` with `config`'s settings, checked.
     ///
     /// # Errors
@@ -115,9 +134,9 @@ impl Core {
         db: Box<dyn Db>,
         config: &StoreConfig,
         committed: Arc<watch::Sender<u64>>,
-    ) -> Result<Core, StoreError> {
+    ) -> Result<Engine, StoreError> {
         let age_ms = u64::try_from(config.call_stats_max_age.as_millis()).unwrap_or(u64::MAX);
-        Ok(Core {
+        Ok(Engine {
             db,
             call_log_max_rows: checked_i64("call_log_max_rows", config.call_log_max_rows)?,
             change_log_max_rows: checked_i64("change_log_max_rows", config.change_log_max_rows)?,
@@ -147,7 +166,7 @@ impl Core {
         self.keyring.as_ref().ok_or(StoreError::NoSecretKey)
     }
 
-    /// Raises [`Core::committed`] to `seq`.
+    /// Raises [`Engine::committed`] to `seq`.
     pub(crate) fn raise(&self, seq: u64) {
         self.committed.send_if_modified(|newest| {
             let newer = seq > *newest;
@@ -166,7 +185,7 @@ impl Core {
 /// transaction.
 pub(crate) struct Write<'c> {
     conn: Box<dyn Conn>,
-    core: &'c Core,
+    core: &'c Engine,
     /// The `seq` of the newest change made in this transaction, announced at the commit.
     last_seq: Option<u64>,
     /// The audit records appended in this transaction, written to the log once it commits.

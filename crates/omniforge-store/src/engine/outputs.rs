@@ -1,11 +1,14 @@
 //! Kept outputs: the `kept_output` table. A row past its expiry is treated as absent by every
 //! read, and deleted by the next purge. Not changes of the feed, not audit records.
 
+use async_trait::async_trait;
+
 use super::exec::{Conn, Row, q};
-use super::rows::{not_found, now_ms};
-use super::{Core, Lock};
+use super::rows::now_ms;
+use super::{Engine, Lock};
 use crate::error::{NameKind, StoreError};
 use crate::model::{KeptOutput, NewKeptOutput, OutputReader};
+use crate::store::OutputStore;
 use crate::validate::check_output;
 
 /// The columns [`output_from_row`] reads.
@@ -48,40 +51,10 @@ pub(super) async fn insert_output(conn: &mut dyn Conn, o: &KeptOutput) -> Result
     Ok(done > 0)
 }
 
-/// [`OutputStore::keep_output`](crate::OutputStore::keep_output).
-pub(crate) async fn keep(core: &Core, output: NewKeptOutput) -> Result<KeptOutput, StoreError> {
-    let now = now_ms();
-    let expires_at_ms = check_output(&output, now)?;
-    let kept = KeptOutput {
-        run_id: output.run_id,
-        owner: output.owner,
-        tool: output.tool,
-        stdout: output.stdout,
-        stderr: output.stderr,
-        created_at_ms: now,
-        expires_at_ms,
-    };
-    let mut w = core.write_with(Lock::None).await?;
-    // An expired row of the same id is gone already for readers; make room for the new one.
-    q("DELETE FROM kept_output WHERE run_id = $1 AND expires_at_ms <= $2")
-        .bind(&kept.run_id)
-        .bind(now)
-        .execute(w.conn())
-        .await?;
-    if !insert_output(w.conn(), &kept).await? {
-        return Err(StoreError::Duplicate {
-            kind: NameKind::Output,
-            name: kept.run_id,
-        });
-    }
-    w.commit().await?;
-    Ok(kept)
-}
-
 /// [`OutputStore::kept_output`](crate::OutputStore::kept_output): the owner check is part of
 /// the query, so another principal's row is never read.
 pub(crate) async fn read(
-    core: &Core,
+    core: &Engine,
     run_id: &str,
     reader: OutputReader<'_>,
 ) -> Result<Option<KeptOutput>, StoreError> {
@@ -99,33 +72,54 @@ pub(crate) async fn read(
     row.map(|mut row| output_from_row(&mut row)).transpose()
 }
 
-/// [`OutputStore::extend_output_expiry`](crate::OutputStore::extend_output_expiry).
-pub(crate) async fn extend(
-    core: &Core,
-    run_id: &str,
-    expires_at_ms: i64,
-) -> Result<i64, StoreError> {
-    let mut w = core.write_with(Lock::None).await?;
-    let expiry: Option<i64> = q("UPDATE kept_output SET expires_at_ms = CASE \
-         WHEN $1 > expires_at_ms THEN $1 ELSE expires_at_ms END \
-         WHERE run_id = $2 AND expires_at_ms > $3 RETURNING expires_at_ms")
-    .bind(expires_at_ms)
-    .bind(run_id)
-    .bind(now_ms())
-    .scalar_opt(w.conn())
-    .await?;
-    let expiry = expiry.ok_or_else(|| not_found(NameKind::Output, run_id))?;
-    w.commit().await?;
-    Ok(expiry)
-}
+#[async_trait]
+impl OutputStore for Engine {
+    async fn keep_output(&self, output: NewKeptOutput) -> Result<KeptOutput, StoreError> {
+        let core = self;
+        let now = now_ms();
+        let expires_at_ms = check_output(&output, now)?;
+        let kept = KeptOutput {
+            run_id: output.run_id,
+            owner: output.owner,
+            tool: output.tool,
+            stdout: output.stdout,
+            stderr: output.stderr,
+            created_at_ms: now,
+            expires_at_ms,
+        };
+        let mut w = core.write_with(Lock::None).await?;
+        // An expired row of the same id is gone already for readers; make room for the new one.
+        q("DELETE FROM kept_output WHERE run_id = $1 AND expires_at_ms <= $2")
+            .bind(&kept.run_id)
+            .bind(now)
+            .execute(w.conn())
+            .await?;
+        if !insert_output(w.conn(), &kept).await? {
+            return Err(StoreError::Duplicate {
+                kind: NameKind::Output,
+                name: kept.run_id,
+            });
+        }
+        w.commit().await?;
+        Ok(kept)
+    }
 
-/// [`OutputStore::purge_expired_outputs`](crate::OutputStore::purge_expired_outputs).
-pub(crate) async fn purge_expired(core: &Core) -> Result<u64, StoreError> {
-    let mut w = core.write_with(Lock::None).await?;
-    let done = q("DELETE FROM kept_output WHERE expires_at_ms <= $1")
-        .bind(now_ms())
-        .execute(w.conn())
-        .await?;
-    w.commit().await?;
-    Ok(done)
+    async fn kept_output(
+        &self,
+        run_id: &str,
+        reader: OutputReader<'_>,
+    ) -> Result<Option<KeptOutput>, StoreError> {
+        read(self, run_id, reader).await
+    }
+
+    async fn purge_expired_outputs(&self) -> Result<u64, StoreError> {
+        let core = self;
+        let mut w = core.write_with(Lock::None).await?;
+        let done = q("DELETE FROM kept_output WHERE expires_at_ms <= $1")
+            .bind(now_ms())
+            .execute(w.conn())
+            .await?;
+        w.commit().await?;
+        Ok(done)
+    }
 }

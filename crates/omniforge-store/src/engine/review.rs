@@ -1,12 +1,15 @@
-//! Version status (the status columns of `tool_version`): approving, rejecting and rollback,
+//! Version status (the status columns of `tool_version`): approving, rejecting (also of the
+//! pending versions a newer one supersedes) and rollback,
 //! which may only point a tool at a live version. The schema refuses any other status change
 //! and a current version that is not live; the checks here come first so that callers get a
 //! typed error rather than the schema's.
 
 use super::exec::q;
-use super::rows::now_ms;
-use super::tools::{current_version, existing_version, set_current_version, touch_tool};
-use super::{Core, Write};
+use super::rows::{corrupt, now_ms};
+use super::tool_rows::{
+    current_version, existing_version, fetch_version, set_current_version, touch_tool,
+};
+use super::{Engine, Write};
 use crate::digest::version_sha256;
 use crate::error::StoreError;
 use crate::model::{
@@ -58,7 +61,7 @@ async fn set_status(
 
 /// [`ToolStore::rollback`](crate::ToolStore::rollback).
 pub(crate) async fn rollback(
-    core: &Core,
+    core: &Engine,
     actor: &Actor,
     name: &str,
     number: u32,
@@ -88,7 +91,7 @@ pub(crate) async fn rollback(
 
 /// [`ToolStore::approve`](crate::ToolStore::approve).
 pub(crate) async fn approve(
-    core: &Core,
+    core: &Engine,
     actor: &Actor,
     name: &str,
     number: u32,
@@ -131,7 +134,7 @@ pub(crate) async fn approve(
 
 /// [`ToolStore::reject`](crate::ToolStore::reject).
 pub(crate) async fn reject(
-    core: &Core,
+    core: &Engine,
     actor: &Actor,
     name: &str,
     number: u32,
@@ -157,4 +160,45 @@ pub(crate) async fn reject(
     w.audit(actor, entry).await?;
     w.commit().await?;
     Ok(version)
+}
+
+/// Rejects `author`'s pending versions of `name` other than `newer`, as superseded by it; part
+/// of the write that added `newer` (whose change of the feed covers these too).
+pub(super) async fn supersede(
+    w: &mut Write<'_>,
+    actor: &Actor,
+    name: &str,
+    author: &str,
+    newer: u32,
+    now: i64,
+) -> Result<(), StoreError> {
+    let reason = format!("superseded by version {newer}");
+    let older: Vec<i64> = q(
+        "UPDATE tool_version SET status = 'rejected', status_reason = $1, \
+         status_by = $2, status_at_ms = $3 WHERE tool = $4 AND author = $5 \
+         AND status = 'pending' AND number <> $6 RETURNING number",
+    )
+    .bind(&reason)
+    .bind(&actor.principal)
+    .bind(now)
+    .bind(name)
+    .bind(author)
+    .bind(newer)
+    .scalars(w.conn())
+    .await?;
+    let mut older = older;
+    older.sort_unstable();
+    for number in older {
+        let number =
+            u32::try_from(number).map_err(|_| corrupt(format!("version number {number}")))?;
+        let mut entry = AuditEntry::new(AuditAction::Reject, AuditObject::Tool, name)
+            .version(number)
+            .detail("reason", reason.as_str())
+            .detail("superseded_by", newer);
+        if let Some(old) = fetch_version(w.conn(), name, number).await? {
+            entry = entry.hash(version_sha256(&old.spec));
+        }
+        w.audit(actor, entry).await?;
+    }
+    Ok(())
 }

@@ -5,16 +5,18 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{Value, json};
 
 use super::exec::{Conn, Row, q};
 use super::rows::{corrupt, get_json, not_found, now_ms, opt_json, opt_u32, to_json, to_opt_json};
-use super::{Core, Lock, Write};
+use super::{Engine, Lock, Write};
 use crate::error::{NameKind, StoreError};
 use crate::model::{
     CallSource, ChangeKind, JsonObject, MAX_TASK_MESSAGE_BYTES, NewTask, StoredTask, TaskEnd,
     TaskStatus,
 };
+use crate::store::TaskStore;
 use crate::validate::{check_task, cut};
 
 /// The JSON-RPC code of the error a task fails with when the store fails it (internal error).
@@ -95,42 +97,6 @@ fn millis(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// [`TaskStore::create_task`](crate::TaskStore::create_task).
-pub(crate) async fn create(core: &Core, task: NewTask) -> Result<StoredTask, StoreError> {
-    let now = now_ms();
-    let (ttl_ms, expires_at_ms) = check_task(&task, now)?;
-    let stored = StoredTask {
-        task_id: task.task_id,
-        owner: task.owner,
-        source: task.source,
-        tool: task.tool,
-        version: task.version,
-        status: TaskStatus::Working,
-        status_message: None,
-        created_at_ms: now,
-        updated_at_ms: now,
-        ttl_ms,
-        expires_at_ms,
-        poll_interval_ms: millis(task.poll_interval).max(1),
-        result: None,
-        error: None,
-        input_requests: None,
-        input_responses: JsonObject::new(),
-        replica: task.replica,
-        lease_expires_at_ms: now.saturating_add(millis(task.lease)),
-    };
-    let mut w = core.write().await?;
-    if !insert_task(w.conn(), &stored).await? {
-        return Err(StoreError::Duplicate {
-            kind: NameKind::Task,
-            name: stored.task_id,
-        });
-    }
-    w.change(ChangeKind::Task, &stored.task_id).await?;
-    w.commit().await?;
-    Ok(stored)
-}
-
 /// One task by id, read in `conn`, whoever owns it.
 async fn fetch(conn: &mut dyn Conn, task_id: &str) -> Result<Option<StoredTask>, StoreError> {
     let row = q(concat!(
@@ -147,7 +113,7 @@ async fn fetch(conn: &mut dyn Conn, task_id: &str) -> Result<Option<StoredTask>,
 /// [`TaskStore::task`](crate::TaskStore::task): the owner check is part of the query, so
 /// another principal's task is never read.
 pub(crate) async fn read(
-    core: &Core,
+    core: &Engine,
     task_id: &str,
     owner: &str,
 ) -> Result<Option<StoredTask>, StoreError> {
@@ -163,15 +129,10 @@ pub(crate) async fn read(
     row.map(|mut row| task_from_row(&mut row)).transpose()
 }
 
-/// [`TaskStore::task_for_replica`](crate::TaskStore::task_for_replica).
-pub(crate) async fn read_any(core: &Core, task_id: &str) -> Result<Option<StoredTask>, StoreError> {
-    fetch(&mut *core.db.read().await?, task_id).await
-}
-
 /// A write of one task under the feed's lock: the row as it is now, or `None` if it does not
 /// exist (or is not `owner`'s).
 async fn lock_task<'c>(
-    core: &'c Core,
+    core: &'c Engine,
     task_id: &str,
     owner: Option<&str>,
 ) -> Result<(Write<'c>, Option<StoredTask>), StoreError> {
@@ -207,140 +168,6 @@ fn message(text: Option<&str>) -> Option<String> {
     text.map(|m| cut(m, MAX_TASK_MESSAGE_BYTES).to_owned())
 }
 
-/// [`TaskStore::require_task_input`](crate::TaskStore::require_task_input).
-pub(crate) async fn require_input(
-    core: &Core,
-    task_id: &str,
-    replica: &str,
-    requests: JsonObject,
-    status_message: Option<&str>,
-) -> Result<bool, StoreError> {
-    if requests.is_empty() {
-        return Err(crate::validate::invalid(
-            "input_requests",
-            "must ask at least one question",
-        ));
-    }
-    let (w, task) = lock_task(core, task_id, None).await?;
-    let Some(mut t) = task.filter(|t| !t.status.is_terminal() && t.replica == replica) else {
-        return Ok(false);
-    };
-    t.status = TaskStatus::InputRequired;
-    t.status_message = message(status_message);
-    t.input_requests = Some(requests);
-    t.updated_at_ms = now_ms();
-    save(w, &t).await?;
-    Ok(true)
-}
-
-/// [`TaskStore::update_task`](crate::TaskStore::update_task).
-pub(crate) async fn update(
-    core: &Core,
-    task_id: &str,
-    owner: &str,
-    responses: JsonObject,
-) -> Result<Vec<String>, StoreError> {
-    let (w, task) = lock_task(core, task_id, Some(owner)).await?;
-    let mut t = task.ok_or_else(|| not_found(NameKind::Task, task_id))?;
-    let Some(pending) = t.input_requests.as_mut() else {
-        return Ok(Vec::new());
-    };
-    let mut accepted = Vec::new();
-    for (key, answer) in responses {
-        if pending.remove(&key).is_some() {
-            t.input_responses.insert(key.clone(), answer);
-            accepted.push(key);
-        }
-    }
-    if accepted.is_empty() {
-        return Ok(accepted);
-    }
-    if pending.is_empty() {
-        t.input_requests = None;
-        t.status = TaskStatus::Working;
-        t.status_message = None;
-    }
-    t.updated_at_ms = now_ms();
-    save(w, &t).await?;
-    Ok(accepted)
-}
-
-/// [`TaskStore::take_task_responses`](crate::TaskStore::take_task_responses).
-pub(crate) async fn take_responses(
-    core: &Core,
-    task_id: &str,
-    replica: &str,
-) -> Result<JsonObject, StoreError> {
-    let (w, task) = lock_task(core, task_id, None).await?;
-    let Some(mut t) = task.filter(|t| !t.status.is_terminal() && t.replica == replica) else {
-        return Ok(JsonObject::new());
-    };
-    if t.input_responses.is_empty() {
-        return Ok(JsonObject::new());
-    }
-    let taken = std::mem::take(&mut t.input_responses);
-    save(w, &t).await?;
-    Ok(taken)
-}
-
-/// [`TaskStore::finish_task`](crate::TaskStore::finish_task).
-pub(crate) async fn finish(
-    core: &Core,
-    task_id: &str,
-    replica: &str,
-    end: TaskEnd,
-    status_message: Option<&str>,
-) -> Result<bool, StoreError> {
-    let (w, task) = lock_task(core, task_id, None).await?;
-    let Some(mut t) = task.filter(|t| !t.status.is_terminal() && t.replica == replica) else {
-        return Ok(false);
-    };
-    match end {
-        TaskEnd::Completed(result) => {
-            t.status = TaskStatus::Completed;
-            t.result = Some(result);
-        }
-        TaskEnd::Failed(error) => {
-            if !error.get("code").is_some_and(Value::is_i64)
-                || !error.get("message").is_some_and(Value::is_string)
-            {
-                return Err(crate::validate::invalid(
-                    "error",
-                    "must have an integer code and a string message",
-                ));
-            }
-            t.status = TaskStatus::Failed;
-            t.error = Some(error);
-        }
-    }
-    t.status_message = message(status_message);
-    t.input_requests = None;
-    t.input_responses = JsonObject::new();
-    t.updated_at_ms = now_ms();
-    save(w, &t).await?;
-    Ok(true)
-}
-
-/// [`TaskStore::cancel_task`](crate::TaskStore::cancel_task).
-pub(crate) async fn cancel(
-    core: &Core,
-    task_id: &str,
-    owner: &str,
-) -> Result<StoredTask, StoreError> {
-    let (w, task) = lock_task(core, task_id, Some(owner)).await?;
-    let mut t = task.ok_or_else(|| not_found(NameKind::Task, task_id))?;
-    if t.status.is_terminal() {
-        return Ok(t);
-    }
-    t.status = TaskStatus::Cancelled;
-    t.status_message = Some("cancelled by its owner".to_owned());
-    t.input_requests = None;
-    t.input_responses = JsonObject::new();
-    t.updated_at_ms = now_ms();
-    save(w, &t).await?;
-    Ok(t)
-}
-
 /// The error object of a task the store fails.
 fn store_failure(text: &str) -> Result<String, StoreError> {
     to_json(
@@ -351,7 +178,7 @@ fn store_failure(text: &str) -> Result<String, StoreError> {
 
 /// Fails every unfinished task that `sql` selects (`$1` error, `$2` now, `$3` message, `$4`
 /// the replica if any) with `text`, in `w`; returns their ids (sorted).
-async fn fail_where(
+pub(super) async fn fail_where(
     w: &mut Write<'_>,
     sql: &'static str,
     text: &str,
@@ -377,100 +204,262 @@ const LEASE_LAPSED: &str = "the replica running this task stopped (its lease lap
 const TTL_PASSED: &str = "the task was still running at the end of its TTL";
 
 /// The message of a task failed because its replica restarted.
-const REPLICA_RESTARTED: &str = "the server running this task restarted before the task \
+#[cfg(feature = "test-support")]
+pub(super) const REPLICA_RESTARTED: &str = "the server running this task restarted before the task \
                                      finished";
 
-/// [`TaskStore::fail_lapsed_tasks`](crate::TaskStore::fail_lapsed_tasks).
-pub(crate) async fn fail_lapsed(core: &Core) -> Result<Vec<String>, StoreError> {
-    let mut w = core.write().await?;
-    let mut ids = fail_where(
-        &mut w,
-        "UPDATE task SET status = 'failed', error = $1, updated_at_ms = $2, \
-         status_message = $3, input_requests = NULL, input_responses = '{}' \
-         WHERE status IN ('working', 'input_required') AND expires_at_ms <= $2 \
-         RETURNING task_id",
-        TTL_PASSED,
-        None,
-    )
-    .await?;
-    ids.extend(
-        fail_where(
+#[async_trait]
+impl TaskStore for Engine {
+    async fn create_task(&self, task: NewTask) -> Result<StoredTask, StoreError> {
+        let core = self;
+        let now = now_ms();
+        let (ttl_ms, expires_at_ms) = check_task(&task, now)?;
+        let stored = StoredTask {
+            task_id: task.task_id,
+            owner: task.owner,
+            source: task.source,
+            tool: task.tool,
+            version: task.version,
+            status: TaskStatus::Working,
+            status_message: None,
+            created_at_ms: now,
+            updated_at_ms: now,
+            ttl_ms,
+            expires_at_ms,
+            poll_interval_ms: millis(task.poll_interval).max(1),
+            result: None,
+            error: None,
+            input_requests: None,
+            input_responses: JsonObject::new(),
+            replica: task.replica,
+            lease_expires_at_ms: now.saturating_add(millis(task.lease)),
+        };
+        let mut w = core.write().await?;
+        if !insert_task(w.conn(), &stored).await? {
+            return Err(StoreError::Duplicate {
+                kind: NameKind::Task,
+                name: stored.task_id,
+            });
+        }
+        w.change(ChangeKind::Task, &stored.task_id).await?;
+        w.commit().await?;
+        Ok(stored)
+    }
+
+    async fn task(&self, task_id: &str, owner: &str) -> Result<Option<StoredTask>, StoreError> {
+        read(self, task_id, owner).await
+    }
+
+    async fn task_for_replica(&self, task_id: &str) -> Result<Option<StoredTask>, StoreError> {
+        let core = self;
+        fetch(&mut *core.db.read().await?, task_id).await
+    }
+
+    /// [`TaskStore::heartbeat_tasks`](crate::TaskStore::heartbeat_tasks): one statement, not a
+    /// change of the feed.
+    async fn heartbeat_tasks(&self, replica: &str, lease: Duration) -> Result<u64, StoreError> {
+        let core = self;
+        let now = now_ms();
+        let mut w = core.write_with(Lock::None).await?;
+        let done = q("UPDATE task SET lease_expires_at_ms = $1 \
+                      WHERE replica = $2 AND status IN ('working', 'input_required') \
+                      AND lease_expires_at_ms > $3")
+        .bind(now.saturating_add(millis(lease)))
+        .bind(replica)
+        .bind(now)
+        .execute(w.conn())
+        .await?;
+        w.commit().await?;
+        Ok(done)
+    }
+
+    async fn require_task_input(
+        &self,
+        task_id: &str,
+        replica: &str,
+        requests: JsonObject,
+        status_message: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let core = self;
+        if requests.is_empty() {
+            return Err(crate::validate::invalid(
+                "input_requests",
+                "must ask at least one question",
+            ));
+        }
+        let (w, task) = lock_task(core, task_id, None).await?;
+        let Some(mut t) = task.filter(|t| !t.status.is_terminal() && t.replica == replica) else {
+            return Ok(false);
+        };
+        t.status = TaskStatus::InputRequired;
+        t.status_message = message(status_message);
+        t.input_requests = Some(requests);
+        t.updated_at_ms = now_ms();
+        save(w, &t).await?;
+        Ok(true)
+    }
+
+    async fn update_task(
+        &self,
+        task_id: &str,
+        owner: &str,
+        responses: JsonObject,
+    ) -> Result<Vec<String>, StoreError> {
+        let core = self;
+        let (w, task) = lock_task(core, task_id, Some(owner)).await?;
+        let mut t = task.ok_or_else(|| not_found(NameKind::Task, task_id))?;
+        let Some(pending) = t.input_requests.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let mut accepted = Vec::new();
+        for (key, answer) in responses {
+            if pending.remove(&key).is_some() {
+                t.input_responses.insert(key.clone(), answer);
+                accepted.push(key);
+            }
+        }
+        if accepted.is_empty() {
+            return Ok(accepted);
+        }
+        if pending.is_empty() {
+            t.input_requests = None;
+            t.status = TaskStatus::Working;
+            t.status_message = None;
+        }
+        t.updated_at_ms = now_ms();
+        save(w, &t).await?;
+        Ok(accepted)
+    }
+
+    async fn take_task_responses(
+        &self,
+        task_id: &str,
+        replica: &str,
+    ) -> Result<JsonObject, StoreError> {
+        let core = self;
+        let (w, task) = lock_task(core, task_id, None).await?;
+        let Some(mut t) = task.filter(|t| !t.status.is_terminal() && t.replica == replica) else {
+            return Ok(JsonObject::new());
+        };
+        if t.input_responses.is_empty() {
+            return Ok(JsonObject::new());
+        }
+        let taken = std::mem::take(&mut t.input_responses);
+        save(w, &t).await?;
+        Ok(taken)
+    }
+
+    async fn finish_task(
+        &self,
+        task_id: &str,
+        replica: &str,
+        end: TaskEnd,
+        status_message: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let core = self;
+        let (w, task) = lock_task(core, task_id, None).await?;
+        let Some(mut t) = task.filter(|t| !t.status.is_terminal() && t.replica == replica) else {
+            return Ok(false);
+        };
+        match end {
+            TaskEnd::Completed(result) => {
+                t.status = TaskStatus::Completed;
+                t.result = Some(result);
+            }
+            TaskEnd::Failed(error) => {
+                if !error.get("code").is_some_and(Value::is_i64)
+                    || !error.get("message").is_some_and(Value::is_string)
+                {
+                    return Err(crate::validate::invalid(
+                        "error",
+                        "must have an integer code and a string message",
+                    ));
+                }
+                t.status = TaskStatus::Failed;
+                t.error = Some(error);
+            }
+        }
+        t.status_message = message(status_message);
+        t.input_requests = None;
+        t.input_responses = JsonObject::new();
+        t.updated_at_ms = now_ms();
+        save(w, &t).await?;
+        Ok(true)
+    }
+
+    async fn cancel_task(&self, task_id: &str, owner: &str) -> Result<StoredTask, StoreError> {
+        let core = self;
+        let (w, task) = lock_task(core, task_id, Some(owner)).await?;
+        let mut t = task.ok_or_else(|| not_found(NameKind::Task, task_id))?;
+        if t.status.is_terminal() {
+            return Ok(t);
+        }
+        t.status = TaskStatus::Cancelled;
+        t.status_message = Some("cancelled by its owner".to_owned());
+        t.input_requests = None;
+        t.input_responses = JsonObject::new();
+        t.updated_at_ms = now_ms();
+        save(w, &t).await?;
+        Ok(t)
+    }
+
+    async fn fail_lapsed_tasks(&self) -> Result<Vec<String>, StoreError> {
+        let core = self;
+        let mut w = core.write().await?;
+        let mut ids = fail_where(
             &mut w,
             "UPDATE task SET status = 'failed', error = $1, updated_at_ms = $2, \
              status_message = $3, input_requests = NULL, input_responses = '{}' \
-             WHERE status IN ('working', 'input_required') AND lease_expires_at_ms <= $2 \
+             WHERE status IN ('working', 'input_required') AND expires_at_ms <= $2 \
              RETURNING task_id",
-            LEASE_LAPSED,
+            TTL_PASSED,
             None,
         )
-        .await?,
-    );
-    w.commit().await?;
-    Ok(ids)
-}
-
-/// [`TaskStore::fail_replica_tasks`](crate::TaskStore::fail_replica_tasks).
-pub(crate) async fn fail_replica(core: &Core, replica: &str) -> Result<Vec<String>, StoreError> {
-    let mut w = core.write().await?;
-    let ids = fail_where(
-        &mut w,
-        "UPDATE task SET status = 'failed', error = $1, updated_at_ms = $2, \
-         status_message = $3, input_requests = NULL, input_responses = '{}' \
-         WHERE status IN ('working', 'input_required') AND replica = $4 RETURNING task_id",
-        REPLICA_RESTARTED,
-        Some(replica),
-    )
-    .await?;
-    w.commit().await?;
-    Ok(ids)
-}
-
-/// [`TaskStore::heartbeat_tasks`](crate::TaskStore::heartbeat_tasks): one statement, not a
-/// change of the feed.
-pub(crate) async fn heartbeat(
-    core: &Core,
-    replica: &str,
-    lease: Duration,
-) -> Result<u64, StoreError> {
-    let now = now_ms();
-    let mut w = core.write_with(Lock::None).await?;
-    let done = q("UPDATE task SET lease_expires_at_ms = $1 \
-                  WHERE replica = $2 AND status IN ('working', 'input_required') \
-                  AND lease_expires_at_ms > $3")
-    .bind(now.saturating_add(millis(lease)))
-    .bind(replica)
-    .bind(now)
-    .execute(w.conn())
-    .await?;
-    w.commit().await?;
-    Ok(done)
-}
-
-/// [`TaskStore::purge_expired_tasks`](crate::TaskStore::purge_expired_tasks): terminal tasks
-/// past their TTL. Not a change (nobody runs them).
-pub(crate) async fn purge_expired(core: &Core) -> Result<u64, StoreError> {
-    let mut w = core.write_with(Lock::None).await?;
-    let done = q("DELETE FROM task WHERE expires_at_ms <= $1 \
-                  AND status IN ('completed', 'failed', 'cancelled')")
-    .bind(now_ms())
-    .execute(w.conn())
-    .await?;
-    w.commit().await?;
-    Ok(done)
-}
-
-/// [`TaskStore::count_tasks`](crate::TaskStore::count_tasks): one grouped read.
-pub(crate) async fn count(core: &Core) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
-    let rows = q("SELECT status, COUNT(*) FROM task GROUP BY status")
-        .fetch_all(&mut *core.db.read().await?)
         .await?;
-    rows.into_iter()
-        .map(|mut row| {
-            let status: String = row.at(0)?;
-            let n: i64 = row.at(1)?;
-            let status = TaskStatus::parse(&status)
-                .ok_or_else(|| corrupt(format!("unknown task status {status:?}")))?;
-            Ok((status, u64::try_from(n).unwrap_or(0)))
-        })
-        .collect()
+        ids.extend(
+            fail_where(
+                &mut w,
+                "UPDATE task SET status = 'failed', error = $1, updated_at_ms = $2, \
+                 status_message = $3, input_requests = NULL, input_responses = '{}' \
+                 WHERE status IN ('working', 'input_required') AND lease_expires_at_ms <= $2 \
+                 RETURNING task_id",
+                LEASE_LAPSED,
+                None,
+            )
+            .await?,
+        );
+        w.commit().await?;
+        Ok(ids)
+    }
+
+    /// [`TaskStore::purge_expired_tasks`](crate::TaskStore::purge_expired_tasks): terminal tasks
+    /// past their TTL. Not a change (nobody runs them).
+    async fn purge_expired_tasks(&self) -> Result<u64, StoreError> {
+        let core = self;
+        let mut w = core.write_with(Lock::None).await?;
+        let done = q("DELETE FROM task WHERE expires_at_ms <= $1 \
+                      AND status IN ('completed', 'failed', 'cancelled')")
+        .bind(now_ms())
+        .execute(w.conn())
+        .await?;
+        w.commit().await?;
+        Ok(done)
+    }
+
+    /// [`TaskStore::count_tasks`](crate::TaskStore::count_tasks): one grouped read.
+    async fn count_tasks(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
+        let core = self;
+        let rows = q("SELECT status, COUNT(*) FROM task GROUP BY status")
+            .fetch_all(&mut *core.db.read().await?)
+            .await?;
+        rows.into_iter()
+            .map(|mut row| {
+                let status: String = row.at(0)?;
+                let n: i64 = row.at(1)?;
+                let status = TaskStatus::parse(&status)
+                    .ok_or_else(|| corrupt(format!("unknown task status {status:?}")))?;
+                Ok((status, u64::try_from(n).unwrap_or(0)))
+            })
+            .collect()
+    }
 }

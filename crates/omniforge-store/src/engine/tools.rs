@@ -1,716 +1,390 @@
-//! Tools and their immutable versions: the `tool` and `tool_version` tables (status changes are
-//! in `review.rs`).
-//!
-//! A tool row is inserted without a current version and then pointed at its first live version,
-//! if any (the schema refuses pointing it at a version that is not live). A version's content
-//! columns never change (the schema refuses it); its status columns change only in `review.rs`.
+//! [`ToolStore`] for the [`Engine`]: tools and their immutable versions (their rows are in
+//! `tool_rows.rs`, status changes in `review.rs`, example results in `examples.rs`, the change
+//! feed in `changes.rs`).
 
 use std::collections::HashSet;
+use std::path::Path;
+use std::time::Duration;
 
-use super::Core;
-use super::Write;
-use super::exec::{Conn, Row, q};
-use super::rows::{
-    corrupt, get_json, get_u32, get_u64, now_ms, opt_json, opt_u32, to_json, tool_not_found,
-    version_not_found,
+use async_trait::async_trait;
+
+use super::Engine;
+use super::exec::q;
+use super::rows::{corrupt, now_ms, tool_not_found};
+use super::tool_rows::{
+    current_version, encode_spec, existing_version, insert_tool, insert_version,
+    next_version_number, set_current_version, set_enabled_row, stored_from_row, tool_columns,
+    tool_exists, tool_from_row, touch_tool, version_columns, version_from_row,
 };
 use crate::digest::version_sha256;
 use crate::error::StoreError;
 use crate::model::{
-    Actor, Annotations, AuditAction, AuditEntry, AuditObject, ChangeKind, Execution, JsonObject,
-    Limits, NewStatus, NewVersion, Runtime, StoredTool, TaskStart, TaskSupport, Tool, ToolVersion,
-    VersionState, VersionStatus, validate_tool_name,
+    Actor, AuditAction, AuditEntry, AuditObject, ChangeKind, ChangeSet, ExampleResult, JsonObject,
+    NewStatus, NewVersion, StoredTool, Tool, ToolVersion, VersionStatus, validate_tool_name,
 };
-use crate::validate::{check_version, checked_i64, status_reason};
+use crate::store::ToolStore;
 
-/// A [`NewVersion`] checked and turned into column values, before any transaction begins.
-pub(super) struct EncodedSpec<'a> {
-    spec: &'a NewVersion,
-    input_schema: String,
-    output_schema: Option<String>,
-    dependencies: String,
-    secrets: String,
-    examples: String,
-    timeout_ms: i64,
-    memory_bytes: i64,
-}
-
-/// Checks `spec` and encodes its JSON and integer columns.
-pub(super) fn encode_spec(spec: &NewVersion) -> Result<EncodedSpec<'_>, StoreError> {
-    check_version(spec)?;
-    Ok(EncodedSpec {
-        spec,
-        input_schema: to_json("input_schema", &spec.input_schema)?,
-        output_schema: spec
-            .output_schema
-            .as_ref()
-            .map(|s| to_json("output_schema", s))
-            .transpose()?,
-        dependencies: to_json("dependencies", &spec.dependencies)?,
-        secrets: to_json("secrets", &spec.secrets)?,
-        examples: to_json("examples", &spec.examples)?,
-        timeout_ms: checked_i64("limits.timeout_ms", spec.limits.timeout_ms)?,
-        memory_bytes: checked_i64("limits.memory_bytes", spec.limits.memory_bytes)?,
-    })
-}
-
-/// Inserts a tool row, enabled, without a current version.
-pub(super) async fn insert_tool(
-    conn: &mut dyn Conn,
-    name: &str,
-    now: i64,
-    seq: i64,
-) -> Result<(), StoreError> {
-    q(
-        "INSERT INTO tool (name, enabled, current_version, created_at_ms, updated_at_ms, \
-       updated_seq) VALUES ($1, TRUE, NULL, $2, $2, $3)",
-    )
-    .bind(name)
-    .bind(now)
-    .bind(seq)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// The number the next version of `name` gets; `None` when it has no versions (no such tool).
-pub(super) async fn next_version_number(
-    conn: &mut dyn Conn,
-    name: &str,
-) -> Result<Option<u32>, StoreError> {
-    let highest: Option<i64> = q("SELECT max(number) FROM tool_version WHERE tool = $1")
-        .bind(name)
-        .scalar(conn)
-        .await?;
-    highest
-        .map(|highest| {
-            u32::try_from(highest + 1).map_err(|_| StoreError::Conflict {
-                reason: format!("tool {name:?} has no version numbers left"),
-            })
+#[async_trait]
+impl ToolStore for Engine {
+    async fn create_tool(
+        &self,
+        actor: &Actor,
+        name: &str,
+        spec: NewVersion,
+        status: NewStatus,
+    ) -> Result<ToolVersion, StoreError> {
+        let core = self;
+        actor.validate()?;
+        validate_tool_name(name)?;
+        let enc = encode_spec(&spec)?;
+        let hash = version_sha256(&spec);
+        let mut w = core.write().await?;
+        if tool_exists(w.conn(), name).await? {
+            return Err(StoreError::AlreadyExists {
+                name: name.to_owned(),
+            });
+        }
+        let seq = w.change(ChangeKind::Tool, name).await?;
+        let now = now_ms();
+        insert_tool(w.conn(), name, now, seq).await?;
+        let state = insert_version(w.conn(), name, 1, now, &enc, &status).await?;
+        if state.status == VersionStatus::Live {
+            set_current_version(w.conn(), name, 1, now, seq).await?;
+        }
+        let entry = AuditEntry::new(AuditAction::Create, AuditObject::Tool, name)
+            .version(1)
+            .hash(hash)
+            .detail("status", state.status.as_str());
+        w.audit(actor, entry).await?;
+        w.commit().await?;
+        Ok(ToolVersion {
+            tool: name.to_owned(),
+            number: 1,
+            created_at_ms: now,
+            spec,
+            state,
         })
-        .transpose()
-}
-
-/// The current version number of `name` and whether it is enabled: `Ok(None)` for no such
-/// tool; the number is `None` for a tool without a current version.
-pub(super) async fn current_version(
-    conn: &mut dyn Conn,
-    name: &str,
-) -> Result<Option<(Option<u32>, bool)>, StoreError> {
-    let row = q("SELECT current_version, enabled FROM tool WHERE name = $1")
-        .bind(name)
-        .fetch_optional(conn)
-        .await?;
-    row.map(|mut row| Ok((opt_u32(&mut row, "current_version")?, row.get("enabled")?)))
-        .transpose()
-}
-
-/// Points `name` at live version `number` (enabled state unchanged).
-pub(super) async fn set_current_version(
-    conn: &mut dyn Conn,
-    name: &str,
-    number: u32,
-    now: i64,
-    seq: i64,
-) -> Result<(), StoreError> {
-    q(
-        "UPDATE tool SET current_version = $1, updated_at_ms = $2, updated_seq = $3 \
-       WHERE name = $4",
-    )
-    .bind(number)
-    .bind(now)
-    .bind(seq)
-    .bind(name)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// Marks `name` as changed by the change `seq` (a status change or a version that did not
-/// become current).
-pub(super) async fn touch_tool(
-    conn: &mut dyn Conn,
-    name: &str,
-    now: i64,
-    seq: i64,
-) -> Result<(), StoreError> {
-    q("UPDATE tool SET updated_at_ms = $1, updated_seq = $2 WHERE name = $3")
-        .bind(now)
-        .bind(seq)
-        .bind(name)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// Sets a tool's enabled state, as the change `seq`.
-pub(super) async fn set_enabled_row(
-    conn: &mut dyn Conn,
-    name: &str,
-    enabled: bool,
-    now: i64,
-    seq: i64,
-) -> Result<(), StoreError> {
-    q("UPDATE tool SET enabled = $1, updated_at_ms = $2, updated_seq = $3 WHERE name = $4")
-        .bind(enabled)
-        .bind(now)
-        .bind(seq)
-        .bind(name)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
-
-/// Inserts version `number` of `name` in `status`; returns its state.
-pub(super) async fn insert_version(
-    conn: &mut dyn Conn,
-    name: &str,
-    number: u32,
-    now: i64,
-    enc: &EncodedSpec<'_>,
-    status: &NewStatus,
-) -> Result<VersionState, StoreError> {
-    let state = VersionState {
-        status: match status {
-            NewStatus::Live => VersionStatus::Live,
-            NewStatus::Pending => VersionStatus::Pending,
-            NewStatus::Draft { .. } => VersionStatus::Draft,
-        },
-        reason: status_reason(status).map(str::to_owned),
-        decided_by: None,
-        decided_at_ms: None,
-    };
-    insert_version_row(conn, name, number, now, enc, &state).await?;
-    Ok(state)
-}
-
-/// Inserts a whole `tool_version` row (a new version, or a copied one with its state).
-pub(super) async fn insert_version_row(
-    conn: &mut dyn Conn,
-    name: &str,
-    number: u32,
-    created_at_ms: i64,
-    enc: &EncodedSpec<'_>,
-    state: &VersionState,
-) -> Result<(), StoreError> {
-    let s = enc.spec;
-    q(
-        "INSERT INTO tool_version (tool, number, title, description, input_schema, \
-       output_schema, read_only_hint, destructive_hint, idempotent_hint, open_world_hint, \
-       runtime, code, dependencies, timeout_ms, memory_bytes, network, lock, env_id, secrets, \
-       author, created_at_ms, examples, status, status_reason, status_by, status_at_ms, \
-       task_support, task_start) \
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, \
-       $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)",
-    )
-    .bind(name)
-    .bind(number)
-    .bind(s.title.as_deref())
-    .bind(&s.description)
-    .bind(&enc.input_schema)
-    .bind(enc.output_schema.as_deref())
-    .bind(s.annotations.read_only_hint)
-    .bind(s.annotations.destructive_hint)
-    .bind(s.annotations.idempotent_hint)
-    .bind(s.annotations.open_world_hint)
-    .bind(s.runtime.as_str())
-    .bind(&s.code)
-    .bind(&enc.dependencies)
-    .bind(enc.timeout_ms)
-    .bind(enc.memory_bytes)
-    .bind(s.limits.network)
-    .bind(&s.lock)
-    .bind(&s.env_id)
-    .bind(&enc.secrets)
-    .bind(&s.author)
-    .bind(created_at_ms)
-    .bind(&enc.examples)
-    .bind(state.status.as_str())
-    .bind(state.reason.as_deref())
-    .bind(state.decided_by.as_deref())
-    .bind(state.decided_at_ms)
-    .bind(s.execution.task_support.as_str())
-    .bind(s.execution.task_start.as_str())
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// The columns [`version_from_row`] reads, from a `tool_version` aliased `v`. A macro so that
-/// queries stay `&'static str` literals built with `concat!`.
-macro_rules! version_columns {
-    () => {
-        "v.tool AS v_tool, v.number AS v_number, v.title AS v_title, \
-         v.description AS v_description, v.input_schema AS v_input_schema, \
-         v.output_schema AS v_output_schema, v.read_only_hint AS v_read_only_hint, \
-         v.destructive_hint AS v_destructive_hint, v.idempotent_hint AS v_idempotent_hint, \
-         v.open_world_hint AS v_open_world_hint, v.runtime AS v_runtime, v.code AS v_code, \
-         v.dependencies AS v_dependencies, v.timeout_ms AS v_timeout_ms, \
-         v.memory_bytes AS v_memory_bytes, v.network AS v_network, v.lock AS v_lock, \
-         v.env_id AS v_env_id, v.secrets AS v_secrets, v.author AS v_author, \
-         v.created_at_ms AS v_created_at_ms, v.examples AS v_examples, v.status AS v_status, \
-         v.status_reason AS v_status_reason, v.status_by AS v_status_by, \
-         v.status_at_ms AS v_status_at_ms, v.task_support AS v_task_support, \
-         v.task_start AS v_task_start"
-    };
-}
-pub(super) use version_columns;
-
-/// The columns [`tool_from_row`] reads, from a `tool` aliased `t`.
-macro_rules! tool_columns {
-    () => {
-        "t.name AS t_name, t.enabled AS t_enabled, t.current_version AS t_current_version, \
-         t.created_at_ms AS t_created_at_ms, t.updated_at_ms AS t_updated_at_ms, \
-         t.updated_seq AS t_updated_seq"
-    };
-}
-pub(super) use tool_columns;
-
-/// A version read with [`version_columns!`].
-pub(super) fn version_from_row(row: &mut Row) -> Result<ToolVersion, StoreError> {
-    let runtime: String = row.get("v_runtime")?;
-    let status: String = row.get("v_status")?;
-    let task_support: String = row.get("v_task_support")?;
-    let task_start: String = row.get("v_task_start")?;
-    let spec = NewVersion {
-        title: row.get("v_title")?,
-        description: row.get("v_description")?,
-        input_schema: get_json::<JsonObject>(row, "v_input_schema")?,
-        output_schema: opt_json(row, "v_output_schema")?,
-        annotations: Annotations {
-            read_only_hint: row.get("v_read_only_hint")?,
-            destructive_hint: row.get("v_destructive_hint")?,
-            idempotent_hint: row.get("v_idempotent_hint")?,
-            open_world_hint: row.get("v_open_world_hint")?,
-        },
-        runtime: Runtime::parse(&runtime)
-            .ok_or_else(|| corrupt(format!("unknown runtime {runtime:?}")))?,
-        code: row.get("v_code")?,
-        dependencies: get_json(row, "v_dependencies")?,
-        limits: Limits {
-            timeout_ms: get_u64(row, "v_timeout_ms")?,
-            memory_bytes: get_u64(row, "v_memory_bytes")?,
-            network: row.get("v_network")?,
-        },
-        lock: row.get("v_lock")?,
-        env_id: row.get("v_env_id")?,
-        secrets: get_json(row, "v_secrets")?,
-        author: row.get("v_author")?,
-        examples: get_json(row, "v_examples")?,
-        execution: Execution {
-            task_support: TaskSupport::parse(&task_support)
-                .ok_or_else(|| corrupt(format!("unknown task_support {task_support:?}")))?,
-            task_start: TaskStart::parse(&task_start)
-                .ok_or_else(|| corrupt(format!("unknown task_start {task_start:?}")))?,
-        },
-    };
-    Ok(ToolVersion {
-        tool: row.get("v_tool")?,
-        number: get_u32(row, "v_number")?,
-        created_at_ms: row.get("v_created_at_ms")?,
-        spec,
-        state: VersionState {
-            status: VersionStatus::parse(&status)
-                .ok_or_else(|| corrupt(format!("unknown version status {status:?}")))?,
-            reason: row.get("v_status_reason")?,
-            decided_by: row.get("v_status_by")?,
-            decided_at_ms: row.get("v_status_at_ms")?,
-        },
-    })
-}
-
-/// A tool read with [`tool_columns!`].
-pub(super) fn tool_from_row(row: &mut Row) -> Result<Tool, StoreError> {
-    Ok(Tool {
-        name: row.get("t_name")?,
-        enabled: row.get("t_enabled")?,
-        current_version: opt_u32(row, "t_current_version")?,
-        created_at_ms: row.get("t_created_at_ms")?,
-        updated_at_ms: row.get("t_updated_at_ms")?,
-    })
-}
-
-fn stored_from_row(row: &mut Row) -> Result<StoredTool, StoreError> {
-    Ok(StoredTool {
-        tool: tool_from_row(row)?,
-        current: version_from_row(row)?,
-    })
-}
-
-const SELECT_VERSION: &str = concat!(
-    "SELECT ",
-    version_columns!(),
-    " FROM tool_version v WHERE v.tool = $1 AND v.number = $2"
-);
-
-/// Version `number` of `name`, if it exists.
-pub(super) async fn fetch_version(
-    conn: &mut dyn Conn,
-    name: &str,
-    number: u32,
-) -> Result<Option<ToolVersion>, StoreError> {
-    let row = q(SELECT_VERSION)
-        .bind(name)
-        .bind(number)
-        .fetch_optional(conn)
-        .await?;
-    row.map(|mut row| version_from_row(&mut row)).transpose()
-}
-
-/// Version `number` of `name`, or [`StoreError::NotFound`].
-pub(super) async fn existing_version(
-    conn: &mut dyn Conn,
-    name: &str,
-    number: u32,
-) -> Result<ToolVersion, StoreError> {
-    fetch_version(conn, name, number)
-        .await?
-        .ok_or_else(|| version_not_found(name, number))
-}
-
-/// Whether tool `name` exists.
-pub(super) async fn tool_exists(conn: &mut dyn Conn, name: &str) -> Result<bool, StoreError> {
-    Ok(current_version(conn, name).await?.is_some())
-}
-
-/// [`ToolStore::create_tool`](crate::ToolStore::create_tool).
-pub(crate) async fn create_tool(
-    core: &Core,
-    actor: &Actor,
-    name: &str,
-    spec: NewVersion,
-    status: NewStatus,
-) -> Result<ToolVersion, StoreError> {
-    actor.validate()?;
-    validate_tool_name(name)?;
-    let enc = encode_spec(&spec)?;
-    let hash = version_sha256(&spec);
-    let mut w = core.write().await?;
-    if tool_exists(w.conn(), name).await? {
-        return Err(StoreError::AlreadyExists {
-            name: name.to_owned(),
-        });
     }
-    let seq = w.change(ChangeKind::Tool, name).await?;
-    let now = now_ms();
-    insert_tool(w.conn(), name, now, seq).await?;
-    let state = insert_version(w.conn(), name, 1, now, &enc, &status).await?;
-    if state.status == VersionStatus::Live {
-        set_current_version(w.conn(), name, 1, now, seq).await?;
-    }
-    let entry = AuditEntry::new(AuditAction::Create, AuditObject::Tool, name)
-        .version(1)
-        .hash(hash)
-        .detail("status", state.status.as_str());
-    w.audit(actor, entry).await?;
-    w.commit().await?;
-    Ok(ToolVersion {
-        tool: name.to_owned(),
-        number: 1,
-        created_at_ms: now,
-        spec,
-        state,
-    })
-}
 
-/// [`ToolStore::add_version`](crate::ToolStore::add_version).
-pub(crate) async fn add_version(
-    core: &Core,
-    actor: &Actor,
-    name: &str,
-    spec: NewVersion,
-    status: NewStatus,
-) -> Result<ToolVersion, StoreError> {
-    actor.validate()?;
-    let enc = encode_spec(&spec)?;
-    let hash = version_sha256(&spec);
-    let mut w = core.write().await?;
-    let Some(number) = next_version_number(w.conn(), name).await? else {
-        return Err(tool_not_found(name));
-    };
-    let previous = current_version(w.conn(), name).await?.and_then(|(n, _)| n);
-    let seq = w.change(ChangeKind::Tool, name).await?;
-    let now = now_ms();
-    let state = insert_version(w.conn(), name, number, now, &enc, &status).await?;
-    let mut entry = AuditEntry::new(AuditAction::Update, AuditObject::Tool, name)
-        .version(number)
-        .hash(hash)
-        .detail("status", state.status.as_str());
-    if state.status == VersionStatus::Live {
-        set_current_version(w.conn(), name, number, now, seq).await?;
-        entry = entry.detail("previous_version", previous);
-    } else {
-        touch_tool(w.conn(), name, now, seq).await?;
-    }
-    w.audit(actor, entry).await?;
-    if state.status == VersionStatus::Pending {
-        supersede(&mut w, actor, name, &spec.author, number, now).await?;
-    }
-    w.commit().await?;
-    Ok(ToolVersion {
-        tool: name.to_owned(),
-        number,
-        created_at_ms: now,
-        spec,
-        state,
-    })
-}
-
-/// Rejects `author`'s pending versions of `name` other than `newer`, as superseded by it; part
-/// of the write that added `newer` (whose change of the feed covers these too).
-async fn supersede(
-    w: &mut Write<'_>,
-    actor: &Actor,
-    name: &str,
-    author: &str,
-    newer: u32,
-    now: i64,
-) -> Result<(), StoreError> {
-    let reason = format!("superseded by version {newer}");
-    let older: Vec<i64> = q(
-        "UPDATE tool_version SET status = 'rejected', status_reason = $1, \
-         status_by = $2, status_at_ms = $3 WHERE tool = $4 AND author = $5 \
-         AND status = 'pending' AND number <> $6 RETURNING number",
-    )
-    .bind(&reason)
-    .bind(&actor.principal)
-    .bind(now)
-    .bind(name)
-    .bind(author)
-    .bind(newer)
-    .scalars(w.conn())
-    .await?;
-    let mut older = older;
-    older.sort_unstable();
-    for number in older {
-        let number =
-            u32::try_from(number).map_err(|_| corrupt(format!("version number {number}")))?;
-        let mut entry = AuditEntry::new(AuditAction::Reject, AuditObject::Tool, name)
+    async fn add_version(
+        &self,
+        actor: &Actor,
+        name: &str,
+        spec: NewVersion,
+        status: NewStatus,
+    ) -> Result<ToolVersion, StoreError> {
+        let core = self;
+        actor.validate()?;
+        let enc = encode_spec(&spec)?;
+        let hash = version_sha256(&spec);
+        let mut w = core.write().await?;
+        let Some(number) = next_version_number(w.conn(), name).await? else {
+            return Err(tool_not_found(name));
+        };
+        let previous = current_version(w.conn(), name).await?.and_then(|(n, _)| n);
+        let seq = w.change(ChangeKind::Tool, name).await?;
+        let now = now_ms();
+        let state = insert_version(w.conn(), name, number, now, &enc, &status).await?;
+        let mut entry = AuditEntry::new(AuditAction::Update, AuditObject::Tool, name)
             .version(number)
-            .detail("reason", reason.as_str())
-            .detail("superseded_by", newer);
-        if let Some(old) = fetch_version(w.conn(), name, number).await? {
-            entry = entry.hash(version_sha256(&old.spec));
+            .hash(hash)
+            .detail("status", state.status.as_str());
+        if state.status == VersionStatus::Live {
+            set_current_version(w.conn(), name, number, now, seq).await?;
+            entry = entry.detail("previous_version", previous);
+        } else {
+            touch_tool(w.conn(), name, now, seq).await?;
         }
         w.audit(actor, entry).await?;
+        if state.status == VersionStatus::Pending {
+            super::review::supersede(&mut w, actor, name, &spec.author, number, now).await?;
+        }
+        w.commit().await?;
+        Ok(ToolVersion {
+            tool: name.to_owned(),
+            number,
+            created_at_ms: now,
+            spec,
+            state,
+        })
     }
-    Ok(())
-}
 
-/// [`ToolStore::get`](crate::ToolStore::get).
-pub(crate) async fn get(core: &Core, name: &str) -> Result<Option<StoredTool>, StoreError> {
-    const Q: &str = concat!(
-        "SELECT ",
-        tool_columns!(),
-        ", ",
-        version_columns!(),
-        " FROM tool t JOIN tool_version v ON v.tool = t.name AND v.number = t.current_version \
-         WHERE t.name = $1"
-    );
-    let row = q(Q)
-        .bind(name)
-        .fetch_optional(&mut *core.db.read().await?)
-        .await?;
-    row.map(|mut row| stored_from_row(&mut row)).transpose()
-}
-
-/// [`ToolStore::tool`](crate::ToolStore::tool).
-pub(crate) async fn tool(core: &Core, name: &str) -> Result<Option<Tool>, StoreError> {
-    const Q: &str = concat!("SELECT ", tool_columns!(), " FROM tool t WHERE t.name = $1");
-    let row = q(Q)
-        .bind(name)
-        .fetch_optional(&mut *core.db.read().await?)
-        .await?;
-    row.map(|mut row| tool_from_row(&mut row)).transpose()
-}
-
-/// [`ToolStore::tools`](crate::ToolStore::tools).
-pub(crate) async fn tools(core: &Core) -> Result<Vec<Tool>, StoreError> {
-    const Q: &str = concat!("SELECT ", tool_columns!(), " FROM tool t ORDER BY t.name");
-    let mut tools = Vec::new();
-    q(Q).for_each(&mut *core.db.read().await?, &mut |mut row| {
-        tools.push(tool_from_row(&mut row)?);
-        Ok(())
-    })
-    .await?;
-    Ok(tools)
-}
-
-/// [`ToolStore::versions`](crate::ToolStore::versions).
-pub(crate) async fn versions(core: &Core, name: &str) -> Result<Vec<ToolVersion>, StoreError> {
-    const Q: &str = concat!(
-        "SELECT ",
-        version_columns!(),
-        " FROM tool_version v WHERE v.tool = $1 ORDER BY v.number"
-    );
-    // One statement: a tool always has at least one version, so no rows means no tool.
-    let rows = q(Q)
-        .bind(name)
-        .fetch_all(&mut *core.db.read().await?)
-        .await?;
-    if rows.is_empty() {
-        return Err(tool_not_found(name));
+    async fn get(&self, name: &str) -> Result<Option<StoredTool>, StoreError> {
+        const Q: &str = concat!(
+            "SELECT ",
+            tool_columns!(),
+            ", ",
+            version_columns!(),
+            " FROM tool t JOIN tool_version v ON v.tool = t.name AND v.number = t.current_version \
+             WHERE t.name = $1"
+        );
+        let row = q(Q)
+            .bind(name)
+            .fetch_optional(&mut *self.db.read().await?)
+            .await?;
+        row.map(|mut row| stored_from_row(&mut row)).transpose()
     }
-    rows.into_iter()
-        .map(|mut row| version_from_row(&mut row))
-        .collect()
-}
 
-/// [`ToolStore::version`](crate::ToolStore::version).
-pub(crate) async fn version(
-    core: &Core,
-    name: &str,
-    number: u32,
-) -> Result<ToolVersion, StoreError> {
-    existing_version(&mut *core.db.read().await?, name, number).await
-}
-
-/// [`ToolStore::versions_with_status`](crate::ToolStore::versions_with_status).
-pub(crate) async fn versions_with_status(
-    core: &Core,
-    status: VersionStatus,
-    author: Option<&str>,
-) -> Result<Vec<ToolVersion>, StoreError> {
-    const Q: &str = concat!(
-        "SELECT ",
-        version_columns!(),
-        " FROM tool_version v WHERE v.status = $1 AND ($2 IS NULL OR v.author = $2) \
-         ORDER BY v.tool, v.number"
-    );
-    let rows = q(Q)
-        .bind(status.as_str())
-        .bind(author)
-        .fetch_all(&mut *core.db.read().await?)
-        .await?;
-    rows.into_iter()
-        .map(|mut row| version_from_row(&mut row))
-        .collect()
-}
-
-/// [`ToolStore::list_enabled`](crate::ToolStore::list_enabled).
-pub(crate) async fn list_enabled(core: &Core) -> Result<Vec<StoredTool>, StoreError> {
-    let mut tools = Vec::new();
-    for_each_enabled(core, &mut |t| tools.push(t)).await?;
-    Ok(tools)
-}
-
-/// [`ToolStore::for_each_enabled`](crate::ToolStore::for_each_enabled).
-pub(crate) async fn for_each_enabled(
-    core: &Core,
-    each: &mut (dyn FnMut(StoredTool) + Send),
-) -> Result<(), StoreError> {
-    const Q: &str = concat!(
-        "SELECT ",
-        tool_columns!(),
-        ", ",
-        version_columns!(),
-        " FROM tool t JOIN tool_version v ON v.tool = t.name AND v.number = t.current_version \
-         WHERE t.enabled ORDER BY t.updated_seq DESC"
-    );
-    // Row by row: with all rows held next to their decoded copies, 10,000 tools doubled the
-    // server's peak memory at start-up; a caller that keeps a compact form of each tool
-    // (the server's catalog) never holds them all decoded either.
-    q(Q).for_each(&mut *core.db.read().await?, &mut |mut row| {
-        each(stored_from_row(&mut row)?);
-        Ok(())
-    })
-    .await
-}
-
-/// [`ToolStore::set_enabled`](crate::ToolStore::set_enabled).
-pub(crate) async fn set_enabled(
-    core: &Core,
-    actor: &Actor,
-    name: &str,
-    enabled: bool,
-) -> Result<(), StoreError> {
-    actor.validate()?;
-    let mut w = core.write().await?;
-    let Some((current, _)) = current_version(w.conn(), name).await? else {
-        return Err(tool_not_found(name));
-    };
-    let seq = w.change(ChangeKind::Tool, name).await?;
-    set_enabled_row(w.conn(), name, enabled, now_ms(), seq).await?;
-    let action = if enabled {
-        AuditAction::Enable
-    } else {
-        AuditAction::Disable
-    };
-    let mut entry = AuditEntry::new(action, AuditObject::Tool, name);
-    if let Some(current) = current {
-        entry = entry.version(current);
+    async fn tool(&self, name: &str) -> Result<Option<Tool>, StoreError> {
+        let core = self;
+        const Q: &str = concat!("SELECT ", tool_columns!(), " FROM tool t WHERE t.name = $1");
+        let row = q(Q)
+            .bind(name)
+            .fetch_optional(&mut *core.db.read().await?)
+            .await?;
+        row.map(|mut row| tool_from_row(&mut row)).transpose()
     }
-    w.audit(actor, entry).await?;
-    w.commit().await
-}
 
-/// [`ToolStore::purge`](crate::ToolStore::purge).
-pub(crate) async fn purge(core: &Core, actor: &Actor, name: &str) -> Result<(), StoreError> {
-    actor.validate()?;
-    let mut w = core.write().await?;
-    let versions: i64 = q("SELECT count(*) FROM tool_version WHERE tool = $1")
-        .bind(name)
-        .scalar(w.conn())
+    async fn tools(&self) -> Result<Vec<Tool>, StoreError> {
+        let core = self;
+        const Q: &str = concat!("SELECT ", tool_columns!(), " FROM tool t ORDER BY t.name");
+        let mut tools = Vec::new();
+        q(Q).for_each(&mut *core.db.read().await?, &mut |mut row| {
+            tools.push(tool_from_row(&mut row)?);
+            Ok(())
+        })
         .await?;
-    let grants: i64 = q("SELECT count(*) FROM secret_grant WHERE tool = $1")
-        .bind(name)
-        .scalar(w.conn())
-        .await?;
-    // Foreign keys cascade from `tool` to its versions, and from them to their grants and
-    // example results; the explicit deletes keep purge complete even where foreign keys were
-    // off. Stored calls and their hours have no foreign key (the log holds every source's
-    // calls).
-    for sql in [
-        "DELETE FROM call_log WHERE source = 'stored' AND tool = $1",
-        "DELETE FROM call_hour WHERE source = 'stored' AND tool = $1",
-        "DELETE FROM secret_grant WHERE tool = $1",
-        "DELETE FROM example_result WHERE tool = $1",
-    ] {
-        q(sql).bind(name).execute(w.conn()).await?;
+        Ok(tools)
     }
-    let done = q("DELETE FROM tool WHERE name = $1")
-        .bind(name)
-        .execute(w.conn())
-        .await?;
-    if done == 0 {
-        return Err(tool_not_found(name));
-    }
-    q("DELETE FROM tool_version WHERE tool = $1")
-        .bind(name)
-        .execute(w.conn())
-        .await?;
-    w.change(ChangeKind::Tool, name).await?;
-    if grants > 0 {
-        w.change(ChangeKind::Grant, name).await?;
-    }
-    let entry =
-        AuditEntry::new(AuditAction::Delete, AuditObject::Tool, name).detail("versions", versions);
-    w.audit(actor, entry).await?;
-    w.commit().await
-}
 
-/// [`ToolStore::env_ids_in_use`](crate::ToolStore::env_ids_in_use): tool versions' ids, and
-/// the scripts' of resource templates and prompts (stored as JSON, read here).
-pub(crate) async fn env_ids_in_use(core: &Core) -> Result<HashSet<String>, StoreError> {
-    let mut tx = core.db.snapshot().await?;
-    let mut ids: HashSet<String> = q("SELECT DISTINCT env_id FROM tool_version")
-        .scalars::<String>(&mut *tx)
-        .await?
-        .into_iter()
-        .collect();
-    for sql in [
-        "SELECT script FROM resource_template WHERE script IS NOT NULL",
-        "SELECT completion_script FROM resource_template WHERE completion_script IS NOT NULL",
-        "SELECT completion_script FROM prompt WHERE completion_script IS NOT NULL",
-        "SELECT script FROM prompt WHERE script IS NOT NULL",
-    ] {
-        for text in q(sql).scalars::<String>(&mut *tx).await? {
-            let script: JsonObject =
-                serde_json::from_str(&text).map_err(|e| corrupt(format!("stored script: {e}")))?;
-            if let Some(id) = script.get("env_id").and_then(|v| v.as_str()) {
-                ids.insert(id.to_owned());
+    async fn versions(&self, name: &str) -> Result<Vec<ToolVersion>, StoreError> {
+        let core = self;
+        const Q: &str = concat!(
+            "SELECT ",
+            version_columns!(),
+            " FROM tool_version v WHERE v.tool = $1 ORDER BY v.number"
+        );
+        // One statement: a tool always has at least one version, so no rows means no tool.
+        let rows = q(Q)
+            .bind(name)
+            .fetch_all(&mut *core.db.read().await?)
+            .await?;
+        if rows.is_empty() {
+            return Err(tool_not_found(name));
+        }
+        rows.into_iter()
+            .map(|mut row| version_from_row(&mut row))
+            .collect()
+    }
+
+    async fn version(&self, name: &str, number: u32) -> Result<ToolVersion, StoreError> {
+        existing_version(&mut *self.db.read().await?, name, number).await
+    }
+
+    async fn versions_with_status(
+        &self,
+        status: VersionStatus,
+        author: Option<&str>,
+    ) -> Result<Vec<ToolVersion>, StoreError> {
+        let core = self;
+        const Q: &str = concat!(
+            "SELECT ",
+            version_columns!(),
+            " FROM tool_version v WHERE v.status = $1 AND ($2 IS NULL OR v.author = $2) \
+             ORDER BY v.tool, v.number"
+        );
+        let rows = q(Q)
+            .bind(status.as_str())
+            .bind(author)
+            .fetch_all(&mut *core.db.read().await?)
+            .await?;
+        rows.into_iter()
+            .map(|mut row| version_from_row(&mut row))
+            .collect()
+    }
+
+    async fn list_enabled(&self) -> Result<Vec<StoredTool>, StoreError> {
+        let mut tools = Vec::new();
+        self.for_each_enabled(&mut |t| tools.push(t)).await?;
+        Ok(tools)
+    }
+
+    async fn for_each_enabled(
+        &self,
+        each: &mut (dyn FnMut(StoredTool) + Send),
+    ) -> Result<(), StoreError> {
+        const Q: &str = concat!(
+            "SELECT ",
+            tool_columns!(),
+            ", ",
+            version_columns!(),
+            " FROM tool t JOIN tool_version v ON v.tool = t.name AND v.number = t.current_version \
+             WHERE t.enabled ORDER BY t.updated_seq DESC"
+        );
+        // Row by row: with all rows held next to their decoded copies, 10,000 tools doubled the
+        // server's peak memory at start-up; a caller that keeps a compact form of each tool
+        // (the server's catalog) never holds them all decoded either.
+        q(Q).for_each(&mut *self.db.read().await?, &mut |mut row| {
+            each(stored_from_row(&mut row)?);
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_enabled(
+        &self,
+        actor: &Actor,
+        name: &str,
+        enabled: bool,
+    ) -> Result<(), StoreError> {
+        let core = self;
+        actor.validate()?;
+        let mut w = core.write().await?;
+        let Some((current, _)) = current_version(w.conn(), name).await? else {
+            return Err(tool_not_found(name));
+        };
+        let seq = w.change(ChangeKind::Tool, name).await?;
+        set_enabled_row(w.conn(), name, enabled, now_ms(), seq).await?;
+        let action = if enabled {
+            AuditAction::Enable
+        } else {
+            AuditAction::Disable
+        };
+        let mut entry = AuditEntry::new(action, AuditObject::Tool, name);
+        if let Some(current) = current {
+            entry = entry.version(current);
+        }
+        w.audit(actor, entry).await?;
+        w.commit().await
+    }
+
+    async fn rollback(
+        &self,
+        actor: &Actor,
+        name: &str,
+        number: u32,
+    ) -> Result<ToolVersion, StoreError> {
+        super::review::rollback(self, actor, name, number).await
+    }
+
+    async fn approve(
+        &self,
+        actor: &Actor,
+        name: &str,
+        number: u32,
+        grants: &[String],
+    ) -> Result<ToolVersion, StoreError> {
+        super::review::approve(self, actor, name, number, grants).await
+    }
+
+    async fn reject(
+        &self,
+        actor: &Actor,
+        name: &str,
+        number: u32,
+        reason: &str,
+    ) -> Result<ToolVersion, StoreError> {
+        super::review::reject(self, actor, name, number, reason).await
+    }
+
+    async fn purge(&self, actor: &Actor, name: &str) -> Result<(), StoreError> {
+        let core = self;
+        actor.validate()?;
+        let mut w = core.write().await?;
+        let versions: i64 = q("SELECT count(*) FROM tool_version WHERE tool = $1")
+            .bind(name)
+            .scalar(w.conn())
+            .await?;
+        let grants: i64 = q("SELECT count(*) FROM secret_grant WHERE tool = $1")
+            .bind(name)
+            .scalar(w.conn())
+            .await?;
+        // Foreign keys cascade from `tool` to its versions, and from them to their grants and
+        // example results; the explicit deletes keep purge complete even where foreign keys were
+        // off. Stored calls and their hours have no foreign key (the log holds every source's
+        // calls).
+        for sql in [
+            "DELETE FROM call_log WHERE source = 'stored' AND tool = $1",
+            "DELETE FROM call_hour WHERE source = 'stored' AND tool = $1",
+            "DELETE FROM secret_grant WHERE tool = $1",
+            "DELETE FROM example_result WHERE tool = $1",
+        ] {
+            q(sql).bind(name).execute(w.conn()).await?;
+        }
+        let done = q("DELETE FROM tool WHERE name = $1")
+            .bind(name)
+            .execute(w.conn())
+            .await?;
+        if done == 0 {
+            return Err(tool_not_found(name));
+        }
+        q("DELETE FROM tool_version WHERE tool = $1")
+            .bind(name)
+            .execute(w.conn())
+            .await?;
+        w.change(ChangeKind::Tool, name).await?;
+        if grants > 0 {
+            w.change(ChangeKind::Grant, name).await?;
+        }
+        let entry = AuditEntry::new(AuditAction::Delete, AuditObject::Tool, name)
+            .detail("versions", versions);
+        w.audit(actor, entry).await?;
+        w.commit().await
+    }
+
+    async fn record_example_results(
+        &self,
+        name: &str,
+        number: u32,
+        results: Vec<ExampleResult>,
+    ) -> Result<(), StoreError> {
+        super::examples::record(self, name, number, results).await
+    }
+
+    async fn example_results(
+        &self,
+        name: &str,
+        number: u32,
+    ) -> Result<Vec<ExampleResult>, StoreError> {
+        super::examples::read(self, name, number).await
+    }
+
+    /// [`ToolStore::env_ids_in_use`](crate::ToolStore::env_ids_in_use): tool versions' ids, and
+    /// the scripts' of resource templates and prompts (stored as JSON, read here).
+    async fn env_ids_in_use(&self) -> Result<std::collections::HashSet<String>, StoreError> {
+        let core = self;
+        let mut tx = core.db.snapshot().await?;
+        let mut ids: HashSet<String> = q("SELECT DISTINCT env_id FROM tool_version")
+            .scalars::<String>(&mut *tx)
+            .await?
+            .into_iter()
+            .collect();
+        for sql in [
+            "SELECT script FROM resource_template WHERE script IS NOT NULL",
+            "SELECT completion_script FROM resource_template WHERE completion_script IS NOT NULL",
+            "SELECT completion_script FROM prompt WHERE completion_script IS NOT NULL",
+            "SELECT script FROM prompt WHERE script IS NOT NULL",
+        ] {
+            for text in q(sql).scalars::<String>(&mut *tx).await? {
+                let script: JsonObject = serde_json::from_str(&text)
+                    .map_err(|e| corrupt(format!("stored script: {e}")))?;
+                if let Some(id) = script.get("env_id").and_then(|v| v.as_str()) {
+                    ids.insert(id.to_owned());
+                }
             }
         }
+        Ok(ids)
     }
-    Ok(ids)
+
+    async fn current_seq(&self) -> Result<u64, StoreError> {
+        super::changes::current_seq(self).await
+    }
+
+    async fn changes_since(&self, seq: u64) -> Result<ChangeSet, StoreError> {
+        super::changes::since(self, seq).await
+    }
+
+    async fn wait_for_change(&self, seq: u64, max_wait: Duration) {
+        self.db
+            .wait_for_change(&self.committed, seq, max_wait)
+            .await
+    }
+
+    async fn backup(&self, dest: &Path) -> Result<(), StoreError> {
+        self.db.backup(self, dest).await
+    }
+
+    async fn close(&self) {
+        self.db.close().await
+    }
 }

@@ -6,15 +6,15 @@
 
 use std::path::Path;
 
-use super::PgStore;
 use crate::config::StoreConfig;
 use crate::dump::Backend as _;
+use crate::engine::Engine;
 use crate::engine::dump::{SecretsAs, export};
 use crate::error::StoreError;
 use crate::sqlite::SqliteStore;
 
 /// Writes the backup to `dest` (mode 0600, synced at its commit), removed again on failure.
-pub(super) async fn backup(store: &PgStore, dest: &Path) -> Result<(), StoreError> {
+pub(super) async fn backup(store: &Engine, dest: &Path) -> Result<(), StoreError> {
     let io = |source| StoreError::Io {
         path: dest.to_owned(),
         source,
@@ -24,10 +24,10 @@ pub(super) async fn backup(store: &PgStore, dest: &Path) -> Result<(), StoreErro
             reason: format!("backup destination {} exists", dest.display()),
         });
     }
-    let dump = export(&store.core, SecretsAs::Stored).await?;
+    let dump = export(store, SecretsAs::Stored).await?;
     // The keyring seals only plain-text values an older build left (none without one).
     let config = StoreConfig {
-        keyring: store.core.keyring.clone(),
+        keyring: store.keyring.clone(),
         ..StoreConfig::defaults()
     };
     let copy = SqliteStore::open_with(dest, &config).await?;

@@ -36,7 +36,7 @@ use tokio::sync::watch;
 use crate::config::StoreConfig;
 use crate::engine::exec::{Conn, db};
 use crate::engine::migrate::apply_pending;
-use crate::engine::{Core, Db, Lock, seal_plain_values};
+use crate::engine::{Db, Engine, Lock, seal_plain_values};
 use crate::error::StoreError;
 use crate::validate::invalid;
 pub use listen::LISTENER_APPLICATION_NAME;
@@ -54,7 +54,11 @@ const MIGRATION_LOCK: i64 = 0x6f6d_6e69_6d69_6772;
 /// The key of the advisory lock of `Lock::Side` writes. ASCII "omniside".
 const SIDE_LOCK: i64 = 0x6f6d_6e69_7369_6465;
 
-/// The PostgreSQL implementation of every [`Store`](crate::Store) trait.
+/// The transaction-level advisory lock key of audit prunes ([`Lock::AuditPrune`]): replicas
+/// that prune at the same moment take turns, and the later one finds nothing left to remove.
+const AUDIT_PRUNE_LOCK: i64 = 0x6f6d_6e69_6175_6474;
+
+/// Opens an [`Engine`] on a PostgreSQL database: every [`Store`](crate::Store) trait.
 ///
 /// Opening applies pending migrations under an advisory lock, so replicas starting together
 /// against a new database migrate it once; then, with a keyring, seals any secret values stored
@@ -64,21 +68,17 @@ const SIDE_LOCK: i64 = 0x6f6d_6e69_7369_6465;
 /// commit order, and [`ToolStore::wait_for_change`](crate::ToolStore::wait_for_change) wakes on
 /// any of them through `LISTEN`/`NOTIFY`.
 #[derive(Debug)]
-pub struct PgStore {
-    /// The engine, over [`PgDb`].
-    core: Core,
-    /// The pool (the engine's too), for the `LISTEN` task's re-reads and closing.
+pub enum PgStore {}
+
+/// The engine's [`Db`] on PostgreSQL: one pool for reads and writes.
+#[derive(Debug)]
+pub(crate) struct PgDb {
+    /// The pool, for reads, writes, the `LISTEN` task's re-reads and closing.
     pool: PgPool,
     /// The connection options, for the `LISTEN` connection.
     options: PgConnectOptions,
     /// The change feed's wake-up, fed by `NOTIFY`.
     feed: listen::Feed,
-}
-
-/// The engine's [`Db`] on PostgreSQL: one pool for reads and writes.
-#[derive(Debug)]
-pub(crate) struct PgDb {
-    pool: PgPool,
     /// `SET LOCAL lock_timeout` for write transactions, from [`StoreConfig::busy_timeout`].
     lock_timeout: &'static str,
 }
@@ -122,6 +122,13 @@ impl Db for PgDb {
                     .await
                     .map_err(db)?;
             }
+            Lock::AuditPrune => {
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(AUDIT_PRUNE_LOCK)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db)?;
+            }
             Lock::None => {}
         }
         Ok(Box::new(tx))
@@ -141,6 +148,23 @@ impl Db for PgDb {
     }
 
     async fn after_sealing(&self) {}
+
+    /// Wakes on any replica's commit.
+    async fn wait_for_change(&self, _committed: &watch::Sender<u64>, seq: u64, max_wait: Duration) {
+        self.feed
+            .wait(&self.pool, &self.options, seq, max_wait)
+            .await;
+    }
+
+    /// A SQLite file of one snapshot.
+    async fn backup(&self, engine: &Engine, dest: &Path) -> Result<(), StoreError> {
+        backup::backup(engine, dest).await
+    }
+
+    async fn close(&self) {
+        self.feed.stop();
+        self.pool.close().await;
+    }
 }
 
 /// `SET LOCAL lock_timeout` for `timeout`, as a statement of its own (`SET` takes no
@@ -161,7 +185,7 @@ impl PgStore {
     /// [`StoreError::Database`] if the database cannot be reached or a migration fails
     /// (including a database migrated by a newer OmniForge); with a keyring,
     /// [`StoreError::Crypto`] if sealing plain-text values fails.
-    pub async fn open(url: &str, env: &PgEnv, config: &StoreConfig) -> Result<PgStore, StoreError> {
+    pub async fn open(url: &str, env: &PgEnv, config: &StoreConfig) -> Result<Engine, StoreError> {
         let options = options::connect_options(url, env, config)?;
         PgStore::open_with(options, config).await
     }
@@ -173,7 +197,7 @@ impl PgStore {
     pub async fn open_with(
         options: PgConnectOptions,
         config: &StoreConfig,
-    ) -> Result<PgStore, StoreError> {
+    ) -> Result<Engine, StoreError> {
         if config.max_readers == 0 {
             return Err(invalid("max_readers", "must be at least 1"));
         }
@@ -185,46 +209,22 @@ impl PgStore {
             .map_err(db)?;
         migrate(&pool).await?;
         let newest = Arc::new(watch::Sender::new(0));
-        let db = PgDb {
-            pool: pool.clone(),
-            lock_timeout: lock_timeout_sql(config.busy_timeout),
-        };
-        let store = PgStore {
-            core: Core::new(Box::new(db), config, newest.clone())?,
-            pool,
-            feed: listen::Feed::new(newest),
-            options,
-        };
-        seal_plain_values(&store.core).await?;
         tracing::debug!(
-            host = store.options.get_host(),
-            database = store.options.get_database(),
+            host = options.get_host(),
+            database = options.get_database(),
             "tool store opened (PostgreSQL)"
         );
+        let db = PgDb {
+            pool,
+            options,
+            lock_timeout: lock_timeout_sql(config.busy_timeout),
+            feed: listen::Feed::new(newest.clone()),
+        };
+        let store = Engine::new(Box::new(db), config, newest)?;
+        seal_plain_values(&store).await?;
         Ok(store)
     }
-
-    /// [`ToolStore::wait_for_change`](crate::ToolStore::wait_for_change): wakes on any
-    /// replica's commit.
-    async fn wait_for_change_here(&self, seq: u64, max_wait: Duration) {
-        self.feed
-            .wait(&self.pool, &self.options, seq, max_wait)
-            .await;
-    }
-
-    /// [`ToolStore::backup`](crate::ToolStore::backup): a SQLite file of one snapshot.
-    async fn backup_here(&self, dest: &Path) -> Result<(), StoreError> {
-        backup::backup(self, dest).await
-    }
-
-    /// [`ToolStore::close`](crate::ToolStore::close).
-    async fn close_here(&self) {
-        self.feed.stop();
-        self.pool.close().await;
-    }
 }
-
-crate::engine::impls::store_traits!(PgStore);
 
 /// Runs pending migrations in one transaction that first takes the migration advisory lock
 /// (`pg_advisory_xact_lock`), so replicas starting together against a new database cannot both

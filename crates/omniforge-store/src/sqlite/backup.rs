@@ -6,14 +6,14 @@ use std::path::Path;
 use sqlx::Connection as _;
 use sqlx::sqlite::SqliteConnection;
 
-use super::{SqliteStore, private_create_new};
+use super::{SqliteDb, private_create_new};
 use crate::engine::exec::db;
 use crate::error::StoreError;
 use crate::validate::invalid;
 
 /// [`ToolStore::backup`]: creates `dest` (0600, failing if it exists), fills it with `VACUUM
 /// INTO`, syncs it and its directory; removes it again on failure.
-pub(super) async fn backup(store: &SqliteStore, dest: &Path) -> Result<(), StoreError> {
+pub(super) async fn backup(store: &SqliteDb, dest: &Path) -> Result<(), StoreError> {
     let io = |source| StoreError::Io {
         path: dest.to_owned(),
         source,
@@ -45,7 +45,7 @@ pub(super) async fn backup(store: &SqliteStore, dest: &Path) -> Result<(), Store
 /// `VACUUM INTO` reads one snapshot (a read transaction, so writers go on) and writes a compact
 /// copy. It cannot run on the `query_only` readers, and should not occupy the writer, so a file
 /// store opens a dedicated connection for it.
-async fn vacuum_into(store: &SqliteStore, dest: &str) -> Result<(), StoreError> {
+async fn vacuum_into(store: &SqliteDb, dest: &str) -> Result<(), StoreError> {
     const Q: &str = "VACUUM INTO ?";
     match &store.file_options {
         Some(options) => {

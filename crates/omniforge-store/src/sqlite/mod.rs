@@ -19,7 +19,7 @@
 mod backup;
 mod migrate;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,27 +31,18 @@ use tokio::sync::watch;
 
 use crate::config::StoreConfig;
 use crate::engine::exec::{Conn, db};
-use crate::engine::{Core, Db, Lock, seal_plain_values};
+use crate::engine::{Db, Engine, Lock, seal_plain_values};
 use crate::error::StoreError;
 use crate::validate::invalid;
 
-/// The SQLite implementation of every [`Store`](crate::Store) trait.
+/// Opens an [`Engine`] on one SQLite file (or in memory): every [`Store`](crate::Store) trait.
 ///
 /// Opening applies pending migrations, then, with a keyring, seals the secret values an older
 /// build stored in plain text. Connections use WAL, `synchronous=FULL` (each commit is
 /// synced to disk before the write returns), foreign keys, `secure_delete` and the busy
-/// timeout. Several instances, in one process or several, may share a file.
+/// timeout. Several engines, in one process or several, may share a file.
 #[derive(Debug)]
-pub struct SqliteStore {
-    /// The engine, over [`SqliteDb`].
-    core: Core,
-    /// The single writer connection (the same pool as the engine's), for backups.
-    writer: SqlitePool,
-    /// The reader connections, for [`close_here`](SqliteStore::close_here).
-    reader: SqlitePool,
-    /// Options of a file-backed store, to open a dedicated backup connection; `None` in memory.
-    file_options: Option<SqliteConnectOptions>,
-}
+pub enum SqliteStore {}
 
 /// The engine's [`Db`] on SQLite: the writer and reader pools.
 #[derive(Debug)]
@@ -60,6 +51,8 @@ pub(crate) struct SqliteDb {
     writer: SqlitePool,
     /// `query_only` connections for reads. For in-memory stores, the writer pool itself.
     reader: SqlitePool,
+    /// Options of a file-backed store, to open a dedicated backup connection; `None` in memory.
+    file_options: Option<SqliteConnectOptions>,
 }
 
 #[async_trait]
@@ -105,6 +98,23 @@ impl Db for SqliteDb {
             tracing::warn!(%error, "checkpointing the WAL after sealing secrets failed");
         }
     }
+
+    /// This instance's own commits wake it at once; other processes' writes are found when
+    /// `max_wait` runs out.
+    async fn wait_for_change(&self, committed: &watch::Sender<u64>, seq: u64, max_wait: Duration) {
+        let mut committed = committed.subscribe();
+        // `Err` only if the sender is gone, which `&self` rules out; a timeout is the poll.
+        let _ = tokio::time::timeout(max_wait, committed.wait_for(|&newest| newest > seq)).await;
+    }
+
+    async fn backup(&self, _engine: &Engine, dest: &Path) -> Result<(), StoreError> {
+        backup::backup(self, dest).await
+    }
+
+    async fn close(&self) {
+        self.writer.close().await;
+        self.reader.close().await;
+    }
 }
 
 impl SqliteStore {
@@ -113,7 +123,7 @@ impl SqliteStore {
     ///
     /// # Errors
     /// As [`open_with`](SqliteStore::open_with).
-    pub async fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+    pub async fn open(path: impl AsRef<Path>) -> Result<Engine, StoreError> {
         SqliteStore::open_with(path, &StoreConfig::defaults()).await
     }
 
@@ -130,54 +140,12 @@ impl SqliteStore {
     pub async fn open_with(
         path: impl AsRef<Path>,
         config: &StoreConfig,
-    ) -> Result<SqliteStore, StoreError> {
-        // Absolute, so SQLite (which sqlx opens with SQLITE_OPEN_URI) never reads it as a
-        // `file:` URI.
-        let path = &std::path::absolute(path.as_ref()).map_err(|source| StoreError::Io {
-            path: path.as_ref().to_owned(),
-            source,
-        })?;
-        if config.max_readers == 0 {
-            return Err(invalid("max_readers", "must be at least 1"));
-        }
-        create_private_file(path).await?;
-
-        let base = common_options(SqliteConnectOptions::new().filename(path), config);
-        let writer_options = base
-            .clone()
-            .create_if_missing(true)
-            // Persistent in the file; readers inherit it.
-            .journal_mode(SqliteJournalMode::Wal);
-        let writer = connect_writer(writer_options, config).await?;
-        migrate::migrate(&writer).await?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(config.max_readers)
-            .acquire_timeout(config.busy_timeout)
-            .connect_with(base.clone().pragma("query_only", "ON"))
-            .await
-            .map_err(db)?;
-        let store = SqliteStore::assemble(writer, reader, Some(base), config)?;
-        seal_plain_values(&store.core).await?;
+    ) -> Result<Engine, StoreError> {
+        let (db, path) = SqliteDb::open(path.as_ref(), config).await?;
+        let store = Engine::new(Box::new(db), config, Arc::new(watch::Sender::new(0)))?;
+        seal_plain_values(&store).await?;
         tracing::debug!(path = %path.display(), "tool store opened");
         Ok(store)
-    }
-
-    fn assemble(
-        writer: SqlitePool,
-        reader: SqlitePool,
-        file_options: Option<SqliteConnectOptions>,
-        config: &StoreConfig,
-    ) -> Result<SqliteStore, StoreError> {
-        let db = SqliteDb {
-            writer: writer.clone(),
-            reader: reader.clone(),
-        };
-        Ok(SqliteStore {
-            core: Core::new(Box::new(db), config, Arc::new(watch::Sender::new(0)))?,
-            writer,
-            reader,
-            file_options,
-        })
     }
 
     /// Opens a new, empty store in memory with the `DEFAULT_*` settings. It lives as long as the
@@ -185,7 +153,7 @@ impl SqliteStore {
     ///
     /// # Errors
     /// As [`open_in_memory_with`](SqliteStore::open_in_memory_with).
-    pub async fn open_in_memory() -> Result<SqliteStore, StoreError> {
+    pub async fn open_in_memory() -> Result<Engine, StoreError> {
         SqliteStore::open_in_memory_with(&StoreConfig::defaults()).await
     }
 
@@ -194,7 +162,7 @@ impl SqliteStore {
     ///
     /// # Errors
     /// [`StoreError::Invalid`] for an out-of-range setting; [`StoreError::Database`].
-    pub async fn open_in_memory_with(config: &StoreConfig) -> Result<SqliteStore, StoreError> {
+    pub async fn open_in_memory_with(config: &StoreConfig) -> Result<Engine, StoreError> {
         // Plain `:memory:`, a private database of the one connection. Not sqlx's
         // `sqlite::memory:`, which sets SQLITE_OPEN_MEMORY: `VACUUM INTO` inherits that flag and
         // would write the backup to memory instead of the file.
@@ -209,30 +177,51 @@ impl SqliteStore {
             .await
             .map_err(db)?;
         migrate::migrate(&pool).await?;
-        SqliteStore::assemble(pool.clone(), pool, None, config)
-    }
-
-    /// [`ToolStore::wait_for_change`](crate::ToolStore::wait_for_change): this instance's
-    /// own commits wake it at once; other processes' writes are found when `max_wait` runs out.
-    async fn wait_for_change_here(&self, seq: u64, max_wait: Duration) {
-        let mut committed = self.core.committed.subscribe();
-        // `Err` only if the sender is gone, which `&self` rules out; a timeout is the poll.
-        let _ = tokio::time::timeout(max_wait, committed.wait_for(|&newest| newest > seq)).await;
-    }
-
-    /// [`ToolStore::backup`](crate::ToolStore::backup).
-    async fn backup_here(&self, dest: &Path) -> Result<(), StoreError> {
-        backup::backup(self, dest).await
-    }
-
-    /// [`ToolStore::close`](crate::ToolStore::close).
-    async fn close_here(&self) {
-        self.writer.close().await;
-        self.reader.close().await;
+        let db = SqliteDb {
+            writer: pool.clone(),
+            reader: pool,
+            file_options: None,
+        };
+        Engine::new(Box::new(db), config, Arc::new(watch::Sender::new(0)))
     }
 }
 
-crate::engine::impls::store_traits!(SqliteStore);
+impl SqliteDb {
+    /// Opens the pools of the file at `path` (made absolute, also returned) and migrates it.
+    async fn open(path: &Path, config: &StoreConfig) -> Result<(SqliteDb, PathBuf), StoreError> {
+        // Absolute, so SQLite (which sqlx opens with SQLITE_OPEN_URI) never reads it as a
+        // `file:` URI.
+        let path = std::path::absolute(path).map_err(|source| StoreError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        if config.max_readers == 0 {
+            return Err(invalid("max_readers", "must be at least 1"));
+        }
+        create_private_file(&path).await?;
+
+        let base = common_options(SqliteConnectOptions::new().filename(&path), config);
+        let writer_options = base
+            .clone()
+            .create_if_missing(true)
+            // Persistent in the file; readers inherit it.
+            .journal_mode(SqliteJournalMode::Wal);
+        let writer = connect_writer(writer_options, config).await?;
+        migrate::migrate(&writer).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(config.max_readers)
+            .acquire_timeout(config.busy_timeout)
+            .connect_with(base.clone().pragma("query_only", "ON"))
+            .await
+            .map_err(db)?;
+        let db = SqliteDb {
+            writer,
+            reader,
+            file_options: Some(base),
+        };
+        Ok((db, path))
+    }
+}
 
 /// Opens the one-connection writer pool, which switches a new file to WAL.
 ///
@@ -341,7 +330,7 @@ mod tests {
             busy_timeout: Duration::from_millis(1234),
             ..StoreConfig::defaults()
         };
-        let store = SqliteStore::open_with(dir.path().join("s.db"), &config)
+        let (store, _) = SqliteDb::open(&dir.path().join("s.db"), &config)
             .await
             .unwrap();
         for (pool, query_only) in [(&store.writer, "0"), (&store.reader, "1")] {

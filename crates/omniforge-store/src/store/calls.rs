@@ -20,26 +20,13 @@ use crate::model::{CallFilter, CallRecord, CallSource, HourStats, LoggedCall, To
 /// Neither the log nor the statistics are changes of the feed or audit records.
 #[async_trait]
 pub trait CallLog: ToolStore {
-    /// Appends a finished call to the log and to its hour, pruning the oldest rows and hours in
-    /// the same transaction. Texts longer than their limit are cut:
-    /// [`error`](CallRecord::error) to [`MAX_CALL_ERROR_BYTES`](crate::MAX_CALL_ERROR_BYTES),
-    /// [`arguments_text`](CallRecord::arguments_text) and [`result_text`](CallRecord::result_text)
-    /// to [`MAX_CALL_TEXT_BYTES`](crate::MAX_CALL_TEXT_BYTES) (their `total_bytes` keep the
-    /// whole length). With `call_log_max_rows` 0 only the hour is counted.
-    ///
-    /// # Errors
-    /// [`StoreError::NotFound`] (with `version` set) for a [`Stored`](CallSource::Stored) call
-    /// whose version does not exist (for example, the tool was purged while the call ran);
-    /// [`StoreError::Invalid`] if a count exceeds `i64::MAX`, the version is missing for a
-    /// stored call or given for another source, the tool name is empty or longer than
-    /// [`MAX_CALL_TOOL_BYTES`](crate::MAX_CALL_TOOL_BYTES), or the arguments digest is not 64
-    /// lowercase hex digits; [`StoreError::Database`].
-    async fn record_call(&self, call: CallRecord) -> Result<(), StoreError>;
-
     /// Appends finished calls to the log and their hours in **one** transaction: the group
     /// commit of the server's call-log writer, which gathers the calls of a few milliseconds
     /// and writes them at once (one commit, one sync, instead of one per call). Each call is
-    /// checked and cut as in [`record_call`](CallLog::record_call); a call that fails its
+    /// checked, and its texts longer than their limit are cut ([`error`](CallRecord::error) to
+    /// [`MAX_CALL_ERROR_BYTES`](crate::MAX_CALL_ERROR_BYTES), the arguments and result texts to
+    /// [`MAX_CALL_TEXT_BYTES`](crate::MAX_CALL_TEXT_BYTES), their `total_bytes` keeping the
+    /// whole length); a call that fails its
     /// checks (or names a version that does not exist) is left out and its error returned, in
     /// the calls' order, while the others are written. The log is pruned, and old hours
     /// deleted, once per batch. An empty batch writes nothing.

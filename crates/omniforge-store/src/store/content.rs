@@ -76,12 +76,6 @@ pub trait ContentStore: ToolStore {
     /// [`StoreError::NotFound`], [`StoreError::Invalid`] (actor), [`StoreError::Database`].
     async fn delete_template(&self, actor: &Actor, uri_template: &str) -> Result<(), StoreError>;
 
-    /// One resource template, enabled or not.
-    ///
-    /// # Errors
-    /// [`StoreError::Corrupt`], [`StoreError::Database`].
-    async fn get_template(&self, uri_template: &str) -> Result<Option<StoredTemplate>, StoreError>;
-
     /// Every prompt, enabled or not, by name.
     ///
     /// # Errors

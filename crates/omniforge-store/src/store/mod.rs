@@ -36,7 +36,7 @@ pub use tasks::TaskStore;
 pub use tools::ToolStore;
 
 /// The whole store: every trait of this module. Implemented for every type that implements
-/// them all, so `Arc<SqliteStore>` coerces to `Arc<dyn Store>`.
+/// them all, so `Arc<Engine>` coerces to `Arc<dyn Store>`.
 pub trait Store: ContentStore + SecretStore + CallLog + AuditLog + OutputStore + TaskStore {}
 
 impl<T> Store for T where

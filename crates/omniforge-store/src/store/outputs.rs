@@ -34,19 +34,6 @@ pub trait OutputStore: ToolStore {
         reader: OutputReader<'_>,
     ) -> Result<Option<KeptOutput>, StoreError>;
 
-    /// Moves the expiry of an unexpired output to `expires_at_ms` if that is later (a task that
-    /// outlives the output's TTL keeps it as long as itself); never shortens it. Returns the
-    /// expiry in force afterwards.
-    ///
-    /// # Errors
-    /// [`StoreError::NotFound`] (kind [`Output`](crate::NameKind::Output)) for an unknown or
-    /// expired id; [`StoreError::Database`].
-    async fn extend_output_expiry(
-        &self,
-        run_id: &str,
-        expires_at_ms: i64,
-    ) -> Result<i64, StoreError>;
-
     /// Deletes every expired output; returns how many. The server calls it periodically;
     /// expired outputs are unreadable before that anyway.
     ///

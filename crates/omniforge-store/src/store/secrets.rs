@@ -59,21 +59,6 @@ pub trait SecretStore: ToolStore {
     /// [`StoreError::Database`].
     async fn secrets(&self) -> Result<Vec<SecretInfo>, StoreError>;
 
-    /// The values of the named secrets that exist, **whatever the grants**; a name with no
-    /// secret is simply absent from the map.
-    ///
-    /// Kept only until the server's runs move to
-    /// [`granted_secrets`](SecretStore::granted_secrets) (issue 11's server side); nothing new
-    /// should call it.
-    ///
-    /// # Errors
-    /// [`StoreError::NoSecretKey`], [`StoreError::SecretKeyMissing`],
-    /// [`StoreError::SecretUnreadable`], [`StoreError::Database`].
-    async fn secret_values(
-        &self,
-        names: &[String],
-    ) -> Result<HashMap<String, SecretValue>, StoreError>;
-
     /// The values a run of `tool` version `version` may have, in one read: each secret the
     /// version declares and an admin granted to it. Empty for a version that is not live
     /// (pending, draft or rejected versions get no secrets, whatever their grants) and for one

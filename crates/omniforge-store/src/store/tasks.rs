@@ -18,9 +18,7 @@ use crate::model::{JsonObject, NewTask, StoredTask, TaskEnd, TaskStatus};
 /// [`lease_expires_at_ms`](StoredTask::lease_expires_at_ms) and renews it with
 /// [`heartbeat_tasks`](TaskStore::heartbeat_tasks). Any replica's
 /// [`fail_lapsed_tasks`](TaskStore::fail_lapsed_tasks) fails an unfinished task whose lease
-/// lapsed (its replica died) or whose TTL passed, with a message saying so; a restarted
-/// replica fails its own unfinished tasks at once with
-/// [`fail_replica_tasks`](TaskStore::fail_replica_tasks). A task never stays `working` longer
+/// lapsed (its replica died) or whose TTL passed, with a message saying so. A task never stays `working` longer
 /// than its lease after its replica stopped.
 ///
 /// **Terminal is final.** A completed, failed or cancelled task never changes again: a late
@@ -131,13 +129,6 @@ pub trait TaskStore: ToolStore {
     /// # Errors
     /// [`StoreError::Database`].
     async fn fail_lapsed_tasks(&self) -> Result<Vec<String>, StoreError>;
-
-    /// Fails every unfinished task `replica` holds (it restarted: whatever ran them is gone);
-    /// returns their ids.
-    ///
-    /// # Errors
-    /// [`StoreError::Database`].
-    async fn fail_replica_tasks(&self, replica: &str) -> Result<Vec<String>, StoreError>;
 
     /// Deletes every terminal task past its TTL; returns how many.
     ///

@@ -252,14 +252,6 @@ pub trait ToolStore: Send + Sync {
     /// [`StoreError::Database`].
     async fn env_ids_in_use(&self) -> Result<HashSet<String>, StoreError>;
 
-    /// The change counter as an `i64`: the same number as
-    /// [`current_seq`](ToolStore::current_seq), kept for callers written before the change feed.
-    /// New code uses `current_seq` and [`changes_since`](ToolStore::changes_since).
-    ///
-    /// # Errors
-    /// [`StoreError::Database`].
-    async fn data_version(&self) -> Result<i64, StoreError>;
-
     /// The change feed's high-water mark: the `seq` of the newest committed change to tools,
     /// versions, secrets, grants, resources, resource templates or prompts, made through any
     /// store instance or process on the same database (0 before the first). Call log, audit

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use base64::Engine as _;
 use omniforge_store::{
-    AuditAction, AuditFilter, AuditLog as _, Keyring, STORE_PRINCIPAL, SecretStore, SqliteStore,
-    StoreConfig, StoreError, ToolStore as _,
+    AuditAction, AuditFilter, AuditLog as _, Engine, Keyring, STORE_PRINCIPAL, SecretStore,
+    SqliteStore, StoreConfig, StoreError, ToolStore as _,
 };
 
 use crate::util::{Kind, LIVE, TestStore, config, raw, spec_with_secrets, who};
@@ -24,7 +24,7 @@ fn ring(ids: &[&str]) -> Keyring {
     .unwrap()
 }
 
-async fn open_with_ring(path: &Path, keyring: Option<Keyring>) -> SqliteStore {
+async fn open_with_ring(path: &Path, keyring: Option<Keyring>) -> Engine {
     SqliteStore::open_with(
         path,
         &StoreConfig {
@@ -36,7 +36,7 @@ async fn open_with_ring(path: &Path, keyring: Option<Keyring>) -> SqliteStore {
     .unwrap()
 }
 
-async fn read_all(s: &dyn SecretStore) -> Result<HashMap<String, String>, StoreError> {
+async fn read_all(s: &Engine) -> Result<HashMap<String, String>, StoreError> {
     let names = s.secret_names().await?;
     Ok(s.secret_values(&names)
         .await?

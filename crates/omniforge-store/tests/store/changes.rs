@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
+use omniforge_store::{CallLog as _, SecretStore as _};
 use omniforge_store::{
-    Backend, Change, ChangeKind, ChangeSet, ContentStore, ImportBatch, NewPrompt, NewResource,
+    Change, ChangeKind, ChangeSet, ContentStore, Engine, ImportBatch, NewPrompt, NewResource,
     ResourceBody, SqliteStore, StoreConfig, ToolStore, WriteMode,
 };
-use omniforge_store::{CallLog as _, SecretStore as _};
 use serde_json::json;
 
 use crate::calls::call;
@@ -50,7 +50,7 @@ fn prompt(name: &str, text: &str) -> NewPrompt {
 }
 
 /// What one operation adds to the feed, read from the seq before it.
-async fn after(s: &dyn Backend, op: impl AsyncFnOnce(&dyn Backend)) -> (u64, ChangeSet) {
+async fn after(s: &Engine, op: impl AsyncFnOnce(&Engine)) -> (u64, ChangeSet) {
     let before = s.current_seq().await.unwrap();
     op(s).await;
     (before, s.changes_since(before).await.unwrap())

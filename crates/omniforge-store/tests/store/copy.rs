@@ -7,11 +7,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use omniforge_store::{
-    ArgumentsDigest, AuditFilter, Backend, CallFilter, CallOutcome, CallRecord, CallSource,
-    CapturedText, ExampleResult, ExampleTrigger, ImportBatch, Keyring, NewKeptOutput, NewPrompt,
-    NewResource, NewStatus, NewTask, NewTemplate, NewVersion, OutputReader, PromptArgumentSpec,
-    ResourceBody, ScriptSpec, StoreConfig, StoreError, TaskEnd, TemplateBody, VersionStatus,
-    WriteMode, copy_store,
+    ArgumentsDigest, AuditFilter, CallFilter, CallOutcome, CallRecord, CallSource, CapturedText,
+    ExampleResult, ExampleTrigger, ImportBatch, Keyring, NewKeptOutput, NewPrompt, NewResource,
+    NewStatus, NewTask, NewTemplate, NewVersion, OutputReader, PromptArgumentSpec, ResourceBody,
+    ScriptSpec, StoreConfig, StoreError, TaskEnd, TemplateBody, VersionStatus, WriteMode,
+    copy_store,
+};
+use omniforge_store::{
+    AuditLog as _, CallLog as _, ContentStore as _, Engine, OutputStore as _, SecretStore as _,
+    TaskStore as _, ToolStore as _,
 };
 use serde_json::json;
 
@@ -33,7 +37,7 @@ fn now_ms() -> i64 {
 /// kept), secrets (one with odd characters) and grants, audit records and a retention cut, kept
 /// outputs, text and blob resources, templates with scripts, prompts, and a change log pruned
 /// to 5 rows (floors set).
-async fn fill(s: &dyn Backend) {
+async fn fill(s: &Engine) {
     let w = who();
     s.create_tool(
         &w,
@@ -255,7 +259,7 @@ async fn fill(s: &dyn Backend) {
 /// Everything the traits answer about a store, as one comparable text: every read method of
 /// every trait. `secrets()` differs in its key ids only when the keyrings do; `mask` blanks
 /// them.
-async fn answers(s: &dyn Backend) -> String {
+async fn answers(s: &Engine) -> String {
     let mut out = String::new();
     let mut line = |what: &str, value: String| out.push_str(&format!("{what}: {value}\n"));
     line(
@@ -464,7 +468,7 @@ fn other_ring() -> StoreConfig {
 
 async fn round_trip(from: Kind, to: Kind) {
     let source = TestStore::with(from, small_feed()).await;
-    fill(&*source.store).await;
+    fill(&source.store).await;
     let target = TestStore::with(to, other_ring()).await;
     let report = copy_store(&*source.store, &*target.store).await.unwrap();
     assert_eq!(
@@ -485,11 +489,11 @@ async fn round_trip(from: Kind, to: Kind) {
     for info in target.store.secrets().await.unwrap() {
         assert_eq!(info.key_id.as_deref(), Some("target-key"));
     }
-    let want = answers(&*source.store).await;
-    assert_eq!(answers(&*target.store).await, want);
+    let want = answers(&source.store).await;
+    assert_eq!(answers(&target.store).await, want);
     // Reopened, the copy still answers the same (nothing lived only in the instance).
     let reopened = target.open_with(&other_ring()).await;
-    assert_eq!(answers(&*reopened).await, want);
+    assert_eq!(answers(&reopened).await, want);
 
     // Both go on alike: the next change takes the same seq and number, the next call is kept
     // after the copied ones (only the new rows' times differ).
@@ -532,9 +536,9 @@ async fn postgres_to_sqlite_answers_exactly_like_the_original() {
 #[tokio::test]
 async fn a_postgres_backup_is_a_sqlite_file_that_answers_the_same() {
     let t = TestStore::new(Kind::Postgres).await;
-    fill(&*t.store).await;
+    fill(&t.store).await;
     let dest = t.dir.path().join("backup.db");
     t.store.backup(&dest).await.unwrap();
     let copy = crate::util::open_url(&format!("sqlite:{}", dest.display()), &config()).await;
-    assert_eq!(answers(&*copy).await, answers(&*t.store).await);
+    assert_eq!(answers(&copy).await, answers(&t.store).await);
 }

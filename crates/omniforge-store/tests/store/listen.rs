@@ -3,10 +3,10 @@
 //! terminated by `pg_terminate_backend`) loses no change: the listener connects again and
 //! re-reads by seq.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_store::{ChangeKind, LISTENER_APPLICATION_NAME};
+use omniforge_store::{SecretStore as _, ToolStore as _};
 
 use crate::util::{Kind, LIVE, TestStore, spec, who};
 
@@ -95,7 +95,7 @@ async fn a_commit_on_one_replica_wakes_a_waiter_on_another() {
 async fn a_terminated_listen_connection_loses_no_change() {
     let t = TestStore::new(Kind::Postgres).await;
     let writer = t.second().await;
-    let reader = Arc::new(t.second().await);
+    let reader = t.second().await;
     let mut seen = reader.current_seq().await.unwrap();
     // Start listening.
     reader.wait_for_change(seen, Duration::from_millis(1)).await;

@@ -2,6 +2,7 @@
 //! another program writes the database directly, and text with a NUL character, which both
 //! backends refuse alike with a typed error.
 
+use omniforge_store::{ContentStore as _, SecretStore as _, ToolStore as _};
 use omniforge_store::{NewResource, NewVersion, ResourceBody, StoreError, WriteMode};
 
 use crate::util::{LIVE, TestStore, each_backend, spec, who};

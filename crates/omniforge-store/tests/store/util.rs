@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use omniforge_store::{
-    Actor, Annotations, Backend, JsonObject, Keyring, Limits, NewStatus, NewVersion, PgEnv,
-    Runtime, SqliteStore, StoreConfig, ToolStore,
+    Actor, Annotations, Engine, JsonObject, Keyring, Limits, NewStatus, NewVersion, PgEnv, Runtime,
+    SqliteStore, StoreConfig, ToolStore,
 };
 use omniforge_testpg::{Cluster, TestDb};
 use serde_json::json;
@@ -57,7 +57,7 @@ pub(crate) fn cluster() -> &'static Cluster {
 /// A store in its own place: for SQLite a file in a temporary directory (removed on drop, after
 /// the store), for PostgreSQL a database of its own (dropped on drop).
 pub(crate) struct TestStore {
-    pub(crate) store: Arc<dyn Backend>,
+    pub(crate) store: Arc<Engine>,
     /// The store's URL: `sqlite:PATH` or `postgres://...`.
     pub(crate) url: String,
     /// The SQLite file (for a PostgreSQL store, where it would be: nothing is there).
@@ -95,12 +95,12 @@ impl TestStore {
 
     /// Another instance on the same database, as a second process (the CLI, another replica)
     /// would open it: the default settings, with the same keyring.
-    pub(crate) async fn second(&self) -> Arc<dyn Backend> {
+    pub(crate) async fn second(&self) -> Arc<Engine> {
         open_url(&self.url, &defaults()).await
     }
 
     /// Another instance with other settings.
-    pub(crate) async fn open_with(&self, config: &StoreConfig) -> Arc<dyn Backend> {
+    pub(crate) async fn open_with(&self, config: &StoreConfig) -> Arc<Engine> {
         open_url(&self.url, config).await
     }
 
@@ -139,7 +139,7 @@ impl TestStore {
 }
 
 /// Opens a store URL (no `PG*` variables: the URLs say everything).
-pub(crate) async fn open_url(url: &str, config: &StoreConfig) -> Arc<dyn Backend> {
+pub(crate) async fn open_url(url: &str, config: &StoreConfig) -> Arc<Engine> {
     omniforge_store::open(url, &PgEnv::empty(), config)
         .await
         .unwrap()
@@ -158,7 +158,7 @@ pub(crate) fn defaults() -> StoreConfig {
 }
 
 /// Opens the SQLite file `path` with [`defaults`] (SQLite-only tests).
-pub(crate) async fn open(path: &Path) -> SqliteStore {
+pub(crate) async fn open(path: &Path) -> Engine {
     SqliteStore::open_with(path, &defaults()).await.unwrap()
 }
 

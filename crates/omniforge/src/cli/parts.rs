@@ -39,9 +39,10 @@ pub(super) async fn open_url(
     };
     // Only the binary reads the environment: the standard PG* variables complete the URL.
     let env = PgEnv::from_vars(std::env::vars());
-    omniforge_store::open(url, &env, &config)
+    let store = omniforge_store::open(url, &env, &config)
         .await
-        .with_context(|| format!("opening the store {shown}"))
+        .with_context(|| format!("opening the store {shown}"))?;
+    Ok(store)
 }
 
 /// The keyring that seals the secrets of the store at `url`: the `file` given (it must exist:
@@ -150,6 +151,8 @@ async fn build(common: &Common, tools: Tools, authoring: bool, once: bool) -> Re
                 authoring,
                 max_result_bytes: scripts.max_result_bytes,
                 output_ttl: scripts.output_ttl,
+                // A one-shot command does not stay for the hourly prune.
+                audit_retention: if once { None } else { scripts.audit_retention },
                 keep_failed_drafts: scripts.keep_failed_drafts,
                 require_approval: scripts.require_approval,
                 tasks: scripts.tasks,
