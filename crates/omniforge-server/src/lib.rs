@@ -23,7 +23,7 @@
 //! - `script_host`: the one script host tools and content share.
 //! - `catalog`: entries, the `ToolCall` trait, the merged snapshot and call routing.
 //! - `context`: the request context, built once per request, and who acts (`Actor`).
-//! - `error`, `schema`, `auth`, `peers`, `settings`: leaves.
+//! - `error`, `schema`, `auth`, `peers`, `settings`, `human_time`: leaves.
 
 #![deny(missing_docs)]
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
@@ -36,9 +36,11 @@ mod console;
 mod content;
 mod context;
 mod error;
+mod human_time;
 mod mcp;
 mod pack;
 mod peers;
+mod retention;
 mod schema;
 mod script_host;
 mod server;
@@ -57,6 +59,7 @@ pub use commands::{CallOutput, Caller, CommandError};
 pub use content::definitions::Kind as DefinitionKind;
 pub use context::progress::ProgressSink;
 pub use error::AuthoringError;
+pub use human_time::utc as utc_time;
 pub use pack::{PackError, export as export_pack};
 pub use script_host::host::ScriptSettings;
 pub use server::{Server, Settings, StartError, StoreSettings};

@@ -72,6 +72,9 @@ pub struct StoreSettings {
     pub max_result_bytes: usize,
     /// How long the whole output of a cut result stays readable through its resource link.
     pub output_ttl: Duration,
+    /// How long audit records are kept (`--audit-retention`): older ones are pruned at start
+    /// and hourly. `None` keeps everything.
+    pub audit_retention: Option<Duration>,
     /// Keep a tool version whose examples fail as a draft instead of refusing it
     /// (`--keep-failed-drafts`; a call's `keepFailedDrafts` overrides it).
     pub keep_failed_drafts: bool,
@@ -345,6 +348,13 @@ async fn start_stored(
         store.clone(),
         stop.clone(),
     ));
+    if let Some(keep) = s.audit_retention {
+        tokio::spawn(crate::retention::prune_audit_log(
+            store.clone(),
+            keep,
+            stop.clone(),
+        ));
+    }
     Ok(Stored {
         store,
         call_log,

@@ -63,6 +63,7 @@ async fn fixture_with(require_approval: bool) -> Fixture {
             authoring: true,
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
+            audit_retention: None,
             keep_failed_drafts: false,
             require_approval,
             tasks: omniforge_server::TaskSettings::default(),

@@ -18,7 +18,14 @@ use std::path::{Path, PathBuf};
 
 /// The rooms, lowest first. A file may name its own room or a lower one, never a higher one.
 const LAYERS: &[&[&str]] = &[
-    &["auth", "peers", "schema", "telemetry"],
+    &[
+        "auth",
+        "human_time",
+        "peers",
+        "retention",
+        "schema",
+        "telemetry",
+    ],
     &["error", "settings"],
     &["context"],
     &["catalog", "script_host"],

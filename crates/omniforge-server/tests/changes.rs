@@ -50,6 +50,7 @@ async fn server(dir: &std::path::Path) -> Server {
             authoring: false,
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
+            audit_retention: None,
             keep_failed_drafts: false,
             require_approval: false,
             tasks: omniforge_server::TaskSettings::default(),

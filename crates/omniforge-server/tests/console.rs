@@ -235,6 +235,7 @@ async fn fixture_with(manifests: impl FnOnce(&Path) -> Vec<ManifestConfig>) -> F
             authoring: true,
             max_result_bytes: 64 * 1024,
             output_ttl: Duration::from_secs(3600),
+            audit_retention: None,
             keep_failed_drafts: false,
             require_approval: true,
             tasks: omniforge_server::TaskSettings::default(),

@@ -87,7 +87,7 @@ fn frame(hours: &[Hour], max: f64, label: impl Fn(f64) -> String) -> Markup {
         }
         @for (i, h) in hours.iter().enumerate() {
             @if i % 6 == 0 || i == 23 {
-                text.axis x=(x_of(i)) y=(H - 8.0) text-anchor="middle" { (&utc(h.start_ms)[11..16]) }
+                text.axis x=(x_of(i)) y=(H - 8.0) text-anchor="middle" { (utc(h.start_ms).get(11..16).unwrap_or_default()) }
             }
         }
     }

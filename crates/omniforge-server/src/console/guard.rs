@@ -92,16 +92,17 @@ pub(crate) fn session_id(headers: &HeaderMap) -> Option<String> {
     cookie(headers, name)
 }
 
-/// The value of the request's cookie `name`, if any.
+/// The value of the request's cookie `name`, if any: the first one, over every `Cookie`
+/// header, that the `cookie` crate parses (a malformed pair is skipped, not fatal).
 pub(crate) fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
         .get_all(COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v.to_owned())
+        .flat_map(cookie::Cookie::split_parse)
+        .filter_map(Result::ok)
+        .find(|c| c.name() == name)
+        .map(|c| c.value().to_owned())
 }
 
 fn refuse(status: StatusCode, why: &str) -> Response {
@@ -265,4 +266,38 @@ pub(crate) fn not_found() -> Response {
         layout::bare("Not found", "There is no such page, or you may not see it."),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(values: &[&str]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for v in values {
+            map.append(COOKIE, HeaderValue::from_str(v).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn cookies_are_found_by_exact_name_over_every_header() {
+        let h = headers(&[
+            "xomniforge_console=wrong; theme=dark",
+            "broken;  omniforge_console=abc-_1 ; omniforge_console=second",
+        ]);
+        assert_eq!(cookie(&h, COOKIE_NAME).as_deref(), Some("abc-_1"));
+        assert_eq!(cookie(&h, "theme").as_deref(), Some("dark"));
+        assert_eq!(cookie(&h, "omniforge"), None);
+        assert_eq!(cookie(&headers(&[]), COOKIE_NAME), None);
+        assert_eq!(cookie(&headers(&["=v; ;"]), COOKIE_NAME), None);
+    }
+
+    #[test]
+    fn the_session_cookie_over_tls_is_the_host_prefixed_one() {
+        let mut h = headers(&["omniforge_console=plain; __Host-omniforge_console=tls"]);
+        assert_eq!(session_id(&h).as_deref(), Some("plain"));
+        h.insert("x-forwarded-proto", HeaderValue::from_static("https"));
+        assert_eq!(session_id(&h).as_deref(), Some("tls"));
+    }
 }

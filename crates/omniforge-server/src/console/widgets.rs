@@ -1,30 +1,10 @@
-//! Small shared renderings: times, durations, JSON, schemas, scrollable tables. Everything is
+//! Small shared renderings: times (`human_time`'s), durations, JSON, schemas, scrollable tables. Everything is
 //! interpolated through maud, which escapes it; nothing here builds HTML from strings.
 
 use maud::{Markup, html};
 use serde_json::Value;
 
-/// `2026-11-30 14:05:09 UTC` from unix milliseconds.
-pub(crate) fn utc(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
+pub(crate) use crate::human_time::utc;
 
 /// `41 ms`, `2.3 s`.
 pub(crate) fn duration(ms: u64) -> String {
@@ -109,16 +89,5 @@ fn type_of(p: &Value) -> String {
             .collect::<Vec<_>>()
             .join(" or "),
         _ => "any".into(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_are_utc() {
-        assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(utc(1_764_600_000_000), "2025-12-01 14:40:00 UTC");
     }
 }

@@ -152,9 +152,8 @@ impl AuditLog for Engine {
     }
 
     async fn prune_audit(&self, actor: &Actor, before_ms: i64) -> Result<u64, StoreError> {
-        let core = self;
         actor.validate()?;
-        let mut w = core.write_with(Lock::None).await?;
+        let mut w = self.write_with(Lock::AuditPrune).await?;
         // Raise the cut first (the schema lets only older records go), never lower it.
         q(
             "UPDATE meta SET value = CASE WHEN $1 > value THEN $1 ELSE value END \
@@ -167,13 +166,17 @@ impl AuditLog for Engine {
             .bind(before_ms)
             .execute(w.conn())
             .await?;
-        w.audit(
-            actor,
-            AuditEntry::new(AuditAction::Prune, AuditObject::AuditLog, "audit_log")
-                .detail("before_ms", before_ms)
-                .detail("removed", removed),
-        )
-        .await?;
+        // A prune that removed nothing changes nothing, so it leaves no record either: running
+        // it again, or on another replica just after, is a no-op.
+        if removed > 0 {
+            w.audit(
+                actor,
+                AuditEntry::new(AuditAction::Prune, AuditObject::AuditLog, "audit_log")
+                    .detail("before_ms", before_ms)
+                    .detail("removed", removed),
+            )
+            .await?;
+        }
         w.commit().await?;
         Ok(removed)
     }

@@ -59,7 +59,11 @@ pub(crate) enum Lock {
     /// example results): serialized among themselves, not with the feed. PostgreSQL: a
     /// transaction-level advisory lock; SQLite: the write lock (it has only one).
     Side,
-    /// Single-statement or insert-only writes (kept outputs, audit prunes).
+    /// Audit-log prunes: one at a time across replicas. PostgreSQL: a transaction-level
+    /// advisory lock of its own; SQLite: the file's write lock, which every process that
+    /// opens the file shares.
+    AuditPrune,
+    /// Single-statement or insert-only writes (kept outputs).
     None,
 }
 

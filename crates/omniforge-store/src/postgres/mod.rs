@@ -54,6 +54,10 @@ const MIGRATION_LOCK: i64 = 0x6f6d_6e69_6d69_6772;
 /// The key of the advisory lock of `Lock::Side` writes. ASCII "omniside".
 const SIDE_LOCK: i64 = 0x6f6d_6e69_7369_6465;
 
+/// The transaction-level advisory lock key of audit prunes ([`Lock::AuditPrune`]): replicas
+/// that prune at the same moment take turns, and the later one finds nothing left to remove.
+const AUDIT_PRUNE_LOCK: i64 = 0x6f6d_6e69_6175_6474;
+
 /// Opens an [`Engine`] on a PostgreSQL database: every [`Store`](crate::Store) trait.
 ///
 /// Opening applies pending migrations under an advisory lock, so replicas starting together
@@ -114,6 +118,13 @@ impl Db for PgDb {
             Lock::Side => {
                 sqlx::query("SELECT pg_advisory_xact_lock($1)")
                     .bind(SIDE_LOCK)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db)?;
+            }
+            Lock::AuditPrune => {
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(AUDIT_PRUNE_LOCK)
                     .execute(&mut *tx)
                     .await
                     .map_err(db)?;

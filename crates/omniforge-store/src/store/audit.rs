@@ -19,10 +19,13 @@ pub trait AuditLog: ToolStore {
     /// [`StoreError::Database`].
     async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditRecord>, StoreError>;
 
-    /// Deletes the records older than `before_ms` (retention), and records that it did so
-    /// (`prune` of `audit_log`, with `before_ms` and `removed` in the detail), in one
-    /// transaction. The cut only moves forward: a `before_ms` below an earlier cut deletes
-    /// nothing more. Returns how many records were deleted.
+    /// Deletes the records older than `before_ms` (retention), and, if it deleted any, records
+    /// that it did so (`prune` of `audit_log`, with `before_ms` and `removed` in the detail), in
+    /// one transaction. The cut only moves forward: a `before_ms` below an earlier cut deletes
+    /// nothing more. Prunes run one at a time across processes and replicas (PostgreSQL: a
+    /// transaction-level advisory lock; SQLite: the file's write lock), so replicas pruning
+    /// together take turns and the later one removes nothing and records nothing. Returns how
+    /// many records were deleted.
     ///
     /// # Errors
     /// [`StoreError::Invalid`] (actor); [`StoreError::Database`].

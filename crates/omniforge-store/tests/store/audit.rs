@@ -504,3 +504,49 @@ each_backend! {
     assert_eq!(log(s).await, before);
     }
 }
+
+each_backend! {
+    /// Retention: a prune removes the records before its cut and records itself (the cut, the
+    /// rows removed); the same prune again removes nothing and records nothing; prunes of two
+    /// instances at once (two replicas) take turns: the rows go once, with one record.
+    multi_thread async fn prunes_record_themselves_once_and_take_turns(kind) {
+    let t = TestStore::new(kind).await;
+    let s = &*t.store;
+    for n in 0..3 {
+        s.create_tool(&who(), &format!("t{n}"), spec("1"), LIVE).await.unwrap();
+    }
+    let old = s.audit(&all()).await.unwrap();
+    assert_eq!(old.len(), 3);
+    let cut = old[0].at_ms + 1;
+    let admin = actor("token:admin");
+    assert_eq!(s.prune_audit(&admin, cut).await.unwrap(), 3);
+    let after = s.audit(&all()).await.unwrap();
+    assert_eq!(after.len(), 1, "{after:?}");
+    let prune = &after[0];
+    assert_eq!((prune.action, prune.object), (AuditAction::Prune, AuditObject::AuditLog));
+    assert_eq!(prune.principal, "token:admin");
+    assert_eq!(prune.detail["before_ms"], json!(cut));
+    assert_eq!(prune.detail["removed"], json!(3));
+    // Idempotent: nothing older than the cut is left, so nothing changes.
+    assert_eq!(s.prune_audit(&admin, cut).await.unwrap(), 0);
+    assert_eq!(s.audit(&all()).await.unwrap().len(), 1);
+
+    // Two replicas prune at once, past every record so far.
+    for n in 3..8 {
+        s.create_tool(&who(), &format!("t{n}"), spec("1"), LIVE).await.unwrap();
+    }
+    let newest = s.audit(&all()).await.unwrap()[0].at_ms;
+    let other = t.second().await;
+    let (a, b) = tokio::join!(
+        s.prune_audit(&admin, newest + 1),
+        other.prune_audit(&admin, newest + 1)
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a + b, 6, "the 5 creates and the first prune's record, once: {a} + {b}");
+    assert_eq!(a.min(b), 0);
+    let left = s.audit(&all()).await.unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].detail["removed"], json!(6));
+    other.close().await;
+    }
+}

@@ -151,6 +151,8 @@ async fn build(common: &Common, tools: Tools, authoring: bool, once: bool) -> Re
                 authoring,
                 max_result_bytes: scripts.max_result_bytes,
                 output_ttl: scripts.output_ttl,
+                // A one-shot command does not stay for the hourly prune.
+                audit_retention: if once { None } else { scripts.audit_retention },
                 keep_failed_drafts: scripts.keep_failed_drafts,
                 require_approval: scripts.require_approval,
                 tasks: scripts.tasks,

@@ -53,6 +53,8 @@ pub(crate) struct FileConfig {
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) output_ttl: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
+    pub(crate) audit_retention: Option<Duration>,
+    #[serde(default, with = "humantime_serde_opt")]
     pub(crate) task_ttl: Option<Duration>,
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) task_lease: Option<Duration>,

@@ -131,6 +131,8 @@ pub(crate) struct Scripts {
     pub(crate) call_log: omniforge_server::CallLogSettings,
     /// How long a cut result's whole output stays readable.
     pub(crate) output_ttl: Duration,
+    /// How long audit records are kept; `None`: all of them.
+    pub(crate) audit_retention: Option<Duration>,
     /// How durable tasks are timed.
     pub(crate) tasks: omniforge_server::TaskSettings,
     /// The request-state keyring file given (absolute); `None`: `<data-dir>/request-state.key`.
@@ -324,6 +326,7 @@ impl Settings {
                     .output_ttl
                     .or(file.output_ttl)
                     .unwrap_or(Duration::from_secs(3600)),
+                audit_retention: hosting.audit_retention.or(file.audit_retention),
                 request_state_key_file: hosting
                     .request_state_key_file
                     .or(file.request_state_key_file.take())

@@ -188,6 +188,10 @@ pub(crate) struct HostingOptions {
     /// link [default: 1h].
     #[arg(long, env = "OMNIFORGE_OUTPUT_TTL", value_name = "DURATION", value_parser = parse_duration)]
     pub(crate) output_ttl: Option<Duration>,
+    /// How long audit records are kept: older ones are pruned at start and hourly, one replica
+    /// at a time, and each prune is itself audited [default: keep everything].
+    #[arg(long, env = "OMNIFORGE_AUDIT_RETENTION", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) audit_retention: Option<Duration>,
     /// How long a durable task is kept from its creation (never shorter than its call's
     /// timeout); a task still running then is stopped and failed [default: 24h].
     #[arg(long, env = "OMNIFORGE_TASK_TTL", value_name = "DURATION", value_parser = parse_duration)]
@@ -337,7 +341,7 @@ overlay_fields! {
     SandboxOptions { sandbox, sandbox_disable_layer }
     AuthoringOptions { allow_source_builds, tool_timeout, max_tool_timeout, memory_limit_bytes, keep_failed_drafts }
     CallOptions { max_result_bytes, call_log_rows, call_log_queue, call_log_batch_wait }
-    HostingOptions { no_authoring, require_approval, output_ttl, task_ttl, task_lease, request_state_key_file, warm_pool, warm_idle }
+    HostingOptions { no_authoring, require_approval, output_ttl, audit_retention, task_ttl, task_lease, request_state_key_file, warm_pool, warm_idle }
 }
 
 /// How tool schemas are served.

@@ -7,6 +7,7 @@
 //! Run: `cargo nextest run -p omniforge --test e2e` (or `cargo test -p omniforge --test e2e`).
 
 mod approval;
+mod audit_retention;
 mod authoring_audit;
 mod call_log;
 mod cli;
