@@ -8,7 +8,11 @@
 //! - no built-in builds a `CallToolResult`: only the built-ins' MCP adapter, the script call
 //!   loop, the tool-source adapters and the wire (`mcp/`) do;
 //! - no built-in's arguments are a hand-written JSON Schema: their inputSchemas are derived
-//!   from the argument types.
+//!   from the argument types;
+//! - ARCHITECTURE.md stays a small map whose paths exist (`doc`).
+
+#[path = "architecture/doc.rs"]
+mod doc;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
