@@ -113,10 +113,10 @@ mod tests {
     use crate::catalog::publish::Catalog;
     use crate::catalog::schema_profile::SchemaProfile;
     use crate::peers::Peers;
+    use crate::runs::input_required::StateCodec;
     use crate::script_host::host::{ScriptHost, ScriptSettings};
     use crate::telemetry::call_log::CallLogWriter;
     use crate::tools::stored::call::StoredTools;
-    use crate::tools::stored::input_required::StateCodec;
     use crate::tools::stored::kept::KeptOutputs;
     use crate::tools::stored::shape::Shaper;
 
@@ -169,6 +169,7 @@ mod tests {
             .unwrap(),
         );
         let catalog = Arc::new(Catalog::new(SchemaProfile::AsAuthored));
+        let states = Arc::new(StateCodec::new(&[]).unwrap());
         let metrics = Arc::new(crate::telemetry::metrics::Metrics::new(1, true));
         let tools = Arc::new(StoredTools {
             store: store.clone(),
@@ -182,7 +183,7 @@ mod tests {
                 max_result_bytes: 1024,
                 kept: Arc::new(KeptOutputs::new(store.clone(), Duration::from_secs(60))),
             },
-            states: Arc::new(StateCodec::new(&[]).unwrap()),
+            states: states.clone(),
             versions: Default::default(),
         });
         let source = Arc::new(StoredSource::new(store.clone(), tools, &catalog));
@@ -195,7 +196,7 @@ mod tests {
             .await
             .unwrap();
         let seq = store.current_seq().await.unwrap();
-        let content = Content::load(store.clone(), host, Arc::new(Peers::default()))
+        let content = Content::load(store.clone(), host, states, Arc::new(Peers::default()))
             .await
             .unwrap();
         source.reload_all().await.unwrap();

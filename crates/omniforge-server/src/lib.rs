@@ -19,7 +19,10 @@
 //! - `tools`: the tool sources — `builtin`, `authoring` (one file per built-in family),
 //!   `manifest`, `stored` — each publishing catalog entries with a `ToolCall`; `ops`: the
 //!   built-ins as typed operations, their derived inputSchemas and their one MCP adapter.
-//! - `content`: stored resources, templates and prompts.
+//! - `content`: stored resources, templates and prompts (a script template or prompt runs
+//!   through `runs`).
+//! - `runs`: the script call loop stored tools and content scripts share (progress, logs,
+//!   the script's questions and requests, input-required rounds, redaction).
 //! - `script_host`: the one script host tools and content share.
 //! - `catalog`: entries, the `ToolCall` trait, the merged snapshot and call routing.
 //! - `context`: the request context, built once per request, and who acts (`Actor`).
@@ -41,6 +44,7 @@ mod mcp;
 mod pack;
 mod peers;
 mod retention;
+mod runs;
 mod schema;
 mod script_host;
 mod server;

@@ -20,6 +20,7 @@ use crate::changes::{self, Sides};
 use crate::content::snapshot::Content;
 use crate::mcp::state::{Shared, Stored};
 use crate::peers::{self, Peers};
+use crate::runs::input_required::StateCodec;
 use crate::script_host::gc::collect_garbage;
 use crate::script_host::host::{ScriptHost, ScriptSettings};
 use crate::settings::HttpSettings;
@@ -31,7 +32,6 @@ use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::builtin::instructions::{BRIDGE_INSTRUCTIONS, SERVER_INSTRUCTIONS};
 use crate::tools::manifest::source::{ManifestConfig, ManifestSource, ManifestSourceError};
 use crate::tools::stored::call::StoredTools;
-use crate::tools::stored::input_required::StateCodec;
 use crate::tools::stored::kept::KeptOutputs;
 use crate::tools::stored::shape::Shaper;
 use crate::tools::stored::source::StoredSource;
@@ -306,7 +306,7 @@ async fn start_stored(
     let source = Arc::new(StoredSource::new(store.clone(), tools.clone(), catalog));
     // Read before loading: a change that lands in between is seen twice, never missed.
     let seq = store.current_seq().await.map_err(StartError::Tools)?;
-    let content = Content::load(store.clone(), host.clone(), peers.clone())
+    let content = Content::load(store.clone(), host.clone(), states.clone(), peers.clone())
         .await
         .map_err(StartError::Content)?;
     let approval = Arc::new(Approval::new(
@@ -359,7 +359,6 @@ async fn start_stored(
         store,
         call_log,
         host,
-        states,
         source,
         kept,
         tasks,

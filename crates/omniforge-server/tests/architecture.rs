@@ -1,6 +1,7 @@
 //! The crate's architecture invariants (ARCHITECTURE.md, "omniforge-server"), checked on its
 //! source text, as rust-analyzer's tidy tests do:
 //! - dependencies between rooms point one way, down the layers;
+//! - no circle between second-level rooms (`tools::builtin`, `tools::stored`, `runs`, ...);
 //! - only the request context reads markers out of request extensions;
 //! - no library function returns `Result<_, String>`;
 //! - a built-in is never found by its name outside its own registration;
@@ -29,6 +30,7 @@ const LAYERS: &[&[&str]] = &[
     &["error", "settings"],
     &["context"],
     &["catalog", "script_host"],
+    &["runs"],
     &["content"],
     &["tools"],
     &["changes", "pack", "tasks"],
@@ -84,32 +86,235 @@ fn room_of(path: &Path) -> Option<String> {
     (room != "lib").then(|| room.to_owned())
 }
 
-/// The rooms a text names through `crate::ROOM` paths, grouped imports included.
-fn named_rooms(text: &str) -> BTreeSet<String> {
-    let mut rooms = BTreeSet::new();
+/// The paths a text names from the crate root (`crate::a::b::C`), each as its segments after
+/// `crate`; grouped imports are expanded (`crate::a::{b, c::{D, E}}` names `a::b`, `a::c::D`
+/// and `a::c::E`).
+fn crate_paths(text: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
     for (at, _) in text.match_indices("crate::") {
-        let rest = &text[at + "crate::".len()..];
+        let before = text[..at].chars().next_back();
+        if before.is_some_and(|c| c.is_alphanumeric() || "_:$".contains(c)) {
+            continue; // `$crate::`, `other_crate::`, `super::crate::`
+        }
+        let mut rest = &text[at + "crate::".len()..];
+        tree(&mut rest, Vec::new(), &mut paths);
+    }
+    paths
+}
+
+/// Parses one use tree (`a::b`, `a::{b, c}`, `a as b`, `*`) off the front of `rest`, pushing
+/// each full path (after `prefix`) to `out`.
+fn tree(rest: &mut &str, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let mut path = prefix;
+    loop {
+        *rest = rest.trim_start();
         if let Some(group) = rest.strip_prefix('{') {
-            let body = &group[..group.find('}').unwrap_or(group.len())];
-            for item in body.split(',') {
-                let name: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() {
-                    rooms.insert(name);
+            *rest = group;
+            loop {
+                tree(rest, path.clone(), out);
+                *rest = rest.trim_start();
+                match rest.chars().next() {
+                    Some(',') => *rest = &rest[1..],
+                    Some('}') => {
+                        *rest = &rest[1..];
+                        return;
+                    }
+                    _ => return,
+                }
+                if rest.trim_start().starts_with('}') {
+                    *rest = &rest.trim_start()[1..];
+                    return;
                 }
             }
-        } else {
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            rooms.insert(name);
+        }
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            // `*`, or the end of the path.
+            *rest = rest.strip_prefix('*').unwrap_or(rest);
+            break;
+        }
+        *rest = &rest[name.len()..];
+        if name != "self" {
+            path.push(name);
+        }
+        match rest.strip_prefix("::") {
+            Some(after) => *rest = after,
+            None => break,
         }
     }
-    rooms
+    // `a::b as c`: the alias names nothing new.
+    if let Some(alias) = rest.trim_start().strip_prefix("as ") {
+        let alias = alias.trim_start();
+        let len = alias
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(alias.len());
+        *rest = &alias[len..];
+    }
+    if !path.is_empty() {
+        out.push(path);
+    }
+}
+
+/// The rooms a text names through `crate::ROOM` paths, grouped imports included.
+fn named_rooms(text: &str) -> BTreeSet<String> {
+    crate_paths(text)
+        .into_iter()
+        .map(|path| path[0].clone())
+        .collect()
+}
+
+/// The second-level room a module path (segments under `src/`) lies in: `a::b` when `src/a/b/`
+/// is a folder (a room of its own, such as `tools::stored`), else `a` (`content`, `runs`, and a
+/// house's own files such as `tools/mod.rs`).
+fn second_level(segments: &[String]) -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    match segments {
+        [a, b, ..] if src.join(a).join(b).is_dir() => format!("{a}::{b}"),
+        [a, ..] => a.clone(),
+        [] => String::new(),
+    }
+}
+
+/// The second-level room of a source file (`None` for `lib.rs`).
+fn second_level_of(path: &Path) -> Option<String> {
+    let rel = rel(path);
+    let mut segments: Vec<String> = rel.split('/').map(str::to_owned).collect();
+    let last = segments.pop()?;
+    let stem = last.strip_suffix(".rs").unwrap_or(&last);
+    if stem != "mod" && !(segments.is_empty() && stem == "lib") {
+        segments.push(stem.to_owned());
+    }
+    (!segments.is_empty()).then(|| second_level(&segments))
+}
+
+/// The edges between second-level rooms: `(from, to)` with a file of `from` that names `to`.
+fn room_graph() -> std::collections::BTreeMap<(String, String), String> {
+    let mut edges = std::collections::BTreeMap::new();
+    for (path, text) in sources() {
+        let Some(from) = second_level_of(&path) else {
+            continue;
+        };
+        for named in crate_paths(&text) {
+            let to = second_level(&named);
+            if to != from {
+                edges
+                    .entry((from.clone(), to))
+                    .or_insert_with(|| rel(&path));
+            }
+        }
+    }
+    edges
+}
+
+/// The circles of a graph: for each strongly connected part of more than one room, one
+/// circle through it, as its rooms in order (the first repeated at the end).
+fn circles(edges: &BTreeSet<(String, String)>) -> Vec<Vec<String>> {
+    use std::collections::BTreeMap;
+    let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (from, to) in edges {
+        next.entry(from).or_default().push(to);
+        next.entry(to).or_default();
+    }
+    // Which rooms reach which (the graph is a few dozen rooms: a closure per room is cheap).
+    let reach = |start: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![start];
+        while let Some(room) = todo.pop() {
+            for n in &next[room] {
+                if seen.insert(*n) {
+                    todo.push(n);
+                }
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<&str, BTreeSet<&str>> = next.keys().map(|r| (*r, reach(r))).collect();
+    let mut done = BTreeSet::new();
+    let mut out = Vec::new();
+    for room in next.keys() {
+        if done.contains(room) || !reaches[room].contains(room) {
+            continue;
+        }
+        let part: BTreeSet<&str> = reaches[room]
+            .iter()
+            .copied()
+            .filter(|r| reaches[r].contains(room))
+            .collect();
+        done.extend(part.iter().copied());
+        // A shortest way back to `room` inside its part (breadth first).
+        let mut from: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut queue = std::collections::VecDeque::from([*room]);
+        'search: while let Some(at) = queue.pop_front() {
+            for n in &next[at] {
+                if !part.contains(n) {
+                    continue;
+                }
+                if n == room {
+                    from.insert(room, at);
+                    break 'search;
+                }
+                if !from.contains_key(n) {
+                    from.insert(n, at);
+                    queue.push_back(n);
+                }
+            }
+        }
+        let mut circle = vec![room.to_string()];
+        let mut at = from[room];
+        while at != *room {
+            circle.push(at.to_string());
+            at = from[at];
+        }
+        circle.push(room.to_string());
+        circle.reverse();
+        out.push(circle);
+    }
+    out
+}
+
+#[test]
+fn no_circle_between_second_level_rooms() {
+    let edges = room_graph();
+    let found = circles(&edges.keys().cloned().collect());
+    let shown: Vec<String> = found
+        .iter()
+        .map(|circle| {
+            let steps: Vec<String> = circle
+                .windows(2)
+                .map(|w| {
+                    let file = &edges[&(w[0].clone(), w[1].clone())];
+                    format!("  {} -> {} ({file})", w[0], w[1])
+                })
+                .collect();
+            format!("{}\n{}", circle.join(" -> "), steps.join("\n"))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "circles between rooms:\n{}",
+        shown.join("\n")
+    );
+}
+
+#[test]
+fn the_room_graph_check_sees_paths_and_circles() {
+    let paths = crate_paths(
+        "use crate::a::{self, b::{C, D as E}, f::*};\nlet x = crate::g::h(1); $crate::no",
+    );
+    let joined: Vec<String> = paths.iter().map(|p| p.join("::")).collect();
+    assert_eq!(joined, ["a", "a::b::C", "a::b::D", "a::f", "g::h"]);
+    let edge = |a: &str, b: &str| (a.to_owned(), b.to_owned());
+    let graph = BTreeSet::from([
+        edge("a", "b"),
+        edge("b", "c"),
+        edge("c", "a"),
+        edge("c", "d"),
+    ]);
+    assert_eq!(circles(&graph), [["a", "b", "c", "a"]]);
+    assert!(circles(&BTreeSet::from([edge("a", "b"), edge("b", "c")])).is_empty());
 }
 
 #[test]
@@ -234,10 +439,11 @@ fn builds_call_tool_result(text: &str) -> Vec<usize> {
 #[test]
 fn only_the_adapters_build_call_tool_results() {
     // The built-ins answer in plain data (`tools/ops`' Outcome); the one adapter renders it.
-    // Tool results are built where tools run: the script call loop (`tools/stored`) and the
-    // tool-source adapters (`tools/manifest`); the wire (`mcp/`) maps errors.
-    const ALLOWED: [&str; 4] = [
+    // Tool results are built where tools run: the script call loop (`runs/`) and the
+    // tool-source adapters (`tools/stored`, `tools/manifest`); the wire (`mcp/`) maps errors.
+    const ALLOWED: [&str; 5] = [
         "tools/ops/mcp.rs",
+        "runs/",
         "tools/stored/",
         "tools/manifest/",
         "mcp/",

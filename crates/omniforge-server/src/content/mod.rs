@@ -7,7 +7,8 @@
 //! - [`snapshot`]: [`Content`](snapshot::Content), what is enabled now, reloaded on change,
 //!   with the notifications a change sends; [`subscriptions`]: who is told a resource changed.
 //! - [`read`], [`prompts`], [`completion`]: `resources/read`, `prompts/get`,
-//!   `completion/complete`.
+//!   `completion/complete`; [`run`]: a script template's or prompt's run through the call
+//!   loop ([`runs`](crate::runs)).
 //! - [`definitions`]: writing and removing definitions, and reading them back as arguments.
 //!
 //! Template and completion scripts run in the tools' sandbox through the
@@ -18,6 +19,7 @@ pub(crate) mod completion;
 pub(crate) mod definitions;
 pub(crate) mod prompts;
 pub(crate) mod read;
+pub(crate) mod run;
 pub(crate) mod snapshot;
 pub(crate) mod subscriptions;
 pub(crate) mod uri_template;

@@ -1,7 +1,7 @@
 //! `prompts/get`: the stored prompt's messages with each declared `{argument}` filled in
-//! (in every string of a message, not in base64 `data`/`blob`), or the run of a script prompt
-//! (the arguments as JSON stdin, the messages printed): the caller runs that, so the script's
-//! questions reach the client as a tool call's do.
+//! (in every string of a message, not in base64 `data`/`blob`), or what a script prompt prints
+//! (the arguments as JSON stdin), run through the call loop so the script's questions reach
+//! the client as a tool call's do.
 
 use std::collections::BTreeMap;
 
@@ -10,12 +10,15 @@ use rmcp::model::{GetPromptRequestParams, GetPromptResult, PromptMessage};
 use serde_json::{Value, json};
 
 use crate::content::args::normalize_message;
+use crate::content::run::NoContent;
 use crate::content::snapshot::Content;
 use crate::content::uri_template::substitute;
+use crate::context::request::RequestCx;
 use crate::error::ContentError;
+use crate::runs::content_run::ContentScript;
 
 /// What `prompts/get` answers.
-pub(crate) enum Prompt {
+enum Prompt {
     /// The messages, ready.
     Ready(GetPromptResult),
     /// A script prompt's run, still to be made.
@@ -24,17 +27,17 @@ pub(crate) enum Prompt {
 
 /// The run of a script prompt: the script gets the given arguments as a JSON object on stdin
 /// and prints the messages.
-pub(crate) struct PromptRun {
+struct PromptRun {
     /// The prompt's name.
-    pub(crate) name: String,
+    name: String,
     /// The prompt definition's digest (what a `requestState` is bound to).
-    pub(crate) digest: String,
+    digest: String,
     /// The script.
-    pub(crate) script: ScriptSpec,
+    script: ScriptSpec,
     /// The arguments given, as a JSON object of strings.
-    pub(crate) input: Value,
+    input: Value,
     /// The prompt's `description`.
-    pub(crate) description: Option<String>,
+    description: Option<String>,
 }
 
 impl PromptRun {
@@ -44,7 +47,7 @@ impl PromptRun {
     ///
     /// # Errors
     /// -32603: printed JSON that is not messages.
-    pub(crate) fn result(&self, text: &str) -> Result<GetPromptResult, ContentError> {
+    fn result(&self, text: &str) -> Result<GetPromptResult, ContentError> {
         let problem = |reason: String| ContentError::PromptOutput {
             prompt: self.name.clone(),
             reason,
@@ -84,14 +87,43 @@ impl PromptRun {
 }
 
 impl Content {
-    /// `prompts/get`: the messages, or the script prompt's run to make.
+    /// `prompts/get` for the request of `cx`: the messages. A script prompt runs here; its
+    /// questions are asked as a tool's are.
+    ///
+    /// # Errors
+    /// -32602 for an unknown prompt, a missing required argument or an undeclared one; -32603
+    /// when the prompt's script fails or prints what are not messages; [`NoContent::Answer`]
+    /// when the request ends another way (input required, a `requestState` that does not open).
+    pub(crate) async fn get_prompt(
+        &self,
+        request: &GetPromptRequestParams,
+        cx: &RequestCx<'_>,
+    ) -> Result<GetPromptResult, NoContent> {
+        let run = match self.prompt(request)? {
+            Prompt::Ready(result) => return Ok(result),
+            Prompt::Script(run) => run,
+        };
+        let script = ContentScript {
+            kind: "prompt",
+            name: &run.name,
+            digest: run.digest.clone(),
+            script: &run.script,
+            input: run.input.clone(),
+            bound: json!({"arguments": run.input}),
+        };
+        let failed = |error| ContentError::PromptFailed {
+            prompt: run.name.clone(),
+            error,
+        };
+        let text = self.run_script(script, cx, failed).await?;
+        Ok(run.result(&text)?)
+    }
+
+    /// The messages of `request`'s prompt, or its script's run to make.
     ///
     /// # Errors
     /// -32602 for an unknown prompt, a missing required argument or an undeclared one.
-    pub(crate) fn get_prompt(
-        &self,
-        request: &GetPromptRequestParams,
-    ) -> Result<Prompt, ContentError> {
+    fn prompt(&self, request: &GetPromptRequestParams) -> Result<Prompt, ContentError> {
         let snapshot = self.snapshot();
         let Some(prompt) = snapshot
             .prompts

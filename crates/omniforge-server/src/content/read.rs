@@ -1,19 +1,22 @@
-//! `resources/read` of a stored resource, or of a URI that matches a resource template (its
-//! text with the variables filled in, or the script that prints it: the caller runs that, so
-//! the script's questions reach the client as tool calls' do).
+//! `resources/read` of a stored resource, or of a URI that matches a resource template: its
+//! text with the variables filled in, or what its script prints (run through the call loop,
+//! so the script's questions reach the client as tool calls' do).
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use omniforge_store::{ResourceBody, ScriptSpec, TemplateBody};
 use rmcp::model::ResourceContents;
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::content::run::NoContent;
 use crate::content::snapshot::Content;
 use crate::content::uri_template::{match_uri, substitute};
+use crate::context::request::RequestCx;
 use crate::error::ContentError;
+use crate::runs::content_run::ContentScript;
 
 /// What a URI reads as.
-pub(crate) enum Read {
+enum Read {
     /// The contents, ready.
     Contents(ResourceContents),
     /// A script template's run, still to be made.
@@ -22,24 +25,24 @@ pub(crate) enum Read {
 
 /// The run of a script template for one URI: the script gets the URI's variables as JSON
 /// stdin and prints the text.
-pub(crate) struct TemplateRun {
+struct TemplateRun {
     /// The URI template.
-    pub(crate) template: String,
+    template: String,
     /// The template definition's digest (what a `requestState` is bound to).
-    pub(crate) digest: String,
+    digest: String,
     /// The URI read.
-    pub(crate) uri: String,
+    uri: String,
     /// The script.
-    pub(crate) script: ScriptSpec,
+    script: ScriptSpec,
     /// The variables, as a JSON object.
-    pub(crate) input: Value,
+    input: Value,
     /// The template's `mimeType`.
-    pub(crate) mime_type: Option<String>,
+    mime_type: Option<String>,
 }
 
 impl TemplateRun {
     /// The contents of the script's printed `text`.
-    pub(crate) fn contents(&self, text: String) -> ResourceContents {
+    fn contents(&self, text: String) -> ResourceContents {
         with_mime(
             ResourceContents::text(text, self.uri.clone()),
             self.mime_type.clone(),
@@ -48,11 +51,44 @@ impl TemplateRun {
 }
 
 impl Content {
+    /// `resources/read` of `uri` for the request of `cx`: its contents, `None` when nothing
+    /// matches. A script template runs here; its questions are asked as a tool's are.
+    ///
+    /// # Errors
+    /// The store failed, the template's script failed (-32603), or the request ends another
+    /// way ([`NoContent::Answer`]: input required, a `requestState` that does not open).
+    pub(crate) async fn read(
+        &self,
+        uri: &str,
+        cx: &RequestCx<'_>,
+    ) -> Result<Option<ResourceContents>, NoContent> {
+        let run = match self.lookup(uri).await? {
+            None => return Ok(None),
+            Some(Read::Contents(contents)) => return Ok(Some(contents)),
+            Some(Read::Script(run)) => run,
+        };
+        let script = ContentScript {
+            kind: "resource",
+            name: &run.template,
+            digest: run.digest.clone(),
+            script: &run.script,
+            input: run.input.clone(),
+            bound: json!({"uri": run.uri, "variables": run.input}),
+        };
+        let failed = |error| ContentError::TemplateFailed {
+            template: run.template.clone(),
+            uri: uri.to_owned(),
+            error,
+        };
+        let text = self.run_script(script, cx, failed).await?;
+        Ok(Some(run.contents(text)))
+    }
+
     /// What `uri` reads as; `None` when nothing matches.
     ///
     /// # Errors
     /// The store failed.
-    pub(crate) async fn read(&self, uri: &str) -> Result<Option<Read>, ContentError> {
+    async fn lookup(&self, uri: &str) -> Result<Option<Read>, ContentError> {
         let snapshot = self.snapshot();
         if snapshot.resources.iter().any(|r| r.uri == uri) {
             let stored = self.store.get_resource(uri).await.map_err(|e| {

@@ -14,6 +14,7 @@ use uri_template_ex::UriTemplate;
 use crate::content::subscriptions::Subscriptions;
 use crate::content::uri_template::{match_uri, parse_uri_template};
 use crate::peers::Peers;
+use crate::runs::input_required::StateCodec;
 use crate::script_host::host::ScriptHost;
 
 /// What is enabled now.
@@ -47,8 +48,11 @@ impl Snapshot {
 /// The stored resources, templates and prompts of one server.
 pub(crate) struct Content {
     pub(crate) store: Arc<dyn Store>,
-    /// Runs template and completion scripts.
+    /// Runs template, prompt and completion scripts.
     pub(crate) host: Arc<ScriptHost>,
+    /// Seals and opens the `requestState` of a script template's or prompt's input-required
+    /// results.
+    pub(crate) states: Arc<StateCodec>,
     peers: Arc<Peers>,
     snapshot: RwLock<Arc<Snapshot>>,
     /// Set after the first load (which notifies nobody).
@@ -67,11 +71,13 @@ impl Content {
     pub(crate) async fn load(
         store: Arc<dyn Store>,
         host: Arc<ScriptHost>,
+        states: Arc<StateCodec>,
         peers: Arc<Peers>,
     ) -> Result<Arc<Content>, StoreError> {
         let content = Arc::new(Content {
             store,
             host,
+            states,
             peers,
             snapshot: RwLock::default(),
             loaded: AtomicBool::new(false),

@@ -10,17 +10,13 @@ use rmcp::model::{
     ListPromptsResult, LoggingLevel, PaginatedRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::content::prompts::Prompt;
 use crate::context::client::InputRound;
 use crate::context::request::RequestCx;
-use crate::error::{CallError, ContentError};
 use crate::mcp::pagination::paginate;
 use crate::mcp::state::Shared;
 use crate::mcp::to_wire::{self, content_error};
-use crate::tools::stored::content_run::{ContentScript, Ended, run_content};
 
 /// `prompts/list`.
 ///
@@ -50,7 +46,7 @@ pub(crate) fn list(
 /// `requestState` that does not open; -32603 when a prompt script fails.
 pub(crate) async fn get(
     shared: &Shared,
-    request: GetPromptRequestParams,
+    mut request: GetPromptRequestParams,
     ctx: &RequestContext<RoleServer>,
     log_level: &Mutex<Option<LoggingLevel>>,
 ) -> Result<GetPromptResponse, ErrorData> {
@@ -60,37 +56,14 @@ pub(crate) async fn get(
             None,
         ));
     };
-    let run = match stored
-        .content()
-        .get_prompt(&request)
-        .map_err(content_error)?
-    {
-        Prompt::Ready(result) => return Ok(result.into()),
-        Prompt::Script(run) => run,
-    };
     let round = InputRound {
-        responses: request.input_responses.unwrap_or_default(),
-        state: request.request_state,
+        responses: request.input_responses.take().unwrap_or_default(),
+        state: request.request_state.take(),
     };
     let cx = RequestCx::of(ctx, Some(log_level)).with_input(&round);
-    let script = ContentScript {
-        kind: "prompt",
-        name: &run.name,
-        digest: run.digest.clone(),
-        script: &run.script,
-        input: run.input.clone(),
-        bound: json!({"arguments": run.input}),
-    };
-    match run_content(&stored.host, &stored.states, script, &cx).await {
-        Ok(text) => Ok(run.result(&text).map_err(content_error)?.into()),
-        Err(Ended::Failed(error)) => Err(content_error(ContentError::PromptFailed {
-            prompt: run.name,
-            error,
-        })),
-        Err(Ended::Answer(CallError::InputRequired(input))) => {
-            Ok(to_wire::input_required(*input)?.into())
-        }
-        Err(Ended::Answer(error)) => Err(to_wire::request_error(error)),
+    match stored.content().get_prompt(&request, &cx).await {
+        Ok(result) => Ok(result.into()),
+        Err(no_content) => to_wire::no_content(no_content),
     }
 }
 

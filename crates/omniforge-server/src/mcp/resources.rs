@@ -12,16 +12,13 @@ use rmcp::model::{
     ResourceContents,
 };
 use rmcp::service::{Peer, RequestContext, RoleServer};
-use serde_json::json;
 
-use crate::content::read::Read;
 use crate::context::client::InputRound;
 use crate::context::request::RequestCx;
-use crate::error::{CallError, ContentError};
+use crate::error::ContentError;
 use crate::mcp::pagination::paginate;
 use crate::mcp::state::Shared;
 use crate::mcp::to_wire::{self, content_error};
-use crate::tools::stored::content_run::{ContentScript, Ended, run_content};
 use crate::tools::stored::kept::RUN_OUTPUT_PREFIX;
 
 /// `resources/list`. The outputs behind resource links of cut results are not listed: each is
@@ -96,41 +93,16 @@ pub(crate) async fn read(
     let Some(stored) = &shared.stored else {
         return Err(content_error(ContentError::ResourceNotFound { uri }));
     };
-    let read = stored.content().read(&uri).await.map_err(content_error)?;
-    let contents = match read {
-        None => return Err(content_error(ContentError::ResourceNotFound { uri })),
-        Some(Read::Contents(contents)) => contents,
-        Some(Read::Script(run)) => {
-            let round = InputRound {
-                responses: request.input_responses.unwrap_or_default(),
-                state: request.request_state,
-            };
-            let cx = RequestCx::of(ctx, Some(log_level)).with_input(&round);
-            let script = ContentScript {
-                kind: "resource",
-                name: &run.template,
-                digest: run.digest.clone(),
-                script: &run.script,
-                input: run.input.clone(),
-                bound: json!({"uri": run.uri, "variables": run.input}),
-            };
-            match run_content(&stored.host, &stored.states, script, &cx).await {
-                Ok(text) => run.contents(text),
-                Err(Ended::Failed(error)) => {
-                    return Err(content_error(ContentError::TemplateFailed {
-                        template: run.template,
-                        uri,
-                        error,
-                    }));
-                }
-                Err(Ended::Answer(CallError::InputRequired(input))) => {
-                    return Ok(to_wire::input_required(*input)?.into());
-                }
-                Err(Ended::Answer(error)) => return Err(to_wire::request_error(error)),
-            }
-        }
+    let round = InputRound {
+        responses: request.input_responses.unwrap_or_default(),
+        state: request.request_state,
     };
-    Ok(ReadResourceResult::new(vec![contents]).into())
+    let cx = RequestCx::of(ctx, Some(log_level)).with_input(&round);
+    match stored.content().read(&uri, &cx).await {
+        Ok(Some(contents)) => Ok(ReadResourceResult::new(vec![contents]).into()),
+        Ok(None) => Err(content_error(ContentError::ResourceNotFound { uri })),
+        Err(no_content) => to_wire::no_content(no_content),
+    }
 }
 
 /// `resources/subscribe` from handler `handler`: the URI must be a stored resource or match a

@@ -14,7 +14,6 @@ use crate::tasks::Tasks;
 use crate::telemetry::call_log::CallLogWriter;
 use crate::telemetry::metrics::Metrics;
 use crate::tools::Authoring;
-use crate::tools::stored::input_required::StateCodec;
 use crate::tools::stored::kept::KeptOutputs;
 use crate::tools::stored::source::StoredSource;
 
@@ -49,8 +48,6 @@ pub(crate) struct Stored {
     pub(crate) call_log: Arc<CallLogWriter>,
     /// The script host (`/healthz`'s sandbox layers, content scripts, warm templates).
     pub(crate) host: Arc<ScriptHost>,
-    /// Seals and opens the `requestState` of input-required results (content scripts' too).
-    pub(crate) states: Arc<StateCodec>,
     /// The stored tools in the catalog (the command line runs them).
     pub(crate) source: Arc<StoredSource>,
     /// The outputs behind the resource links of cut results.

@@ -8,6 +8,7 @@ use rmcp::model::{
 };
 use serde_json::json;
 
+use crate::content::run::NoContent;
 use crate::error::{CallError, ContentError, InputRequired};
 use crate::tools::ops::mcp::error_result;
 
@@ -41,6 +42,24 @@ pub(crate) fn request_error(error: CallError) -> ErrorData {
             data,
         } => ErrorData::new(ErrorCode(code), message, data),
         other => ErrorData::internal_error(other.to_string(), None),
+    }
+}
+
+/// The answer to a `resources/read` or `prompts/get` that got no content: an
+/// `input_required` result, or a JSON-RPC error.
+///
+/// # Errors
+/// Content's own errors with their codes; a script's `protocol_error` or a refused
+/// `requestState` ([`request_error`]).
+pub(crate) fn no_content<T: From<InputRequiredResult>>(
+    no_content: NoContent,
+) -> Result<T, ErrorData> {
+    match no_content {
+        NoContent::Content(error) => Err(content_error(error)),
+        NoContent::Answer(CallError::InputRequired(input)) => {
+            input_required(*input).map(Into::into)
+        }
+        NoContent::Answer(error) => Err(request_error(error)),
     }
 }
 

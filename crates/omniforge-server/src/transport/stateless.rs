@@ -16,7 +16,7 @@
 //! - every error names the request's id.
 //!
 //! A request needing a client capability it did not declare (-32021, 400) is refused where
-//! the need arises (a script's [`protocol_error`](crate::tools::stored::run), rmcp's own
+//! the need arises (a script's [`protocol_error`](crate::runs::run), rmcp's own
 //! checks); [`http_status`] gives it its status.
 
 use http::StatusCode;

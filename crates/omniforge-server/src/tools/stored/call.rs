@@ -15,14 +15,15 @@ use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, failure_reaso
 use crate::catalog::entry::check;
 use crate::context::request::{LogFilter, RequestCx};
 use crate::error::CallError;
+use crate::runs::call_builtin::BuiltinAccess;
+use crate::runs::input_required::{Binding, Replay, StateCodec};
+use crate::runs::redact::{redact, redact_error};
+use crate::runs::run::{Reporting, run};
 use crate::schema::LazySchema;
 use crate::script_host::host::{ScriptHost, WarmCall};
 use crate::script_host::warm::version_key;
 use crate::telemetry::call_log::CallLogWriter;
-use crate::tools::builtin::from_scripts::{self, BuiltinAccess};
-use crate::tools::stored::input_required::{Binding, Replay, StateCodec};
-use crate::tools::stored::redact::{redact, redact_error};
-use crate::tools::stored::run::{Reporting, run};
+use crate::tools::builtin::from_scripts;
 use crate::tools::stored::shape::Shaper;
 use crate::tools::stored::versions::{Loaded, VersionRef, Versions};
 
@@ -67,6 +68,7 @@ impl ToolCall for StoredCall {
                 tool: &loaded.version.tool,
                 version: loaded.version.number,
                 declared: from_scripts::declared(&loaded.version.spec.code),
+                callable: &from_scripts::CALLABLE,
             };
             self.tools
                 .call(&loaded, call.arguments, level, call.cx, Some(&builtins))

@@ -12,9 +12,9 @@ use serde_json::Value;
 
 use crate::context::request::RequestCx;
 use crate::error::{InvalidContent, ResultError};
+use crate::runs::redact::scrub;
 use crate::schema::LazySchema;
 use crate::tools::stored::kept::KeptOutputs;
-use crate::tools::stored::redact::scrub;
 
 /// How results are shaped.
 pub(crate) struct Shaper {

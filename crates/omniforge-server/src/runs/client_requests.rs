@@ -1,7 +1,7 @@
 //! Requests a running script sends to the MCP client that called its tool.
 //!
 //! The helper module's questions (`ask`, `sample`, `elicit`, `roots`) arrive over the script's
-//! side channel as requests ([`crate::tools::stored::questions`]). Before 2026-07-28 each
+//! side channel as requests ([`crate::runs::questions`]). Before 2026-07-28 each
 //! question becomes the MCP request (`sampling/createMessage`, `elicitation/create`,
 //! `roots/list`) sent through the calling session's rmcp [`Peer`](rmcp::service::Peer), tagged with the tool call's
 //! request id, so over Streamable HTTP it rides the call's own POST SSE stream (SEP-2260, as
@@ -31,9 +31,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::context::client::ClientLink;
 use crate::context::task::StartError;
-use crate::tools::stored::questions::{self, Ask, Question, code, error};
-use crate::tools::stored::redact::scrub_value;
-use crate::tools::stored::task_input;
+use crate::runs::questions::{self, Ask, Question, code, error};
+use crate::runs::redact::scrub_value;
+use crate::runs::task_input;
 
 /// Answers one script request. `ended` fires when the run is over (the script exited, timed
 /// out or was cancelled): a client request still waiting is then cancelled.

@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use crate::context::request::RequestCx;
 use crate::error::{CallError, ScriptError};
+use crate::runs::input_required::{Binding, Replay, StateCodec};
+use crate::runs::run::{Reporting, run};
 use crate::script_host::host::{ScriptHost, script_text};
-use crate::tools::stored::input_required::{Binding, Replay, StateCodec};
-use crate::tools::stored::run::{Reporting, run};
 
 /// One content script to run for a request.
 pub(crate) struct ContentScript<'a> {

@@ -34,7 +34,7 @@ use serde_json::{Map, Value, json};
 
 use crate::context::client::InputRound;
 use crate::error::{CallError, InputRequired};
-use crate::tools::stored::questions::{self, Ask, code, error};
+use crate::runs::questions::{self, Ask, code, error};
 
 /// The shortest life of a sealed state: a person answering an elicitation needs time.
 const MIN_STATE_TTL: Duration = Duration::from_secs(3600);

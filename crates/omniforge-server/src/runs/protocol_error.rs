@@ -11,7 +11,7 @@ use rmcp::model::ErrorCode;
 use serde_json::Value;
 
 use crate::error::CallError;
-use crate::tools::stored::redact::{scrub, scrub_value};
+use crate::runs::redact::{scrub, scrub_value};
 
 /// The codes a script may end its call with: a client capability the request did not
 /// declare, invalid params, internal error.

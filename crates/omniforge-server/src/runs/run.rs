@@ -20,13 +20,13 @@ use crate::context::client::ClientLink;
 use crate::context::progress::Progress;
 use crate::context::request::LogFilter;
 use crate::error::CallError;
+use crate::runs::call_builtin::{self, BuiltinAccess};
+use crate::runs::client_requests;
+use crate::runs::input_required::{Answer, Replay};
+use crate::runs::protocol_error;
+use crate::runs::questions::{self, code};
+use crate::runs::redact::{scrub, scrub_value};
 use crate::script_host::host::{ScriptHost, WarmCall};
-use crate::tools::builtin::from_scripts::{self, BuiltinAccess};
-use crate::tools::stored::client_requests;
-use crate::tools::stored::input_required::{Answer, Replay};
-use crate::tools::stored::protocol_error;
-use crate::tools::stored::questions::{self, code};
-use crate::tools::stored::redact::{scrub, scrub_value};
 
 /// Most requests one run may have waiting for the client at once: a script cannot flood the
 /// client (or the user, for elicitation) with requests.
@@ -136,7 +136,7 @@ pub(crate) async fn run(
                 }
                 ScriptMessage::Request(_) if stop.is_cancelled() => {}
                 ScriptMessage::Request(request) if request.method() == "call_builtin" => {
-                    asks.push(Box::pin(from_scripts::answer(request, to.builtins, to.secrets)));
+                    asks.push(Box::pin(call_builtin::answer(request, to.builtins, to.secrets)));
                 }
                 ScriptMessage::Request(request) => {
                     asks.push(Box::pin(client_requests::answer(

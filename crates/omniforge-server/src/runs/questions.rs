@@ -9,8 +9,8 @@
 //! one question each, keyed here in asking order (`q1`, `q2`, …), answered with the bare result.
 //!
 //! Whoever runs the call answers a parsed [`Ask`]: the live client (revisions before
-//! 2026-07-28, [`crate::tools::stored::client_requests`]) or the replay of input-required
-//! rounds (2026-07-28, [`crate::tools::stored::input_required`]). Keys name the questions to the
+//! 2026-07-28, [`crate::runs::client_requests`]) or the replay of input-required
+//! rounds (2026-07-28, [`crate::runs::input_required`]). Keys name the questions to the
 //! client (the `inputRequests` keys), so a task runner can deliver answers by key too.
 
 use std::time::Duration;

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::context::task::TaskLink;
-use crate::tools::stored::questions::code;
-use crate::tools::stored::questions::{self, Ask, error};
+use crate::runs::questions::code;
+use crate::runs::questions::{self, Ask, error};
 
 /// How long the wait for answers sleeps before it looks at the store anyway (a safety poll:
 /// PostgreSQL's `LISTEN` and this instance's own writes wake it at once).
