@@ -375,6 +375,15 @@ impl Settings {
         if common.scripts.call_log.queue_rows == 0 {
             bail!("--call-log-queue must be at least 1");
         }
+        if common
+            .scripts
+            .audit_retention
+            .is_some_and(|keep| keep.is_zero())
+        {
+            // A zero retention would prune the whole audit log at start: refuse it rather than
+            // read it as "keep nothing".
+            bail!("--audit-retention must be longer than 0 (leave it unset to keep everything)");
+        }
         let task = match command {
             Command::Bridge(_) if common.manifests.len() != 1 => {
                 bail!("bridge serves exactly one manifest: give --manifest PATH (and --addr URL)")

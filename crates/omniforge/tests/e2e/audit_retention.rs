@@ -138,3 +138,26 @@ async fn the_flag_is_in_help_and_parsed() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("--audit-retention"), "{err}");
 }
+
+/// A zero retention would wipe the audit log at start: it is refused, and the store is not opened.
+#[tokio::test]
+async fn zero_retention_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(BIN)
+        .args(["serve", "--audit-retention", "0s", "--data-dir"])
+        .arg(dir.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("--audit-retention must be longer than 0"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("omniforge.db").exists(),
+        "the store was opened"
+    );
+}
