@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::context::request::RequestCx;
 use crate::error::{InvalidContent, ResultError};
-use crate::runs::redact::scrub;
+use crate::runs::redact::{redact_cut_tail, scrub};
 use crate::schema::LazySchema;
 use crate::tools::stored::kept::KeptOutputs;
 
@@ -43,32 +43,31 @@ impl Shaper {
         let failed = !output.exit.is_success();
         // A result given through the helper module wins over stdout.
         if !failed && let Some(given) = &output.result {
-            return self.given_result(given, output_schema);
+            return self.given_result(given, output_schema, secrets);
         }
         if !failed && let Some(schema) = output_schema {
             let stdout = String::from_utf8_lossy(&output.stdout);
             return match serde_json::from_str::<Value>(stdout.trim()) {
                 Ok(value @ Value::Object(_)) => match schema.check(&value) {
-                    Ok(()) => Ok(structured_result(value, self.max_result_bytes)),
+                    Ok(()) => Ok(structured_result(value, secrets, self.max_result_bytes)),
                     Err(problems) => Err(ResultError::OutputSchema(problems)),
                 },
                 _ => Err(ResultError::NotAnObject {
-                    got: cut(stdout.trim(), 500),
+                    got: cut(&scrub(stdout.trim(), secrets), 500),
                 }),
             };
         }
-        let (text, is_error) = prototype_text(output, None);
+        let text = shown_text(output, secrets, self.max_result_bytes);
         let mut blocks = Vec::new();
-        if text.len() > self.max_result_bytes {
+        if let Some(shown) = text.cut {
             // Keep the whole captured output for a while and link to it.
-            let kept = self.kept.keep(cx, tool, &scrub(&text, secrets)).await;
-            let shown = cut(&text, self.max_result_bytes);
+            let kept = self.kept.keep(cx, tool, &text.whole).await;
             let Some(uri) = kept else {
                 blocks.push(ContentBlock::text(format!(
                     "{shown}\n[cut: the whole output could not be kept]"
                 )));
                 let mut result = CallToolResult::success(blocks);
-                result.is_error = Some(is_error);
+                result.is_error = Some(text.is_error);
                 return Ok(result);
             };
             blocks.push(ContentBlock::text(format!(
@@ -79,14 +78,14 @@ impl Shaper {
                     rmcp::model::Resource::new(uri, "output")
                         .with_description("The whole captured output of this tool call")
                         .with_mime_type("text/plain")
-                        .with_size(text.len() as u64),
+                        .with_size(text.whole.len() as u64),
                 ));
             }
         } else {
-            blocks.push(ContentBlock::text(text));
+            blocks.push(ContentBlock::text(text.whole));
         }
         let mut result = CallToolResult::success(blocks);
-        result.is_error = Some(is_error);
+        result.is_error = Some(text.is_error);
         Ok(result)
     }
 
@@ -95,6 +94,7 @@ impl Shaper {
         &self,
         given: &ScriptResult,
         output_schema: Option<&LazySchema>,
+        secrets: &[String],
     ) -> Result<CallToolResult, ResultError> {
         let content = given.content.clone();
         let structured = given.structured.clone();
@@ -108,7 +108,11 @@ impl Shaper {
         let mut blocks = Vec::new();
         match content {
             Some(Value::String(text)) => {
-                blocks.push(ContentBlock::text(cut(&text, self.max_result_bytes)))
+                // Redacted before the cut: a secret across it must not show its start.
+                blocks.push(ContentBlock::text(cut(
+                    &scrub(&text, secrets),
+                    self.max_result_bytes,
+                )))
             }
             Some(Value::Array(items)) => {
                 for (index, item) in items.into_iter().enumerate() {
@@ -204,11 +208,50 @@ fn json_kind(value: &Value) -> &'static str {
     }
 }
 
-fn structured_result(value: Value, max_bytes: usize) -> CallToolResult {
-    let text = cut(&value.to_string(), max_bytes);
+fn structured_result(value: Value, secrets: &[String], max_bytes: usize) -> CallToolResult {
+    // Redacted before the cut (the structured content itself is redacted by the caller).
+    let text = cut(&scrub(&value.to_string(), secrets), max_bytes);
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = Some(value);
     result
+}
+
+/// The text result of a run: the prototype's text with exact secrets redacted, before any cut.
+struct ShownText {
+    /// The whole text (what is kept when it is cut).
+    whole: String,
+    /// The text cut to the size cap, when it is over it.
+    cut: Option<String>,
+    is_error: bool,
+}
+
+/// The text result of `output` for a client that gets at most `max` bytes. Secrets are
+/// redacted before the cut, and a captured stream cut at the capture cap (whose rest is gone)
+/// has a tail that starts a secret redacted as well: a secret across either cut never shows
+/// its first characters.
+fn shown_text(output: &RunOutput, secrets: &[String], max: usize) -> ShownText {
+    let redacted;
+    let output = if output.stdout_truncated_bytes > 0 || output.stderr_truncated_bytes > 0 {
+        let mut copy = output.clone();
+        if copy.stdout_truncated_bytes > 0 {
+            redact_cut_tail(&mut copy.stdout, secrets);
+        }
+        if copy.stderr_truncated_bytes > 0 {
+            redact_cut_tail(&mut copy.stderr, secrets);
+        }
+        redacted = copy;
+        &redacted
+    } else {
+        output
+    };
+    let (text, is_error) = prototype_text(output, None);
+    let whole = scrub(&text, secrets);
+    let cut = (whole.len() > max).then(|| cut(&whole, max));
+    ShownText {
+        whole,
+        cut,
+        is_error,
+    }
 }
 
 /// Cuts `text` to at most `max` bytes (at a character boundary) with a marker saying how
@@ -257,6 +300,43 @@ mod tests {
         assert!(
             err(json!({"type": "resource", "resource": {"uri": "test://x"}}))
                 .contains("needs \"text\" or \"blob\"")
+        );
+    }
+
+    fn run_output(stdout: &str, stdout_truncated_bytes: u64) -> RunOutput {
+        RunOutput {
+            stdout: stdout.as_bytes().to_vec(),
+            stderr: Vec::new(),
+            stdout_truncated_bytes,
+            stderr_truncated_bytes: 0,
+            exit: omniforge_script::Exit::Code(0),
+            duration: std::time::Duration::ZERO,
+            result: None,
+            limit: None,
+        }
+    }
+
+    #[test]
+    fn a_secret_across_the_result_cut_shows_none_of_it() {
+        let secret = "s3cr3t-value-0123456789".to_owned();
+        let secrets = [secret.clone()];
+        let max = 64 * 1024;
+        for before in [max - 1, max - 5, max - secret.len() + 1] {
+            let stdout = format!("{}{secret} and more{}", "x".repeat(before), "y".repeat(99));
+            let text = shown_text(&run_output(&stdout, 0), &secrets, max);
+            let shown = text.cut.expect("over the cap");
+            assert!(!shown.contains("s3c"), "{}", &shown[shown.len() - 60..]);
+            assert!(!text.whole.contains(&secret));
+            assert!(text.whole.contains("[redacted] and more"));
+        }
+        // A captured stream cut at the capture cap: the rest is gone, the start is redacted.
+        let stdout = format!("{}{}", "x".repeat(100), &secret[..7]);
+        let text = shown_text(&run_output(&stdout, 1000), &secrets, max);
+        assert!(text.cut.is_none());
+        assert!(!text.whole.contains("s3c"), "{}", text.whole);
+        assert!(
+            text.whole
+                .contains("x[redacted]\n[stdout truncated: 1000 bytes]")
         );
     }
 
