@@ -1,7 +1,8 @@
 //! The diff between two versions of a tool, section by section (description, code, schemas,
 //! dependencies, lock, secrets, examples, limits), with `similar`: line diffs with three lines
 //! of context and the changed words inside a changed line emphasised. Signs and hidden words
-//! carry the meaning as well as colour does. A deadline bounds the work on hostile inputs.
+//! carry the meaning as well as colour does. Hidden characters (bidirectional controls,
+//! zero-width characters) are shown marked ([`visible`]). A deadline bounds the work on hostile inputs.
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use omniforge_store::ToolVersion;
 use serde_json::Value;
 use similar::{Algorithm, ChangeTag, TextDiff};
 
-use crate::console::widgets::scroll_table;
+use crate::console::widgets::{hidden_count, scroll_table, visible};
 
 /// The most time one section's diff may take; past it `similar` gives a coarser diff.
 const DEADLINE: Duration = Duration::from_millis(250);
@@ -50,6 +51,16 @@ fn sections(v: &ToolVersion) -> Vec<(&'static str, String)> {
             ),
         ),
     ]
+}
+
+/// The parts of `v` that hold hidden characters ([`hidden_count`]), with how many each holds:
+/// for the warning on the approval page.
+pub(crate) fn hidden_parts(v: &ToolVersion) -> Vec<(&'static str, usize)> {
+    sections(v)
+        .into_iter()
+        .map(|(name, text)| (name, hidden_count(&text)))
+        .filter(|&(_, n)| n > 0)
+        .collect()
 }
 
 /// Renders the diff of version `a` to version `b`.
@@ -105,7 +116,7 @@ fn section(tool: &str, name: &str, old: &str, new: &str) -> Markup {
                                     td.text {
                                         @for (emphasised, text) in change.iter_strings_lossy() {
                                             @let text = text.trim_end_matches('\n');
-                                            @if emphasised { mark { (text) } } @else { (text) }
+                                            @if emphasised { mark { (visible(text)) } } @else { (visible(text)) }
                                         }
                                     }
                                 }
@@ -115,5 +126,61 @@ fn section(tool: &str, name: &str, old: &str, new: &str) -> Markup {
                 }
             }
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use omniforge_store::{Annotations, Limits, NewVersion, Runtime, VersionState};
+    use serde_json::json;
+
+    use super::*;
+
+    pub(crate) fn version(number: u32, description: &str, code: &str) -> ToolVersion {
+        ToolVersion {
+            tool: "t".into(),
+            number,
+            created_at_ms: 0,
+            spec: NewVersion {
+                title: None,
+                description: description.into(),
+                input_schema: json!({"type": "object"}).as_object().cloned().unwrap(),
+                output_schema: None,
+                annotations: Annotations::default(),
+                runtime: Runtime::Python,
+                code: code.into(),
+                dependencies: vec![],
+                limits: Limits {
+                    timeout_ms: 1000,
+                    memory_bytes: 1 << 28,
+                    network: false,
+                },
+                lock: String::new(),
+                env_id: "none".into(),
+                secrets: vec![],
+                author: "a".into(),
+                examples: Vec::new(),
+                execution: Default::default(),
+            },
+            state: VersionState::live(),
+        }
+    }
+
+    #[test]
+    fn a_diff_shows_hidden_characters_marked() {
+        let old = version(1, "adds", "if user != \"admin\":\n    raise Exit()\n");
+        let new = version(
+            2,
+            "adds\u{200B}",
+            "if user != \"admin\u{202E} \u{2066}# owner\u{2069} \u{2066}\":\n    raise Exit()\n",
+        );
+        let html = versions("t", &old, &new).into_string();
+        for c in ['\u{202E}', '\u{2066}', '\u{2069}', '\u{200B}'] {
+            assert!(!html.contains(c), "{c:?} reached the diff raw");
+        }
+        assert!(html.contains(">U+202E</mark>"), "{html}");
+        assert!(html.contains(">U+200B</mark>"), "{html}");
+        assert_eq!(hidden_parts(&new), vec![("description", 1), ("code", 4)]);
+        assert!(hidden_parts(&old).is_empty());
     }
 }

@@ -1,7 +1,8 @@
 //! Pending approvals (admins only, with `--require-approval`): the list, and one pending
 //! version's review: its diff against the current version (or its whole content for a new
 //! tool), each secret it asks for as its own tick box (approving grants only the ticked ones),
-//! approve, or reject with a reason.
+//! approve, or reject with a reason. Hidden characters (Trojan Source) are shown marked, and
+//! the page warns where the version holds any.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use crate::auth::Scope;
 use crate::console::guard::{Viewer, not_found, require};
 use crate::console::layout::{self, Nav};
 use crate::console::pages::{done, field, fields, tool_href};
-use crate::console::widgets::{json as json_block, scroll_table, utc};
+use crate::console::widgets::{code as code_block, json as json_block, scroll_table, utc, visible};
 use crate::console::{Console, actions, diff};
 use crate::context::request::RequestCx;
 use crate::tools::authoring::approval::PendingVersion;
@@ -101,16 +102,29 @@ pub(crate) async fn review(
             dt { "Written" } dd { (utc(v.created_at_ms)) }
             dt { "Tool" } dd { a href=(tool_href(&name)) { (name) } }
         }
+        @let hidden = diff::hidden_parts(v);
+        @if !hidden.is_empty() {
+            div.flash.warn role="alert" {
+                strong { "Hidden characters. " }
+                "This version holds "
+                @for (i, (part, n)) in hidden.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    (n) " in its " (part)
+                }
+                ": bidirectional controls or zero-width characters make text read differently from what it does (Trojan Source). Each one is shown below as a marked "
+                code { "U+…" } " code. Approve only if you know why it is there."
+            }
+        }
         section aria-labelledby="changes" {
             h2 #changes { "What changes" }
             @match &p.current {
                 Some(current) => div role="region" aria-label="Diff" { (diff::versions(&name, current, v)) },
                 None => {
                     p { "A new tool: nobody but its author sees it until it is approved." }
-                    h3 { "Description" } p { (v.spec.description) }
+                    h3 { "Description" } p { (visible(&v.spec.description)) }
                     h3 { "Input schema" } (json_block(&Value::Object(v.spec.input_schema.clone())))
-                    h3 { "Code" } pre.code { (v.spec.code) }
-                    @if !v.spec.dependencies.is_empty() { h3 { "Dependencies" } pre.code { (v.spec.dependencies.join("\n")) } }
+                    h3 { "Code" } (code_block(&v.spec.code))
+                    @if !v.spec.dependencies.is_empty() { h3 { "Dependencies" } (code_block(&v.spec.dependencies.join("\n"))) }
                 },
             }
         }

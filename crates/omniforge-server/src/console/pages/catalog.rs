@@ -16,7 +16,7 @@ use crate::console::Console;
 use crate::console::guard::Viewer;
 use crate::console::layout::{self, Nav};
 use crate::console::pages::{query, tool_href};
-use crate::console::widgets::{scroll_table, utc};
+use crate::console::widgets::{scroll_table, utc, visible};
 
 /// The catalog's search form.
 #[derive(Debug, Default, Deserialize)]
@@ -127,7 +127,7 @@ fn table(
                         tr {
                             th scope="row" {
                                 a href=(tool_href(&r.name)) { (r.name) }
-                                br; span.muted.small { (r.description.chars().take(120).collect::<String>()) }
+                                br; span.muted.small { (visible(&r.description.chars().take(120).collect::<String>())) }
                             }
                             td { (r.source) }
                             td {

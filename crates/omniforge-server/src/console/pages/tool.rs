@@ -19,7 +19,9 @@ use crate::console::guard::{Viewer, not_found, require};
 use crate::console::layout::{self, Nav};
 use crate::console::pages::calls::call_table;
 use crate::console::pages::{done, field, fields, query, tool_href, try_it};
-use crate::console::widgets::{json as json_block, schema, scroll_table, utc};
+use crate::console::widgets::{
+    code as code_block, json as json_block, schema, scroll_table, utc, visible,
+};
 use crate::console::{Console, actions, charts, diff};
 
 /// The page's query: which version to show, and which two to compare.
@@ -125,8 +127,8 @@ pub(crate) async fn page(
         p.crumbs { a href="/console/tools" { "Catalog" } " / " (name) }
         h1 { code { (name) } }
         @if let Some(tool) = tool.as_ref().filter(|_| stored.is_none()) {
-            @if let Some(t) = &tool.title { p.subtitle { (t) } }
-            p.lead { (tool.description.as_deref().unwrap_or("")) }
+            @if let Some(t) = &tool.title { p.subtitle { (visible(t)) } }
+            p.lead { (visible(tool.description.as_deref().unwrap_or(""))) }
         }
         dl.facts {
             dt { "Source" } dd { (source.as_str()) }
@@ -202,7 +204,7 @@ async fn stored_sections(
     };
     let spec = &shown.spec;
     html! {
-        p.lead { (spec.description) }
+        p.lead { (visible(&spec.description)) }
         dl.facts {
             dt { "Shown" } dd { "version " (shown.number) " (" (shown.state.status.as_str()) "), by " (spec.author) ", " (utc(shown.created_at_ms)) }
             @if let Some(reason) = &shown.state.reason { dt { "Reason" } dd { (reason) } }
@@ -308,10 +310,10 @@ async fn stored_sections(
         section aria-labelledby="code" {
             h2 #code { "Code" }
             @if !spec.dependencies.is_empty() {
-                p { "Dependencies: " @for (i, d) in spec.dependencies.iter().enumerate() { @if i > 0 { ", " } code { (d) } } }
+                p { "Dependencies: " @for (i, d) in spec.dependencies.iter().enumerate() { @if i > 0 { ", " } code { (visible(d)) } } }
             }
-            pre.code { (spec.code) }
-            @if !spec.lock.is_empty() { details { summary { "Lock (hash-pinned requirements)" } pre.code { (spec.lock) } } }
+            (code_block(&spec.code))
+            @if !spec.lock.is_empty() { details { summary { "Lock (hash-pinned requirements)" } (code_block(&spec.lock)) } }
         }
     }
 }
@@ -325,7 +327,7 @@ fn example_result(run: Option<&ExampleResult>) -> Markup {
                     " on " (utc(run.ran_at_ms)) " (" (run.trigger.as_str()) ", by " (run.ran_by) ")"
                 }
                 @if let Some(f) = &run.failure { p { "What did not match: " (f) } }
-                details { summary { "Actual result" } pre.code { (run.actual) } }
+                details { summary { "Actual result" } (code_block(&run.actual)) }
             },
             None => p.muted { "Not run yet." },
         }
