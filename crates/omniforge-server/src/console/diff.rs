@@ -2,19 +2,32 @@
 //! dependencies, lock, secrets, examples, limits), with `similar`: line diffs with three lines
 //! of context and the changed words inside a changed line emphasised. Signs and hidden words
 //! carry the meaning as well as colour does. Hidden characters (bidirectional controls,
-//! zero-width characters) are shown marked ([`visible`]). A deadline bounds the work on hostile inputs.
+//! zero-width characters) are shown marked ([`visible`]).
+//!
+//! A diff is bounded as a whole, since any `tools:write` principal can write the versions: one
+//! [`DEADLINE`] for all its sections and their inline emphasis, and a size cap
+//! ([`MAX_DIFF_BYTES`], [`MAX_DIFF_LINES`]) beyond which the page says "too large to diff"
+//! and links to both sides as downloads ([`source`]). It runs on the blocking pool, never on
+//! the async workers that serve MCP and `/healthz` ([`versions`]).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use maud::{Markup, html};
 use omniforge_store::ToolVersion;
 use serde_json::Value;
 use similar::{Algorithm, ChangeTag, TextDiff};
 
-use crate::console::widgets::{hidden_count, scroll_table, visible};
+use crate::console::widgets::{bytes, hidden_count, scroll_table, visible};
 
-/// The most time one section's diff may take; past it `similar` gives a coarser diff.
+/// The most time one diff (all its sections) may take; past it `similar` gives a coarser diff.
 const DEADLINE: Duration = Duration::from_millis(250);
+
+/// The most bytes (old and new sides together) of the changed sections one diff compares.
+pub(crate) const MAX_DIFF_BYTES: usize = 256 * 1024;
+
+/// The most lines (old and new sides together) of the changed sections one diff compares:
+/// each line is a table row on the page.
+pub(crate) const MAX_DIFF_LINES: usize = 5_000;
 
 /// A version's parts as text, in the order they are compared.
 fn sections(v: &ToolVersion) -> Vec<(&'static str, String)> {
@@ -63,34 +76,80 @@ pub(crate) fn hidden_parts(v: &ToolVersion) -> Vec<(&'static str, usize)> {
         .collect()
 }
 
-/// Renders the diff of version `a` to version `b`.
-pub(crate) fn versions(tool: &str, a: &ToolVersion, b: &ToolVersion) -> Markup {
+/// Renders the diff of version `a` to version `b` of `tool`, on the blocking pool ([`render`]).
+/// `download`: the URL of a version's download ([`source`]) by its number.
+pub(crate) async fn versions(
+    tool: &str,
+    a: &ToolVersion,
+    b: &ToolVersion,
+    download: impl Fn(u32) -> String,
+) -> Markup {
+    let (tool_name, old, new) = (tool.to_owned(), a.clone(), b.clone());
+    let links = (download(a.number), download(b.number));
+    tokio::task::spawn_blocking(move || render(&tool_name, &old, &new, &links))
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "console: a diff failed");
+            html! { p { "The diff could not be made." } }
+        })
+}
+
+/// Renders the diff of version `a` to version `b`: "too large to diff", with `downloads` of
+/// both sides, when the changed sections are over the size cap.
+fn render(tool: &str, a: &ToolVersion, b: &ToolVersion, downloads: &(String, String)) -> Markup {
+    let deadline = Instant::now() + DEADLINE;
     let new = sections(b);
     let mut unchanged = Vec::new();
     let mut changed = Vec::new();
-    for ((name, old), (_, new)) in sections(a).iter().zip(&new) {
+    let (mut size, mut lines) = (0, 0);
+    for ((name, old), (_, new)) in sections(a).into_iter().zip(new) {
         if old == new {
-            unchanged.push(*name);
+            unchanged.push(name);
         } else {
-            changed.push(section(tool, name, old, new));
+            size += old.len() + new.len();
+            lines += old.lines().count() + new.lines().count();
+            changed.push((name, old, new));
         }
     }
+    let head = html! { h3 { "Version " (a.number) " → version " (b.number) } };
+    if size > MAX_DIFF_BYTES || lines > MAX_DIFF_LINES {
+        return html! {
+            (head)
+            p.flash.warn role="status" {
+                "Too large to diff: the changed parts (" (changed.iter().map(|c| c.0).collect::<Vec<_>>().join(", "))
+                ") hold " (bytes(size as u64)) " in " (lines) " lines, over the console's "
+                (bytes(MAX_DIFF_BYTES as u64)) " or " (MAX_DIFF_LINES) " lines. Download both sides and compare them locally: "
+                a href=(downloads.0) download { "version " (a.number) } " and "
+                a href=(downloads.1) download { "version " (b.number) } "."
+            }
+        };
+    }
     html! {
-        h3 { "Version " (a.number) " → version " (b.number) }
+        (head)
         @if changed.is_empty() {
             p { "The two versions are identical." }
         }
-        @for markup in &changed { (markup) }
+        @for (name, old, new) in &changed { (section(tool, name, old, new, deadline)) }
         @if !unchanged.is_empty() {
             p.muted { "Unchanged: " (unchanged.join(", ")) "." }
         }
     }
 }
 
-fn section(tool: &str, name: &str, old: &str, new: &str) -> Markup {
+/// A version as one plain text file, its parts in the diff's order under `== part ==` headings:
+/// the download of a side too large to diff on the page.
+pub(crate) fn source(v: &ToolVersion) -> String {
+    let mut out = format!("# {} version {}\n", v.tool, v.number);
+    for (name, text) in sections(v) {
+        out.push_str(&format!("\n== {name} ==\n{text}\n"));
+    }
+    out
+}
+
+fn section(tool: &str, name: &str, old: &str, new: &str, deadline: Instant) -> Markup {
     let diff = TextDiff::configure()
         .algorithm(Algorithm::Patience)
-        .timeout(DEADLINE)
+        .deadline(deadline)
         .diff_lines(old, new);
     let label = format!("Changes to the {name} of {tool}");
     html! {
@@ -103,7 +162,7 @@ fn section(tool: &str, name: &str, old: &str, new: &str) -> Markup {
                     tbody {
                         @if g > 0 { tr.gap { td colspan="4" { "⋯" } } }
                         @for op in group {
-                            @for change in diff.iter_inline_changes(op) {
+                            @for change in diff.iter_inline_changes_deadline(op, Some(deadline)) {
                                 @let (class, sign, word) = match change.tag() {
                                     ChangeTag::Delete => ("del", "−", "removed"),
                                     ChangeTag::Insert => ("ins", "+", "added"),
@@ -136,7 +195,7 @@ mod tests {
 
     use super::*;
 
-    pub(crate) fn version(number: u32, description: &str, code: &str) -> ToolVersion {
+    fn version(number: u32, description: &str, code: &str) -> ToolVersion {
         ToolVersion {
             tool: "t".into(),
             number,
@@ -166,6 +225,64 @@ mod tests {
         }
     }
 
+    fn links() -> (String, String) {
+        ("/old".into(), "/new".into())
+    }
+
+    #[test]
+    fn a_diff_bomb_is_too_large_to_diff_and_links_both_sides() {
+        // Two 3.2 MB versions (the reported bomb): refused at once, not rendered.
+        let line = "x = 1  # a line of padding that changes in every version\n";
+        let old = version(1, "d", &line.repeat(3_200_000 / line.len()));
+        let new = version(
+            2,
+            "d",
+            &line.replace('1', "2").repeat(3_200_000 / line.len()),
+        );
+        let started = Instant::now();
+        let html = render("t", &old, &new, &links()).into_string();
+        // Unbounded, this diff took 8.4 s of CPU in a release build.
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(
+            html.contains("Too large to diff"),
+            "{}",
+            &html[..html.len().min(500)]
+        );
+        assert!(
+            html.contains(r#"href="/old" download"#) && html.contains(r#"href="/new" download"#)
+        );
+        assert!(html.len() < 2_000, "{} bytes", html.len());
+        // Many short lines under the byte cap are over the line cap.
+        let old = version(1, "d", &"a\n".repeat(MAX_DIFF_LINES));
+        let new = version(2, "d", &"b\n".repeat(10));
+        assert!(
+            render("t", &old, &new, &links())
+                .into_string()
+                .contains("Too large to diff")
+        );
+        // Just under both caps, the diff renders within the one deadline plus the render (a
+        // debug build on a shared machine: a loose bound).
+        let old = version(1, "d", &"a b c d\n".repeat(MAX_DIFF_LINES / 2 - 10));
+        let new = version(2, "d", &"a c b e\n".repeat(MAX_DIFF_LINES / 2 - 10));
+        let started = Instant::now();
+        let html = render("t", &old, &new, &links()).into_string();
+        assert!(!html.contains("Too large to diff"));
+        assert!(started.elapsed() < DEADLINE * 8, "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_version_downloads_as_text_with_every_part() {
+        let v = version(3, "adds", "print(1)");
+        let text = source(&v);
+        assert!(text.starts_with("# t version 3\n"));
+        assert!(text.contains("\n== code ==\nprint(1)\n"));
+        assert!(text.contains("\n== limits ==\ntimeout_ms 1000"));
+    }
+
     #[test]
     fn a_diff_shows_hidden_characters_marked() {
         let old = version(1, "adds", "if user != \"admin\":\n    raise Exit()\n");
@@ -174,7 +291,7 @@ mod tests {
             "adds\u{200B}",
             "if user != \"admin\u{202E} \u{2066}# owner\u{2069} \u{2066}\":\n    raise Exit()\n",
         );
-        let html = versions("t", &old, &new).into_string();
+        let html = render("t", &old, &new, &links()).into_string();
         for c in ['\u{202E}', '\u{2066}', '\u{2069}', '\u{200B}'] {
             assert!(!html.contains(c), "{c:?} reached the diff raw");
         }

@@ -109,6 +109,7 @@ pub(crate) fn router(
         .route("/console/tools/{name}/check", post(tool::check))
         .route("/console/tools/{name}/try", post(try_it::submit))
         .route("/console/tools/{name}/enabled", post(tool::set_enabled))
+        .route("/console/tools/{name}/source", get(tool::source))
         .route("/console/calls", get(calls::list))
         .route("/console/calls/{id}", get(calls::detail))
         .route("/console/approvals", get(approvals::list))

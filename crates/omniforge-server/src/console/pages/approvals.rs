@@ -15,6 +15,7 @@ use serde_json::Value;
 use crate::auth::Scope;
 use crate::console::guard::{Viewer, not_found, require};
 use crate::console::layout::{self, Nav};
+use crate::console::pages::tool::source_href;
 use crate::console::pages::{done, field, fields, tool_href};
 use crate::console::widgets::{code as code_block, json as json_block, scroll_table, utc, visible};
 use crate::console::{Console, actions, diff};
@@ -118,7 +119,7 @@ pub(crate) async fn review(
         section aria-labelledby="changes" {
             h2 #changes { "What changes" }
             @match &p.current {
-                Some(current) => div role="region" aria-label="Diff" { (diff::versions(&name, current, v)) },
+                Some(current) => div role="region" aria-label="Diff" { (diff::versions(&name, current, v, |n| source_href(&name, n)).await) },
                 None => {
                     p { "A new tool: nobody but its author sees it until it is approved." }
                     h3 { "Description" } p { (visible(&v.spec.description)) }

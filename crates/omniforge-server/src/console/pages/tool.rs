@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
+use http::header::{CONTENT_DISPOSITION, CONTENT_TYPE};
 use maud::{Markup, html};
 use omniforge_store::{CallFilter, CallSource, ExampleResult, ToolVersion, VersionStatus};
 use serde::Deserialize;
@@ -199,7 +200,7 @@ async fn stored_sections(
     let can_edit = viewer.can(Scope::Write);
     let href = tool_href(name);
     let diff = match (find(q.from), find(q.to)) {
-        (Some(a), Some(b)) => Some(diff::versions(name, a, b)),
+        (Some(a), Some(b)) => Some(diff::versions(name, a, b, |n| source_href(name, n)).await),
         _ => None,
     };
     let spec = &shown.spec;
@@ -316,6 +317,57 @@ async fn stored_sections(
             @if !spec.lock.is_empty() { details { summary { "Lock (hash-pinned requirements)" } (code_block(&spec.lock)) } }
         }
     }
+}
+
+/// The URL of version `number`'s download ([`source`]).
+pub(crate) fn source_href(name: &str, number: u32) -> String {
+    format!("{}/source?version={number}", tool_href(name))
+}
+
+/// `GET /console/tools/{name}/source?version=N`: version N as one plain text file (its parts
+/// under headings, [`diff::source`]), for a diff too large for the page; only for a viewer
+/// who may see the version on the tool's page.
+pub(crate) async fn source(
+    State(console): State<Arc<Console>>,
+    viewer: Viewer,
+    Path(name): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    if let Err(r) = require(&viewer, Scope::Write) {
+        return r;
+    }
+    let q: Shown = query(raw);
+    let listed = console
+        .shared
+        .catalog
+        .snapshot()
+        .get_for(&name, Some(viewer.id()))
+        .is_some_and(|e| e.listed && viewer.can(e.scope) && e.source == ToolSource::Stored);
+    let Some((versions, _, _)) = stored_view(&console, &viewer, &name, listed).await else {
+        return not_found();
+    };
+    let Some(v) = q
+        .version
+        .and_then(|n| versions.iter().find(|v| v.number == n))
+    else {
+        return not_found();
+    };
+    let file = format!(
+        "attachment; filename=\"{}-v{}.txt\"",
+        name.replace(
+            |c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '_',
+            "_"
+        ),
+        v.number
+    );
+    (
+        [
+            (CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
+            (CONTENT_DISPOSITION, file),
+        ],
+        diff::source(v),
+    )
+        .into_response()
 }
 
 fn example_result(run: Option<&ExampleResult>) -> Markup {
