@@ -833,6 +833,26 @@ async fn jwks_rotation_is_picked_up() {
     );
 }
 
+/// Issue 30: with the default `--oauth-jwks-min-refresh` (10 s), a key rotated in right after
+/// the first fetch verifies its first token at once: only fetches caused by an unknown `kid`
+/// hold the next one back.
+#[tokio::test]
+async fn a_key_rotated_in_just_after_a_fetch_verifies_at_once() {
+    let setup = Setup::start(&[], &[]).await;
+    let old = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    open_session(setup.url(), &old).await;
+    setup.provider.rotate(true).await;
+    let new = setup.token("cc-admin", Some(ALL_SCOPES)).await;
+    let started = std::time::Instant::now();
+    open_session(setup.url(), &new).await;
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{}",
+        setup.logs()
+    );
+    assert!(setup.logs().contains("unknown_kid"), "{}", setup.logs());
+}
+
 #[tokio::test]
 async fn es256_tokens_are_verified() {
     let setup = Setup::start(&["--alg", "ES256"], &[]).await;
