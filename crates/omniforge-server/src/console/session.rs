@@ -5,13 +5,23 @@
 //! itself: no login CSRF) and is replaced by a new one, with a new id and a new CSRF token, at
 //! sign-in (no session fixation). A session holds the principal, never the token it signed in
 //! with.
+//!
+//! An anonymous session is **stateless**: its cookie is `a.NONCE.EXPIRY.MAC`, signed with a
+//! key this process drew at start (HMAC-SHA256), and its CSRF token is derived from the nonce
+//! with the same key. Nothing is stored for it, so unauthenticated traffic, however much,
+//! cannot push anyone's open sign-in form (or signed-in session) out of the map: only
+//! signed-in sessions count against [`MAX_SESSIONS`]. A form served by one replica is
+//! submitted to the same one, as every console session is.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use std::time::{SystemTime, UNIX_EPOCH};
+
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit, Mac};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -23,8 +33,7 @@ const IDLE: Duration = Duration::from_secs(30 * 60);
 const ABSOLUTE: Duration = Duration::from_secs(12 * 60 * 60);
 /// An anonymous (sign-in form) session's life.
 const ANONYMOUS: Duration = Duration::from_secs(10 * 60);
-/// Most sessions kept; past it the least recently used anonymous one goes first, then the
-/// least recently used of all.
+/// Most signed-in sessions kept; past it the least recently used goes first.
 const MAX_SESSIONS: usize = 10_000;
 
 /// A message shown once on the next page (the outcome of a change).
@@ -69,11 +78,38 @@ impl Session {
     }
 }
 
-/// Every live session.
-#[derive(Debug, Default)]
+/// Every live signed-in session, and the key of the anonymous ones.
 pub(crate) struct Sessions {
     // A std mutex: held only for map operations, never across an await.
     map: Mutex<HashMap<[u8; 32], Session>>,
+    /// Signs anonymous session cookies and derives their CSRF tokens; drawn at start. `None`
+    /// if the OS random source failed (then no anonymous session is made).
+    anonymous_key: Option<[u8; 32]>,
+}
+
+impl Default for Sessions {
+    fn default() -> Sessions {
+        let mut key = [0u8; 32];
+        Sessions {
+            map: Mutex::default(),
+            anonymous_key: getrandom::fill(&mut key).ok().map(|()| key),
+        }
+    }
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").finish_non_exhaustive()
+    }
+}
+
+/// The prefix of an anonymous session's cookie (signed-in ids are base64url: no dot).
+const ANONYMOUS_PREFIX: &str = "a.";
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// 32 random bytes from the OS, base64url: a session id or a CSRF token. `None` only if the
@@ -101,6 +137,9 @@ impl Sessions {
         principal: Option<Principal>,
         until: Option<Instant>,
     ) -> Option<(String, Session)> {
+        if principal.is_none() {
+            return self.start_anonymous(unix_now());
+        }
         let id = random_token()?;
         let now = Instant::now();
         let session = Session {
@@ -126,8 +165,56 @@ impl Sessions {
         Some((id, session))
     }
 
+    /// A new anonymous session, made at `now` (unix seconds): its cookie and a copy. Nothing
+    /// is stored.
+    fn start_anonymous(&self, now: u64) -> Option<(String, Session)> {
+        let nonce = random_token()?;
+        let expires = now + ANONYMOUS.as_secs();
+        let body = format!("{ANONYMOUS_PREFIX}{nonce}.{expires}");
+        let id = format!("{body}.{}", self.sign(b"cookie", &body)?);
+        Some((id, self.anonymous(&nonce)?))
+    }
+
+    /// HMAC-SHA256 of `purpose` and `text` under the anonymous key, base64url.
+    fn sign(&self, purpose: &[u8], text: &str) -> Option<String> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(self.anonymous_key.as_ref()?).ok()?;
+        mac.update(purpose);
+        mac.update(b"\0");
+        mac.update(text.as_bytes());
+        Some(URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes()))
+    }
+
+    /// The anonymous session of `nonce`: its CSRF token is derived from it.
+    fn anonymous(&self, nonce: &str) -> Option<Session> {
+        let now = Instant::now();
+        Some(Session {
+            principal: None,
+            csrf: self.sign(b"csrf", nonce)?,
+            flash: None,
+            created: now,
+            last_seen: now,
+            until: None,
+        })
+    }
+
+    /// The anonymous session of cookie `id` at `now` (unix seconds): `None` unless its MAC
+    /// (compared in constant time) is this process's and it has not expired.
+    fn get_anonymous(&self, id: &str, now: u64) -> Option<Session> {
+        let (body, mac) = id.rsplit_once('.')?;
+        let expected = self.sign(b"cookie", body)?;
+        if !bool::from(expected.as_bytes().ct_eq(mac.as_bytes())) {
+            return None;
+        }
+        let (nonce, expires) = body.strip_prefix(ANONYMOUS_PREFIX)?.split_once('.')?;
+        let expires: u64 = expires.parse().ok()?;
+        (now < expires).then(|| self.anonymous(nonce))?
+    }
+
     /// The live session with this id, touched; `None` if unknown or expired.
     pub(crate) fn get(&self, id: &str) -> Option<Session> {
+        if id.starts_with(ANONYMOUS_PREFIX) {
+            return self.get_anonymous(id, unix_now());
+        }
         let now = Instant::now();
         let mut map = self.lock();
         let k = key(id);
@@ -156,7 +243,8 @@ impl Sessions {
         }
     }
 
-    /// Ends a session (sign-out, or sign-in replacing the anonymous one).
+    /// Ends a signed-in session (sign-out, sign-in replacing the old one). An anonymous one
+    /// is stateless and ends only at its expiry: it grants nothing but its own form.
     pub(crate) fn end(&self, id: &str) {
         self.lock().remove(&key(id));
     }
@@ -169,7 +257,7 @@ mod tests {
     #[test]
     fn ids_are_random_and_ended_sessions_open_nothing() {
         let sessions = Sessions::default();
-        let (a, sa) = sessions.start(None, None).unwrap();
+        let (a, sa) = sessions.start(Some(Principal::anonymous()), None).unwrap();
         let (b, sb) = sessions.start(Some(Principal::anonymous()), None).unwrap();
         assert_ne!(a, b);
         assert_ne!(sa.csrf, sb.csrf);
@@ -180,6 +268,56 @@ mod tests {
         assert!(sessions.get(&b).unwrap().csrf_matches(&sb.csrf));
         assert!(!sessions.get(&b).unwrap().csrf_matches(&sa.csrf));
         assert!(!sessions.get(&b).unwrap().csrf_matches(""));
+    }
+
+    #[test]
+    fn anonymous_traffic_cannot_evict_an_open_sign_in_form() {
+        let sessions = Sessions::default();
+        let (victim, form) = sessions.start(None, None).unwrap();
+        let (signed_in, _) = sessions.start(Some(Principal::anonymous()), None).unwrap();
+        // The reported flood: more unauthenticated sign-in forms than the cap.
+        for _ in 0..MAX_SESSIONS + 52 {
+            sessions.start(None, None).unwrap();
+        }
+        assert_eq!(
+            sessions.lock().len(),
+            1,
+            "anonymous sessions are not stored"
+        );
+        let still = sessions
+            .get(&victim)
+            .expect("the victim's form is still open");
+        assert!(still.principal.is_none());
+        assert!(still.csrf_matches(&form.csrf));
+        assert!(sessions.get(&signed_in).is_some());
+    }
+
+    #[test]
+    fn an_anonymous_cookie_opens_only_signed_and_unexpired() {
+        let sessions = Sessions::default();
+        let now = unix_now();
+        let (id, session) = sessions.start_anonymous(now).unwrap();
+        assert!(id.starts_with("a."));
+        let opened = sessions.get_anonymous(&id, now + 1).unwrap();
+        assert!(opened.csrf_matches(&session.csrf));
+        // Expired.
+        assert!(
+            sessions
+                .get_anonymous(&id, now + ANONYMOUS.as_secs())
+                .is_none()
+        );
+        // A later expiry, a changed nonce, or another process's key: refused.
+        let (body, mac) = id.rsplit_once('.').unwrap();
+        let (nonce, expires) = body.rsplit_once('.').unwrap();
+        let later = format!("{nonce}.{}.{mac}", expires.parse::<u64>().unwrap() + 3600);
+        assert!(sessions.get(&later).is_none());
+        let other_nonce = format!("a.{}.{expires}.{mac}", random_token().unwrap());
+        assert!(sessions.get(&other_nonce).is_none());
+        assert!(Sessions::default().get(&id).is_none());
+        assert!(sessions.get("a.").is_none() && sessions.get("a.x.y.z").is_none());
+        // Two forms get different CSRF tokens.
+        let (_, other) = sessions.start(None, None).unwrap();
+        assert!(!other.csrf_matches(&session.csrf));
     }
 
     #[test]
