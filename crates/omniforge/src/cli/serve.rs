@@ -68,10 +68,20 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
     }
     // A ready file left by an earlier run must not announce this one before it listens.
     let ready = settings.ready_file.map(ReadyFile::clear).transpose()?;
-    let server = start(common, Tools::All).await?;
+    // Bind before anything else is set up: a busy port fails at once, not after the store,
+    // the sandbox and the warm templates.
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("binding {}", settings.listen))?;
+    let metrics = match settings.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding --metrics-listen {addr}"))?,
+        ),
+        None => None,
+    };
+    let server = start(common, Tools::All).await?;
     let addr = listener.local_addr().context("reading the bound address")?;
     let url = format!("http://{addr}{}", settings.path);
     let oauth = match settings.oauth {
@@ -112,10 +122,7 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
         oauth_issuer = config.oauth.as_ref().map(|o| o.settings().issuer.as_str()),
         "listening"
     );
-    if let Some(addr) = settings.metrics_listen {
-        let metrics = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("binding --metrics-listen {addr}"))?;
+    if let Some(metrics) = metrics {
         let addr = metrics.local_addr().context("reading the bound address")?;
         if !addr.ip().is_loopback() {
             tracing::warn!(

@@ -691,3 +691,27 @@ async fn doctor_says_whether_the_warm_pool_is_on() {
         }
     }
 }
+
+/// Issue 30: `serve` on a busy port fails at once, before it opens the store or sets up the
+/// sandbox.
+#[tokio::test]
+async fn serve_on_a_busy_port_fails_before_setting_anything_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let started = std::time::Instant::now();
+    let (ok, _, stderr) = omniforge_cli(
+        dir.path(),
+        &["serve", "--log-level", "debug", "--listen", &addr],
+        None,
+    )
+    .await;
+    assert!(!ok, "serve on a busy port succeeded: {stderr}");
+    assert!(stderr.contains(&format!("binding {addr}")), "{stderr}");
+    assert!(
+        !stderr.contains("sandbox layer") && !stderr.contains("migration"),
+        "set up before binding: {stderr}"
+    );
+    assert!(!dir.path().join("omniforge.db").exists(), "the store was opened");
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+}
