@@ -256,7 +256,7 @@ impl Settings {
                 .or(file.log_level.take())
                 .unwrap_or_else(|| {
                     if serves_mcp {
-                        "info,rmcp=error".into()
+                        "info,rmcp=error,sqlx::postgres::notice=warn".into()
                     } else {
                         "warn".into()
                     }
@@ -643,7 +643,7 @@ mod tests {
         let s = resolve(&["omniforge", "--data-dir", "/tmp/x", "serve"]).unwrap();
         assert_eq!(s.common.page_size, 1000);
         assert_eq!(s.common.shutdown_grace, Duration::from_secs(10));
-        assert_eq!(s.common.log_level, "info,rmcp=error");
+        assert_eq!(s.common.log_level, "info,rmcp=error,sqlx::postgres::notice=warn");
         let serve = serve(s);
         assert_eq!(serve.listen.to_string(), "127.0.0.1:8765");
         assert_eq!(serve.path, "/mcp");

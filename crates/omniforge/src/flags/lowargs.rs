@@ -67,7 +67,7 @@ pub(crate) struct GlobalOptions {
     #[arg(long, global = true, env = "OMNIFORGE_DATA_DIR", value_name = "DIR")]
     pub(crate) data_dir: Option<PathBuf>,
     /// Log filter: a level (error, warn, info, debug, trace) or tracing directives
-    /// such as `omniforge_server=debug` [default: info,rmcp=error; warn for one-shot
+    /// such as `omniforge_server=debug` [default: info,rmcp=error,sqlx::postgres::notice=warn; warn for one-shot
     /// commands]. Logs go to stderr only.
     #[arg(
         long,
