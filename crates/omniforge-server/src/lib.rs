@@ -66,7 +66,7 @@ pub use error::AuthoringError;
 pub use human_time::utc as utc_time;
 pub use pack::{PackError, export as export_pack};
 pub use script_host::host::ScriptSettings;
-pub use server::{Server, Settings, StartError, StoreSettings};
+pub use server::{Served, Server, Settings, StartError, StoreSettings};
 pub use settings::HttpSettings;
 pub use tasks::{DEFAULT_TASK_LEASE, DEFAULT_TASK_POLL_INTERVAL, DEFAULT_TASK_TTL, TaskSettings};
 pub use telemetry::call_log::{

@@ -169,8 +169,21 @@ impl Runner {
             )));
         }
         for layer in &plan.layers {
-            tracing::info!(layer = layer.name, active = layer.active, detail = %layer.detail, "script sandbox layer");
+            tracing::debug!(layer = layer.name, active = layer.active, detail = %layer.detail, "script sandbox layer");
         }
+        // One line at info: the layers in force (`omniforge doctor` and debug logs say how).
+        let missing: Vec<&str> = plan
+            .layers
+            .iter()
+            .filter(|l| !l.active)
+            .map(|l| l.name)
+            .collect();
+        tracing::info!(
+            active = plan.layers.len() - missing.len(),
+            of = plan.layers.len(),
+            missing = %missing.join(","),
+            "script sandbox layers"
+        );
         for warning in plan.warnings(config.sandbox) {
             tracing::warn!("{warning}");
         }

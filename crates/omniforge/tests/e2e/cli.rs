@@ -715,3 +715,32 @@ async fn serve_on_a_busy_port_fails_before_setting_anything_up() {
     assert!(!dir.path().join("omniforge.db").exists(), "the store was opened");
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
 }
+
+/// Issue 30: `serve` starts with one summary of what it serves (MCP and console URLs, store,
+/// auth, approval, sources), and the rest of its start-up at debug: a few short lines.
+#[tokio::test]
+async fn serve_starts_with_one_short_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let uv = crate::util::uv();
+    let server = Serve::start(&["--data-dir", data, "--uv", uv.to_str().unwrap()]).await;
+    // Logged before the server is ready.
+    let log = server.stderr();
+    let summary = log
+        .lines()
+        .find(|l| l.contains(" serving "))
+        .unwrap_or_else(|| panic!("no summary line in\n{log}"));
+    for want in [
+        format!("mcp={}", server.url),
+        format!("console={}/console", server.base),
+        format!("store=sqlite:{data}/omniforge.db"),
+        "auth=none".to_owned(),
+        "approval=\"off\"".to_owned(),
+        "sources=0 stored tools".to_owned(),
+    ] {
+        assert!(summary.contains(&want), "{want:?} not in {summary}");
+    }
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(lines.len() <= 6, "{} start-up lines:\n{log}", lines.len());
+    assert!(lines.iter().all(|l| l.len() < 500), "a long start-up line:\n{log}");
+}
