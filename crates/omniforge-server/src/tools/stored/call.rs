@@ -18,6 +18,7 @@ use crate::error::CallError;
 use crate::runs::call_builtin::BuiltinAccess;
 use crate::runs::input_required::{Binding, Replay, StateCodec};
 use crate::runs::redact::{redact, redact_error};
+use crate::tools::stored::shape::RunLimits;
 use crate::runs::run::{Reporting, run};
 use crate::schema::LazySchema;
 use crate::script_host::host::{ScriptHost, WarmCall};
@@ -277,6 +278,10 @@ impl StoredTools {
         let progress = cx.progress();
         let client = cx.client();
         let ended_with = std::sync::Mutex::new(None);
+        let limits = RunLimits {
+            timeout: spec.timeout,
+            network: spec.network,
+        };
         let reporting = Reporting {
             progress: &progress,
             client: &client,
@@ -305,7 +310,7 @@ impl StoredTools {
         };
         let result = self
             .shaper
-            .shape(&output, output_schema, secrets, tool, cx)
+            .shape(&output, output_schema, secrets, limits, tool, cx)
             .await
             .map_err(CallError::from);
         (result, outcome)
