@@ -431,7 +431,8 @@ async fn pending_version_is_its_authors_alone_until_approved() {
         .call("omniforge_get_tool", json!({"name": "gated"}))
         .await;
     let versions = &got["structuredContent"]["versions"];
-    assert_eq!(versions[0]["status"], "live", "{got}");
+    assert_eq!(versions[0]["status"], "current", "{got}");
+    assert_eq!(versions[0]["current"], true, "{got}");
     assert_eq!(versions[1]["status"], "rejected", "{got}");
     assert_eq!(versions[1]["statusReason"], "too chatty", "{got}");
     assert_eq!(got["structuredContent"]["currentVersion"], 1);

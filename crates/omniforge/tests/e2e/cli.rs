@@ -321,17 +321,20 @@ async fn tool_history_shows_readable_times() {
     let (ok, out, err) = omniforge_cli(dir.path(), &["tool", "history", "add_vat"], None).await;
     assert!(ok, "{err}");
     let line =
-        Regex::new(r"^([ *])v(\d+)\s+(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) UTC\s+by cli:\S+\s+\S")
+        Regex::new(r"^([ *])v(\d+)\s+(\S+)\s+(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) UTC\s+by cli:\S+\s+\S")
             .unwrap();
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
     let year = |text: &str| text[..4].parse::<u32>().unwrap();
-    for (l, (mark, number)) in lines.iter().zip([(" ", "1"), ("*", "2")]) {
-        let c = line
-            .captures(l)
-            .unwrap_or_else(|| panic!("not `[*]vN YYYY-MM-DD HH:MM:SS UTC by AUTHOR ...`: {l:?}"));
-        assert_eq!((&c[1], &c[2]), (mark, number), "{out}");
-        assert!(year(&c[3]) >= 2025, "{l}");
+    for (l, (mark, number, status)) in lines
+        .iter()
+        .zip([(" ", "1", "previous"), ("*", "2", "current")])
+    {
+        let c = line.captures(l).unwrap_or_else(|| {
+            panic!("not `[*]vN STATUS YYYY-MM-DD HH:MM:SS UTC by AUTHOR ...`: {l:?}")
+        });
+        assert_eq!((&c[1], &c[2], &c[3]), (mark, number, status), "{out}");
+        assert!(year(&c[4]) >= 2025, "{l}");
     }
     assert!(
         !Regex::new(r"\d{13}").unwrap().is_match(&out),
@@ -361,6 +364,16 @@ async fn mutating_tool_commands_print_one_line() {
     )
     .await;
     assert!(ok, "{err}");
+    // A disabled tool is left out of `tool list` and shown by `tool list --all`.
+    let (ok, _, err) = omniforge_cli(dir.path(), &["tool", "disable", "add_vat"], None).await;
+    assert!(ok, "{err}");
+    let (ok, out, _) = omniforge_cli(dir.path(), &["tool", "list"], None).await;
+    assert!(ok && !out.contains("add_vat"), "{out}");
+    let (ok, out, _) = omniforge_cli(dir.path(), &["tool", "list", "--all"], None).await;
+    assert!(
+        ok && Regex::new(r"(?m)^add_vat\s+v2\s+disabled\s+\S").unwrap().is_match(&out),
+        "tool list --all: {out:?}"
+    );
     for (command, says) in [
         (&["tool", "disable", "add_vat"][..], "disabled"),
         (&["tool", "enable", "add_vat"], "enabled"),

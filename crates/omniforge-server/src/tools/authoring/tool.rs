@@ -780,13 +780,25 @@ pub fn describe_tool(stored: &StoredTool, versions: &[ToolVersion]) -> Value {
         "taskStart": spec.execution.task_start.as_str(),
         "versions": versions.iter().map(|v| json!({
             "number": v.number,
-            "status": v.state.status.as_str(),
+            "status": version_status(v, stored.tool.current_version),
+            "current": stored.tool.current_version == Some(v.number),
             "statusReason": v.state.reason,
             "createdAtMs": v.created_at_ms,
             "author": v.spec.author,
             "description": v.spec.description,
         })).collect::<Vec<_>>(),
     })
+}
+
+/// A version's status as `omniforge_get_tool` and `omniforge tool history` show it: `current`
+/// for the one that runs, `previous` for another live one (a rollback can make it current
+/// again), else the store's `pending`, `draft` or `rejected`.
+pub fn version_status(v: &ToolVersion, current: Option<u32>) -> &'static str {
+    match v.state.status {
+        VersionStatus::Live if current == Some(v.number) => "current",
+        VersionStatus::Live => "previous",
+        other => other.as_str(),
+    }
 }
 
 /// The tool built-ins, in catalog order.
