@@ -389,7 +389,8 @@ impl Runner {
         let limit = cgroups.limit_hit();
         cgroups.finish(Duration::from_secs(2));
         group.disarm();
-        let output = captured.output(exit, limit, started);
+        let mut output = captured.output(exit, limit, started);
+        output.hide_host_paths(&spec);
         tracing::debug!(exit = ?output.exit, limit = ?output.limit, duration = ?output.duration, "script run finished");
         Ok(output)
     }
