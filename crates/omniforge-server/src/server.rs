@@ -147,6 +147,13 @@ impl Drop for Server {
         // The warm templates stop with the server, whoever still holds the script host.
         if let Some(stored) = &self.shared.stored {
             stored.host.warm().retire_all();
+            // The retired templates' and last runs' cgroups are removed in background tasks
+            // that the runtime's shutdown would drop: remove them now (issue 30).
+            stored
+                .host
+                .warm()
+                .runner()
+                .clear_cgroups(Duration::from_secs(2));
         }
     }
 }

@@ -137,6 +137,13 @@ struct Inner {
 }
 
 impl Runner {
+    /// At shutdown: kills whatever still runs in this runner's cgroups and removes them all,
+    /// waiting up to `grace` for killed processes to be released. Returns how many cgroups
+    /// are left (each logged).
+    pub fn clear_cgroups(&self, grace: Duration) -> usize {
+        self.inner.plan.cgroups.clear(grace)
+    }
+
     /// Detects the sandbox layers and prepares the scratch directory. Blocks for a few
     /// milliseconds (it runs bubblewrap once and creates test cgroups): call it at start-up.
     ///
