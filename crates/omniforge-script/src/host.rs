@@ -21,6 +21,7 @@ pub const PASSTHROUGH_VARS: &[&str] = &[
     "all_proxy",
     "SSL_CERT_FILE",
     "SSL_CERT_DIR",
+    "UV_SYSTEM_CERTS",
     "UV_DEFAULT_INDEX",
     "UV_INDEX",
     "UV_INDEX_URL",

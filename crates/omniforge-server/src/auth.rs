@@ -235,6 +235,17 @@ pub enum TokenFileError {
         /// The offending scope.
         scope: String,
     },
+    /// The scopes have a space after a comma (`tools:call, tools:write`): the line splits into
+    /// more than three fields.
+    #[error(
+        "line {line}: the scopes are one field, separated by commas without spaces (write `{scopes}`)"
+    )]
+    ScopeSpace {
+        /// 1-based line number.
+        line: usize,
+        /// The scopes as they should be written.
+        scopes: String,
+    },
     /// Two lines use the same NAME or the same TOKEN.
     #[error("line {line}: duplicate token name or value")]
     Duplicate {
@@ -258,6 +269,17 @@ impl TokenSet {
             }
             let fields: Vec<&str> = raw.split_whitespace().collect();
             let [name, token, scopes] = fields[..] else {
+                // `NAME TOKEN tools:call, tools:write`: a space beside a comma.
+                if fields.len() > 3
+                    && fields[2..]
+                        .iter()
+                        .any(|f| f.ends_with(',') || f.starts_with(','))
+                {
+                    return Err(TokenFileError::ScopeSpace {
+                        line,
+                        scopes: fields[2..].concat(),
+                    });
+                }
                 return Err(TokenFileError::Shape { line });
             };
             let mut best = None;
@@ -322,6 +344,26 @@ mod tests {
         assert!(alice.allows(Scope::Call) && !alice.allows(Scope::Write));
         assert!(set.authenticate("nope").is_none());
         assert!(set.authenticate("").is_none());
+    }
+
+    #[test]
+    fn a_space_after_a_scope_comma_is_named() {
+        let err = TokenSet::parse("# c\nbob t0ken tools:call, tools:write\n").unwrap_err();
+        assert!(matches!(err, TokenFileError::ScopeSpace { line: 2, .. }));
+        assert_eq!(
+            err.to_string(),
+            "line 2: the scopes are one field, separated by commas without spaces (write `tools:call,tools:write`)"
+        );
+        let err = TokenSet::parse("bob t0ken tools:call ,admin").unwrap_err();
+        assert!(
+            err.to_string().contains("write `tools:call,admin`"),
+            "{err}"
+        );
+        // Four fields with no comma are still the shape error.
+        assert!(matches!(
+            TokenSet::parse("a b tools:call admin"),
+            Err(TokenFileError::Shape { line: 1 })
+        ));
     }
 
     #[test]

@@ -66,7 +66,7 @@ pub use error::AuthoringError;
 pub use human_time::utc as utc_time;
 pub use pack::{PackError, export as export_pack};
 pub use script_host::host::ScriptSettings;
-pub use server::{Server, Settings, StartError, StoreSettings};
+pub use server::{Served, Server, Settings, StartError, StoreSettings};
 pub use settings::HttpSettings;
 pub use tasks::{DEFAULT_TASK_LEASE, DEFAULT_TASK_POLL_INTERVAL, DEFAULT_TASK_TTL, TaskSettings};
 pub use telemetry::call_log::{
@@ -75,7 +75,7 @@ pub use telemetry::call_log::{
 };
 pub use telemetry::metrics::DEFAULT_MAX_TOOLS as DEFAULT_METRICS_MAX_TOOLS;
 pub use tools::authoring::secret::{DeclaredSecret, change_grant, secret_requests};
-pub use tools::authoring::tool::{call_json, describe_tool};
+pub use tools::authoring::tool::{call_json, describe_tool, version_status};
 pub use tools::manifest::source::{ManifestConfig, ManifestSourceError};
 pub use tools::ops::Outcome;
 

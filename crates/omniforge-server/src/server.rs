@@ -38,6 +38,20 @@ use crate::tools::stored::source::StoredSource;
 use crate::tools::{self as tool_sources, Authoring};
 use crate::transport;
 
+/// What a started server serves ([`Server::served`]): the tools by source, listed now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Served {
+    /// Stored (forged) tools with a live current version.
+    pub stored_tools: usize,
+    /// Tools from manifests.
+    pub manifest_tools: usize,
+    /// Built-in tools.
+    pub builtins: usize,
+    /// Whether new versions wait for an admin (`--require-approval`); `None` without a store.
+    pub approval_required: Option<bool>,
+}
+
 /// What a server is built from.
 pub struct Settings {
     /// Items per list page (at least 1). Large by default: several clients ignore `nextCursor`.
@@ -133,6 +147,13 @@ impl Drop for Server {
         // The warm templates stop with the server, whoever still holds the script host.
         if let Some(stored) = &self.shared.stored {
             stored.host.warm().retire_all();
+            // The retired templates' and last runs' cgroups are removed in background tasks
+            // that the runtime's shutdown would drop: remove them now (issue 30).
+            stored
+                .host
+                .warm()
+                .runner()
+                .clear_cgroups(Duration::from_secs(2));
         }
     }
 }
@@ -184,6 +205,21 @@ impl Server {
             _manifests: manifests,
             stop,
         })
+    }
+
+    /// What this server serves, for the start-up summary.
+    pub fn served(&self) -> Served {
+        let snapshot = self.shared.catalog.snapshot();
+        Served {
+            stored_tools: snapshot.count(ToolSource::Stored),
+            manifest_tools: snapshot.count(ToolSource::Manifest),
+            builtins: snapshot.count(ToolSource::Builtin),
+            approval_required: self
+                .shared
+                .stored
+                .as_ref()
+                .map(|s| s.authoring.approval.required()),
+        }
     }
 
     /// Serves MCP on `input`/`output` (stdin and stdout) until `input` ends or `shutdown`

@@ -68,10 +68,15 @@ pub(crate) async fn run_captured(
     let status: ExitStatus = status.map_err(io_err(format!("waiting for {step}")))?;
     tracing::debug!(step, elapsed = ?started.elapsed(), %status, "environment command finished");
     if !status.success() {
+        let mut stderr = tail(&err_tail);
+        if let Some(hint) = tls_hint(&err_tail) {
+            stderr.push('\n');
+            stderr.push_str(hint);
+        }
         return Err(EnvError::Uv {
             step,
             status: status.to_string(),
-            stderr: tail(&err_tail),
+            stderr,
         });
     }
     String::from_utf8(out).map_err(|_| EnvError::Uv {
@@ -79,6 +84,25 @@ pub(crate) async fn run_captured(
         status: status.to_string(),
         stderr: "output is not UTF-8".into(),
     })
+}
+
+/// What to set when uv could not verify a package index's certificate (a TLS-intercepting
+/// proxy, a private index): uv's own hint names a flag nobody can pass through OmniForge.
+fn tls_hint(stderr: &str) -> Option<&'static str> {
+    let untrusted = [
+        "invalid peer certificate",
+        "UnknownIssuer",
+        "certificate verify failed",
+    ]
+    .iter()
+    .any(|s| stderr.contains(s));
+    untrusted.then_some(
+        "hint: the package index's TLS certificate is not trusted. OmniForge already makes uv \
+         use the system trust store (UV_SYSTEM_CERTS=1); if your proxy or index uses its own CA, \
+         set SSL_CERT_FILE to a PEM file with that CA in the server's environment (for \
+         `omniforge stdio`, in the `env` block of the client's configuration), and \
+         HTTPS_PROXY if the index is reached through a proxy.",
+    )
 }
 
 /// The last [`MAX_STDERR_BYTES`] of `text`, trimmed, with `…` in front when cut.
@@ -92,4 +116,20 @@ fn tail(text: &str) -> String {
         start += 1;
     }
     format!("…{}", &t[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_untrusted_certificate_says_what_to_set() {
+        let uv = "error: Request failed after 3 retries\n  Caused by: invalid peer certificate: UnknownIssuer\nhint: use --system-certs";
+        let hint = tls_hint(uv).expect("a hint");
+        assert!(
+            hint.contains("SSL_CERT_FILE") && hint.contains("`env` block"),
+            "{hint}"
+        );
+        assert!(tls_hint("error: No solution found").is_none());
+    }
 }

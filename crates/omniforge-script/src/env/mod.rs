@@ -13,7 +13,8 @@
 //! ([`pep723_dependencies`]) and their dependency list goes through the same path.
 //!
 //! uv and the builds run outside the sandbox, with a cleared environment: `PATH`, `HOME`,
-//! the proxy and CA variables pass through; `UV_PYTHON` is the pinned interpreter,
+//! the proxy and CA variables pass through; `UV_SYSTEM_CERTS=1` (the system trust store, with
+//! `SSL_CERT_FILE`'s CA) unless the operator set it; `UV_PYTHON` is the pinned interpreter,
 //! `UV_PYTHON_DOWNLOADS=never`, `UV_NO_CONFIG=1` (no `uv.toml`/`pyproject.toml` from anywhere),
 //! and the cache is `<data_dir>/uv-cache`.
 //!
@@ -380,6 +381,15 @@ impl EnvBuilder {
             self.config.uv.path().display()
         )))?;
         let mut read_only = vec![self.config.python.prefix().to_owned()];
+        // The operator's CA bundle, which uv reads with the system trust store.
+        for var in ["SSL_CERT_FILE", "SSL_CERT_DIR"] {
+            if let Some(v) = host.var(var).map(PathBuf::from)
+                && v.is_absolute()
+                && v.exists()
+            {
+                read_only.push(v);
+            }
+        }
         // A local directory named as the operator's package source must be visible.
         for var in crate::host::INDEX_VARS {
             if let Some(v) = host.var(var) {
@@ -461,6 +471,7 @@ impl EnvBuilder {
             .env("UV_NO_CONFIG", "1")
             .env("UV_NO_PROGRESS", "1")
             .env("NO_COLOR", "1");
+        system_certs(&mut cmd, host);
         crate::sys::install(
             &mut cmd,
             crate::sys::ChildSetup {
@@ -490,7 +501,18 @@ impl EnvBuilder {
             .env("UV_NO_CONFIG", "1")
             .env("UV_NO_PROGRESS", "1")
             .env("NO_COLOR", "1");
+        system_certs(&mut cmd, &self.config.host);
         cmd
+    }
+}
+
+/// uv verifies package indexes with the system trust store (where `SSL_CERT_FILE` adds a
+/// private CA), unless the operator set `UV_SYSTEM_CERTS` (passed through) themselves: behind
+/// a TLS-intercepting proxy, a client that starts `omniforge stdio` with a minimal environment
+/// cannot pass uv's `--system-certs`.
+fn system_certs(cmd: &mut Command, host: &crate::HostEnv) {
+    if host.var("UV_SYSTEM_CERTS").is_none() {
+        cmd.env("UV_SYSTEM_CERTS", "1");
     }
 }
 

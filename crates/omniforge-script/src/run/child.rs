@@ -287,7 +287,7 @@ fn switch_uid(
 
 /// The installation prefix of the interpreter behind `python` (a venv's `bin/python` is a
 /// symlink to it): `<prefix>/bin/pythonX.Y` → `<prefix>`. `None` for `/` (never exposed whole).
-fn interpreter_prefix(python: &Path) -> Option<PathBuf> {
+pub(crate) fn interpreter_prefix(python: &Path) -> Option<PathBuf> {
     let real = std::fs::canonicalize(python).ok()?;
     let prefix = real.parent()?.parent()?;
     (prefix != Path::new("/")).then(|| prefix.to_owned())

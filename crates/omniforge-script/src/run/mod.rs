@@ -137,6 +137,13 @@ struct Inner {
 }
 
 impl Runner {
+    /// At shutdown: kills whatever still runs in this runner's cgroups and removes them all,
+    /// waiting up to `grace` for killed processes to be released. Returns how many cgroups
+    /// are left (each logged).
+    pub fn clear_cgroups(&self, grace: Duration) -> usize {
+        self.inner.plan.cgroups.clear(grace)
+    }
+
     /// Detects the sandbox layers and prepares the scratch directory. Blocks for a few
     /// milliseconds (it runs bubblewrap once and creates test cgroups): call it at start-up.
     ///
@@ -169,8 +176,21 @@ impl Runner {
             )));
         }
         for layer in &plan.layers {
-            tracing::info!(layer = layer.name, active = layer.active, detail = %layer.detail, "script sandbox layer");
+            tracing::debug!(layer = layer.name, active = layer.active, detail = %layer.detail, "script sandbox layer");
         }
+        // One line at info: the layers in force (`omniforge doctor` and debug logs say how).
+        let missing: Vec<&str> = plan
+            .layers
+            .iter()
+            .filter(|l| !l.active)
+            .map(|l| l.name)
+            .collect();
+        tracing::info!(
+            active = plan.layers.len() - missing.len(),
+            of = plan.layers.len(),
+            missing = %missing.join(","),
+            "script sandbox layers"
+        );
         for warning in plan.warnings(config.sandbox) {
             tracing::warn!("{warning}");
         }
@@ -376,7 +396,8 @@ impl Runner {
         let limit = cgroups.limit_hit();
         cgroups.finish(Duration::from_secs(2));
         group.disarm();
-        let output = captured.output(exit, limit, started);
+        let mut output = captured.output(exit, limit, started);
+        output.hide_host_paths(&spec);
         tracing::debug!(exit = ?output.exit, limit = ?output.limit, duration = ?output.duration, "script run finished");
         Ok(output)
     }

@@ -173,6 +173,28 @@ pub struct RunOutput {
 }
 
 impl RunOutput {
+    /// Replaces the host paths a traceback shows in stderr with short names: the interpreter's
+    /// prefix becomes `<python>` and the environment `<env>` (the script itself already reads
+    /// `/omniforge/main.py`), so a result says nothing of where the server keeps its data or
+    /// its interpreter.
+    pub(crate) fn hide_host_paths(&mut self, spec: &RunSpec) {
+        let prefix = crate::run::child::interpreter_prefix(&spec.python);
+        let mut paths: Vec<(String, &str)> = vec![(spec.env_dir.display().to_string(), "<env>")];
+        if let Ok(real) = std::fs::canonicalize(&spec.env_dir) {
+            paths.push((real.display().to_string(), "<env>"));
+        }
+        if let Some(prefix) = prefix {
+            paths.push((prefix.display().to_string(), "<python>"));
+        }
+        // Longest first: an environment inside the interpreter's prefix keeps its own name.
+        paths.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+        for (path, name) in paths {
+            if path.len() > 1 {
+                self.stderr = replace_bytes(&self.stderr, path.as_bytes(), name.as_bytes());
+            }
+        }
+    }
+
     pub(crate) fn empty(exit: Exit, duration: Duration) -> RunOutput {
         RunOutput {
             stdout: Vec::new(),
@@ -185,6 +207,19 @@ impl RunOutput {
             limit: None,
         }
     }
+}
+
+/// `haystack` with every `needle` replaced by `with`.
+fn replace_bytes(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut rest = haystack;
+    while let Some(at) = rest.windows(needle.len()).position(|w| w == needle) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(with);
+        rest = &rest[at + needle.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
 }
 
 pub(crate) fn check_spec(spec: &RunSpec) -> Result<(), RunError> {

@@ -189,6 +189,40 @@ impl Cgroups {
         create_in(parents, &format!("run-{n}"), limits)
     }
 
+    /// Kills whatever still runs below this runner's parents and removes every cgroup under
+    /// them (`run-N`, `tpl-N/call-M`), deepest first, retrying for up to `grace` while killed
+    /// processes are released: at shutdown, where the background removals of the last runs
+    /// and templates would otherwise be dropped with the runtime and leave their cgroups
+    /// behind. Returns how many cgroups are left.
+    pub(crate) fn clear(&self, grace: Duration) -> usize {
+        let mut parents: Vec<&Arc<CgroupParent>> = Vec::new();
+        for p in [&self.pids, &self.kill, &self.memory].into_iter().flatten() {
+            if !parents.iter().any(|q| Arc::ptr_eq(q, p)) {
+                parents.push(p);
+            }
+        }
+        let deadline = Instant::now() + grace;
+        loop {
+            let mut left = 0;
+            for parent in &parents {
+                kill_tree(&parent.dir, parent.v2);
+                if let Ok(children) = std::fs::read_dir(&parent.dir) {
+                    for c in children.flatten().filter(|c| c.path().is_dir()) {
+                        remove_tree(&c.path());
+                        left += usize::from(c.path().exists());
+                    }
+                }
+            }
+            if left == 0 || Instant::now() >= deadline {
+                if left > 0 {
+                    tracing::warn!(left, "cgroups of the last runs did not empty at shutdown");
+                }
+                return left;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// Creates the cgroups of a warm template: `tpl-N` in each hierarchy, with the template's
     /// processes in `tpl-N/main` (limited to `max_processes`, no memory limit: the template's
     /// pages are shared by its calls) and each call in a `call-M` beside it (see
@@ -454,6 +488,34 @@ fn remove_stale(base: &Path) {
     }
 }
 
+/// Kills every process in cgroup `dir` and below it: `cgroup.kill` on v2 (it covers the
+/// subtree), each member of each cgroup on v1.
+fn kill_tree(dir: &Path, v2: bool) {
+    if v2 {
+        write_kill(dir);
+        return;
+    }
+    for pid in members(dir) {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+    if let Ok(children) = std::fs::read_dir(dir) {
+        for c in children.flatten().filter(|c| c.path().is_dir()) {
+            kill_tree(&c.path(), false);
+        }
+    }
+}
+
+/// Whether cgroup `dir` is gone after trying to remove it: removed now, or already removed
+/// (by its template's removal, say: that is not a cgroup left behind).
+fn removed(dir: &Path) -> bool {
+    match std::fs::remove_dir(dir) {
+        Ok(()) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
 /// Removes an empty cgroup and every cgroup below it, deepest first (a warm template's
 /// `tpl-N/call-M` lie two levels down).
 fn remove_tree(dir: &Path) {
@@ -566,7 +628,7 @@ impl RunCgroups {
     /// retries for up to `grace`, so the call does not wait for it.
     pub(crate) fn finish(mut self, grace: Duration) {
         self.kill();
-        self.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+        self.dirs.retain(|d| !removed(&d.dir));
         if self.dirs.is_empty() {
             return;
         }
@@ -578,7 +640,7 @@ impl RunCgroups {
             while !left.dirs.is_empty() && Instant::now() < deadline {
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 left.kill();
-                left.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+                left.dirs.retain(|d| !removed(&d.dir));
             }
             for d in &left.dirs {
                 tracing::warn!(dir = %d.dir.display(), "run cgroup did not empty in time; left behind");
@@ -605,7 +667,7 @@ impl Drop for RunCgroups {
         // moment to exit, so a short-lived thread removes the cgroups once they are empty.
         self.kill();
         let mut dirs = std::mem::take(&mut self.dirs);
-        dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+        dirs.retain(|d| !removed(&d.dir));
         if dirs.is_empty() {
             return;
         }
@@ -615,7 +677,7 @@ impl Drop for RunCgroups {
             while !left.dirs.is_empty() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(10));
                 left.kill();
-                left.dirs.retain(|d| std::fs::remove_dir(&d.dir).is_err());
+                left.dirs.retain(|d| !removed(&d.dir));
             }
             for d in &left.dirs {
                 tracing::warn!(dir = %d.dir.display(), "run cgroup did not empty in time; left behind");
@@ -634,4 +696,42 @@ fn members(dir: &Path) -> Vec<i32> {
         .lines()
         .filter_map(|l| l.trim().parse().ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 30: cgroups whose removal never ran (the background task dropped with the runtime
+    /// at SIGTERM) are removed by [`Cgroups::clear`], a template's `tpl-N/call-M` included.
+    #[test]
+    fn clear_removes_what_the_last_runs_left() {
+        let cg = Cgroups::detect();
+        let parents: Vec<PathBuf> = [&cg.pids, &cg.kill, &cg.memory]
+            .into_iter()
+            .flatten()
+            .map(|p| p.dir.clone())
+            .collect();
+        if parents.is_empty() {
+            eprintln!("no writable cgroup hierarchy here: nothing to test");
+            return;
+        }
+        let children = || -> Vec<PathBuf> {
+            parents
+                .iter()
+                .filter_map(|p| std::fs::read_dir(p).ok())
+                .flat_map(|d| d.flatten().map(|e| e.path()).filter(|p| p.is_dir()))
+                .collect()
+        };
+        // Left behind as after SIGTERM: never finished, never dropped.
+        std::mem::forget(cg.create_run(CgroupLimits::run(10, 1 << 28)));
+        if let Some((template, call)) = cg.create_template(10) {
+            std::mem::forget(call);
+            std::mem::forget(template.create_call(CgroupLimits::run(10, 1 << 28)));
+            std::mem::forget(template);
+        }
+        assert!(!children().is_empty(), "the runs made no cgroups");
+        assert_eq!(cg.clear(Duration::from_secs(2)), 0);
+        assert_eq!(children(), Vec::<PathBuf>::new(), "left behind");
+    }
 }

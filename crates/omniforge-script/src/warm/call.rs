@@ -157,7 +157,8 @@ pub(crate) async fn call(
     let captured = capture.drain().await;
     let limit = spare.cgroups.limit_hit();
     finish_in_background(template, spare, reaped);
-    let output = captured.output(exit, limit, started);
+    let mut output = captured.output(exit, limit, started);
+    output.hide_host_paths(spec);
     tracing::debug!(exit = ?output.exit, limit = ?output.limit, duration = ?output.duration, warm = true, "script run finished");
     Called::Ran(output)
 }

@@ -153,7 +153,7 @@ impl WarmPool {
         let off = off_reason(&runner, &config);
         match &off {
             Some(why) => tracing::info!(reason = %why, "warm pool off: every call runs cold"),
-            None => tracing::info!(
+            None => tracing::debug!(
                 max_templates = config.max_templates,
                 idle = ?config.idle,
                 "warm pool on"

@@ -17,6 +17,30 @@ async fn hello_world() {
     assert_eq!(prototype_text(&out, None), ("hello".to_owned(), false));
 }
 
+/// Issue 30: a traceback names no host path: the interpreter's prefix reads `<python>` and
+/// the environment `<env>`.
+#[tokio::test]
+async fn tracebacks_show_no_host_paths() {
+    let s = spec("import json\njson.loads('{bad')\n").await;
+    let env_dir = s.env_dir.display().to_string();
+    let python = std::fs::canonicalize(&s.python).unwrap();
+    let prefix = python
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .display()
+        .to_string();
+    let out = run(&sandboxed(), s).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("JSONDecodeError"), "{stderr}");
+    assert!(stderr.contains("File \"<python>/lib/"), "{stderr}");
+    assert!(
+        !stderr.contains(&prefix) && !stderr.contains(&env_dir),
+        "a host path ({prefix} or {env_dir}) in {stderr}"
+    );
+}
+
 #[tokio::test]
 async fn arguments_arrive_on_stdin() {
     let code =

@@ -29,11 +29,15 @@ pub(crate) const MAX_DIFF_BYTES: usize = 256 * 1024;
 /// each line is a table row on the page.
 pub(crate) const MAX_DIFF_LINES: usize = 5_000;
 
-/// A version's parts as text, in the order they are compared.
-fn sections(v: &ToolVersion) -> Vec<(&'static str, String)> {
+/// A version's parts as text, in the order they are compared: its whole content, as the
+/// approval page of a new tool shows it too.
+pub(crate) fn sections(v: &ToolVersion) -> Vec<(&'static str, String)> {
     let pretty = |value: &Value| serde_json::to_string_pretty(value).unwrap_or_default();
     let s = &v.spec;
+    let hint = |name: &str, value: Option<bool>| value.map(|b| format!("{name} {b}\n"));
+    let a = &s.annotations;
     vec![
+        ("title", s.title.clone().unwrap_or_default()),
         ("description", s.description.clone()),
         ("code", s.code.clone()),
         (
@@ -59,8 +63,30 @@ fn sections(v: &ToolVersion) -> Vec<(&'static str, String)> {
         (
             "limits",
             format!(
-                "timeout_ms {}\nmemory_bytes {}\nnetwork {}",
-                s.limits.timeout_ms, s.limits.memory_bytes, s.limits.network
+                "timeout_s {}\nmemory {} MiB\nnetwork {}",
+                s.limits.timeout_ms as f64 / 1000.0,
+                s.limits.memory_bytes >> 20,
+                if s.limits.network { "allowed" } else { "off" }
+            ),
+        ),
+        (
+            "annotations",
+            [
+                hint("readOnlyHint", a.read_only_hint),
+                hint("destructiveHint", a.destructive_hint),
+                hint("idempotentHint", a.idempotent_hint),
+                hint("openWorldHint", a.open_world_hint),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+        ),
+        (
+            "task support",
+            format!(
+                "taskSupport {}\ntaskStart {}",
+                s.execution.task_support.as_str(),
+                s.execution.task_start.as_str()
             ),
         ),
     ]
@@ -280,7 +306,8 @@ mod tests {
         let text = source(&v);
         assert!(text.starts_with("# t version 3\n"));
         assert!(text.contains("\n== code ==\nprint(1)\n"));
-        assert!(text.contains("\n== limits ==\ntimeout_ms 1000"));
+        assert!(text.contains("\n== limits ==\ntimeout_s 1\nmemory 256 MiB\nnetwork off\n"));
+        assert!(text.contains("\n== task support ==\ntaskSupport forbidden\ntaskStart call\n"));
     }
 
     #[test]

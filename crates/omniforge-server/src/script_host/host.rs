@@ -198,7 +198,7 @@ impl ScriptHost {
                     &self.settings.host,
                 )
                 .await?;
-                tracing::info!(python = %python.executable().display(), uv = %uv.path().display(), "script environments ready");
+                tracing::debug!(python = %python.executable().display(), uv = %uv.path().display(), "script environments ready");
                 Ok(EnvBuilder::new(EnvConfig {
                     data_dir: self.settings.data_dir.clone(),
                     uv,

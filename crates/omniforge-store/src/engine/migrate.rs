@@ -62,7 +62,7 @@ where
             }
             Some(_) => {}
             None => {
-                tracing::info!(
+                tracing::debug!(
                     backend,
                     version = migration.version,
                     description = %migration.description,

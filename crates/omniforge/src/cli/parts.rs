@@ -62,10 +62,16 @@ pub(super) fn keyring(common: &Common, url: &str, file: Option<&Path>) -> Result
                 .map(Some)
                 .with_context(|| format!("loading the secret key {}", file.display()))
         }
-        _ => {
+        // Once, and only where secrets matter: a read-only command on PostgreSQL has no use
+        // for a keyring.
+        _ if common.warn_without_keyring => {
             tracing::warn!(
                 "no --secret-key-file: secrets cannot be set or given to tools on this store"
             );
+            Ok(None)
+        }
+        _ => {
+            tracing::debug!("no --secret-key-file: this command reads no secrets");
             Ok(None)
         }
     }

@@ -68,10 +68,20 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
     }
     // A ready file left by an earlier run must not announce this one before it listens.
     let ready = settings.ready_file.map(ReadyFile::clear).transpose()?;
-    let server = start(common, Tools::All).await?;
+    // Bind before anything else is set up: a busy port fails at once, not after the store,
+    // the sandbox and the warm templates.
     let listener = tokio::net::TcpListener::bind(settings.listen)
         .await
         .with_context(|| format!("binding {}", settings.listen))?;
+    let metrics = match settings.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding --metrics-listen {addr}"))?,
+        ),
+        None => None,
+    };
+    let server = start(common, Tools::All).await?;
     let addr = listener.local_addr().context("reading the bound address")?;
     let url = format!("http://{addr}{}", settings.path);
     let oauth = match settings.oauth {
@@ -104,18 +114,32 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
         keep_alive_timeout: settings.keep_alive_timeout,
         max_connections: settings.max_connections,
     };
+    let served = server.server.served();
+    let auth = match (&config.oauth, config.tokens.len()) {
+        (Some(o), 0) => format!("OAuth {}", o.settings().issuer),
+        (Some(o), n) => format!("OAuth {} and {n} token(s)", o.settings().issuer),
+        (None, 0) => "none (anyone who reaches this address)".to_owned(),
+        (None, n) => format!("{n} token(s)"),
+    };
+    // The one summary of what is served; the rest of the start-up logs at debug.
     tracing::info!(
-        %url,
-        version = env!("CARGO_PKG_VERSION"),
+        mcp = %url,
+        console = %served
+            .approval_required
+            .map_or_else(|| "none (no store)".to_owned(), |_| format!("http://{addr}/console")),
+        store = %store_shown(&common.database),
+        %auth,
+        approval = match served.approval_required {
+            Some(true) => "required",
+            Some(false) => "off",
+            None => "none",
+        },
+        sources = %sources(common, &served),
         stateless = config.stateless,
-        tokens = config.tokens.len(),
-        oauth_issuer = config.oauth.as_ref().map(|o| o.settings().issuer.as_str()),
-        "listening"
+        version = env!("CARGO_PKG_VERSION"),
+        "serving"
     );
-    if let Some(addr) = settings.metrics_listen {
-        let metrics = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("binding --metrics-listen {addr}"))?;
+    if let Some(metrics) = metrics {
         let addr = metrics.local_addr().context("reading the bound address")?;
         if !addr.ip().is_loopback() {
             tracing::warn!(
@@ -138,6 +162,36 @@ pub(super) async fn http(common: &Common, settings: Http) -> Result<()> {
         .serve_http(listener, config, server.shutdown, common.shutdown_grace)
         .await
         .context("HTTP server")
+}
+
+/// The store URL with its password hidden.
+fn store_shown(url: &str) -> String {
+    omniforge_store::StoreUrl::parse(url).map_or_else(|_| "?".to_owned(), |u| u.redacted())
+}
+
+/// `3 stored tools, 2 manifests (a.json, b.json) with 7 tools, 26 built-ins`.
+fn sources(common: &Common, served: &omniforge_server::Served) -> String {
+    let mut parts = vec![format!("{} stored tools", served.stored_tools)];
+    if !common.manifests.is_empty() {
+        let names: Vec<String> = common
+            .manifests
+            .iter()
+            .map(|m| {
+                m.path.file_name().map_or_else(
+                    || m.path.display().to_string(),
+                    |n| n.to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        parts.push(format!(
+            "{} manifest(s) ({}) with {} tools",
+            names.len(),
+            names.join(", "),
+            served.manifest_tools
+        ));
+    }
+    parts.push(format!("{} built-ins", served.builtins));
+    parts.join(", ")
 }
 
 async fn wait_for_signal(shutdown: CancellationToken) {

@@ -10,7 +10,34 @@ use crate::flags::{Common, ToolCommand};
 /// Runs one `tool` subcommand.
 pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
     match command {
-        ToolCommand::List => {
+        ToolCommand::List { all: true } => {
+            // Every tool, disabled ones and ones without a live version included, by name.
+            let store = parts::open_store(common).await?;
+            for tool in store.tools().await.context("listing tools")? {
+                let current = store
+                    .get(&tool.name)
+                    .await
+                    .context("reading the tool")?
+                    .map(|t| t.current);
+                let state = match (&current, tool.enabled) {
+                    (None, _) => "no live version",
+                    (Some(_), false) => "disabled",
+                    (Some(_), true) => "enabled",
+                };
+                out!(
+                    "{:<40} {:<5} {:<15} {}",
+                    tool.name,
+                    current
+                        .as_ref()
+                        .map_or("-".to_owned(), |c| format!("v{}", c.number)),
+                    state,
+                    current
+                        .as_ref()
+                        .map_or("", |c| render::first_line(&c.spec.description))
+                );
+            }
+        }
+        ToolCommand::List { all: false } => {
             let store = parts::open_store(common).await?;
             for t in store.list_enabled().await.context("listing tools")? {
                 out!(
@@ -42,9 +69,10 @@ pub(super) async fn run(command: ToolCommand, common: &Common) -> Result<()> {
                 .and_then(|t| t.tool.current_version);
             for v in store.versions(&name).await.context("reading versions")? {
                 out!(
-                    "{}v{:<4} {}  by {:<12} {}",
+                    "{}v{:<4} {:<9} {}  by {:<12} {}",
                     if Some(v.number) == current { "*" } else { " " },
                     v.number,
+                    omniforge_server::version_status(&v, current),
                     render::time(v.created_at_ms),
                     v.spec.author,
                     render::first_line(&v.spec.description)

@@ -74,6 +74,9 @@ pub(crate) struct Common {
     /// The keyring file given (absolute); `None`: the SQLite default
     /// (`<data-dir>/secret.key`) or no keyring for PostgreSQL.
     pub(crate) secret_key_file: Option<PathBuf>,
+    /// Whether a store without a keyring is worth a warning: for the commands that serve or
+    /// that handle secrets (`secret`, `migrate`), not for the read-only ones.
+    pub(crate) warn_without_keyring: bool,
     /// Log filter.
     pub(crate) log_level: String,
     /// Log format.
@@ -237,17 +240,23 @@ impl Settings {
             options.calls,
             options.hosting,
         );
+        let warn_without_keyring = serves_mcp
+            || matches!(
+                command,
+                Command::Secret(_) | Command::Migrate(_) | Command::Pack(_)
+            );
         let common = Common {
             data_dir,
             database,
             secret_key_file,
+            warn_without_keyring,
             // One-shot commands print their own output; only problems are logged.
             log_level: global
                 .log_level
                 .or(file.log_level.take())
                 .unwrap_or_else(|| {
                     if serves_mcp {
-                        "info,rmcp=error".into()
+                        "info,rmcp=error,sqlx::postgres::notice=warn".into()
                     } else {
                         "warn".into()
                     }
@@ -634,7 +643,10 @@ mod tests {
         let s = resolve(&["omniforge", "--data-dir", "/tmp/x", "serve"]).unwrap();
         assert_eq!(s.common.page_size, 1000);
         assert_eq!(s.common.shutdown_grace, Duration::from_secs(10));
-        assert_eq!(s.common.log_level, "info,rmcp=error");
+        assert_eq!(
+            s.common.log_level,
+            "info,rmcp=error,sqlx::postgres::notice=warn"
+        );
         let serve = serve(s);
         assert_eq!(serve.listen.to_string(), "127.0.0.1:8765");
         assert_eq!(serve.path, "/mcp");
@@ -678,6 +690,7 @@ mod tests {
     #[test]
     fn the_database_and_the_keyring() {
         let s = resolve(&["omniforge", "--data-dir", "/tmp/x", "secret", "list"]).unwrap();
+        assert!(s.common.warn_without_keyring);
         assert_eq!(s.common.database, "sqlite:/tmp/x/omniforge.db");
         assert_eq!(s.common.secret_key_file, None);
         let dir = tempfile::tempdir().unwrap();
@@ -689,6 +702,10 @@ mod tests {
         .unwrap();
         let c = file.to_str().unwrap();
         let s = resolve(&["omniforge", "--config", c, "--data-dir", "/tmp/x", "gc"]).unwrap();
+        assert!(
+            !s.common.warn_without_keyring,
+            "a read-only or maintenance command"
+        );
         assert_eq!(s.common.database, "postgres://db/forge");
         assert!(s.common.secret_key_file.unwrap().is_absolute());
         let s = resolve(&[

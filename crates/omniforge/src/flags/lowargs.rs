@@ -67,7 +67,7 @@ pub(crate) struct GlobalOptions {
     #[arg(long, global = true, env = "OMNIFORGE_DATA_DIR", value_name = "DIR")]
     pub(crate) data_dir: Option<PathBuf>,
     /// Log filter: a level (error, warn, info, debug, trace) or tracing directives
-    /// such as `omniforge_server=debug` [default: info,rmcp=error; warn for one-shot
+    /// such as `omniforge_server=debug` [default: info,rmcp=error,sqlx::postgres::notice=warn; warn for one-shot
     /// commands]. Logs go to stderr only.
     #[arg(
         long,
@@ -307,13 +307,19 @@ pub(crate) enum PackCommand {
 #[derive(Debug, Subcommand)]
 pub(crate) enum ToolCommand {
     /// List the enabled stored tools, most recently updated first.
-    List,
+    List {
+        /// Every tool by name, disabled ones and ones without a live version included, with
+        /// its state.
+        #[arg(long)]
+        all: bool,
+    },
     /// Show a tool's current version: code, schemas, dependencies, lock, limits.
     Show {
         /// Tool name.
         name: String,
     },
-    /// List a tool's versions: number, time (UTC), author, description; `*` marks the current one.
+    /// List a tool's versions: number, status (current, previous, pending, draft, rejected),
+    /// time (UTC), author, description; `*` marks the current one.
     History {
         /// Tool name.
         name: String,

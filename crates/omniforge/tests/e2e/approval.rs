@@ -111,6 +111,56 @@ async fn write_pending(
         .unwrap_or_else(|e| panic!("the author heard no list_changed for version {number}: {e}"));
 }
 
+/// The console page at `path` for the principal of `token`: the sign-in form (its stateless
+/// anonymous session and CSRF token), the sign-in, then the page.
+async fn console_page(server: &HttpServer, token: &str, path: &str) -> String {
+    let base = server.base();
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let cookie_of = |reply: &reqwest::Response| {
+        reply
+            .headers()
+            .get("set-cookie")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(str::to_owned)
+    };
+    let form = browser
+        .get(format!("{base}/console/sign-in"))
+        .send()
+        .await
+        .unwrap();
+    let cookie = cookie_of(&form).expect("a cookie with the sign-in form");
+    let html = form.text().await.unwrap();
+    let csrf = html
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("a CSRF field")
+        .to_owned();
+    let reply = browser
+        .post(format!("{base}/console/sign-in"))
+        .header("cookie", &cookie)
+        .header("origin", base)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("csrf={csrf}&token={token}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 303, "console sign-in");
+    let cookie = cookie_of(&reply).expect("a session cookie at sign-in");
+    let page = browser
+        .get(format!("{base}{path}"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200, "{path}");
+    page.text().await.unwrap()
+}
+
 /// No `tools/list_changed` has arrived on `stream` (called after several round trips, long
 /// after a notification of the write being checked would have been sent).
 fn assert_no_list_changed(stream: &mut EventStream, who: &str, after: &str) {
@@ -189,8 +239,10 @@ async fn pending_version_is_its_authors_alone_until_approved() {
         "examples": [{"arguments": {}, "expect": {"contains": "nope"}}]});
     let (text, is_error, _) = writer.call("omniforge_create_tool", bad).await;
     assert!(is_error && text.starts_with("Refused"), "{text}");
-    let create = json!({"name": "gated", "description": "G1.", "code": CODE,
-        "secrets": ["K1", "K2", "K3"],
+    // Network access and a hidden character (Trojan Source): the review shows both (issue 30).
+    let create = json!({"name": "gated", "description": "G1.", "code": format!("{CODE}# ok\u{202E}\n"),
+        "secrets": ["K1", "K2", "K3"], "network": true, "timeout_s": 7,
+        "annotations": {"readOnlyHint": true},
         "examples": [{"arguments": {}, "expect": {"text": "secrets:none"}}]});
     // Its author is told its list changed, lists and calls it; nobody else does, directly or
     // through omniforge_call_tool.
@@ -254,8 +306,35 @@ async fn pending_version_is_its_authors_alone_until_approved() {
         .call("omniforge_list_pending_tools", json!({}))
         .await;
     assert_eq!(mine["structuredContent"]["pending"], json!([]), "{mine}");
-    let (_, _, all) = boss.call("omniforge_list_pending_tools", json!({})).await;
+    let (all_text, _, all) = boss.call("omniforge_list_pending_tools", json!({})).await;
+    assert!(
+        all_text.contains("gated version 1 by token:writer (new tool); network access;"),
+        "{all_text}"
+    );
     let pending = &all["structuredContent"]["pending"];
+    assert_eq!(pending[0]["network"], true, "{all}");
+    // The console's review of the new tool shows its whole content (issue 30).
+    let review = console_page(&server, BOSS, "/console/approvals/gated/1").await;
+    for want in [
+        "<dt>Network</dt><dd><strong>allowed</strong>",
+        "<dt>Timeout</dt><dd>7 s</dd>",
+        "readOnlyHint true",
+        "taskSupport forbidden",
+        "<h3>Examples</h3>",
+        "Their results when it was written",
+        "secrets:none",
+        "Hidden characters.",
+        r#"title="RIGHT-TO-LEFT OVERRIDE">U+202E</mark>"#,
+    ] {
+        assert!(
+            review.contains(want),
+            "the review lacks {want:?}:\n{review}"
+        );
+    }
+    assert!(
+        !review.contains('\u{202E}'),
+        "a raw bidi control on the review page"
+    );
     assert_eq!(pending.as_array().map(Vec::len), Some(1), "{all}");
     assert_eq!(pending[0]["tool"], "gated");
     assert_eq!(pending[0]["version"], 1);
@@ -358,7 +437,8 @@ async fn pending_version_is_its_authors_alone_until_approved() {
         .call("omniforge_get_tool", json!({"name": "gated"}))
         .await;
     let versions = &got["structuredContent"]["versions"];
-    assert_eq!(versions[0]["status"], "live", "{got}");
+    assert_eq!(versions[0]["status"], "current", "{got}");
+    assert_eq!(versions[0]["current"], true, "{got}");
     assert_eq!(versions[1]["status"], "rejected", "{got}");
     assert_eq!(versions[1]["statusReason"], "too chatty", "{got}");
     assert_eq!(got["structuredContent"]["currentVersion"], 1);

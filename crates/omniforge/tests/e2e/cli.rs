@@ -321,18 +321,22 @@ async fn tool_history_shows_readable_times() {
 
     let (ok, out, err) = omniforge_cli(dir.path(), &["tool", "history", "add_vat"], None).await;
     assert!(ok, "{err}");
-    let line =
-        Regex::new(r"^([ *])v(\d+)\s+(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) UTC\s+by cli:\S+\s+\S")
-            .unwrap();
+    let line = Regex::new(
+        r"^([ *])v(\d+)\s+(\S+)\s+(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}) UTC\s+by cli:\S+\s+\S",
+    )
+    .unwrap();
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
     let year = |text: &str| text[..4].parse::<u32>().unwrap();
-    for (l, (mark, number)) in lines.iter().zip([(" ", "1"), ("*", "2")]) {
-        let c = line
-            .captures(l)
-            .unwrap_or_else(|| panic!("not `[*]vN YYYY-MM-DD HH:MM:SS UTC by AUTHOR ...`: {l:?}"));
-        assert_eq!((&c[1], &c[2]), (mark, number), "{out}");
-        assert!(year(&c[3]) >= 2025, "{l}");
+    for (l, (mark, number, status)) in lines
+        .iter()
+        .zip([(" ", "1", "previous"), ("*", "2", "current")])
+    {
+        let c = line.captures(l).unwrap_or_else(|| {
+            panic!("not `[*]vN STATUS YYYY-MM-DD HH:MM:SS UTC by AUTHOR ...`: {l:?}")
+        });
+        assert_eq!((&c[1], &c[2], &c[3]), (mark, number, status), "{out}");
+        assert!(year(&c[4]) >= 2025, "{l}");
     }
     assert!(
         !Regex::new(r"\d{13}").unwrap().is_match(&out),
@@ -362,6 +366,18 @@ async fn mutating_tool_commands_print_one_line() {
     )
     .await;
     assert!(ok, "{err}");
+    // A disabled tool is left out of `tool list` and shown by `tool list --all`.
+    let (ok, _, err) = omniforge_cli(dir.path(), &["tool", "disable", "add_vat"], None).await;
+    assert!(ok, "{err}");
+    let (ok, out, _) = omniforge_cli(dir.path(), &["tool", "list"], None).await;
+    assert!(ok && !out.contains("add_vat"), "{out}");
+    let (ok, out, _) = omniforge_cli(dir.path(), &["tool", "list", "--all"], None).await;
+    assert!(
+        ok && Regex::new(r"(?m)^add_vat\s+v2\s+disabled\s+\S")
+            .unwrap()
+            .is_match(&out),
+        "tool list --all: {out:?}"
+    );
     for (command, says) in [
         (&["tool", "disable", "add_vat"][..], "disabled"),
         (&["tool", "enable", "add_vat"], "enabled"),
@@ -691,4 +707,67 @@ async fn doctor_says_whether_the_warm_pool_is_on() {
             );
         }
     }
+}
+
+/// Issue 30: `serve` on a busy port fails at once, before it opens the store or sets up the
+/// sandbox.
+#[tokio::test]
+async fn serve_on_a_busy_port_fails_before_setting_anything_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap().to_string();
+    let started = std::time::Instant::now();
+    let (ok, _, stderr) = omniforge_cli(
+        dir.path(),
+        &["serve", "--log-level", "debug", "--listen", &addr],
+        None,
+    )
+    .await;
+    assert!(!ok, "serve on a busy port succeeded: {stderr}");
+    assert!(stderr.contains(&format!("binding {addr}")), "{stderr}");
+    assert!(
+        !stderr.contains("sandbox layer") && !stderr.contains("migration"),
+        "set up before binding: {stderr}"
+    );
+    assert!(
+        !dir.path().join("omniforge.db").exists(),
+        "the store was opened"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+/// Issue 30: `serve` starts with one summary of what it serves (MCP and console URLs, store,
+/// auth, approval, sources), and the rest of its start-up at debug: a few short lines.
+#[tokio::test]
+async fn serve_starts_with_one_short_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().to_str().unwrap();
+    let uv = crate::support::paths::uv();
+    let server = Serve::start(&["--data-dir", data, "--uv", uv.to_str().unwrap()]).await;
+    // Logged before the server is ready.
+    let log = server.stderr();
+    let summary = log
+        .lines()
+        .find(|l| l.contains(" serving "))
+        .unwrap_or_else(|| panic!("no summary line in\n{log}"));
+    for want in [
+        format!("mcp={}", server.url),
+        format!("console={}/console", server.base),
+        format!("store=sqlite:{data}/omniforge.db"),
+        "auth=none".to_owned(),
+        "approval=\"off\"".to_owned(),
+        "sources=0 stored tools".to_owned(),
+    ] {
+        assert!(summary.contains(&want), "{want:?} not in {summary}");
+    }
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(lines.len() <= 6, "{} start-up lines:\n{log}", lines.len());
+    assert!(
+        lines.iter().all(|l| l.len() < 500),
+        "a long start-up line:\n{log}"
+    );
 }

@@ -221,3 +221,37 @@ async fn a_migrated_store_answers_like_the_original() {
     .await;
     assert!(ok, "{out}\n{err}");
 }
+
+/// Issue 30: read-only commands on PostgreSQL without `--secret-key-file` do not warn about
+/// it, and a second start (the migrations table exists) logs no PostgreSQL notice.
+#[tokio::test]
+async fn read_only_commands_on_postgres_are_quiet() {
+    let db = cluster().database("quiet_cli").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let url = db.url();
+    for round in 0..2 {
+        let (ok, _, stderr) =
+            omniforge_cli(dir.path(), &["--database", &url, "tool", "list"], None).await;
+        assert!(ok, "{stderr}");
+        assert!(
+            !stderr.contains("secret-key-file") && !stderr.contains("_sqlx_migrations"),
+            "round {round}: {stderr}"
+        );
+    }
+    // What a serving command logs at its default level: no notice from PostgreSQL.
+    let (ok, _, stderr) = omniforge_cli(
+        dir.path(),
+        &[
+            "--database",
+            &url,
+            "--log-level",
+            "info,rmcp=error,sqlx::postgres::notice=warn",
+            "tool",
+            "list",
+        ],
+        None,
+    )
+    .await;
+    assert!(ok, "{stderr}");
+    assert!(!stderr.contains("_sqlx_migrations"), "{stderr}");
+}

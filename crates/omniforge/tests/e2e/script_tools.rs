@@ -668,6 +668,61 @@ async fn dependency_versions_rollback_and_delete() {
     took("dependency_versions_rollback_and_delete", started);
 }
 
+/// Issue 30: a version added to a disabled tool does not claim the tool is live, and a create
+/// with a disabled tool's name says it is disabled and how to enable it.
+#[tokio::test]
+async fn a_disabled_tool_says_so_on_update_and_create() {
+    let started = Instant::now();
+    let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
+    let tool = |code: &str| json!({"name": "shy", "description": "Prints a word.", "code": code});
+    create_ok(&mut repl, tool("print('one')\n")).await;
+    let result = repl
+        .result("omniforge_delete_tool", json!({"name": "shy"}))
+        .await;
+    assert!(!is_error(&result), "delete: {}", text_of(&result));
+
+    let result = repl
+        .result("omniforge_update_tool", tool("print('two')\n"))
+        .await;
+    let text = text_of(&result);
+    assert!(!is_error(&result), "update: {text}");
+    assert!(
+        !text.contains("listed in tools/list now") && text.contains("disabled"),
+        "an update of a disabled tool claims it is live: {text}"
+    );
+    assert!(
+        text.contains(r#"omniforge_rollback_tool {"name": "shy", "version": 2}"#),
+        "{text}"
+    );
+    let gone = repl.result("shy", json!({})).await;
+    assert!(is_error(&gone), "the disabled tool answered: {gone}");
+
+    let result = repl
+        .result("omniforge_create_tool", tool("print('three')\n"))
+        .await;
+    let text = text_of(&result);
+    assert!(
+        is_error(&result)
+            && text.contains("is disabled")
+            && text.contains("omniforge_rollback_tool"),
+        "create with a disabled tool's name: {text}"
+    );
+
+    // What the answer says to do works: version 2 runs.
+    let result = repl
+        .result(
+            "omniforge_rollback_tool",
+            json!({"name": "shy", "version": 2}),
+        )
+        .await;
+    assert!(!is_error(&result), "rollback: {}", text_of(&result));
+    assert_eq!(text_of(&repl.ok("shy", json!({})).await), "two");
+
+    repl.quit().await;
+    omni.assert_no_panic();
+    took("a_disabled_tool_says_so_on_update_and_create", started);
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. Validation errors
 // ---------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! Pending approvals (admins only, with `--require-approval`): the list, and one pending
-//! version's review: its diff against the current version (or its whole content for a new
-//! tool), each secret it asks for as its own tick box (approving grants only the ticked ones),
+//! version's review: its network access, timeout and memory, then its diff against the
+//! current version (or its whole content for a new tool: every part the diff compares, and its
+//! examples' results), each secret it asks for as its own tick box (approving grants only the ticked ones),
 //! approve, or reject with a reason. Hidden characters (Trojan Source) are shown marked, and
 //! the page warns where the version holds any.
 
@@ -10,14 +11,13 @@ use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use maud::html;
-use serde_json::Value;
 
 use crate::auth::Scope;
 use crate::console::guard::{Viewer, not_found, require};
 use crate::console::layout::{self, Nav};
 use crate::console::pages::tool::source_href;
 use crate::console::pages::{done, field, fields, tool_href};
-use crate::console::widgets::{code as code_block, json as json_block, scroll_table, utc, visible};
+use crate::console::widgets::{code as code_block, scroll_table, utc, visible};
 use crate::console::{Console, actions, diff};
 use crate::context::request::RequestCx;
 use crate::tools::authoring::approval::PendingVersion;
@@ -93,6 +93,15 @@ pub(crate) async fn review(
         return not_found();
     };
     let v = &p.version;
+    let results = match &p.current {
+        Some(_) => Vec::new(),
+        None => console
+            .stored
+            .store
+            .example_results(&name, version)
+            .await
+            .unwrap_or_default(),
+    };
     let action = review_href(&name, version);
     let title = format!("Review {name} version {version}");
     layout::page(&viewer, Nav::Approvals, &title, html! {
@@ -102,6 +111,12 @@ pub(crate) async fn review(
             dt { "Author" } dd { (v.spec.author) }
             dt { "Written" } dd { (utc(v.created_at_ms)) }
             dt { "Tool" } dd { a href=(tool_href(&name)) { (name) } }
+            dt { "Network" } dd {
+                @if v.spec.limits.network { strong { "allowed" } ": its code can reach whatever this server reaches" } @else { "off" }
+                @if let Some(c) = &p.current { @if c.spec.limits.network != v.spec.limits.network { " (changed: version " (c.number) " has it " @if c.spec.limits.network { "allowed" } @else { "off" } ")" } }
+            }
+            dt { "Timeout" } dd { (v.spec.limits.timeout_ms as f64 / 1000.0) " s" }
+            dt { "Memory" } dd { (v.spec.limits.memory_bytes >> 20) " MiB" }
         }
         @let hidden = diff::hidden_parts(v);
         @if !hidden.is_empty() {
@@ -121,11 +136,23 @@ pub(crate) async fn review(
             @match &p.current {
                 Some(current) => div role="region" aria-label="Diff" { (diff::versions(&name, current, v, |n| source_href(&name, n)).await) },
                 None => {
-                    p { "A new tool: nobody but its author sees it until it is approved." }
-                    h3 { "Description" } p { (visible(&v.spec.description)) }
-                    h3 { "Input schema" } (json_block(&Value::Object(v.spec.input_schema.clone())))
-                    h3 { "Code" } (code_block(&v.spec.code))
-                    @if !v.spec.dependencies.is_empty() { h3 { "Dependencies" } (code_block(&v.spec.dependencies.join("\n"))) }
+                    p { "A new tool: nobody but its author sees it until it is approved. Its whole content:" }
+                    @for (part, text) in diff::sections(v) {
+                        h3 { (capitalised(part)) }
+                        @if text.is_empty() { p.muted { "None." } } @else { (code_block(&text)) }
+                        @if part == "examples" && !results.is_empty() {
+                            h4 { "Their results when it was written" }
+                            ol.examples {
+                                @for r in &results {
+                                    li value=(r.index + 1) {
+                                        span.status.status-current[r.passed].status-failed[!r.passed] { @if r.passed { "passed" } @else { "failed" } }
+                                        @if let Some(f) = &r.failure { " — " (visible(f)) }
+                                        (code_block(&r.actual))
+                                    }
+                                }
+                            }
+                        }
+                    }
                 },
             }
         }
@@ -164,6 +191,15 @@ pub(crate) async fn review(
         }
     })
     .into_response()
+}
+
+/// `input schema` → `Input schema`.
+fn capitalised(part: &str) -> String {
+    let mut chars = part.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 /// `POST /console/approvals/{name}/{version}/approve`: the ticked `grant` fields only.

@@ -184,8 +184,9 @@ impl Approval {
             } else {
                 format!("; requests secrets {}", requested.join(", "))
             };
+            let network = network_note(p);
             lines.push(format!(
-                "{} version {} by {} ({current}){secrets}",
+                "{} version {} by {} ({current}){network}{secrets}",
                 v.tool, v.number, v.spec.author
             ));
         }
@@ -203,7 +204,7 @@ impl Operation for ListPendingTools {
     const TOOL: ToolDef = ToolDef {
         name: "omniforge_list_pending_tools",
         title: None,
-        description: "List the tool versions pending approval (with --require-approval, versions written without the admin scope wait for an admin): yours, or every one for an admin; with each version's current version and the secrets it requests.",
+        description: "List the tool versions pending approval (with --require-approval, versions written without the admin scope wait for an admin): yours, or every one for an admin; with each version's current version, whether it may use the network, and the secrets it requests.",
         scope: Scope::Write,
         hints: Hints::READ,
     };
@@ -373,6 +374,18 @@ fn require_admin(cx: &RequestCx<'_>, what: &str) -> Result<(), AuthoringError> {
 }
 
 /// One pending version as the built-in lists it.
+/// `; network access` when the version may use the network (`; network access, new` when
+/// its current version may not), `; network access removed` when only the current one may.
+fn network_note(p: &PendingVersion) -> &'static str {
+    let now = p.current.as_ref().map(|c| c.spec.limits.network);
+    match (p.version.spec.limits.network, now) {
+        (true, Some(true)) | (true, None) => "; network access",
+        (true, Some(false)) => "; network access, new",
+        (false, Some(true)) => "; network access removed",
+        (false, _) => "",
+    }
+}
+
 fn pending_json(p: &PendingVersion) -> Value {
     let v = &p.version;
     json!({
@@ -381,6 +394,8 @@ fn pending_json(p: &PendingVersion) -> Value {
         "author": v.spec.author,
         "createdAtMs": v.created_at_ms,
         "description": v.spec.description,
+        "network": v.spec.limits.network,
+        "timeoutMs": v.spec.limits.timeout_ms,
         "currentVersion": p.current.as_ref().map(|c| c.number),
         "secretRequests": p.requests.iter().map(|r| json!({
             "secret": r.secret,

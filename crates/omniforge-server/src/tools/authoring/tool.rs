@@ -313,20 +313,31 @@ impl ToolAuthoring {
         let keep_failed = draft.keep_failed_drafts.unwrap_or(self.keep_failed_drafts);
         self.check_name(&draft.name)?;
         // A tool whose versions are all drafts (or pending) exists without a current version.
-        let exists = self
+        let tool = self
             .store
             .tool(&draft.name)
             .await
-            .map_err(AuthoringError::from)?
-            .is_some();
+            .map_err(AuthoringError::from)?;
+        let exists = tool.is_some();
+        // Disabled (omniforge_delete_tool without purge): its versions are kept, and a new one
+        // does not enable it.
+        let disabled = tool.as_ref().filter(|t| !t.enabled);
         match (create, exists) {
             (true, true) => {
                 return Err(AuthoringError::invalid(
                     "name",
-                    format!(
-                        "a tool named {:?} already exists; use omniforge_update_tool to add a version",
-                        draft.name
-                    ),
+                    match disabled {
+                        Some(t) => format!(
+                            "a tool named {:?} already exists and is disabled (its versions are \
+                             kept); {} or use omniforge_update_tool to add a version",
+                            draft.name,
+                            enable_hint(&draft.name, t.current_version)
+                        ),
+                        None => format!(
+                            "a tool named {:?} already exists; use omniforge_update_tool to add a version",
+                            draft.name
+                        ),
+                    },
                 ));
             }
             (false, false) => {
@@ -416,11 +427,21 @@ impl ToolAuthoring {
             )));
         }
         let verb = if create { "Created" } else { "Updated" };
-        let mut sentence = format!(
-            "{verb} tool {name} (version {}).{checked} It is listed in tools/list now; clients \
-             that ignore notifications/tools/list_changed can call it with omniforge_call_tool.",
-            version.number
-        );
+        let mut sentence = if disabled.is_some() {
+            format!(
+                "{verb} tool {name} (version {}, now its current version).{checked} The tool is \
+                 disabled: it is not listed in tools/list and calls are refused until it is \
+                 enabled; {}.",
+                version.number,
+                enable_hint(&name, Some(version.number))
+            )
+        } else {
+            format!(
+                "{verb} tool {name} (version {}).{checked} It is listed in tools/list now; clients \
+                 that ignore notifications/tools/list_changed can call it with omniforge_call_tool.",
+                version.number
+            )
+        };
         if !pending_secrets.is_empty() {
             sentence.push_str(&format!(
                 " Secrets {} are requested, not granted: this version runs without them until \
@@ -759,13 +780,25 @@ pub fn describe_tool(stored: &StoredTool, versions: &[ToolVersion]) -> Value {
         "taskStart": spec.execution.task_start.as_str(),
         "versions": versions.iter().map(|v| json!({
             "number": v.number,
-            "status": v.state.status.as_str(),
+            "status": version_status(v, stored.tool.current_version),
+            "current": stored.tool.current_version == Some(v.number),
             "statusReason": v.state.reason,
             "createdAtMs": v.created_at_ms,
             "author": v.spec.author,
             "description": v.spec.description,
         })).collect::<Vec<_>>(),
     })
+}
+
+/// A version's status as `omniforge_get_tool` and `omniforge tool history` show it: `current`
+/// for the one that runs, `previous` for another live one (a rollback can make it current
+/// again), else the store's `pending`, `draft` or `rejected`.
+pub fn version_status(v: &ToolVersion, current: Option<u32>) -> &'static str {
+    match v.state.status {
+        VersionStatus::Live if current == Some(v.number) => "current",
+        VersionStatus::Live => "previous",
+        other => other.as_str(),
+    }
 }
 
 /// The tool built-ins, in catalog order.
@@ -782,4 +815,16 @@ pub(crate) fn entries(tools: &Arc<ToolAuthoring>) -> Vec<Entry> {
         builtin::<TestTool>(&TestTool::TOOL, test),
         entry::<CheckTool>(tools),
     ]
+}
+
+/// How to enable disabled tool `name` again: a rollback to `version` (its current one, if it
+/// has one), or the command line.
+fn enable_hint(name: &str, version: Option<u32>) -> String {
+    match version {
+        Some(n) => format!(
+            "enable it with omniforge_rollback_tool {{\"name\": {name:?}, \"version\": {n}}} \
+             (or `omniforge tool enable {name}`)"
+        ),
+        None => format!("enable it with `omniforge tool enable {name}`"),
+    }
 }

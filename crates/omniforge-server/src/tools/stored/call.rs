@@ -24,6 +24,7 @@ use crate::script_host::host::{ScriptHost, WarmCall};
 use crate::script_host::warm::version_key;
 use crate::telemetry::call_log::CallLogWriter;
 use crate::tools::builtin::from_scripts;
+use crate::tools::stored::shape::RunLimits;
 use crate::tools::stored::shape::Shaper;
 use crate::tools::stored::versions::{Loaded, VersionRef, Versions};
 
@@ -277,6 +278,10 @@ impl StoredTools {
         let progress = cx.progress();
         let client = cx.client();
         let ended_with = std::sync::Mutex::new(None);
+        let limits = RunLimits {
+            timeout: spec.timeout,
+            network: spec.network,
+        };
         let reporting = Reporting {
             progress: &progress,
             client: &client,
@@ -305,7 +310,7 @@ impl StoredTools {
         };
         let result = self
             .shaper
-            .shape(&output, output_schema, secrets, tool, cx)
+            .shape(&output, output_schema, secrets, limits, tool, cx)
             .await
             .map_err(CallError::from);
         (result, outcome)

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
-use omniforge_script::{RunOutput, ScriptResult, prototype_text};
+use omniforge_script::{Exit, RunOutput, ScriptResult, prototype_text};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 
@@ -15,6 +15,15 @@ use crate::error::{InvalidContent, ResultError};
 use crate::runs::redact::{redact_cut_tail, scrub};
 use crate::schema::LazySchema;
 use crate::tools::stored::kept::KeptOutputs;
+
+/// The limits a run had, for the hints of a failed run's text.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunLimits {
+    /// Its time limit.
+    pub(crate) timeout: std::time::Duration,
+    /// Whether it could use the network.
+    pub(crate) network: bool,
+}
 
 /// How results are shaped.
 pub(crate) struct Shaper {
@@ -36,6 +45,7 @@ impl Shaper {
         output: &RunOutput,
         output_schema: Option<&LazySchema>,
         secrets: &[String],
+        limits: RunLimits,
         tool: &str,
         cx: &RequestCx<'_>,
     ) -> Result<CallToolResult, ResultError> {
@@ -57,7 +67,7 @@ impl Shaper {
                 }),
             };
         }
-        let text = shown_text(output, secrets, self.max_result_bytes);
+        let text = shown_text(output, secrets, limits, self.max_result_bytes);
         let mut blocks = Vec::new();
         if let Some(shown) = text.cut {
             // Keep the whole captured output for a while and link to it.
@@ -229,7 +239,7 @@ struct ShownText {
 /// redacted before the cut, and a captured stream cut at the capture cap (whose rest is gone)
 /// has a tail that starts a secret redacted as well: a secret across either cut never shows
 /// its first characters.
-fn shown_text(output: &RunOutput, secrets: &[String], max: usize) -> ShownText {
+fn shown_text(output: &RunOutput, secrets: &[String], limits: RunLimits, max: usize) -> ShownText {
     let redacted;
     let output = if output.stdout_truncated_bytes > 0 || output.stderr_truncated_bytes > 0 {
         let mut copy = output.clone();
@@ -245,12 +255,51 @@ fn shown_text(output: &RunOutput, secrets: &[String], max: usize) -> ShownText {
         output
     };
     let (text, is_error) = prototype_text(output, None);
-    let whole = scrub(&text, secrets);
+    let mut whole = scrub(&text, secrets);
+    add_hints(&mut whole, output, limits);
     let cut = (whole.len() > max).then(|| cut(&whole, max));
     ShownText {
         whole,
         cut,
         is_error,
+    }
+}
+
+/// What a failed run's text says besides the prototype's: the time limit a `[timeout]` hit,
+/// and, for a run without network access whose stderr says `Operation not permitted` (what a
+/// refused socket raises), that it has none and how to give it.
+fn add_hints(text: &mut String, output: &RunOutput, limits: RunLimits) {
+    if output.exit == Exit::Timeout
+        && let Some(at) = text.rfind("\n[timeout]")
+    {
+        let end = at + "\n[timeout]".len();
+        text.insert_str(
+            end,
+            &format!(
+                " the call ran past its time limit of {} (timeout_s)",
+                seconds(limits.timeout)
+            ),
+        );
+    }
+    let failed = !output.exit.is_success();
+    if failed && !limits.network {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if stderr.contains("Operation not permitted") {
+            text.push_str(
+                "\n[no network: this tool was written without `network: true`, so its \
+                 connections are refused; update it with network: true if it needs the network]",
+            );
+        }
+    }
+}
+
+/// `1 s`, `2.5 s`.
+fn seconds(d: std::time::Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s} s")
     }
 }
 
@@ -303,6 +352,48 @@ mod tests {
         );
     }
 
+    const LIMITS: RunLimits = RunLimits {
+        timeout: std::time::Duration::from_secs(30),
+        network: false,
+    };
+
+    #[test]
+    fn a_timeout_says_its_limit_and_a_refused_socket_says_there_is_no_network() {
+        let mut out = run_output("going to sleep\n", 0);
+        out.exit = Exit::Timeout;
+        let limits = RunLimits {
+            timeout: std::time::Duration::from_millis(1500),
+            network: false,
+        };
+        let text = shown_text(&out, &[], limits, 1000).whole;
+        assert_eq!(
+            text,
+            "going to sleep\n[timeout] the call ran past its time limit of 1.5 s (timeout_s)"
+        );
+        let mut out = run_output("", 0);
+        out.exit = Exit::Code(1);
+        out.stderr =
+            b"Traceback ...\nPermissionError: [Errno 1] Operation not permitted\n".to_vec();
+        let text = shown_text(&out, &[], LIMITS, 1000).whole;
+        assert!(text.ends_with("[exit 1]\n[no network: this tool was written without `network: true`, so its connections are refused; update it with network: true if it needs the network]"), "{text}");
+        // With network allowed, or a run that succeeded, no hint.
+        let allowed = RunLimits {
+            network: true,
+            ..LIMITS
+        };
+        assert!(
+            !shown_text(&out, &[], allowed, 1000)
+                .whole
+                .contains("no network")
+        );
+        out.exit = Exit::Code(0);
+        assert!(
+            !shown_text(&out, &[], LIMITS, 1000)
+                .whole
+                .contains("no network")
+        );
+    }
+
     fn run_output(stdout: &str, stdout_truncated_bytes: u64) -> RunOutput {
         RunOutput {
             stdout: stdout.as_bytes().to_vec(),
@@ -323,7 +414,7 @@ mod tests {
         let max = 64 * 1024;
         for before in [max - 1, max - 5, max - secret.len() + 1] {
             let stdout = format!("{}{secret} and more{}", "x".repeat(before), "y".repeat(99));
-            let text = shown_text(&run_output(&stdout, 0), &secrets, max);
+            let text = shown_text(&run_output(&stdout, 0), &secrets, LIMITS, max);
             let shown = text.cut.expect("over the cap");
             assert!(!shown.contains("s3c"), "{}", &shown[shown.len() - 60..]);
             assert!(!text.whole.contains(&secret));
@@ -331,7 +422,7 @@ mod tests {
         }
         // A captured stream cut at the capture cap: the rest is gone, the start is redacted.
         let stdout = format!("{}{}", "x".repeat(100), &secret[..7]);
-        let text = shown_text(&run_output(&stdout, 1000), &secrets, max);
+        let text = shown_text(&run_output(&stdout, 1000), &secrets, LIMITS, max);
         assert!(text.cut.is_none());
         assert!(!text.whole.contains("s3c"), "{}", text.whole);
         assert!(
