@@ -8,7 +8,7 @@ use std::process::Stdio;
 use rustix::process::{Resource, Rlimit};
 use tokio::process::Command;
 
-use super::spec::{RunError, RunSpec, SINGLE_THREAD_VARS, io_err};
+use super::spec::{RunError, RunSpec, SINGLE_THREAD_VARS, interpreter_prefix, io_err};
 use crate::filter;
 use crate::helper::Confine;
 use crate::sandbox::{self, BwrapRun, Identity, Needed, Plan, SANDBOX_SCRIPT, View};
@@ -285,13 +285,6 @@ fn switch_uid(
         .map_err(io_err("planning the run's private mounts"))
 }
 
-/// The installation prefix of the interpreter behind `python` (a venv's `bin/python` is a
-/// symlink to it): `<prefix>/bin/pythonX.Y` → `<prefix>`. `None` for `/` (never exposed whole).
-pub(crate) fn interpreter_prefix(python: &Path) -> Option<PathBuf> {
-    let real = std::fs::canonicalize(python).ok()?;
-    let prefix = real.parent()?.parent()?;
-    (prefix != Path::new("/")).then(|| prefix.to_owned())
-}
 
 /// The variables the runner sets for every run (and a warm template), whatever the spec
 /// says: `PATH` (the environment's `bin` first), `HOME`, `LANG`, `PYTHONDONTWRITEBYTECODE`

@@ -178,7 +178,7 @@ impl RunOutput {
     /// `/omniforge/main.py`), so a result says nothing of where the server keeps its data or
     /// its interpreter.
     pub(crate) fn hide_host_paths(&mut self, spec: &RunSpec) {
-        let prefix = crate::run::child::interpreter_prefix(&spec.python);
+        let prefix = interpreter_prefix(&spec.python);
         let mut paths: Vec<(String, &str)> = vec![(spec.env_dir.display().to_string(), "<env>")];
         if let Ok(real) = std::fs::canonicalize(&spec.env_dir) {
             paths.push((real.display().to_string(), "<env>"));
@@ -207,6 +207,14 @@ impl RunOutput {
             limit: None,
         }
     }
+}
+
+/// The installation prefix of the interpreter behind `python` (a venv's `bin/python` is a
+/// symlink to it): `<prefix>/bin/pythonX.Y` → `<prefix>`. `None` for `/` (never exposed whole).
+pub(crate) fn interpreter_prefix(python: &Path) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(python).ok()?;
+    let prefix = real.parent()?.parent()?;
+    (prefix != Path::new("/")).then(|| prefix.to_owned())
 }
 
 /// `haystack` with every `needle` replaced by `with`.
