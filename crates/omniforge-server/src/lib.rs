@@ -75,7 +75,7 @@ pub use telemetry::call_log::{
 };
 pub use telemetry::metrics::DEFAULT_MAX_TOOLS as DEFAULT_METRICS_MAX_TOOLS;
 pub use tools::authoring::secret::{DeclaredSecret, change_grant, secret_requests};
-pub use tools::authoring::tool::{call_json, describe_tool, version_status};
+pub use tools::authoring::describe::{call_json, describe_tool, version_status};
 pub use tools::manifest::source::{ManifestConfig, ManifestSourceError};
 pub use tools::ops::Outcome;
 
