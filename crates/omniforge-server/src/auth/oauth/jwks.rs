@@ -282,14 +282,15 @@ mod tests {
         assert!(jwks.key(&http, &idp.uri, &header("new")).await.is_err());
         assert_eq!(idp.fetches.load(Ordering::SeqCst), 2);
         // A window that has passed allows the next fetch.
-        let jwks = Jwks::new(Duration::from_millis(50));
+        // (Long enough that the two calls below fall within it on a loaded machine.)
+        let jwks = Jwks::new(Duration::from_secs(2));
         assert!(jwks.key(&http, &idp.uri, &header("old")).await.is_ok());
         assert!(jwks.key(&http, &idp.uri, &header("gone")).await.is_err());
         assert!(jwks.key(&http, &idp.uri, &header("gone")).await.is_err());
         assert_eq!(idp.fetches.load(Ordering::SeqCst), 4);
         idp.kids.write().unwrap().push("newer");
         assert!(jwks.key(&http, &idp.uri, &header("newer")).await.is_err());
-        tokio::time::sleep(Duration::from_millis(60)).await;
+        tokio::time::sleep(Duration::from_millis(2100)).await;
         assert!(jwks.key(&http, &idp.uri, &header("newer")).await.is_ok());
         assert_eq!(idp.fetches.load(Ordering::SeqCst), 5);
     }
