@@ -74,8 +74,8 @@ pub use telemetry::call_log::{
     DEFAULT_QUEUE_ROWS as DEFAULT_CALL_LOG_QUEUE,
 };
 pub use telemetry::metrics::DEFAULT_MAX_TOOLS as DEFAULT_METRICS_MAX_TOOLS;
-pub use tools::authoring::secret::{DeclaredSecret, change_grant, secret_requests};
 pub use tools::authoring::describe::{call_json, describe_tool, version_status};
+pub use tools::authoring::secret::{DeclaredSecret, change_grant, secret_requests};
 pub use tools::manifest::source::{ManifestConfig, ManifestSourceError};
 pub use tools::ops::Outcome;
 

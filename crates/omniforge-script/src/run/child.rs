@@ -285,7 +285,6 @@ fn switch_uid(
         .map_err(io_err("planning the run's private mounts"))
 }
 
-
 /// The variables the runner sets for every run (and a warm template), whatever the spec
 /// says: `PATH` (the environment's `bin` first), `HOME`, `LANG`, `PYTHONDONTWRITEBYTECODE`
 /// and [`SINGLE_THREAD_VARS`]. A warm call's child replaces `HOME` with its own directory.

@@ -69,4 +69,3 @@ pub fn version_status(v: &ToolVersion, current: Option<u32>) -> &'static str {
         other => other.as_str(),
     }
 }
-

@@ -6,14 +6,11 @@
 use std::sync::{Arc, Weak};
 
 use omniforge_script::RunSpec;
-use omniforge_store::{
-    CallOutcome, CallRecord, ExampleTrigger, NewStatus, Store, StoredTool, ToolVersion,
-    VersionStatus,
-};
+use omniforge_store::{ExampleTrigger, NewStatus, Store, VersionStatus};
 use rmcp::model::JsonObject;
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::auth::Scope;
 use crate::catalog::call::{Call, CallFuture, CallResult, ToolCall, running};
@@ -686,8 +683,8 @@ impl ToolAuthoring {
             });
         }
         let calls = self.store.recent_calls(name, RECENT_CALLS).await?;
-        let mut view = describe::describe_tool(&stored, &versions);
-        view["recentCalls"] = calls.iter().map(describe::call_json).collect();
+        let mut view = super::describe::describe_tool(&stored, &versions);
+        view["recentCalls"] = calls.iter().map(super::describe::call_json).collect();
         let text = serde_json::to_string_pretty(&view).unwrap_or_default();
         Ok(Outcome::done(text).with_data(view))
     }
