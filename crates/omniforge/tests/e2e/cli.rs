@@ -236,7 +236,7 @@ async fn subcommand_help_lists_only_its_options() {
                 "--keep-failed-drafts",
             ],
         ),
-        (&["tool", "list"], &[]),
+        (&["tool", "list"], &["--all"]),
         (&["tool", "history"], &[]),
         (&["secret", "set"], &[]),
         (&["doctor"], &["--json", "--sandbox"]),
