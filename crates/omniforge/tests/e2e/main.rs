@@ -16,6 +16,7 @@ mod clients;
 mod connections;
 mod console;
 mod console_oauth;
+mod container;
 mod content;
 mod escape;
 mod examples;
