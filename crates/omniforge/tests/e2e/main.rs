@@ -22,6 +22,7 @@ mod escape;
 mod examples;
 mod input_required;
 mod key_rotation;
+mod kubernetes;
 mod manifest_tools;
 mod metrics;
 mod oauth;
