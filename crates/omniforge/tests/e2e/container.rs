@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use crate::util::{BIN, deps, e2e_dir, http_client, no_proxy, python1, repo_root, require};
+use crate::support::{
+    BIN, deps, e2e_dir, eventually, http_client, no_proxy, python1, repo_root, require,
+};
 
 /// The image's uid (deploy/image/rootfs.sh): owner of the delegated cgroups.
 const IMAGE_UID: u32 = 10001;
@@ -138,23 +140,33 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Waits (up to `limit`) until `GET /healthz` on `port` answers 200.
+/// Waits (up to `limit`) until `GET /healthz` on `port` answers 200; returns its JSON. The
+/// container's logs are printed when it does not.
 async fn wait_healthy(port: u16, limit: Duration, name: &str) -> Value {
     let client = http_client();
     let url = format!("http://127.0.0.1:{port}/healthz");
-    let start = Instant::now();
-    loop {
-        if let Ok(response) = client.get(&url).send().await
-            && response.status() == 200
-        {
-            return response.json().await.unwrap();
+    let logs = LogsOnPanic(name.to_owned());
+    let health = eventually(limit, &format!("{url} answers 200"), async || {
+        let response = client.get(&url).send().await.map_err(|e| e.to_string())?;
+        if response.status() != 200 {
+            return Err(format!("{}", response.status()));
         }
-        if start.elapsed() > limit {
-            let (_, logs, errs) = run(podman().args(["logs", name]));
-            panic!("{url} did not answer 200 within {limit:?}; container logs:\n{logs}\n{errs}");
+        response.json::<Value>().await.map_err(|e| e.to_string())
+    })
+    .await;
+    drop(logs);
+    health
+}
+
+/// Prints a container's logs if dropped during a panic.
+struct LogsOnPanic(String);
+
+impl Drop for LogsOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let (_, out, err) = run(podman().args(["logs", &self.0]));
+            eprintln!("container {} logs:\n{out}\n{err}", self.0);
         }
-        // Polling a port another process opens: no readiness event crosses the container.
-        tokio::time::sleep(Duration::from_millis(200)).await; // scenario: polling the container's port
     }
 }
 

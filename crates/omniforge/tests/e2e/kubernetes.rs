@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::util::{BIN, deps, e2e_dir, repo_root, require};
+use crate::support::{BIN, deps, e2e_dir, repo_root, require};
 
 /// Runs `cmd`; returns (success, stdout, stderr).
 fn run(cmd: &mut Command) -> (bool, String, String) {
