@@ -40,4 +40,5 @@ mod tasks;
 mod traces;
 mod util;
 mod warm;
+mod walkthrough;
 mod wire;
