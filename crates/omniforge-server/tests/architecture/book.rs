@@ -43,7 +43,11 @@ fn pages() -> BTreeSet<String> {
             if path.is_dir() {
                 walk(root, &path, out);
             } else if path.extension().is_some_and(|e| e == "md") {
-                let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                let rel = path
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
                 out.insert(rel);
             }
         }
@@ -59,7 +63,10 @@ fn every_page_is_in_the_summary_and_every_entry_is_a_page() {
     let entries: BTreeSet<String> = link_targets(&summary).into_iter().collect();
     let pages: BTreeSet<String> = pages().into_iter().filter(|p| p != "SUMMARY.md").collect();
     let missing: Vec<_> = entries.difference(&pages).collect();
-    assert!(missing.is_empty(), "SUMMARY.md names pages that do not exist: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "SUMMARY.md names pages that do not exist: {missing:?}"
+    );
     let unlisted: Vec<_> = pages.difference(&entries).collect();
     assert!(
         unlisted.is_empty(),
@@ -81,7 +88,10 @@ fn the_builtins_reference_names_every_builtin() {
         .iter()
         .map(|tool| tool["name"].as_str().unwrap())
         .collect();
-    assert!(names.len() > 20, "the snapshot lists the built-ins: {names:?}");
+    assert!(
+        names.len() > 20,
+        "the snapshot lists the built-ins: {names:?}"
+    );
     let missing: Vec<_> = names
         .iter()
         .filter(|name| !reference.contains(&format!("| `{name}` |")))
@@ -105,7 +115,10 @@ fn every_image_and_page_a_page_links_exists() {
             }
         }
     }
-    assert!(broken.is_empty(), "links to nothing under docs/src/: {broken:?}");
+    assert!(
+        broken.is_empty(),
+        "links to nothing under docs/src/: {broken:?}"
+    );
 }
 
 #[test]

@@ -39,6 +39,6 @@ mod stateless_replicas;
 mod support;
 mod tasks;
 mod traces;
-mod warm;
 mod walkthrough;
+mod warm;
 mod wire;

@@ -12,15 +12,15 @@
 //! over MCP and calling it. Each ```` ```text ```` block right after a step is what the step
 //! must print: each of its lines is a substring of one line of the step's output.
 //!
-//! The chapter's flags reference is checked here too: every flag `omniforge --help` and
-//! `omniforge serve --help` list is in `docs/src/reference/flags.md`.
+//! The book's flags reference is checked here too: every flag `omniforge --help` and
+//! `omniforge serve --help` list, and every command, is in `docs/src/reference/flags.md`.
 
 use std::path::Path;
 use std::time::Duration;
 
 use tokio::process::Command;
 
-use crate::util::{BIN, deps, python2, repo_root, require, uv};
+use crate::support::{BIN, deps, python2, repo_root, require, uv};
 
 /// The chapter's lines that are not run, and why.
 const NOT_RUN: &[(&str, &str)] = &[
@@ -28,7 +28,10 @@ const NOT_RUN: &[(&str, &str)] = &[
         "cargo install --locked --path crates/omniforge",
         "the binary under test is the one cargo built",
     ),
-    ("pip install mcp", "scripts/bootstrap installed the pinned SDK"),
+    (
+        "pip install mcp",
+        "scripts/bootstrap installed the pinned SDK",
+    ),
 ];
 
 /// One step of the chapter: its command lines and the output it shows, if any.
@@ -91,7 +94,11 @@ async fn the_getting_started_chapter_runs_as_written() {
     require(&[python2(), uv()]);
     let chapter = std::fs::read_to_string(repo_root().join("docs/src/getting-started.md")).unwrap();
     let steps = steps(&chapter);
-    assert!(steps.len() >= 6, "the chapter has its steps: {}", steps.len());
+    assert!(
+        steps.len() >= 6,
+        "the chapter has its steps: {}",
+        steps.len()
+    );
 
     let root = tempfile::tempdir().unwrap();
     let (home, bin, work) = (
@@ -134,7 +141,10 @@ async fn the_getting_started_chapter_runs_as_written() {
         }
     }
     let wanted: Vec<&str> = NOT_RUN.iter().map(|(l, _)| *l).collect();
-    assert_eq!(skipped, wanted, "the chapter still has the lines this test does not run");
+    assert_eq!(
+        skipped, wanted,
+        "the chapter still has the lines this test does not run"
+    );
 
     let run = Command::new("bash")
         .arg("-c")
@@ -187,7 +197,10 @@ async fn the_getting_started_chapter_runs_as_written() {
             checked += 1;
         }
     }
-    assert!(checked >= 4, "the chapter shows what its steps print ({checked} lines)");
+    assert!(
+        checked >= 4,
+        "the chapter shows what its steps print ({checked} lines)"
+    );
 
     // The fresh data directory holds both tools: the one forged on the command line and the
     // one the Python SDK forged over MCP through the .mcp.json server.
@@ -239,5 +252,32 @@ fn the_flags_reference_names_every_flag() {
         missing.is_empty(),
         "docs/src/reference/flags.md does not name these flags of `omniforge --help` and \
          `omniforge serve --help`: {missing:?}"
+    );
+
+    // Every command `omniforge --help` lists has its line (`omniforge NAME`).
+    let help = std::process::Command::new(BIN)
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).into_owned();
+    let commands: Vec<&str> = help
+        .lines()
+        .skip_while(|line| !line.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(commands.len() > 10, "the commands of --help: {commands:?}");
+    let undocumented: Vec<_> = commands
+        .iter()
+        .filter(|name| {
+            !reference.contains(&format!("omniforge {name} "))
+                && !reference.contains(&format!("omniforge [OPTIONS] {name} "))
+        })
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "docs/src/reference/flags.md has no `omniforge NAME` line for {undocumented:?}"
     );
 }
