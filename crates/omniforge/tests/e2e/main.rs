@@ -39,5 +39,6 @@ mod stateless_replicas;
 mod support;
 mod tasks;
 mod traces;
+mod walkthrough;
 mod warm;
 mod wire;
