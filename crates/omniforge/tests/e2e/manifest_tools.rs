@@ -30,8 +30,8 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::support::{
-    self, BIN, Captured, Fixture, Serve, drain, e2e_dir, fixture_manifest, kill_and_reap, no_proxy,
-    node_driver, node22, python_driver, python2, require, ts_modules,
+    self, BIN, Captured, Fixture, Serve, drain, e2e_dir, eventually, fixture_manifest,
+    kill_and_reap, no_proxy, node_driver, node22, python_driver, python2, require, ts_modules,
 };
 
 /// The fixture tools that are unary RPCs, i.e. MCP tools.
@@ -116,6 +116,7 @@ struct StubRequest {
 /// bytes, `Connection: close`). Stops accepting when dropped.
 struct StubHttp {
     url: String,
+    addr: std::net::SocketAddr,
     requests: Arc<Mutex<Vec<StubRequest>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -124,22 +125,17 @@ struct StubHttp {
 impl StubHttp {
     fn start(response: Vec<u8>) -> StubHttp {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
+        let addr = listener.local_addr().unwrap();
+        let url = format!("http://{addr}");
         let requests: Arc<Mutex<Vec<StubRequest>>> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
         let (seen, stopping) = (requests.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
-            while !stopping.load(Ordering::Relaxed) {
-                let mut stream = match listener.accept() {
-                    Ok((stream, _)) => stream,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(5));
-                        continue;
-                    }
-                    Err(_) => break,
-                };
-                let _ = stream.set_nonblocking(false);
+            // A blocking accept; `Drop` wakes it with a connection of its own to stop.
+            while let Ok((mut stream, _)) = listener.accept() {
+                if stopping.load(Ordering::Relaxed) {
+                    break;
+                }
                 let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
                 if let Some(request) = read_request(&mut stream) {
                     seen.lock().unwrap().push(request);
@@ -151,6 +147,7 @@ impl StubHttp {
         });
         StubHttp {
             url,
+            addr,
             requests,
             stop,
             thread: Some(thread),
@@ -165,6 +162,7 @@ impl StubHttp {
 impl Drop for StubHttp {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        let _ = std::net::TcpStream::connect(self.addr);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -483,18 +481,52 @@ fn finish(name: &str, started: Instant, omni: &Omni) {
     );
 }
 
-/// Polls `fixture_stats` until `field` is at least `want` (up to `within`); the last stats.
+/// Polls `fixture_stats` until `field` is at least `want` (up to `within`): the stats.
 async fn wait_stat(repl: &mut Repl, field: &str, want: i64, within: Duration) -> Value {
-    let deadline = Instant::now() + within;
-    loop {
-        let result = repl.result("fixture_stats", json!({})).await;
-        assert!(!is_error(&result), "fixture_stats failed: {result}");
-        let stats = result["structuredContent"].clone();
-        if stats[field].as_i64().unwrap_or(0) >= want || Instant::now() >= deadline {
-            return stats;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually(
+        within,
+        &format!("fixture_stats {field} >= {want}"),
+        async || {
+            let result = repl.result("fixture_stats", json!({})).await;
+            assert!(!is_error(&result), "fixture_stats failed: {result}");
+            let stats = result["structuredContent"].clone();
+            if stats[field].as_i64().unwrap_or(0) >= want {
+                Ok(stats)
+            } else {
+                Err(stats.to_string())
+            }
+        },
+    )
+    .await
+}
+
+/// Polls `fixture_stats` over a raw session until `field` is at least `want` (up to
+/// `within`): the stats. Request ids count up from `*id`.
+async fn raw_wait_stat(
+    raw: &RawHttp,
+    id: &mut i64,
+    field: &str,
+    want: i64,
+    within: Duration,
+) -> Value {
+    eventually(
+        within,
+        &format!("fixture_stats {field} >= {want}"),
+        async || {
+            *id += 1;
+            let m = raw
+                .request(json!({"jsonrpc":"2.0","id":*id,"method":"tools/call",
+                            "params":{"name":"fixture_stats","arguments":{}}}))
+                .await;
+            let stats = m["result"]["structuredContent"].clone();
+            if stats[field].as_i64().unwrap_or(0) >= want {
+                Ok(stats)
+            } else {
+                Err(stats.to_string())
+            }
+        },
+    )
+    .await
 }
 
 // ---------------------------------------------------------------------------------------
@@ -716,6 +748,36 @@ impl RawBridge {
                 ),
             }
         }
+    }
+
+    /// Polls `fixture_stats` until `field` is at least 1 (up to `within`): the stats. Request
+    /// ids count up from `*id`; messages for other ids go to `late`.
+    async fn wait_stat(
+        &mut self,
+        id: &mut i64,
+        late: &mut Vec<Value>,
+        field: &str,
+        within: Duration,
+    ) -> Value {
+        eventually(
+            within,
+            &format!("bridge: fixture_stats {field} >= 1"),
+            async || {
+                *id += 1;
+                self.send(json!({"jsonrpc":"2.0","id":*id,"method":"tools/call",
+                             "params":{"name":"fixture_stats","arguments":{}}}))
+                    .await;
+                let (m, others) = self.response(*id, Duration::from_secs(10)).await;
+                late.extend(others);
+                let stats = m["result"]["structuredContent"].clone();
+                if stats[field].as_i64().unwrap_or(0) >= 1 {
+                    Ok(stats)
+                } else {
+                    Err(stats.to_string())
+                }
+            },
+        )
+        .await
     }
 
     async fn initialize(&mut self) {
@@ -1349,11 +1411,12 @@ async fn raw_http_notifications_cancelled_aborts_the_upstream_call() {
         }
         (Some(status), body)
     });
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The Slow call is in flight upstream.
+    let mut id = 10;
+    raw_wait_stat(&raw, &mut id, "slowStarted", 1, Duration::from_secs(10)).await;
     assert!(
         !held.is_finished(),
-        "the tools/call POST stream for a 20 s Slow call ended within 500 ms, before any cancel: \
-         {:?}",
+        "the tools/call POST stream for a 20 s Slow call ended before any cancel: {:?}",
         held.await.unwrap()
     );
     let reply = raw
@@ -1362,21 +1425,7 @@ async fn raw_http_notifications_cancelled_aborts_the_upstream_call() {
         .await;
     assert_eq!(reply.status, 202, "POST notifications/cancelled: {reply:?}");
 
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut stats;
-    let mut id = 10;
-    loop {
-        id += 1;
-        let m = raw
-            .request(json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
-                            "params":{"name":"fixture_stats","arguments":{}}}))
-            .await;
-        stats = m["result"]["structuredContent"].clone();
-        if stats["slowAborted"].as_i64().unwrap_or(0) >= 1 || Instant::now() >= deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let stats = raw_wait_stat(&raw, &mut id, "slowAborted", 1, Duration::from_secs(5)).await;
     let still_open = !held.is_finished();
     let _ = stop_tx.send(());
     let (status, body) = held.await.unwrap();
@@ -1430,29 +1479,19 @@ async fn bridge_raw_stdio_cancellation() {
         .send(json!({"jsonrpc":"2.0","id":7,"method":"tools/call",
                      "params":{"name":"fixture_slow","arguments":{"millis":20000}}}))
         .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut id = 100;
+    let mut late = Vec::new();
+    // The Slow call is in flight upstream; then it is cancelled.
+    bridge
+        .wait_stat(&mut id, &mut late, "slowStarted", Duration::from_secs(10))
+        .await;
     bridge
         .send(json!({"jsonrpc":"2.0","method":"notifications/cancelled",
                      "params":{"requestId":7,"reason":"e2e cancel"}}))
         .await;
-    let mut id = 100;
-    let mut stats = Value::Null;
-    let mut late = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        id += 1;
-        bridge
-            .send(json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
-                         "params":{"name":"fixture_stats","arguments":{}}}))
-            .await;
-        let (m, others) = bridge.response(id, Duration::from_secs(10)).await;
-        late.extend(others);
-        stats = m["result"]["structuredContent"].clone();
-        if stats["slowAborted"].as_i64().unwrap_or(0) >= 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let stats = bridge
+        .wait_stat(&mut id, &mut late, "slowAborted", Duration::from_secs(5))
+        .await;
     assert!(
         stats["slowStarted"] == 1 && stats["slowAborted"] == 1,
         "bridge: fixture_stats within 5 s of notifications/cancelled for id 7: the Slow call \
@@ -1698,7 +1737,7 @@ async fn malformed_manifest_fails_start_up() {
             .spawn()
             .unwrap();
         let stderr = Captured::default();
-        drain(child.stderr.take().unwrap(), stderr.clone());
+        let stderr_done = drain(child.stderr.take().unwrap(), stderr.clone());
         let stdout = Captured::default();
         drain(child.stdout.take().unwrap(), stdout.clone());
         let status = match tokio::time::timeout(Duration::from_secs(20), child.wait()).await {
@@ -1712,7 +1751,8 @@ async fn malformed_manifest_fails_start_up() {
                 )
             }
         };
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The capture is complete at the pipe's EOF.
+        let _ = tokio::time::timeout(Duration::from_secs(5), stderr_done).await;
         let err = stderr.text();
         assert!(
             !status.success(),
@@ -1790,6 +1830,7 @@ async fn a_call_longer_than_the_idle_timeout_keeps_its_session() {
         "the session after the call: {ping}"
     );
 
+    // scenario: the session stays untouched past its 1 s idle timeout (a poll would touch it).
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let reply = raw
         .post(json!({"jsonrpc":"2.0","id":4,"method":"ping"}))
@@ -1856,26 +1897,15 @@ async fn concurrent_posts_with_one_id_each_get_their_own_answer() {
             Some(())
         }));
     }
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // The three Slow calls are in flight upstream.
+    let mut id = 10;
+    raw_wait_stat(&raw, &mut id, "slowStarted", 3, Duration::from_secs(10)).await;
     let reply = raw
         .post(json!({"jsonrpc":"2.0","method":"notifications/cancelled",
                      "params":{"requestId":"same","reason":"e2e cancel"}}))
         .await;
     assert_eq!(reply.status, 202, "POST notifications/cancelled: {reply:?}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut id = 10;
-    let stats = loop {
-        id += 1;
-        let m = raw
-            .request(json!({"jsonrpc":"2.0","id":id,"method":"tools/call",
-                            "params":{"name":"fixture_stats","arguments":{}}}))
-            .await;
-        let stats = m["result"]["structuredContent"].clone();
-        if stats["slowAborted"].as_i64().unwrap_or(0) >= 3 || Instant::now() >= deadline {
-            break stats;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let stats = raw_wait_stat(&raw, &mut id, "slowAborted", 3, Duration::from_secs(5)).await;
     for task in held {
         task.abort();
     }
