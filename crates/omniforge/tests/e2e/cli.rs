@@ -193,15 +193,11 @@ async fn boolean_flags_before_the_subcommand() {
 
 /// `omniforge COMMAND --help`, which must succeed; returns stdout.
 async fn help(args: &[&str]) -> String {
-    let out = tokio::process::Command::new(BIN)
-        .args(args)
-        .arg("--help")
-        .env("NO_COLOR", "1")
-        .output()
-        .await
-        .unwrap();
-    assert!(out.status.success(), "{args:?} --help: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
+    let dir = tempfile::tempdir().unwrap();
+    let args: Vec<&str> = args.iter().copied().chain(["--help"]).collect();
+    let (ok, out, err) = omniforge_cli(dir.path(), &args, None).await;
+    assert!(ok, "{args:?}: {out}{err}");
+    out
 }
 
 /// The long options a help text lists.
@@ -769,5 +765,33 @@ async fn serve_starts_with_one_short_summary() {
     assert!(
         lines.iter().all(|l| l.len() < 500),
         "a long start-up line:\n{log}"
+    );
+}
+
+/// `omniforge health` (the container image's HEALTHCHECK): exit 0 while the server answers
+/// `/healthz`, also when given the unspecified address the server listens on in a container,
+/// and exit 1, naming the URL, once it is gone.
+#[tokio::test]
+async fn health_answers_for_a_running_server_and_fails_without_one() {
+    let server = crate::support::HttpServer::start(&[], &crate::support::Auth::None).await;
+    let port = server.base().rsplit(':').next().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    for listen in [format!("127.0.0.1:{port}"), format!("0.0.0.0:{port}")] {
+        let (ok, out, err) =
+            omniforge_cli(dir.path(), &["health", "--listen", &listen], None).await;
+        assert!(ok, "health --listen {listen} failed: {err}");
+        assert_eq!(out, "", "health prints nothing when healthy");
+    }
+    drop(server);
+    let (ok, _, err) = omniforge_cli(
+        dir.path(),
+        &["health", "--listen", &format!("127.0.0.1:{port}")],
+        None,
+    )
+    .await;
+    assert!(!ok, "health succeeded with no server on port {port}");
+    assert!(
+        err.contains(&format!("GET http://127.0.0.1:{port}/healthz")),
+        "the error names the URL: {err}"
     );
 }
