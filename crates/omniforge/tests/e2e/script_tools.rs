@@ -1326,9 +1326,14 @@ async fn call_tool_by_name_and_no_authoring_hides_authoring_tools() {
         .collect();
     assert_eq!(
         builtins,
-        ["omniforge_instructions", "omniforge_call_tool"],
-        "with --no-authoring the built-ins must be only omniforge_instructions and \
-         omniforge_call_tool; tools/list: {names:?}"
+        [
+            "omniforge_instructions",
+            "omniforge_search_tools",
+            "omniforge_get_tool_schemas",
+            "omniforge_call_tool"
+        ],
+        "with --no-authoring the built-ins must be only omniforge_instructions, the discovery \
+         built-ins and omniforge_call_tool; tools/list: {names:?}"
     );
     assert!(
         names.iter().any(|n| n == "add_vat"),
