@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::secrets::Client;
-use crate::server::{EventStream, is_list_changed, open_stream};
-use crate::util::{self, Auth, HttpServer, uv};
+use crate::support::{
+    self, Auth, EventStream, HttpClient, HttpServer, is_list_changed, open_stream, uv,
+};
 
 const WRITER: &str = "writer-token-0123456789abcdef";
 const WRITER2: &str = "writer2-token-0123456789abcdef";
@@ -51,9 +51,9 @@ async fn serve(database: Option<&str>) -> HttpServer {
 }
 
 /// The session's GET stream (notifications).
-async fn listen(server: &HttpServer, client: &Client) -> EventStream {
+async fn listen(server: &HttpServer, client: &HttpClient) -> EventStream {
     let (status, _, stream) = open_stream(
-        &util::http_client(),
+        &support::http_client(),
         reqwest::Method::GET,
         server.url(),
         &client.stream_headers(),
@@ -65,8 +65,8 @@ async fn listen(server: &HttpServer, client: &Client) -> EventStream {
 }
 
 /// The tools `client` lists, name → description.
-async fn listed(client: &mut Client) -> Vec<(String, String)> {
-    let list = client.request("tools/list", json!({})).await;
+async fn listed(client: &mut HttpClient) -> Vec<(String, String)> {
+    let list = client.result("tools/list", json!({})).await;
     list["tools"]
         .as_array()
         .unwrap()
@@ -80,7 +80,7 @@ async fn listed(client: &mut Client) -> Vec<(String, String)> {
         .collect()
 }
 
-async fn description_of(client: &mut Client, name: &str) -> Option<String> {
+async fn description_of(client: &mut HttpClient, name: &str) -> Option<String> {
     listed(client)
         .await
         .into_iter()
@@ -96,7 +96,7 @@ fn ok(what: &str, (text, is_error, raw): (String, bool, Value)) -> String {
 /// `writer`'s call of `builtin` stores version `number` of `gated` pending, and the writer's
 /// own session hears `list_changed`.
 async fn write_pending(
-    writer: &mut Client,
+    writer: &mut HttpClient,
     events: &mut EventStream,
     builtin: &str,
     arguments: Value,
@@ -128,7 +128,7 @@ async fn cli_on(
     database: Option<&str>,
     args: &[&str],
 ) -> (bool, String, String) {
-    let mut cmd = util::omniforge_in(&server.data_dir());
+    let mut cmd = support::omniforge_in(&server.data_dir());
     if let Some(url) = database {
         cmd.args(["--database", url]);
     }
@@ -173,9 +173,9 @@ async fn audit(
 #[tokio::test]
 async fn pending_version_is_its_authors_alone_until_approved() {
     let server = serve(None).await;
-    let mut writer = Client::open(&server, WRITER).await;
-    let mut writer2 = Client::open(&server, WRITER2).await;
-    let mut boss = Client::open(&server, BOSS).await;
+    let mut writer = HttpClient::bearer(server.url(), WRITER).await;
+    let mut writer2 = HttpClient::bearer(server.url(), WRITER2).await;
+    let mut boss = HttpClient::bearer(server.url(), BOSS).await;
     let mut writer_events = listen(&server, &writer).await;
     let mut writer2_events = listen(&server, &writer2).await;
     let mut boss_events = listen(&server, &boss).await;
@@ -412,7 +412,7 @@ async fn cli_lists_approves_and_rejects_pending_versions() {
 
 #[tokio::test]
 async fn cli_lists_approves_and_rejects_pending_versions_on_postgres() {
-    let db = crate::postgres::cluster().database("approval").unwrap();
+    let db = crate::support::cluster().database("approval").unwrap();
     cli_flow(Some(&db.url())).await;
 }
 
@@ -420,8 +420,8 @@ async fn cli_lists_approves_and_rejects_pending_versions_on_postgres() {
 async fn cli_flow(database: Option<&str>) {
     let cli = |server, args| cli_on(server, database, args);
     let server = serve(database).await;
-    let mut writer = Client::open(&server, WRITER).await;
-    let mut boss = Client::open(&server, BOSS).await;
+    let mut writer = HttpClient::bearer(server.url(), WRITER).await;
+    let mut boss = HttpClient::bearer(server.url(), BOSS).await;
     let mut boss_events = listen(&server, &boss).await;
     for name in ["first", "second"] {
         let create = json!({"name": name, "description": "D.", "code": "print('hi')\n"});

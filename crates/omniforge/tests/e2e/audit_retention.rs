@@ -15,9 +15,7 @@ use omniforge_store::{
 };
 use omniforge_store::{AuditLog as _, ContentStore as _, ToolStore as _};
 
-use crate::postgres::cluster;
-use crate::procs::Serve;
-use crate::util::BIN;
+use crate::support::{BIN, Serve, cluster};
 
 /// Opens the store at `url` with the default settings, as the CLI would.
 async fn open(url: &str) -> Arc<Engine> {

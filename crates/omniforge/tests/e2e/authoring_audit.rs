@@ -9,8 +9,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::secrets::Client;
-use crate::util::{self, Auth, HttpServer, omniforge_cli, uv};
+use crate::support::{self, Auth, HttpClient, HttpServer, omniforge_cli, uv};
 
 const WRITER: &str = "writer-token-0123456789abcdef";
 const WRITER2: &str = "writer2-token-0123456789abcdef";
@@ -32,7 +31,7 @@ async fn serve(extra: &[&str]) -> HttpServer {
 /// Runs `omniforge ARGS` on `server`'s data directory as the OS user `e2e-user`.
 async fn cli(server: &HttpServer, args: &[&str]) -> String {
     let data = server.data_dir();
-    let mut cmd = util::omniforge_in(&data);
+    let mut cmd = support::omniforge_in(&data);
     cmd.args(args).env("USER", "e2e-user");
     let out = tokio::time::timeout(std::time::Duration::from_secs(180), cmd.output())
         .await
@@ -55,8 +54,8 @@ fn ok(what: &str, (text, is_error, raw): (String, bool, Value)) -> String {
 #[tokio::test]
 async fn audit_log_records_every_action_with_its_principal() {
     let server = serve(&[]).await;
-    let mut writer = Client::open(&server, WRITER).await;
-    let mut boss = Client::open(&server, BOSS).await;
+    let mut writer = HttpClient::bearer(server.url(), WRITER).await;
+    let mut boss = HttpClient::bearer(server.url(), BOSS).await;
     let code = "print('hi')\n";
 
     // Tool actions by the writer.
@@ -202,9 +201,9 @@ async fn audit_log_records_every_action_with_its_principal() {
 #[tokio::test]
 async fn kept_output_is_readable_only_by_its_caller_and_admins() {
     let server = serve(&["--max-result-bytes", "64"]).await;
-    let mut writer = Client::open(&server, WRITER).await;
-    let mut other = Client::open(&server, WRITER2).await;
-    let mut boss = Client::open(&server, BOSS).await;
+    let mut writer = HttpClient::bearer(server.url(), WRITER).await;
+    let mut other = HttpClient::bearer(server.url(), WRITER2).await;
+    let mut boss = HttpClient::bearer(server.url(), BOSS).await;
     let code = "print('x' * 500 + 'END')\n";
     let create = json!({"name": "long", "description": "Long output.", "code": code});
     ok("create", writer.call("omniforge_create_tool", create).await);
@@ -216,22 +215,20 @@ async fn kept_output_is_readable_only_by_its_caller_and_admins() {
         .find_map(|c| (c["type"] == "resource_link").then(|| c["uri"].as_str().unwrap().to_owned()))
         .unwrap_or_else(|| panic!("no resource link: {raw}"));
     let read = |uri: &str| json!({"uri": uri});
-    let r = writer.request("resources/read", read(&uri)).await;
+    let r = writer.result("resources/read", read(&uri)).await;
     assert!(
         r["contents"][0]["text"].as_str().unwrap().ends_with("END"),
         "{r}"
     );
-    let r = boss.request("resources/read", read(&uri)).await;
+    let r = boss.result("resources/read", read(&uri)).await;
     assert!(
         r["contents"][0]["text"].as_str().unwrap().ends_with("END"),
         "{r}"
     );
     // Another token: exactly the unknown id's error.
-    let theirs = other.request_error("resources/read", read(&uri)).await;
+    let theirs = other.error("resources/read", read(&uri)).await;
     let unknown_uri = "omniforge://runs/0123456789abcdef0123456789abcdef/output";
-    let unknown = other
-        .request_error("resources/read", read(unknown_uri))
-        .await;
+    let unknown = other.error("resources/read", read(unknown_uri)).await;
     assert_eq!(theirs["code"], unknown["code"], "{theirs} vs {unknown}");
     assert_eq!(
         theirs["message"].as_str().unwrap().replace(&uri, "URI"),
@@ -248,7 +245,7 @@ async fn kept_output_is_readable_only_by_its_caller_and_admins() {
 #[tokio::test]
 async fn call_history_is_shown_and_the_builtin_prefix_is_reserved() {
     let server = serve(&[]).await;
-    let mut writer = Client::open(&server, WRITER).await;
+    let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let code = "import json, sys\nif json.load(sys.stdin).get('fail'):\n    raise ValueError('bad input 42')\nprint('fine')\n";
     let create = json!({"name": "flaky", "description": "Fails on demand.", "code": code});
     ok("create", writer.call("omniforge_create_tool", create).await);

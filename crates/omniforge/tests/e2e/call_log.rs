@@ -19,9 +19,7 @@ use omniforge_store::{
 };
 use serde_json::json;
 
-use crate::postgres::{Mcp, cluster};
-use crate::procs::Serve;
-use crate::util::{self, StdioServer, http_client, init_stdio};
+use crate::support::{self, HttpClient, Serve, StdioServer, cluster, http_client, init_stdio};
 
 /// The built-in every test calls: cheap, and logged like any tool.
 const TOOL: &str = "omniforge_instructions";
@@ -69,7 +67,7 @@ async fn call_concurrently(url: &str, sessions: usize, each: usize) {
     for _ in 0..sessions {
         let url = url.to_owned();
         running.push(tokio::spawn(async move {
-            let mut mcp = Mcp::session(&url).await.unwrap();
+            let mut mcp = HttpClient::open(&url).await.unwrap();
             for _ in 0..each {
                 let result = mcp
                     .result("tools/call", json!({"name": TOOL, "arguments": {}}))
@@ -286,7 +284,7 @@ async fn a_full_queue_drops_rows_not_calls_and_counts_them() {
 async fn a_queue_of_no_rows_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (ok, _, err) =
-        util::omniforge_cli(dir.path(), &["stdio", "--call-log-queue", "0"], Some("")).await;
+        support::omniforge_cli(dir.path(), &["stdio", "--call-log-queue", "0"], Some("")).await;
     assert!(
         !ok && err.contains("--call-log-queue must be at least 1"),
         "{err}"

@@ -10,8 +10,9 @@ use regex::Regex;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use crate::procs::Serve;
-use crate::util::{BIN, http_client, omniforge_cli, omniforge_in, repo_root, spawn_piped};
+use crate::support::{
+    BIN, Serve, http_client, omniforge_cli, omniforge_in, repo_root, spawn_piped,
+};
 
 #[tokio::test]
 async fn tool_commands_reach_a_running_server() {
@@ -432,9 +433,9 @@ async fn bridge_without_addr_names_addr() {
     .unwrap();
     let mut stdin = bridge.stdin.take().unwrap();
     let mut lines = BufReader::new(bridge.stdout.take().unwrap()).lines();
-    crate::procs::drain(
+    crate::support::drain(
         bridge.stderr.take().unwrap(),
-        crate::procs::Captured::default(),
+        crate::support::Captured::default(),
     );
     for message in [
         json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
@@ -471,7 +472,7 @@ async fn bridge_without_addr_names_addr() {
             && text.contains("--addr"),
         "{answer}"
     );
-    crate::procs::kill_and_reap(&mut bridge);
+    crate::support::kill_and_reap(&mut bridge);
 }
 
 /// The readiness contract: `serve --ready-file FILE` writes the endpoint URL and a newline
@@ -592,8 +593,8 @@ async fn serving_process_environment_is_unreadable_by_its_uid() {
     .expect("setpriv (util-linux) runs the server as uid 65534");
     let mut stdin = server.stdin.take().unwrap();
     let mut lines = BufReader::new(server.stdout.take().unwrap()).lines();
-    let stderr = crate::procs::Captured::default();
-    crate::procs::drain(server.stderr.take().unwrap(), stderr.clone());
+    let stderr = crate::support::Captured::default();
+    crate::support::drain(server.stderr.take().unwrap(), stderr.clone());
     // Once it answers initialize, it is past the start-up.
     let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{
         "protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"cli-test","version":"0"}}});
@@ -635,9 +636,9 @@ async fn serving_process_environment_is_unreadable_by_its_uid() {
         .output()
         .await
         .unwrap();
-    crate::procs::kill_and_reap(&mut sleeper);
+    crate::support::kill_and_reap(&mut sleeper);
     assert!(control.status.success(), "{control:?}");
-    crate::procs::kill_and_reap(&mut server);
+    crate::support::kill_and_reap(&mut server);
 }
 
 /// `doctor` says whether `serve` would run stored calls on warm templates, and why not:
@@ -690,4 +691,32 @@ async fn doctor_says_whether_the_warm_pool_is_on() {
             );
         }
     }
+}
+
+/// `omniforge health` (the container image's HEALTHCHECK): exit 0 while the server answers
+/// `/healthz`, also when given the unspecified address the server listens on in a container,
+/// and exit 1, naming the URL, once it is gone.
+#[tokio::test]
+async fn health_answers_for_a_running_server_and_fails_without_one() {
+    let server = crate::support::HttpServer::start(&[], &crate::support::Auth::None).await;
+    let port = server.base().rsplit(':').next().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    for listen in [format!("127.0.0.1:{port}"), format!("0.0.0.0:{port}")] {
+        let (ok, out, err) =
+            omniforge_cli(dir.path(), &["health", "--listen", &listen], None).await;
+        assert!(ok, "health --listen {listen} failed: {err}");
+        assert_eq!(out, "", "health prints nothing when healthy");
+    }
+    drop(server);
+    let (ok, _, err) = omniforge_cli(
+        dir.path(),
+        &["health", "--listen", &format!("127.0.0.1:{port}")],
+        None,
+    )
+    .await;
+    assert!(!ok, "health succeeded with no server on port {port}");
+    assert!(
+        err.contains(&format!("GET http://127.0.0.1:{port}/healthz")),
+        "the error names the URL: {err}"
+    );
 }

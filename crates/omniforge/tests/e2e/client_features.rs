@@ -20,11 +20,10 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
-use crate::procs::{Captured, drain};
-use crate::script_tools::{Omni, StdioGuard, data_home, stdio_argv, unique};
-use crate::util::{
-    BIN, e2e_dir, line_channel, no_proxy, node_driver, node22, python_driver, python1, python2,
-    repo_root, require, spawn_piped, ts_modules, uv,
+use crate::support::{
+    BIN, Captured, Serve, StdioGuard, add_tools, data_home, drain, e2e_dir, line_channel, no_proxy,
+    node_driver, node22, python_driver, python1, python2, repo_root, require, spawn_piped,
+    stdio_argv, ts_modules, unique, uv,
 };
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(90);
@@ -55,38 +54,6 @@ fn pack_tools() -> Vec<Value> {
     let pack: Value = toml::from_str(&text).unwrap();
     assert_eq!(pack["format"], 1, "pack format");
     pack["tools"].as_array().cloned().unwrap()
-}
-
-/// Adds `tools` (omniforge_create_tool argument objects) to the store in `data` with
-/// `omniforge tool add`.
-pub(crate) fn add_tools(data: &Path, tools: &[Value]) {
-    add_definitions(data, "tool", tools);
-}
-
-/// Adds `definitions` (each the argument object of its create built-in, with a `name`) to the
-/// store in `data` with `omniforge NOUN add` (`tool`, `resource` for templates too, `prompt`).
-pub(crate) fn add_definitions(data: &Path, noun: &str, definitions: &[Value]) {
-    let dir = tempfile::tempdir().unwrap();
-    for definition in definitions {
-        let name = definition["name"].as_str().unwrap();
-        let file = dir.path().join(format!("{name}.json"));
-        std::fs::write(&file, definition.to_string()).unwrap();
-        let out = std::process::Command::new(BIN)
-            .args([noun, "add"])
-            .arg(&file)
-            .arg("--data-dir")
-            .arg(data)
-            .arg("--uv")
-            .arg(uv())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "omniforge {noun} add {name} failed: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
 }
 
 /// Imports the whole conformance pack into the store in `data` with `omniforge pack import`,
@@ -471,7 +438,7 @@ async fn conformance_tools_answer_exactly_over_stdio_and_http() {
     let _guard = StdioGuard(data.clone());
     let pack = pack_tools();
     import_pack(&data);
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     for sdk in [Sdk::Py2, Sdk::Ts, Sdk::Py1] {
         let mut client = Client::start(sdk, "http", &server.url, &full_features()).await;
         check_conformance_tools(&mut client, &pack).await;
@@ -507,7 +474,7 @@ async fn scripts_get_the_clients_answers_or_a_clear_error() {
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
     add_tools(&data, &[ask_all_tool()]);
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     for (sdk, transport) in [
         (Sdk::Py2, "stdio"),
         (Sdk::Py2, "http"),
@@ -577,7 +544,7 @@ async fn revision_2026_07_28_asks_through_an_input_required_result() {
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[ask_all_tool()]);
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let body = json!({
         "jsonrpc": "2.0", "id": 7, "method": "tools/call",
         "params": {"name": "ask_all", "arguments": {}, "_meta": {
@@ -734,7 +701,7 @@ async fn a_closed_post_stream_is_resumed_with_last_event_id() {
         .filter(|t| t["name"] == "test_reconnection")
         .collect();
     add_tools(&data, &reconnection);
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let session = raw_session(&http, &server.url, json!({})).await;
     let call = raw_post(
@@ -854,7 +821,7 @@ async fn json_only_calls_cannot_ask_the_client() {
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[ask_all_tool()]);
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let session = raw_session(
         &http,
@@ -916,7 +883,7 @@ async fn a_slow_client_answer_times_out_and_is_cancelled() {
     );
     let mut features = full_features();
     features["sampling_delay"] = json!(30);
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     for (transport, target) in [
         ("stdio", stdio_argv(&data, &[])),
         ("http", server.url.clone()),
@@ -970,7 +937,7 @@ async fn a_script_request_rides_the_calls_post_stream() {
         &[json!({"name": "sample_once", "description": "samples once",
                  "code": "import omniforge\nr = omniforge.sample('ping?', max_tokens=5)\nomniforge.result(content=[omniforge.text(r['content']['text'])])\n"})],
     );
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let http = reqwest::Client::builder().no_proxy().build().unwrap();
     let session = raw_session(&http, &server.url, json!({"sampling": {}})).await;
     let mut call = raw_post(

@@ -20,8 +20,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use crate::procs::{self, Captured, Serve};
-use crate::util::{BIN, deps, e2e_dir};
+use crate::support::{self, BIN, Captured, Serve, deps, e2e_dir};
 
 /// How long one driver run may take in all (its own waits are 15 s a request, 20 s for the
 /// notification).
@@ -208,7 +207,7 @@ async fn run_client(sdk: Sdk, transport: Transport) {
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
     let driver_err = Captured::default();
-    procs::drain(child.stderr.take().unwrap(), driver_err.clone());
+    support::drain(child.stderr.take().unwrap(), driver_err.clone());
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
 
     let mut run = Run {
@@ -239,7 +238,7 @@ async fn run_client(sdk: Sdk, transport: Transport) {
         }
     }
     run.status = if timed_out {
-        procs::kill_and_reap(&mut child);
+        support::kill_and_reap(&mut child);
         Err(format!(
             "the driver did not finish within {DRIVER_TIMEOUT:?}; killed"
         ))
@@ -248,7 +247,7 @@ async fn run_client(sdk: Sdk, transport: Transport) {
             Ok(Ok(status)) => Ok(status),
             Ok(Err(e)) => Err(format!("waiting for the driver: {e}")),
             Err(_) => {
-                procs::kill_and_reap(&mut child);
+                support::kill_and_reap(&mut child);
                 Err("the driver closed stdout but did not exit within 15 s; killed".into())
             }
         }
@@ -259,14 +258,14 @@ async fn run_client(sdk: Sdk, transport: Transport) {
     let mut problems = check(&run);
     if let Some(server) = &server {
         let stderr = server.stderr();
-        let panics = procs::panic_lines(&stderr);
+        let panics = support::panic_lines(&stderr);
         if !panics.is_empty() {
             problems.push(format!("the server panicked: {panics:?}"));
         }
     } else {
         // For stdio the server's stderr is part of the driver's.
         let stderr = driver_err.text();
-        let panics = procs::panic_lines(&stderr);
+        let panics = support::panic_lines(&stderr);
         if !panics.is_empty() {
             problems.push(format!("the server (or driver) panicked: {panics:?}"));
         }

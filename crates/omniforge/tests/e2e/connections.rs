@@ -9,8 +9,7 @@ use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::procs::Serve;
-use crate::util::{self, http_client};
+use crate::support::{self, Serve, http_client};
 
 async fn serve(args: &[&str]) -> (Serve, TempDir) {
     let dir = tempfile::tempdir().unwrap();
@@ -20,7 +19,7 @@ async fn serve(args: &[&str]) -> (Serve, TempDir) {
         .args(&["--data-dir".as_ref(), data.as_os_str()])
         .args(&["--insecure-no-auth"])
         .args(args);
-    util::no_proxy(command.cmd());
+    support::no_proxy(command.cmd());
     (command.start().await, dir)
 }
 

@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use crate::util::{Auth, HttpServer, http_client, no_proxy, node22, repo_root, require};
+use crate::support::{Auth, HttpServer, http_client, no_proxy, node22, repo_root, require};
 
 const ADMIN: &str = "adm-console-e2e-7f3a";
 const WRITER: &str = "wri-console-e2e-5d0e";
@@ -105,8 +105,8 @@ async fn the_console_in_a_real_browser() {
     let tokens =
         format!("admin {ADMIN} admin\nwriter {WRITER} tools:write\ncaller {CALLER} tools:call\n");
     // A real Connect service behind a forge manifest: the server page shows its upstream.
-    let connect = crate::manifest_tools::Fixture::start().await;
-    let manifest = crate::manifest_tools::fixture_manifest();
+    let connect = crate::support::Fixture::start().await;
+    let manifest = crate::support::fixture_manifest();
     let server = HttpServer::start(
         &[
             "--require-approval",

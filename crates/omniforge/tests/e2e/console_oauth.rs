@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::oauth::Setup;
+use crate::support::Setup;
 
 /// A browser's cookies and the one HTTP client it needs: redirects are followed by hand
 /// (each hop is checked), cookies kept by name (both servers are on 127.0.0.1, which a

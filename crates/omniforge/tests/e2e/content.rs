@@ -12,24 +12,15 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::Command;
 
-use crate::procs::{Captured, drain, kill_and_reap};
-use crate::util::{BIN, omniforge_cli, omniforge_in, repo_root, spawn_piped, uv};
+use crate::support::{BIN, StdioClient, cli_ok, omniforge_cli, repo_root, text_of, uv};
 
 /// The 1x1 red PNG of the conformance suite's reference server.
 const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 
 fn conformance_pack() -> PathBuf {
     repo_root().join("packs/conformance.toml")
-}
-
-/// [`omniforge_cli`] that must succeed; returns stdout.
-pub(crate) async fn cli_ok(dir: &Path, args: &[&str]) -> String {
-    let (ok, out, err) = omniforge_cli(dir, args, None).await;
-    assert!(ok, "omniforge {args:?} failed:\n{out}\n{err}");
-    out
 }
 
 /// A data directory with the conformance pack imported.
@@ -40,155 +31,10 @@ async fn data_with_pack() -> tempfile::TempDir {
     dir
 }
 
-/// `omniforge --data-dir DIR --uv UV stdio ARGS...`, initialized (2025-11-25), speaking raw
-/// JSON-RPC lines; notifications that arrive are kept in order.
-pub(crate) struct Mcp {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
-    next_id: u64,
-    notifications: Vec<Value>,
-    stderr: Captured,
-    initialize: Value,
-}
-
-impl Mcp {
-    pub(crate) async fn start(dir: &Path, extra: &[&str]) -> Mcp {
-        let mut child = spawn_piped(omniforge_in(dir).arg("stdio").args(extra)).unwrap();
-        let stderr = Captured::default();
-        drain(child.stderr.take().unwrap(), stderr.clone());
-        let stdin = child.stdin.take().unwrap();
-        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut mcp = Mcp {
-            child,
-            stdin,
-            lines,
-            next_id: 1,
-            notifications: Vec::new(),
-            stderr,
-            initialize: Value::Null,
-        };
-        let init = mcp
-            .request(
-                "initialize",
-                json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "content-e2e", "version": "0"}}),
-            )
-            .await;
-        mcp.initialize = init["result"].clone();
-        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        mcp
-    }
-
-    async fn send(&mut self, message: Value) {
-        self.stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .unwrap();
-        self.stdin.flush().await.unwrap();
-    }
-
-    /// The next message, or `None` after `timeout`.
-    async fn next(&mut self, timeout: Duration) -> Option<Value> {
-        match tokio::time::timeout(timeout, self.lines.next_line()).await {
-            Ok(Ok(Some(line))) => Some(
-                serde_json::from_str(&line)
-                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}")),
-            ),
-            Ok(_) => panic!("server stdout closed; stderr:\n{}", self.stderr.tail(4000)),
-            Err(_) => None,
-        }
-    }
-
-    /// Sends a request and returns its whole response (`result` or `error`).
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let Some(message) = self.next(left).await else {
-                panic!(
-                    "no answer to {method} within 120 s; stderr:\n{}",
-                    self.stderr.tail(4000)
-                );
-            };
-            if message.get("id") == Some(&json!(id)) {
-                return message;
-            }
-            if message.get("method").is_some() && message.get("id").is_none() {
-                self.notifications.push(message);
-            }
-        }
-    }
-
-    /// The `result` of a request that must succeed.
-    pub(crate) async fn result(&mut self, method: &str, params: Value) -> Value {
-        let response = self.request(method, params.clone()).await;
-        assert!(
-            response.get("error").is_none(),
-            "{method} {params} failed: {response}"
-        );
-        response["result"].clone()
-    }
-
-    /// The `error` of a request that must fail.
-    async fn error(&mut self, method: &str, params: Value) -> Value {
-        let response = self.request(method, params.clone()).await;
-        assert!(
-            response.get("result").is_none(),
-            "{method} {params} should fail: {response}"
-        );
-        response["error"].clone()
-    }
-
-    pub(crate) async fn call(&mut self, tool: &str, arguments: Value) -> Value {
-        self.result("tools/call", json!({"name": tool, "arguments": arguments}))
-            .await
-    }
-
-    /// Waits for a notification with `method` (and, if given, `params`); earlier ones count.
-    async fn wait_for(&mut self, method: &str, params: Option<&Value>, timeout: Duration) -> bool {
-        let matches =
-            |m: &Value| m["method"] == json!(method) && params.is_none_or(|p| &m["params"] == p);
-        if let Some(i) = self.notifications.iter().position(matches) {
-            self.notifications.remove(i);
-            return true;
-        }
-        let deadline = Instant::now() + timeout;
-        while let Some(message) = self
-            .next(deadline.saturating_duration_since(Instant::now()))
-            .await
-        {
-            if matches(&message) {
-                return true;
-            }
-            self.notifications.push(message);
-        }
-        false
-    }
-}
-
-impl Drop for Mcp {
-    fn drop(&mut self) {
-        kill_and_reap(&mut self.child);
-    }
-}
-
-pub(crate) fn text_of(result: &Value) -> String {
-    result["content"][0]["text"]
-        .as_str()
-        .unwrap_or("")
-        .to_owned()
-}
-
 #[tokio::test]
 async fn conformance_pack_is_served_exactly() {
     let dir = data_with_pack().await;
-    let mut mcp = Mcp::start(dir.path(), &[]).await;
+    let mut mcp = StdioClient::start(dir.path(), &[]).await;
     let caps = &mcp.initialize["capabilities"];
     assert_eq!(
         caps["resources"],
@@ -404,7 +250,7 @@ fn write_json(dir: &Path, name: &str, value: &Value) -> String {
 async fn cli_changes_reach_subscribers_and_list_listeners() {
     let dir = data_with_pack().await;
     let files = tempfile::tempdir().unwrap();
-    let mut mcp = Mcp::start(dir.path(), &[]).await;
+    let mut mcp = StdioClient::start(dir.path(), &[]).await;
     let unknown = mcp
         .error("resources/subscribe", json!({"uri": "test://not-stored"}))
         .await;
@@ -521,7 +367,7 @@ async fn cli_changes_reach_subscribers_and_list_listeners() {
 #[tokio::test]
 async fn authoring_builtins_validate_and_serve() {
     let dir = tempfile::tempdir().unwrap();
-    let mut mcp = Mcp::start(dir.path(), &[]).await;
+    let mut mcp = StdioClient::start(dir.path(), &[]).await;
 
     // Each mistake is an isError result that names the field.
     for (args, want) in [
@@ -773,7 +619,7 @@ async fn authoring_builtins_validate_and_serve() {
 #[tokio::test]
 async fn no_authoring_hides_the_content_builtins() {
     let dir = tempfile::tempdir().unwrap();
-    let mut mcp = Mcp::start(dir.path(), &["--no-authoring"]).await;
+    let mut mcp = StdioClient::start(dir.path(), &["--no-authoring"]).await;
     let tools = mcp.result("tools/list", json!({})).await;
     let names: Vec<&str> = tools["tools"]
         .as_array()
@@ -1034,7 +880,7 @@ async fn python_sdks_read_resources_and_prompts_over_stdio() {
     }
 }
 
-/// One HTTP session of a bearer token on a [`Serve`](crate::procs::Serve)d server.
+/// One HTTP session of a bearer token on a [`Serve`](crate::support::Serve)d server.
 struct HttpSession {
     client: reqwest::Client,
     url: String,
@@ -1045,7 +891,7 @@ struct HttpSession {
 
 impl HttpSession {
     async fn open(url: &str, token: &str) -> HttpSession {
-        let client = crate::util::http_client();
+        let client = crate::support::http_client();
         let mut session = HttpSession {
             client,
             url: url.to_owned(),
@@ -1053,7 +899,7 @@ impl HttpSession {
             id: String::new(),
             next_id: 1,
         };
-        let body = crate::util::initialize_request(0, "2025-11-25");
+        let body = crate::support::initialize_request(0, "2025-11-25");
         let reply = session.post(&body, &[json!(0)]).await;
         session.id = reply
             .header("mcp-session-id")
@@ -1071,13 +917,13 @@ impl HttpSession {
 
     fn headers(&self) -> Vec<(String, String)> {
         let session = (!self.id.is_empty()).then_some(self.id.as_str());
-        let mut h = crate::util::post_headers(session, session.map(|_| "2025-11-25"));
+        let mut h = crate::support::post_headers(session, session.map(|_| "2025-11-25"));
         h.push(("Authorization".into(), format!("Bearer {}", self.token)));
         h
     }
 
-    async fn post(&self, body: &Value, wait: &[Value]) -> crate::util::HttpReply {
-        crate::util::http_send(
+    async fn post(&self, body: &Value, wait: &[Value]) -> crate::support::HttpReply {
+        crate::support::http_send(
             &self.client,
             "POST",
             &self.url,
@@ -1144,7 +990,7 @@ async fn http_scopes_and_updates_on_the_get_stream() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let server = crate::procs::Serve::start(&[
+    let server = crate::support::Serve::start(&[
         "--data-dir".as_ref(),
         dir.path().as_os_str(),
         "--uv".as_ref(),
@@ -1224,7 +1070,7 @@ async fn http_scopes_and_updates_on_the_get_stream() {
 #[tokio::test]
 async fn resource_and_prompt_lists_are_paginated() {
     let dir = data_with_pack().await;
-    let mut mcp = Mcp::start(dir.path(), &["--page-size", "1"]).await;
+    let mut mcp = StdioClient::start(dir.path(), &["--page-size", "1"]).await;
     for (method, field, want) in [
         (
             "prompts/list",
@@ -1275,7 +1121,7 @@ async fn resource_and_prompt_lists_are_paginated() {
 async fn rev_2026_listen_gets_updates_of_accepted_resources() {
     let dir = data_with_pack().await;
     let files = tempfile::tempdir().unwrap();
-    let server = crate::procs::Serve::start(&[
+    let server = crate::support::Serve::start(&[
         "--data-dir".as_ref(),
         dir.path().as_os_str(),
         "--uv".as_ref(),
@@ -1288,7 +1134,7 @@ async fn rev_2026_listen_gets_updates_of_accepted_resources() {
         "_meta": meta,
         "notifications": {"resourceSubscriptions": ["test://watched-resource", "test://unknown"],
                           "promptsListChanged": true}}});
-    let mut response = crate::util::http_client()
+    let mut response = crate::support::http_client()
         .post(&server.url)
         .header("Content-Type", "application/json")
         .header("Accept", "application/json, text/event-stream")
@@ -1348,7 +1194,7 @@ async fn rev_2026_listen_gets_updates_of_accepted_resources() {
 #[tokio::test]
 async fn kept_outputs_of_cut_results_are_still_readable() {
     let dir = data_with_pack().await;
-    let mut mcp = Mcp::start(dir.path(), &["--max-result-bytes", "100"]).await;
+    let mut mcp = StdioClient::start(dir.path(), &["--max-result-bytes", "100"]).await;
     let created = mcp
         .call(
             "omniforge_create_tool",

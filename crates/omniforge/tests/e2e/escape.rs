@@ -47,8 +47,7 @@ use regex::Regex;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::procs::{Captured, Serve, panic_lines};
-use crate::util::{self, uv};
+use crate::support::{self, Captured, Serve, panic_lines, uv};
 
 /// The protocol revision the raw sessions negotiate (WIRE-33's setup).
 const VERSION: &str = "2025-06-18";
@@ -277,7 +276,7 @@ impl Exchange {
         self.messages
             .iter()
             .map(|(_, m)| m)
-            .find(|m| util::is_response(m) && m.get("id") == Some(id))
+            .find(|m| support::is_response(m) && m.get("id") == Some(id))
     }
 
     fn progress(&self) -> Vec<(f64, Value)> {
@@ -296,7 +295,7 @@ fn take_events(pending: &mut Vec<u8>) -> Vec<Value> {
         return Vec::new();
     };
     let complete: Vec<u8> = pending.drain(..end + 2).collect();
-    util::parse_sse(&complete, true).0
+    support::parse_sse(&complete, true).0
 }
 
 /// POSTs `body` and reads the reply until the response to `want` arrives (or the stream
@@ -416,12 +415,12 @@ struct Session {
 
 impl Session {
     async fn open(url: &str) -> Session {
-        let client = util::http_client();
-        let body = util::initialize_request(1, VERSION);
+        let client = support::http_client();
+        let body = support::initialize_request(1, VERSION);
         let ex = post(
             &client,
             url,
-            &util::post_headers(None, None),
+            &support::post_headers(None, None),
             &body,
             Some(&json!(1)),
             Duration::from_secs(10),
@@ -461,7 +460,7 @@ impl Session {
     }
 
     fn headers(&self) -> Vec<(String, String)> {
-        util::post_headers(Some(&self.id), Some(&self.version))
+        support::post_headers(Some(&self.id), Some(&self.version))
     }
 
     fn take_id(&mut self) -> u64 {
@@ -2716,7 +2715,7 @@ async fn escape_suite_wire33_heartbeat_progress_only_with_token() {
                 ));
             }
             let last = ex.messages.last().map(|(_, m)| m);
-            if !last.is_some_and(|m| util::is_response(m) && m["id"] == 11) {
+            if !last.is_some_and(|m| support::is_response(m) && m["id"] == 11) {
                 problems.push(format!(
                     "with a token: the last message is not the response to 11: {last:?}"
                 ));

@@ -13,8 +13,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::content::{Mcp, cli_ok, text_of};
-use crate::util::omniforge_cli;
+use crate::support::{StdioClient, cli_ok, omniforge_cli, text_of};
 
 const DOUBLE: &str = "import json, sys\nn = json.load(sys.stdin)[\"n\"]\nprint(n * 2)\n";
 const TRIPLE: &str = "import json, sys\nn = json.load(sys.stdin)[\"n\"]\nprint(n * 3)\n";
@@ -44,7 +43,7 @@ fn is_error(result: &Value) -> bool {
 #[tokio::test]
 async fn examples_decide_whether_a_version_goes_live_over_mcp() {
     let dir = tempfile::tempdir().unwrap();
-    let mut mcp = Mcp::start(dir.path(), &[]).await;
+    let mut mcp = StdioClient::start(dir.path(), &[]).await;
 
     let created = mcp
         .call("omniforge_create_tool", double_tool(DOUBLE, two_examples()))
@@ -176,7 +175,7 @@ async fn examples_decide_whether_a_version_goes_live_over_mcp() {
 #[tokio::test]
 async fn example_runs_get_no_secrets() {
     let dir = tempfile::tempdir().unwrap();
-    let mut mcp = Mcp::start(dir.path(), &[]).await;
+    let mut mcp = StdioClient::start(dir.path(), &[]).await;
     let secret = "s3cr3t-example-value-42";
     let set = mcp
         .call(

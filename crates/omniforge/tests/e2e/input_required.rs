@@ -8,30 +8,12 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::client_features::{add_definitions, add_tools};
-use crate::script_tools::{Omni, data_home};
-use crate::util::{parse_sse, python_driver, python2, require, uv};
+use crate::support::{
+    Serve, add_definitions, add_tools, data_home, parse_sse, python_driver, python2, require,
+    two_steps_tool, uv,
+};
 
 const STATELESS: &str = "2026-07-28";
-
-/// Two questions, one round each; the answer names both.
-pub(crate) fn two_steps_tool() -> Value {
-    json!({
-        "name": "two_steps",
-        "description": "Asks a name, then a colour",
-        "inputSchema": {"type": "object", "properties": {"x": {"type": "integer"}}},
-        "code": r#"
-import omniforge
-def ask(message, field, key):
-    answer = omniforge.elicit(message, {"type": "object", "properties": {field: {"type": "string"}},
-                                        "required": [field]}, key=key)
-    return (answer.get("content") or {}).get(field)
-name = ask("Name?", "name", "step1")
-color = ask("Colour?", "color", "step2")
-omniforge.result("%s likes %s" % (name, color))
-"#,
-    })
-}
 
 /// A 2026-07-28 `tools/call` over raw HTTP with `extra` params (`inputResponses`,
 /// `requestState`): the JSON-RPC answer.
@@ -138,7 +120,7 @@ fn refused(answer: &Value) {
 
 /// Runs `client_drivers/content_request.py` with `args` (after the URL): its JSON line.
 async fn content_request(url: &str, args: &[&str]) -> Value {
-    let driver = crate::util::e2e_dir("client_drivers").join("content_request.py");
+    let driver = crate::support::e2e_dir("client_drivers").join("content_request.py");
     let out = python_driver(&python2(), &driver)
         .arg(url)
         .args(args)
@@ -170,8 +152,8 @@ async fn an_elicitation_over_two_rounds_through_the_python_sdk() {
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_tools(&data, &[two_steps_tool()]);
-    let server = Omni::serve(&data, &[]).await;
-    let driver = crate::util::e2e_dir("client_drivers").join("input_required.py");
+    let server = Serve::on_data(&data, &[]).await;
+    let driver = crate::support::e2e_dir("client_drivers").join("input_required.py");
     let answers = json!([accept("name", "Alice"), accept("color", "blue")]);
     let out = python_driver(&python2(), &driver)
         .args([server.url.as_str(), "two_steps", &answers.to_string()])
@@ -212,7 +194,7 @@ async fn a_request_state_opens_only_for_its_caller_request_and_keyring() {
     let keys = home.path().join("request-state.key");
     let serve = async |ring: &[(&str, u8)]| {
         key_file(&keys, ring);
-        Omni::serve(
+        Serve::on_data(
             &data,
             &[
                 "--token-file",
@@ -304,7 +286,7 @@ omniforge.result("done")
             "secrets": ["E2E_KEY"]}),
         ],
     );
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let answer = call_tool(&server.url, None, "leaky", json!({}), json!({})).await;
     assert!(!answer.to_string().contains(&secret), "{answer}");
     let asked = &answer["result"]["inputRequests"]["leak"];
@@ -339,7 +321,7 @@ async fn a_template_script_asks_the_python_sdk_under_either_revision() {
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_asking_template(&data);
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let answers = json!([accept("detail", "fast")]).to_string();
     for mode in ["legacy", STATELESS] {
         let out = content_request(&server.url, &["resource", "ask://rust", &answers, mode]).await;
@@ -368,7 +350,7 @@ async fn a_template_request_state_is_bound_to_its_uri() {
     require(&[uv()]);
     let (_home, data) = data_home();
     add_asking_template(&data);
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let first = read(&server.url, "ask://rust", json!({})).await;
     let result = &first["result"];
     assert_eq!(result["resultType"], "input_required", "{first}");
@@ -436,7 +418,7 @@ async fn a_prompt_script_asks_over_two_rounds_of_input_required() {
             json!({"name": "mute", "code": "print('{\"text\": 1}')"}),
         ],
     );
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let args = json!({"topic": "release"});
     let first = get_prompt(&server.url, "plan", args.clone(), json!({})).await;
     let result = &first["result"];
@@ -510,7 +492,7 @@ async fn a_prompt_script_asks_the_python_sdk_under_either_revision() {
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_definitions(&data, "prompt", &[plan_prompt()]);
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let answers = json!([accept("goal", "ship"), accept("deadline", "May")]).to_string();
     for mode in ["legacy", STATELESS] {
         let arguments = r#"{"topic": "docs"}"#;

@@ -10,16 +10,14 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::postgres::Mcp;
-use crate::procs::Serve;
-use crate::util::{omniforge_cli, uv};
+use crate::support::{HttpClient, Serve, omniforge_cli, uv};
 
 /// The secret's value; the tool prints it reversed (its output is redacted, the reversal is
 /// not, so the text proves the tool got the real value).
 const VALUE: &str = "rotate-me-0123456789";
 
 /// Calls `use_key` through `mcp`: its text, or the tool error.
-async fn use_key(mcp: &mut Mcp) -> Result<String, String> {
+async fn use_key(mcp: &mut HttpClient) -> Result<String, String> {
     let m = mcp
         .request("tools/call", json!({"name": "use_key", "arguments": {}}))
         .await?;
@@ -114,8 +112,8 @@ async fn running_replicas_follow_a_key_rotation() {
     };
     let (ra, rb) = (serve(&a).await, serve(&b).await);
     let mut replicas = [
-        Mcp::session(&ra.url).await.unwrap(),
-        Mcp::session(&rb.url).await.unwrap(),
+        HttpClient::open(&ra.url).await.unwrap(),
+        HttpClient::open(&rb.url).await.unwrap(),
     ];
     let want: String = VALUE.chars().rev().collect();
     for mcp in &mut replicas {

@@ -1,7 +1,7 @@
 //! End-to-end tests: the real `omniforge` binary, driven over stdio and Streamable HTTP.
 //!
 //! All end-to-end tests build into this one test binary (`e2e`), like ripgrep's `tests/`:
-//! `util` starts servers (each with its own temp data dir) and speaks the transports, and
+//! `support` starts servers (each with its own temp data dir) and speaks the transports, and
 //! `wire` replays the interop wire cases from `tests/data/wire-cases.jsonl` as data.
 //!
 //! Run: `cargo nextest run -p omniforge --test e2e` (or `cargo test -p omniforge --test e2e`).
@@ -16,17 +16,17 @@ mod clients;
 mod connections;
 mod console;
 mod console_oauth;
+mod container;
 mod content;
 mod escape;
 mod examples;
 mod input_required;
 mod key_rotation;
+mod kubernetes;
 mod manifest_tools;
 mod metrics;
 mod oauth;
 mod postgres;
-mod procs;
-mod replica_clients;
 mod replicas;
 mod robustness;
 mod schema_profile;
@@ -36,8 +36,8 @@ mod server;
 mod sessions;
 mod stateless;
 mod stateless_replicas;
+mod support;
 mod tasks;
 mod traces;
-mod util;
 mod warm;
 mod wire;

@@ -25,14 +25,13 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 use serde_json::{Value, json};
 use tempfile::TempDir;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::procs::Serve;
-use crate::util::{
-    self, BIN, e2e_dir, no_proxy, node_driver, node22, python_driver, python2, repo_root, require,
-    ts_modules,
+use crate::support::{
+    self, BIN, Captured, Fixture, Serve, drain, e2e_dir, fixture_manifest, kill_and_reap, no_proxy,
+    node_driver, node22, python_driver, python2, require, ts_modules,
 };
 
 /// The fixture tools that are unary RPCs, i.e. MCP tools.
@@ -74,51 +73,9 @@ const COMMAND_TIMEOUT: Duration = Duration::from_secs(40);
 // Paths and dependencies
 // ---------------------------------------------------------------------------------------
 
-fn fixture_dir() -> PathBuf {
-    repo_root().join("tests/fixtures/connect")
-}
-
-pub(crate) fn fixture_manifest() -> PathBuf {
-    fixture_dir().join("manifest.json")
-}
-
 // ---------------------------------------------------------------------------------------
 // Output capture
 // ---------------------------------------------------------------------------------------
-
-/// Everything one pipe of a child produced so far.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-
-    fn tail(&self, max: usize) -> String {
-        let text = self.text();
-        if text.len() <= max {
-            return text;
-        }
-        let mut start = text.len() - max;
-        while !text.is_char_boundary(start) {
-            start += 1;
-        }
-        format!("[... {start} bytes cut ...]{}", &text[start..])
-    }
-}
-
-fn drain(mut pipe: impl AsyncRead + Unpin + Send + 'static, sink: Captured) {
-    tokio::spawn(async move {
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            match pipe.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => sink.0.lock().unwrap().extend_from_slice(&buf[..n]),
-            }
-        }
-    });
-}
 
 /// Reads `pipe` line by line into a channel (and into `sink`), until EOF.
 fn line_reader(
@@ -135,7 +92,7 @@ fn line_reader(
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             }
-            sink.0.lock().unwrap().extend_from_slice(&line);
+            sink.push(&line);
             let text = String::from_utf8_lossy(&line).trim_end().to_owned();
             if tx.send(text).is_err() {
                 break;
@@ -145,81 +102,6 @@ fn line_reader(
     rx
 }
 
-/// Kills `child` by its pid and reaps it for up to 2 s.
-fn kill_and_reap(child: &mut Child) {
-    let _ = child.start_kill();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// The Connect fixture
-// ---------------------------------------------------------------------------------------
-
-/// `node22 tests/fixtures/connect/server.mjs --port 0`: a real Connect service.
-pub(crate) struct Fixture {
-    child: Child,
-    /// Kept open: the fixture exits when its stdin reaches EOF.
-    _stdin: ChildStdin,
-    /// `http://127.0.0.1:PORT`.
-    pub(crate) url: String,
-    stderr: Captured,
-}
-
-impl Fixture {
-    pub(crate) async fn start() -> Fixture {
-        require(&[
-            node22(),
-            fixture_dir().join("node_modules/@connectrpc/connect-node/package.json"),
-        ]);
-        let mut child = Command::new(node22())
-            .arg(fixture_dir().join("server.mjs"))
-            .args(["--port", "0"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start the Connect fixture: {e}"));
-        let stdin = child.stdin.take().unwrap();
-        let stderr = Captured::default();
-        drain(child.stderr.take().unwrap(), stderr.clone());
-        let stdout = Captured::default();
-        let mut lines = line_reader(child.stdout.take().unwrap(), stdout.clone());
-        let url = match tokio::time::timeout(Duration::from_secs(20), lines.recv()).await {
-            Ok(Some(line)) if line.starts_with("LISTENING http://127.0.0.1:") => {
-                line["LISTENING ".len()..].to_owned()
-            }
-            other => {
-                kill_and_reap(&mut child);
-                panic!(
-                    "the Connect fixture did not print `LISTENING http://127.0.0.1:PORT` within \
-                     20 s (got {other:?}); stderr:\n{}",
-                    stderr.tail(4000)
-                )
-            }
-        };
-        Fixture {
-            child,
-            _stdin: stdin,
-            url,
-            stderr,
-        }
-    }
-}
-
-impl Drop for Fixture {
-    fn drop(&mut self) {
-        kill_and_reap(&mut self.child);
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // A loopback HTTP server that answers every request with one fixed response
 // ---------------------------------------------------------------------------------------
 
@@ -349,7 +231,7 @@ struct Omni {
     _server: Serve,
     /// `http://127.0.0.1:PORT/mcp`.
     url: String,
-    stderr: crate::procs::Captured,
+    stderr: crate::support::Captured,
     _dir: TempDir,
 }
 
@@ -629,14 +511,14 @@ struct RawHttp {
 
 impl RawHttp {
     async fn open(url: &str, token: Option<&str>) -> RawHttp {
-        let client = util::http_client();
+        let client = support::http_client();
         let auth: Vec<(String, String)> = token
             .map(|t| vec![("Authorization".to_owned(), format!("Bearer {t}"))])
             .unwrap_or_default();
-        let body = serde_json::to_vec(&util::initialize_request(1, "2025-11-25")).unwrap();
-        let mut headers = util::post_headers(None, None);
+        let body = serde_json::to_vec(&support::initialize_request(1, "2025-11-25")).unwrap();
+        let mut headers = support::post_headers(None, None);
         headers.extend(auth.clone());
-        let reply = util::http_send(&client, "POST", url, &headers, Some(body), &[json!(1)])
+        let reply = support::http_send(&client, "POST", url, &headers, Some(body), &[json!(1)])
             .await
             .expect("raw initialize");
         assert_eq!(reply.status, 200, "raw initialize: {reply:?}");
@@ -644,7 +526,7 @@ impl RawHttp {
             .header("mcp-session-id")
             .expect("raw initialize: no Mcp-Session-Id")
             .to_owned();
-        let mut headers = util::post_headers(Some(&session), Some("2025-11-25"));
+        let mut headers = support::post_headers(Some(&session), Some("2025-11-25"));
         headers.extend(auth);
         let raw = RawHttp {
             client,
@@ -662,9 +544,9 @@ impl RawHttp {
     }
 
     /// POSTs one message; for a request, reads until its response.
-    async fn post(&self, message: Value) -> util::HttpReply {
+    async fn post(&self, message: Value) -> support::HttpReply {
         let wait: Vec<Value> = message.get("id").cloned().into_iter().collect();
-        util::http_send(
+        support::http_send(
             &self.client,
             "POST",
             &self.url,
@@ -837,7 +719,8 @@ impl RawBridge {
     }
 
     async fn initialize(&mut self) {
-        self.send(util::initialize_request(0, "2025-11-25")).await;
+        self.send(support::initialize_request(0, "2025-11-25"))
+            .await;
         let (m, _) = self.response(0, Duration::from_secs(20)).await;
         assert!(m.get("result").is_some(), "bridge initialize: {m}");
         self.send(json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
@@ -1298,13 +1181,13 @@ async fn client_token_is_not_forwarded_upstream() {
     .await;
 
     // The token file is in force: no token, no MCP.
-    let client = util::http_client();
-    let body = serde_json::to_vec(&util::initialize_request(1, "2025-11-25")).unwrap();
-    let reply = util::http_send(
+    let client = support::http_client();
+    let body = serde_json::to_vec(&support::initialize_request(1, "2025-11-25")).unwrap();
+    let reply = support::http_send(
         &client,
         "POST",
         &omni.url,
-        &util::post_headers(None, None),
+        &support::post_headers(None, None),
         Some(body),
         &[json!(1)],
     )

@@ -6,13 +6,12 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::client_features::add_tools;
-use crate::manifest_tools::{Fixture, fixture_manifest};
-use crate::oauth::{call, open_session, param, post, text_of};
-use crate::procs::Serve;
-use crate::script_tools::data_home;
-use crate::tasks::{sleeper_tool, start_task, until_terminal};
-use crate::util::{deps, e2e_dir, http_client, initialize_request, python_driver, require, uv};
+use crate::support::{
+    Fixture, Serve, add_tools, bearer_post as post, bearer_session as open_session,
+    call_message as call, data_home, deps, e2e_dir, fixture_manifest, http_client,
+    initialize_request, param, python_driver, require, sleeper_tool, start_task, text_of,
+    until_terminal, uv,
+};
 
 const TOKENS: &str = "alice s3cret-call-7f2 tools:call\nroot s3cret-admin-9c4 admin\n\
                       writer s3cret-write-2b8 tools:write\n";

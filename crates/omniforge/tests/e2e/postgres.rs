@@ -9,119 +9,10 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::procs::Serve;
-use crate::util::{self, http_send, omniforge_cli, post_headers, repo_root, uv};
-
-/// The shared test cluster of this run.
-pub(crate) fn cluster() -> &'static omniforge_testpg::Cluster {
-    omniforge_testpg::shared(Path::new(env!("CARGO_TARGET_TMPDIR")))
-        .expect("a PostgreSQL cluster (run scripts/bootstrap for the binaries)")
-}
-
-/// One MCP client over Streamable HTTP: a 2025-06-18 session, or stateless requests.
-pub(crate) struct Mcp {
-    http: reqwest::Client,
-    pub(crate) url: String,
-    /// `None`: no session (a `--stateless` server).
-    pub(crate) session: Option<String>,
-    next_id: u64,
-}
-
-/// The revision the sessions speak.
-const VERSION: &str = "2025-06-18";
-
-impl Mcp {
-    /// Initializes a session at `url`.
-    pub(crate) async fn session(url: &str) -> Result<Mcp, String> {
-        let http = util::http_client();
-        let body = serde_json::to_vec(&util::initialize_request(0, VERSION)).unwrap();
-        let reply = http_send(
-            &http,
-            "POST",
-            url,
-            &post_headers(None, None),
-            Some(body),
-            &[json!(0)],
-        )
-        .await?;
-        if reply.status != 200 {
-            return Err(format!("initialize: HTTP {}", reply.status));
-        }
-        let session = reply
-            .header("mcp-session-id")
-            .ok_or("no Mcp-Session-Id")?
-            .to_owned();
-        let mcp = Mcp {
-            http,
-            url: url.to_owned(),
-            session: Some(session),
-            next_id: 1,
-        };
-        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let reply = mcp.post(note, &[]).await?;
-        if reply.status != 202 {
-            return Err(format!("initialized: HTTP {}", reply.status));
-        }
-        Ok(mcp)
-    }
-
-    /// The same session, sent to `url` (another replica, the balancer).
-    pub(crate) fn same_session_at(&self, url: &str) -> Mcp {
-        Mcp {
-            http: self.http.clone(),
-            url: url.to_owned(),
-            session: self.session.clone(),
-            next_id: self.next_id + 1000,
-        }
-    }
-
-    async fn post(&self, body: Value, wait: &[Value]) -> Result<util::HttpReply, String> {
-        let headers = post_headers(
-            self.session.as_deref(),
-            self.session.as_ref().map(|_| VERSION),
-        );
-        http_send(
-            &self.http,
-            "POST",
-            &self.url,
-            &headers,
-            Some(serde_json::to_vec(&body).unwrap()),
-            wait,
-        )
-        .await
-    }
-
-    /// One request: its whole response message (`result` or `error`), or why there was none
-    /// (`HTTP 404`, a transport failure).
-    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
-        let id = json!(self.next_id);
-        self.next_id += 1;
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let reply = self.post(body, std::slice::from_ref(&id)).await?;
-        if reply.status != 200 {
-            return Err(format!("HTTP {}", reply.status));
-        }
-        reply
-            .messages
-            .iter()
-            .find(|m| m["id"] == id)
-            .cloned()
-            .ok_or_else(|| format!("{method}: no response ({:?})", reply.notes))
-    }
-
-    /// One request's `result`; panics on anything else.
-    pub(crate) async fn result(&mut self, method: &str, params: Value) -> Value {
-        let m = self
-            .request(method, params.clone())
-            .await
-            .unwrap_or_else(|e| panic!("{method} {params}: {e}"));
-        assert!(m.get("error").is_none(), "{method} {params}: {m}");
-        m["result"].clone()
-    }
-}
+use crate::support::{HttpClient, Serve, cluster, omniforge_cli, repo_root, uv};
 
 /// What a store answers through a server, for comparing two stores.
-async fn answers(mcp: &mut Mcp) -> Vec<(String, Value)> {
+async fn answers(mcp: &mut HttpClient) -> Vec<(String, Value)> {
     let asks = [
         ("tools/list", json!({})),
         (
@@ -188,7 +79,7 @@ async fn a_migrated_store_answers_like_the_original() {
             uv().as_os_str(),
         ])
         .await;
-        let mut mcp = Mcp::session(&server.url).await.unwrap();
+        let mut mcp = HttpClient::open(&server.url).await.unwrap();
         answers(&mut mcp).await
     };
 
@@ -255,7 +146,7 @@ async fn a_migrated_store_answers_like_the_original() {
     ];
     let copied = {
         let server = Serve::start(&[&pg[..], &["--uv", uv.to_str().unwrap()]].concat()).await;
-        let mut mcp = Mcp::session(&server.url).await.unwrap();
+        let mut mcp = HttpClient::open(&server.url).await.unwrap();
         answers(&mut mcp).await
     };
     for ((what, want), (_, got)) in original.iter().zip(&copied) {

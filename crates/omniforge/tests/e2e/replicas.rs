@@ -21,131 +21,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
-use crate::postgres::Mcp;
-use crate::procs::{Captured, Serve, drain, kill_and_reap};
-use crate::replica_clients::{Driver, Sdk, counts_with_a_success, session_on};
-use crate::secrets::Client;
-use crate::util::{self, Auth, HttpServer, omniforge_cli, repo_root, uv};
+use crate::support::{
+    Auth, Driver, HttpClient, HttpServer, Sdk, Serve, balancer, counts_with_a_success,
+    omniforge_cli, session_on, uv,
+};
 
 /// How long a change may take to reach another replica in these tests (the target is well
 /// under a second; the machine is shared).
 const PROPAGATION: Duration = Duration::from_secs(20);
-
-/// `haproxy -db -f deploy/haproxy.cfg`, ended by pid when dropped.
-pub(crate) struct Balancer {
-    child: Child,
-    /// HAProxy's log (its `log stdout`) and stderr.
-    pub(crate) log: Captured,
-    /// `http://127.0.0.1:PORT/mcp`, the balanced MCP endpoint.
-    pub(crate) url: String,
-}
-
-impl Drop for Balancer {
-    fn drop(&mut self) {
-        kill_and_reap(&mut self.child);
-    }
-}
-
-/// A free port on 127.0.0.1 (bound and released: HAProxy binds it right after).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `host:port` of a replica's URL.
-fn authority(url: &str) -> &str {
-    url.trim_start_matches("http://").split('/').next().unwrap()
-}
-
-/// HAProxy with `deploy/haproxy.cfg` in front of `replicas` (1 to 3), ready when an
-/// `initialize` goes through it (answered with a session or, by `--stateless` replicas,
-/// without).
-pub(crate) async fn balancer(replicas: &[&Serve]) -> Balancer {
-    let port = free_port();
-    let mut cmd = Command::new("haproxy");
-    cmd.args(["-db", "-f"])
-        .arg(repo_root().join("deploy/haproxy.cfg"))
-        .env("OMNIFORGE_LB_BIND", format!("127.0.0.1:{port}"))
-        .env("OMNIFORGE_HEALTH_HOST", "localhost")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    for (i, r) in replicas.iter().enumerate() {
-        cmd.env(format!("OMNIFORGE_REPLICA_{}", i + 1), authority(&r.url));
-    }
-    let mut child = cmd
-        .spawn()
-        .expect("haproxy (installed by scripts/bootstrap)");
-    let log = Captured::default();
-    drain(child.stdout.take().unwrap(), log.clone());
-    drain(child.stderr.take().unwrap(), log.clone());
-    let url = format!("http://127.0.0.1:{port}/mcp");
-    let lb = Balancer { child, log, url };
-    // Ready when an initialize goes through it.
-    let initialize = serde_json::to_vec(&util::initialize_request(0, "2025-06-18")).unwrap();
-    for _ in 0..100 {
-        let reply = util::http_send(
-            &util::http_client(),
-            "POST",
-            &lb.url,
-            &util::post_headers(None, None),
-            Some(initialize.clone()),
-            &[json!(0)],
-        )
-        .await;
-        if reply.is_ok_and(|r| r.status == 200) {
-            return lb;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!(
-        "haproxy did not forward within 10 s:\n{}",
-        lb.log.tail(4000)
-    );
-}
-
-/// The messages of a session's GET SSE stream (server-to-client notifications).
-fn listen(mcp: &Mcp) -> mpsc::UnboundedReceiver<Value> {
-    let req = util::http_client()
-        .get(&mcp.url)
-        .header("Accept", "text/event-stream")
-        .header("Mcp-Session-Id", mcp.session.clone().unwrap())
-        .header("MCP-Protocol-Version", "2025-06-18");
-    sse_messages(req)
-}
-
-/// Sends `req` and forwards the JSON messages of its SSE answer as they arrive.
-pub(crate) fn sse_messages(req: reqwest::RequestBuilder) -> mpsc::UnboundedReceiver<Value> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        let Ok(mut resp) = req.send().await else {
-            return;
-        };
-        let mut buf = Vec::new();
-        while let Ok(Some(chunk)) = resp.chunk().await {
-            buf.extend_from_slice(&chunk);
-            while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
-                let event: Vec<u8> = buf.drain(..end + 2).collect();
-                for line in String::from_utf8_lossy(&event).lines() {
-                    if let Some(data) = line.strip_prefix("data:")
-                        && let Ok(v) = serde_json::from_str::<Value>(data.trim())
-                        && tx.send(v).is_err()
-                    {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    rx
-}
 
 /// Waits for a `notifications/tools/list_changed` on `rx`.
 async fn list_changed(rx: &mut mpsc::UnboundedReceiver<Value>) -> bool {
@@ -177,7 +62,11 @@ fn tool(name: &str, description: &str) -> Value {
 }
 
 /// Calls a tool; `Ok((text, is_error))`, or why no result came.
-async fn call(mcp: &mut Mcp, name: &str, arguments: Value) -> Result<(String, bool), String> {
+async fn call(
+    mcp: &mut HttpClient,
+    name: &str,
+    arguments: Value,
+) -> Result<(String, bool), String> {
     let m = mcp
         .request("tools/call", json!({"name": name, "arguments": arguments}))
         .await?;
@@ -192,7 +81,7 @@ async fn call(mcp: &mut Mcp, name: &str, arguments: Value) -> Result<(String, bo
 }
 
 /// Tools listed by a session: name → description.
-async fn listed(mcp: &mut Mcp) -> BTreeMap<String, String> {
+async fn listed(mcp: &mut HttpClient) -> BTreeMap<String, String> {
     let r = mcp.result("tools/list", json!({})).await;
     r["tools"]
         .as_array()
@@ -209,7 +98,7 @@ async fn listed(mcp: &mut Mcp) -> BTreeMap<String, String> {
 
 /// Polls `mcp`'s tool list until every tool of `want` is there with one of its accepted
 /// descriptions; the missing or different ones otherwise.
-async fn converged(mcp: &mut Mcp, want: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+async fn converged(mcp: &mut HttpClient, want: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + PROPAGATION;
     loop {
         let have = listed(mcp).await;
@@ -235,7 +124,7 @@ async fn writer(
     writes: usize,
     acked: Arc<AtomicUsize>,
 ) -> (BTreeMap<String, BTreeSet<String>>, bool) {
-    let mut mcp = Mcp::session(&lb).await.unwrap();
+    let mut mcp = HttpClient::open(&lb).await.unwrap();
     let mut want: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut created: Vec<String> = Vec::new();
     let mut saw_404 = false;
@@ -274,7 +163,7 @@ async fn writer(
                 }
                 // The session's replica is gone: a new session, on a survivor.
                 for _ in 0..50 {
-                    match Mcp::session(&lb).await {
+                    match HttpClient::open(&lb).await {
                         Ok(new) => {
                             mcp = new;
                             break;
@@ -335,8 +224,8 @@ async fn replicas_scenario() {
     let mut direct = Vec::new();
     let mut notes = Vec::new();
     for r in &replicas {
-        let mcp = Mcp::session(&r.url).await.unwrap();
-        notes.push(listen(&mcp));
+        let mcp = HttpClient::open(&r.url).await.unwrap();
+        notes.push(mcp.notifications());
         direct.push(mcp);
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -351,7 +240,7 @@ async fn replicas_scenario() {
     .await
     .unwrap();
     assert!(!is_error, "{text}");
-    let mut through_lb = Mcp::session(&lb.url).await.unwrap();
+    let mut through_lb = HttpClient::open(&lb.url).await.unwrap();
     let mut spy = tool("spy", "shows a secret, reversed");
     spy["code"] = json!("import os\nprint(os.environ['REPLICA_KEY'][::-1])");
     spy["secrets"] = json!(["REPLICA_KEY"]);
@@ -382,7 +271,7 @@ async fn replicas_scenario() {
     // A session that lives on replica 1, learned by the balancer.
     let mut on_replica_1 = None;
     for _ in 0..30 {
-        let mcp = Mcp::session(&lb.url).await.unwrap();
+        let mcp = HttpClient::open(&lb.url).await.unwrap();
         let mut probe = mcp.same_session_at(&replicas[0].url);
         if probe
             .request("ping", json!({}))
@@ -433,7 +322,7 @@ async fn replicas_scenario() {
     }
     assert!(want.len() >= 15, "{want:?}");
     for i in [1, 2] {
-        let mut fresh = Mcp::session(&replicas[i].url).await.unwrap();
+        let mut fresh = HttpClient::open(&replicas[i].url).await.unwrap();
         let wrong = converged(&mut fresh, &want).await;
         assert!(wrong.is_empty(), "replica {}: {wrong:#?}", i + 1);
     }
@@ -462,7 +351,7 @@ async fn replicas_scenario() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert_eq!(status, "HTTP 404", "{}", lb.log.tail(3000));
-    let mut again = Mcp::session(&lb.url).await.unwrap();
+    let mut again = HttpClient::open(&lb.url).await.unwrap();
     assert!(listed(&mut again).await.contains_key("spy"));
 
     eprintln!("replicas: dead session answered 404");
@@ -551,7 +440,7 @@ async fn a_kept_output_is_read_through_another_replica_by_its_owner_only() {
     const WRITER: &str = "writer-token-0123456789abcdef";
     const WRITER2: &str = "writer2-token-0123456789abcdef";
     const BOSS: &str = "boss-token-0123456789abcdef";
-    let db = crate::postgres::cluster().database("kept").unwrap();
+    let db = crate::support::cluster().database("kept").unwrap();
     let url = db.url();
     let uv = uv();
     let tokens = Auth::TokenFile(format!(
@@ -568,7 +457,7 @@ async fn a_kept_output_is_read_through_another_replica_by_its_owner_only() {
     let a = HttpServer::start(&args, &tokens).await;
     let b = HttpServer::start(&args, &tokens).await;
 
-    let mut writer_a = Client::open(&a, WRITER).await;
+    let mut writer_a = HttpClient::bearer(a.url(), WRITER).await;
     let create = json!({"name": "long", "description": "Long output.", "code": "print('x' * 500 + 'END')\n"});
     let (text, is_error, _) = writer_a.call("omniforge_create_tool", create).await;
     assert!(!is_error, "{text}");
@@ -581,8 +470,8 @@ async fn a_kept_output_is_read_through_another_replica_by_its_owner_only() {
         .unwrap_or_else(|| panic!("no resource link: {raw}"));
     let read = json!({"uri": uri});
     for token in [WRITER, BOSS] {
-        let mut on_b = Client::open(&b, token).await;
-        let r = on_b.request("resources/read", read.clone()).await;
+        let mut on_b = HttpClient::bearer(b.url(), token).await;
+        let r = on_b.result("resources/read", read.clone()).await;
         assert!(
             r["contents"][0]["text"]
                 .as_str()
@@ -590,11 +479,11 @@ async fn a_kept_output_is_read_through_another_replica_by_its_owner_only() {
             "{r}"
         );
     }
-    let mut other = Client::open(&b, WRITER2).await;
-    let theirs = other.request_error("resources/read", read).await;
+    let mut other = HttpClient::bearer(b.url(), WRITER2).await;
+    let theirs = other.error("resources/read", read).await;
     let unknown_uri = "omniforge://runs/0123456789abcdef0123456789abcdef/output";
     let unknown = other
-        .request_error("resources/read", json!({"uri": unknown_uri}))
+        .error("resources/read", json!({"uri": unknown_uri}))
         .await;
     assert_eq!(theirs["code"], unknown["code"], "{theirs} vs {unknown}");
     assert_eq!(

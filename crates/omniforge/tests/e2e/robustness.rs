@@ -25,8 +25,7 @@ use serde_json::{Map, Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 
-use crate::procs::{self, Captured, Serve};
-use crate::util::BIN;
+use crate::support::{self, BIN, Captured, Serve};
 
 /// How many generated messages each test sends.
 const MESSAGES: usize = 10_000;
@@ -597,7 +596,7 @@ async fn robust_stdio_survives_10k_mutated_messages() {
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
     let stderr = Captured::default();
-    procs::drain(child.stderr.take().unwrap(), stderr.clone());
+    support::drain(child.stderr.take().unwrap(), stderr.clone());
     let mut stdin = child.stdin.take().unwrap();
 
     // Read stdout concurrently, split into lines, and note when the final ping is answered.
@@ -736,7 +735,7 @@ async fn robust_stdio_survives_10k_mutated_messages() {
         Ok(Err(e)) => problems.push(format!("waiting for the server: {e}")),
         Err(_) => {
             problems.push("the server did not exit within 15 s of stdin closing".into());
-            procs::kill_and_reap(&mut child);
+            support::kill_and_reap(&mut child);
         }
     }
     let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
@@ -803,7 +802,7 @@ async fn robust_stdio_survives_10k_mutated_messages() {
         ));
     }
     let err_text = stderr.text();
-    let panics = procs::panic_lines(&err_text);
+    let panics = support::panic_lines(&err_text);
     if !panics.is_empty() {
         problems.push(format!(
             "stderr reports a panic: {:?}",
@@ -906,7 +905,7 @@ fn reply_messages(reply: &Reply) -> Result<Vec<Value>, String> {
             .map(flatten)
             .map_err(|e| format!("application/json body is not JSON ({e})")),
         "text/event-stream" => {
-            let (messages, errors) = crate::util::parse_sse(&reply.body, true);
+            let (messages, errors) = crate::support::parse_sse(&reply.body, true);
             if errors.is_empty() {
                 Ok(messages)
             } else {
@@ -1074,7 +1073,7 @@ async fn robust_http_survives_10k_mutated_bodies() {
                             Some(id)
                                 if kind == "valid"
                                     && reply.status == 200
-                                    && !crate::util::answered(&messages, &id) =>
+                                    && !crate::support::answered(&messages, &id) =>
                             {
                                 Some(format!(
                                     "HTTP 200 {} without a response for id {id}: {}",
@@ -1132,7 +1131,7 @@ async fn robust_http_survives_10k_mutated_bodies() {
         problems.push("the server process is not running any more".into());
     }
     let err_text = server.stderr();
-    let panics = procs::panic_lines(&err_text);
+    let panics = support::panic_lines(&err_text);
     if !panics.is_empty() {
         problems.push(format!(
             "stderr reports a panic: {:?}",
@@ -1234,8 +1233,8 @@ fn answers(got: &Value, want: &Value) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn robust_stdio_answers_odd_request_ids() {
-    let mut server = crate::util::StdioServer::start(&[]);
-    crate::util::init_stdio(&mut server, "2025-11-25")
+    let mut server = crate::support::StdioServer::start(&[]);
+    crate::support::init_stdio(&mut server, "2025-11-25")
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.stderr_text()));
     let mut problems = Vec::new();
@@ -1324,8 +1323,8 @@ fn nested_request(id: u64, depth: usize) -> String {
 /// recovered, or a result; a notification nested as deep gets none; the server goes on.
 #[tokio::test]
 async fn stdio_answers_every_request_however_deep_or_broken() {
-    let mut server = crate::util::StdioServer::start(&[]);
-    crate::util::init_stdio(&mut server, "2025-11-25")
+    let mut server = crate::support::StdioServer::start(&[]);
+    crate::support::init_stdio(&mut server, "2025-11-25")
         .await
         .unwrap();
     let wait = Duration::from_secs(10);

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::util::{StdioServer, init_stdio, uv};
+use crate::support::{StdioServer, init_stdio, uv};
 
 const REPLY: Duration = Duration::from_secs(120);
 

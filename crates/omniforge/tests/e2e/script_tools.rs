@@ -25,10 +25,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
-use crate::procs::{Captured, Serve, drain, kill_and_reap, panic_lines};
-use crate::util::{
-    self, BIN, e2e_dir, line_channel, no_proxy, node_driver, node22, python_driver, python2,
-    repo_root, require, spawn_piped, ts_modules, uv,
+use crate::support::{
+    self, Captured, Serve, StdioGuard, data_home, drain, e2e_dir, kill_and_reap,
+    kill_leftover_servers, line_channel, marked, no_proxy, node_driver, node22, panic_lines,
+    python_driver, python2, repo_root, require, spawn_piped, stdio_argv, text_of, ts_modules,
+    unique, uv,
 };
 
 /// How long one driver command may take unless it says otherwise (tool creation installs
@@ -58,159 +59,6 @@ print(parser.parse(args["text"]).date().isoformat())
 const DATE_TEXT: &str = "5 March 2024 10:30";
 const DATE_V1_OUT: &str = "2024-03-05T10:30:00";
 const DATE_V2_OUT: &str = "2024-03-05";
-
-// ---------------------------------------------------------------------------------------
-// Paths and dependencies
-// ---------------------------------------------------------------------------------------
-
-/// A fresh temporary directory with an empty `data/` in it.
-pub(crate) fn data_home() -> (TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    std::fs::create_dir(&data).unwrap();
-    (dir, data)
-}
-
-/// The argv of `omniforge stdio` on `data` (for a driver to start).
-pub(crate) fn stdio_argv(data: &Path, extra: &[&str]) -> String {
-    let mut argv = vec![
-        BIN.to_owned(),
-        "stdio".into(),
-        "--data-dir".into(),
-        data.display().to_string(),
-        "--uv".into(),
-        uv().display().to_string(),
-    ];
-    argv.extend(extra.iter().map(|s| (*s).to_owned()));
-    json!(argv).to_string()
-}
-
-// ---------------------------------------------------------------------------------------
-// The server over HTTP
-// ---------------------------------------------------------------------------------------
-
-/// `omniforge serve --listen 127.0.0.1:0 --data-dir DATA --uv .deps/bin/uv ARGS...`.
-pub(crate) struct Omni {
-    server: Serve,
-    pid: u32,
-    /// `http://127.0.0.1:PORT/mcp`.
-    pub(crate) url: String,
-    stderr: Captured,
-}
-
-impl Omni {
-    pub(crate) async fn serve(data: &Path, args: &[&str]) -> Omni {
-        require(&[uv()]);
-        let server = Serve::command()
-            .args(&["--data-dir".as_ref(), data.as_os_str()])
-            .args(&["--uv".as_ref(), uv().as_os_str()])
-            .args(args)
-            .start()
-            .await;
-        Omni {
-            pid: server.pid(),
-            url: server.url.clone(),
-            stderr: server.stderr_captured().clone(),
-            server,
-        }
-    }
-
-    /// SIGKILL (tokio's `start_kill`) and reap.
-    fn kill9(&mut self) {
-        self.server.kill();
-    }
-
-    fn panics(&self) -> Vec<String> {
-        panic_lines(&self.stderr.text())
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
-    }
-
-    pub(crate) fn assert_no_panic(&self) {
-        let panics = self.panics();
-        assert!(
-            panics.is_empty(),
-            "omniforge (pid {}) panicked: {panics:?}\n{}",
-            self.pid,
-            self.stderr.tail(6000)
-        );
-    }
-}
-
-/// Stdio servers started by a driver on `data` that are still alive after it quit: killed
-/// by pid. Returns how many there were.
-fn kill_leftover_servers(data: &Path) -> usize {
-    let needle = data.display().to_string();
-    let mut killed = 0;
-    for pid in processes_matching(|cmdline, _| {
-        cmdline.contains(BIN) && cmdline.split(' ').any(|arg| arg == needle)
-    }) {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-        killed += 1;
-    }
-    killed
-}
-
-/// Kills (by pid) the stdio servers on its data dir that are still alive when it is dropped,
-/// e.g. after a failed assertion killed their driver. Declare it before the drivers.
-pub(crate) struct StdioGuard(pub(crate) PathBuf);
-
-impl Drop for StdioGuard {
-    fn drop(&mut self) {
-        kill_leftover_servers(&self.0);
-    }
-}
-
-/// Pids of live, non-zombie processes whose (NUL-joined-by-space) cmdline or environ match.
-fn processes_matching(pred: impl Fn(&str, &str) -> bool) -> Vec<i32> {
-    let mut pids = Vec::new();
-    let me = std::process::id() as i32;
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let environ = std::fs::read(entry.path().join("environ")).unwrap_or_default();
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        // Field 3 of /proc/PID/stat (after the parenthesized name) is the state.
-        if stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
-        {
-            continue;
-        }
-        let join = |b: &[u8]| String::from_utf8_lossy(b).replace('\0', " ");
-        if pred(&join(&cmdline), &join(&environ)) {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
-/// Processes carrying `marker` in their argv or environment.
-fn marked(marker: &str) -> Vec<i32> {
-    processes_matching(|cmdline, environ| cmdline.contains(marker) || environ.contains(marker))
-}
-
-pub(crate) fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
-    format!("{prefix}{}x{nanos}", std::process::id())
-}
 
 // ---------------------------------------------------------------------------------------
 // The client drivers
@@ -411,21 +259,6 @@ impl Drop for Repl {
 // Results
 // ---------------------------------------------------------------------------------------
 
-/// The concatenated text items of a CallToolResult.
-fn text_of(result: &Value) -> String {
-    result["content"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter(|c| c["type"] == "text")
-                .filter_map(|c| c["text"].as_str())
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
-}
-
 fn is_error(result: &Value) -> bool {
     result["isError"] == true
 }
@@ -592,9 +425,9 @@ fn took(name: &str, started: Instant) {
 }
 
 /// A server over HTTP on a fresh data dir, with the Python SDK 2.x client connected.
-async fn http_scene(args: &[&str]) -> (TempDir, PathBuf, Omni, Repl) {
+async fn http_scene(args: &[&str]) -> (TempDir, PathBuf, Serve, Repl) {
     let (dir, data) = data_home();
-    let omni = Omni::serve(&data, args).await;
+    let omni = Serve::on_data(&data, args).await;
     let repl = Repl::start(Sdk::Py2, "http", &omni.url).await;
     (dir, data, omni, repl)
 }
@@ -1237,7 +1070,7 @@ os.execv(sys.executable, sleeper)
     assert!(
         during.len() >= 2,
         "the slow run never showed both of its processes (found {during:?}); server stderr:\n{}",
-        omni.stderr.tail(3000)
+        omni.output_tail()
     );
     // Cancel about 1 s into the call.
     tokio::time::sleep(Duration::from_secs(1).saturating_sub(call_started.elapsed())).await;
@@ -1317,7 +1150,7 @@ async fn call_tool_by_name_and_no_authoring_hides_authoring_tools() {
     drop(omni);
 
     // The same data dir with --no-authoring.
-    let omni = Omni::serve(&data, &["--no-authoring"]).await;
+    let omni = Serve::on_data(&data, &["--no-authoring"]).await;
     let mut repl = Repl::start(Sdk::Py2, "http", &omni.url).await;
     let names = repl.names().await;
     let builtins: Vec<&String> = names
@@ -1387,13 +1220,13 @@ struct Raw {
 
 impl Raw {
     async fn open(url: &str) -> Result<Raw, String> {
-        let client = util::http_client();
-        let body = serde_json::to_vec(&util::initialize_request(1, "2025-11-25")).unwrap();
-        let reply = util::http_send(
+        let client = support::http_client();
+        let body = serde_json::to_vec(&support::initialize_request(1, "2025-11-25")).unwrap();
+        let reply = support::http_send(
             &client,
             "POST",
             url,
-            &util::post_headers(None, None),
+            &support::post_headers(None, None),
             Some(body),
             &[json!(1)],
         )
@@ -1416,11 +1249,11 @@ impl Raw {
             next_id: 2,
         };
         let body = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec();
-        let reply = util::http_send(
+        let reply = support::http_send(
             &raw.client,
             "POST",
             &raw.url,
-            &util::post_headers(Some(&raw.session), Some(&raw.version)),
+            &support::post_headers(Some(&raw.session), Some(&raw.version)),
             Some(body),
             &[],
         )
@@ -1437,11 +1270,11 @@ impl Raw {
         self.next_id += 1;
         let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                           "params": {"name": name, "arguments": arguments}});
-        let reply = util::http_send(
+        let reply = support::http_send(
             &self.client,
             "POST",
             &self.url,
-            &util::post_headers(Some(&self.session), Some(&self.version)),
+            &support::post_headers(Some(&self.session), Some(&self.version)),
             Some(serde_json::to_vec(&body).unwrap()),
             std::slice::from_ref(&id),
         )
@@ -1459,7 +1292,7 @@ impl Raw {
 async fn kill9_during_creation_burst_keeps_every_acknowledged_tool() {
     let started = Instant::now();
     let (_dir, data) = data_home();
-    let mut omni = Omni::serve(&data, &[]).await;
+    let mut omni = Serve::on_data(&data, &[]).await;
     // Build the shared environment first, so that the burst is store writes, not installs.
     {
         let mut raw = Raw::open(&omni.url).await.expect("open a session");
@@ -1503,9 +1336,9 @@ async fn kill9_during_creation_burst_keeps_every_acknowledged_tool() {
     assert!(
         at_kill >= KILL_AFTER,
         "only {at_kill} creations were acknowledged in 30 s; server stderr:\n{}",
-        omni.stderr.tail(3000)
+        omni.output_tail()
     );
-    omni.kill9();
+    omni.kill();
     for t in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(15), t).await;
     }
@@ -1522,7 +1355,7 @@ async fn kill9_during_creation_burst_keeps_every_acknowledged_tool() {
     drop(omni);
 
     // Restart on the same data dir.
-    let omni = Omni::serve(&data, &[]).await;
+    let omni = Serve::on_data(&data, &[]).await;
     let mut repl = Repl::start(Sdk::Py2, "http", &omni.url).await;
     let names = repl.names().await;
     let missing: Vec<&String> = acked.iter().filter(|n| !names.contains(n)).collect();

@@ -8,125 +8,10 @@
 
 use serde_json::{Value, json};
 
-use crate::util::{self, Auth, HttpServer, http_send, post_headers, uv};
+use crate::support::{self, Auth, HttpClient, HttpServer, uv};
 
 const WRITER: &str = "writer-token-0123456789abcdef";
 const BOSS: &str = "boss-token-0123456789abcdef";
-
-/// One initialized HTTP session with a bearer token (the warm tests and `authoring_audit` use
-/// it too).
-pub(crate) struct Client {
-    http: reqwest::Client,
-    url: String,
-    token: String,
-    session: String,
-    version: String,
-    next_id: u64,
-}
-
-impl Client {
-    pub(crate) async fn open(server: &HttpServer, token: &str) -> Client {
-        let mut c = Client {
-            http: util::http_client(),
-            url: server.url().to_owned(),
-            token: token.to_owned(),
-            session: String::new(),
-            version: "2025-06-18".to_owned(),
-            next_id: 1,
-        };
-        let reply = c
-            .post(None, util::initialize_request(0, "2025-06-18"), &[json!(0)])
-            .await;
-        assert_eq!(reply.status, 200, "initialize: {:?}", reply.body);
-        c.session = reply.header("mcp-session-id").unwrap().to_owned();
-        let reply = c
-            .post(
-                Some(()),
-                json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-                &[],
-            )
-            .await;
-        assert_eq!(reply.status, 202);
-        c
-    }
-
-    async fn post(&self, session: Option<()>, body: Value, wait: &[Value]) -> util::HttpReply {
-        let mut headers = post_headers(
-            session.map(|()| self.session.as_str()),
-            session.map(|()| self.version.as_str()),
-        );
-        headers.push(("Authorization".into(), format!("Bearer {}", self.token)));
-        http_send(
-            &self.http,
-            "POST",
-            &self.url,
-            &headers,
-            Some(serde_json::to_vec(&body).unwrap()),
-            wait,
-        )
-        .await
-        .unwrap()
-    }
-
-    /// The headers of a GET on the session's SSE stream (notifications), with the token.
-    pub(crate) fn stream_headers(&self) -> Vec<(String, String)> {
-        let mut headers = crate::server::get_headers(&self.session, &self.version);
-        headers.push(("Authorization".into(), format!("Bearer {}", self.token)));
-        headers
-    }
-
-    /// One request in the session; its response message (panics when none came).
-    async fn exchange(&mut self, method: &str, params: Value) -> Value {
-        let id = json!(self.next_id);
-        self.next_id += 1;
-        let reply = self
-            .post(
-                Some(()),
-                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
-                std::slice::from_ref(&id),
-            )
-            .await;
-        reply
-            .messages
-            .iter()
-            .find(|m| m["id"] == id)
-            .unwrap_or_else(|| panic!("{method}: no response: {:?}", reply.notes))
-            .clone()
-    }
-
-    /// One request in the session; its `result` (panics on a JSON-RPC error).
-    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Value {
-        let msg = self.exchange(method, params).await;
-        assert!(msg.get("error").is_none(), "{method}: {msg}");
-        msg["result"].clone()
-    }
-
-    /// One request in the session that must fail; its JSON-RPC `error`.
-    pub(crate) async fn request_error(&mut self, method: &str, params: Value) -> Value {
-        let msg = self.exchange(method, params).await;
-        msg.get("error")
-            .unwrap_or_else(|| panic!("{method}: not an error: {msg}"))
-            .clone()
-    }
-
-    async fn tool_names(&mut self) -> Vec<String> {
-        let list = self.request("tools/list", json!({})).await;
-        list["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    pub(crate) async fn call(&mut self, name: &str, arguments: Value) -> (String, bool, Value) {
-        let r = self
-            .request("tools/call", json!({"name": name, "arguments": arguments}))
-            .await;
-        let text = r["content"][0]["text"].as_str().unwrap_or("").to_owned();
-        (text, r["isError"] == true, r)
-    }
-}
 
 const SECRET_TOOLS: [&str; 6] = [
     "omniforge_set_secret",
@@ -151,7 +36,7 @@ async fn secrets_over_mcp_need_admin_reach_tools_and_never_show() {
     let reversed: String = value.chars().rev().collect();
 
     // Without `admin`: not listed, and not callable, directly or through omniforge_call_tool.
-    let mut writer = Client::open(&server, WRITER).await;
+    let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let names = writer.tool_names().await;
     assert!(
         names.iter().any(|n| n == "omniforge_create_tool"),
@@ -186,7 +71,7 @@ async fn secrets_over_mcp_need_admin_reach_tools_and_never_show() {
     );
 
     // With `admin`: listed, and setting works without echoing the value.
-    let mut boss = Client::open(&server, BOSS).await;
+    let mut boss = HttpClient::bearer(server.url(), BOSS).await;
     let names = boss.tool_names().await;
     for t in SECRET_TOOLS {
         assert!(
@@ -285,8 +170,8 @@ async fn writer_gets_no_secret_without_an_admin_grant_for_that_exact_version() {
     let value = format!("pw-{}-{}-topsecret", std::process::id(), line!());
     let reversed: String = value.chars().rev().collect();
     let (head, tail) = value.split_at(value.len() / 2);
-    let mut boss = Client::open(&server, BOSS).await;
-    let mut writer = Client::open(&server, WRITER).await;
+    let mut boss = HttpClient::bearer(server.url(), BOSS).await;
+    let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let (text, is_error, _) = boss
         .call(
             "omniforge_set_secret",
@@ -385,14 +270,15 @@ async fn writer_gets_no_secret_without_an_admin_grant_for_that_exact_version() {
     // The CLI revokes it (as cli:USER); the next run has nothing.
     let data = server.data_dir();
     let (ok, out, err) =
-        util::omniforge_cli(&data, &["secret", "revoke", "STOLEN", "exfil", "1"], None).await;
+        support::omniforge_cli(&data, &["secret", "revoke", "STOLEN", "exfil", "1"], None).await;
     assert!(
         ok && out.trim() == "Revoked secret STOLEN from tool exfil version 1.",
         "{out}{err}"
     );
     let (text, _, _) = writer.call("exfil", json!({})).await;
     assert_eq!(text, "absent");
-    let (ok, out, err) = util::omniforge_cli(&data, &["secret", "requests", "exfil"], None).await;
+    let (ok, out, err) =
+        support::omniforge_cli(&data, &["secret", "requests", "exfil"], None).await;
     assert!(ok && out.trim() == "exfil v1 STOLEN pending", "{out}{err}");
 
     let log = server.stderr_all();
@@ -418,7 +304,7 @@ async fn trace_logs_never_hold_secret_values_or_tokens() {
         &Auth::TokenFile(format!("boss {BOSS} admin\n")),
     )
     .await;
-    let mut boss = Client::open(&server, BOSS).await;
+    let mut boss = HttpClient::bearer(server.url(), BOSS).await;
     let (_, is_error, raw) = boss
         .call(
             "omniforge_set_secret",
@@ -446,8 +332,8 @@ async fn trace_logs_never_hold_secret_values_or_tokens() {
     );
 
     let mut stdio =
-        util::StdioServer::start(&["--uv", uv.to_str().unwrap(), "--log-level", "trace"]);
-    util::init_stdio(&mut stdio, "2025-06-18").await.unwrap();
+        support::StdioServer::start(&["--uv", uv.to_str().unwrap(), "--log-level", "trace"]);
+    support::init_stdio(&mut stdio, "2025-06-18").await.unwrap();
     let m = stdio_call(
         &mut stdio,
         11,
@@ -472,7 +358,12 @@ async fn trace_logs_never_hold_secret_values_or_tokens() {
 }
 
 /// One `tools/call` over stdio; its response (notifications before it are skipped).
-async fn stdio_call(stdio: &mut util::StdioServer, id: u64, name: &str, arguments: Value) -> Value {
+async fn stdio_call(
+    stdio: &mut support::StdioServer,
+    id: u64,
+    name: &str,
+    arguments: Value,
+) -> Value {
     let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                          "params": {"name": name, "arguments": arguments}});
     stdio.send_line(&request.to_string()).await.unwrap();

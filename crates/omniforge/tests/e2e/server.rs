@@ -10,7 +10,7 @@
 //! `JSONRPCErrorResponse`, the first revision in which `id` is optional; no MCP schema
 //! admits `"id": null`.
 //!
-//! The fixtures of [`crate::util`] are used where they fit; [`Spawned`] is the one this
+//! The fixtures of [`crate::support`] are used where they fit; [`Spawned`] is the one this
 //! module adds, for servers a test must signal (SIGTERM), start with its own token file, or
 //! bind to `0.0.0.0`.
 
@@ -23,13 +23,11 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
-use tokio::sync::mpsc;
 
-use crate::procs::Serve;
-use crate::util::{
-    ANY_TOOL, Auth, BIN, HttpReply, HttpServer, REPLY_TIMEOUT, START_TIMEOUT, StdioServer,
-    http_client, http_send, init_http, init_stdio, initialize_request, is_response, parse_sse,
-    post_headers,
+use crate::support::{
+    ANY_TOOL, Auth, BIN, HttpReply, HttpServer, REPLY_TIMEOUT, START_TIMEOUT, Serve, StdioServer,
+    get_headers, http_client, http_send, init_http, init_stdio, initialize_request,
+    is_list_changed, is_response, open_stream, post_headers,
 };
 
 /// The built-in tools, in catalog order, followed by `rest`: what tools/list shows.
@@ -358,107 +356,6 @@ async fn run_to_exit(args: &[&str], timeout: Duration) -> Option<std::process::O
         .map(|r| r.unwrap())
 }
 
-/// A long-lived SSE response (a GET stream, or a `subscriptions/listen` POST) read in the
-/// background; its JSON-RPC messages arrive on a channel.
-pub(crate) struct EventStream {
-    rx: mpsc::UnboundedReceiver<Value>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for EventStream {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// Sends a request whose answer is an SSE stream to keep open. Returns the status and
-/// headers, and the stream when the answer is `text/event-stream` (else the body text).
-pub(crate) async fn open_stream(
-    client: &reqwest::Client,
-    method: reqwest::Method,
-    url: &str,
-    headers: &[(String, String)],
-    body: Option<Value>,
-) -> (u16, reqwest::header::HeaderMap, Result<EventStream, String>) {
-    let mut req = client.request(method, url);
-    for (name, value) in headers {
-        req = req.header(name.as_str(), value.as_str());
-    }
-    if let Some(body) = body {
-        req = req.body(body.to_string());
-    }
-    let mut resp = tokio::time::timeout(REPLY_TIMEOUT, req.send())
-        .await
-        .expect("no response headers in time")
-        .expect("request failed");
-    let status = resp.status().as_u16();
-    let headers = resp.headers().clone();
-    let is_sse = headers
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    if !is_sse {
-        let text = tokio::time::timeout(REPLY_TIMEOUT, resp.text())
-            .await
-            .map(|r| r.unwrap_or_default())
-            .unwrap_or_default();
-        return (status, headers, Err(text));
-    }
-    let (tx, rx) = mpsc::unbounded_channel();
-    let task = tokio::spawn(async move {
-        let mut body = Vec::new();
-        let mut sent = 0;
-        while let Ok(Some(chunk)) = resp.chunk().await {
-            body.extend_from_slice(&chunk);
-            let (messages, _) = parse_sse(&body, false);
-            for m in messages.into_iter().skip(sent) {
-                sent += 1;
-                if tx.send(m).is_err() {
-                    return;
-                }
-            }
-        }
-    });
-    (status, headers, Ok(EventStream { rx, task }))
-}
-
-impl EventStream {
-    /// Reads messages until one satisfies `want`; returns it and those read before it.
-    pub(crate) async fn wait_for(
-        &mut self,
-        timeout: Duration,
-        want: impl Fn(&Value) -> bool,
-    ) -> Result<(Value, Vec<Value>), String> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut before = Vec::new();
-        loop {
-            match tokio::time::timeout_at(deadline, self.rx.recv()).await {
-                Err(_) => {
-                    return Err(format!(
-                        "nothing matching within {timeout:?}; got {before:?}"
-                    ));
-                }
-                Ok(None) => return Err(format!("the stream ended; got {before:?}")),
-                Ok(Some(m)) if want(&m) => return Ok((m, before)),
-                Ok(Some(m)) => before.push(m),
-            }
-        }
-    }
-
-    /// Messages that have already arrived, without waiting.
-    pub(crate) fn drain_now(&mut self) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Ok(m) = self.rx.try_recv() {
-            out.push(m);
-        }
-        out
-    }
-}
-
-pub(crate) fn is_list_changed(m: &Value) -> bool {
-    m.get("method") == Some(&json!("notifications/tools/list_changed"))
-}
-
 /// A forge manifest with one unary tool per `(name, description)`.
 fn manifest(tools: &[(&str, &str)]) -> String {
     let tools: Vec<Value> = tools
@@ -617,15 +514,6 @@ fn with_header(
 ) -> Vec<(String, String)> {
     headers.push((name.to_owned(), value.to_owned()));
     headers
-}
-
-/// Headers of a GET that opens the session's SSE stream.
-pub(crate) fn get_headers(session: &str, version: &str) -> Vec<(String, String)> {
-    vec![
-        ("Accept".to_owned(), "text/event-stream".to_owned()),
-        ("Mcp-Session-Id".to_owned(), session.to_owned()),
-        ("MCP-Protocol-Version".to_owned(), version.to_owned()),
-    ]
 }
 
 /// Polls `text()` until it contains every needle, or `timeout` passes.

@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::procs::Serve;
-use crate::util::{self, http_client, http_send, initialize_request, post_headers};
+use crate::support::{self, Serve, http_client, http_send, initialize_request, post_headers};
 
 /// `omniforge serve --insecure-no-auth --data-dir <temp> ARGS...`.
 async fn serve(args: &[&str]) -> (Serve, TempDir) {
@@ -21,7 +20,7 @@ async fn serve(args: &[&str]) -> (Serve, TempDir) {
         .args(&["--data-dir".as_ref(), data.as_os_str()])
         .args(&["--insecure-no-auth"])
         .args(args);
-    util::no_proxy(command.cmd());
+    support::no_proxy(command.cmd());
     (command.start().await, dir)
 }
 
@@ -169,7 +168,7 @@ async fn max_sessions_refuses_new_sessions_and_keeps_existing_ones() {
     .await
     .unwrap();
     assert!(
-        util::answered(&reply.messages, &json!(7)),
+        support::answered(&reply.messages, &json!(7)),
         "an existing session must go on past the cap: {reply:?}"
     );
     let reply = http_send(&client, "DELETE", &server.url, &headers, None, &[])

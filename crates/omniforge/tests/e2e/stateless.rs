@@ -9,9 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::client_features::add_tools;
-use crate::script_tools::{Omni, data_home};
-use crate::util::{StdioServer, parse_sse, require, uv};
+use crate::support::{Serve, StdioServer, add_tools, data_home, parse_sse, require, uv};
 
 const STATELESS: &str = "2026-07-28";
 
@@ -112,7 +110,7 @@ async fn stateless_undeclared_capability_is_missing_capability_400() {
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[needs_sampling_tool()]);
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let (status, messages) = call(
         &server.url,
         401,
@@ -209,7 +207,7 @@ async fn call_builtin_runs_declared_builtins_under_the_callers_scopes() {
         use std::os::unix::fs::PermissionsExt as _;
         std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
-    let server = Omni::serve(&data, &["--token-file", tokens.to_str().unwrap()]).await;
+    let server = Serve::on_data(&data, &["--token-file", tokens.to_str().unwrap()]).await;
     let run = async |token: &str, builtin: &str, arguments: Value| -> Value {
         let (status, messages) = call_as(
             &server.url,
@@ -331,7 +329,7 @@ async fn stateless_logs_only_at_the_meta_log_level() {
             "code": "import omniforge\nfor level in ('debug', 'info', 'warning'):\n    omniforge.log(level, level)\nprint('done')\n",
         })],
     );
-    let server = Omni::serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let logs = |messages: &[Value]| -> Vec<Value> {
         messages
             .iter()

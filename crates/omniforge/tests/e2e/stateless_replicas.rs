@@ -16,7 +16,7 @@
 //! waiting out its 10-minute grace, and no client request fails.
 //!
 //! Everything is started here and ended here by pid: three `omniforge serve` processes on a
-//! database of the shared test cluster (`crate::postgres::cluster`), one `haproxy`, two
+//! database of the shared test cluster (`crate::support::cluster`), one `haproxy`, two
 //! client drivers.
 
 use std::time::Duration;
@@ -24,12 +24,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::input_required::two_steps_tool;
-use crate::procs::Serve;
-use crate::replica_clients::{Driver, Sdk, counts_with_a_success};
-use crate::replicas::{balancer, sse_messages};
-use crate::tasks::{sleeper_tool, start_task, until_terminal};
-use crate::util::{self, http_send, post_headers, uv};
+use crate::support::{
+    self, Driver, Sdk, Serve, balancer, counts_with_a_success, http_send, post_headers,
+    sleeper_tool, sse_messages, start_task, two_steps_tool, until_terminal, uv,
+};
 
 /// The stateless revision.
 const MODERN: &str = "2026-07-28";
@@ -77,7 +75,7 @@ fn modern_request(id: &Value, method: &str, mut params: Value) -> (Vec<(String, 
 async fn modern(url: &str, id: u64, method: &str, params: Value) -> Result<(u16, Value), String> {
     let (headers, body) = modern_request(&json!(id), method, params);
     let reply = http_send(
-        &util::http_client(),
+        &support::http_client(),
         "POST",
         url,
         &headers,
@@ -97,7 +95,7 @@ async fn modern(url: &str, id: u64, method: &str, params: Value) -> Result<(u16,
 /// A 2026-07-28 request whose SSE answer is read as it streams: its messages.
 fn streaming(url: &str, id: &str, method: &str, params: Value) -> mpsc::UnboundedReceiver<Value> {
     let (headers, body) = modern_request(&json!(id), method, params);
-    let mut req = util::http_client().post(url).body(body);
+    let mut req = support::http_client().post(url).body(body);
     for (name, value) in headers {
         req = req.header(name, value);
     }
@@ -162,7 +160,7 @@ async fn call_text(url: &str, id: u64, tool: &str) -> Result<String, String> {
 /// The successful calls of `tool` a replica counted (`omniforge_tool_calls_total`, read from
 /// its `/metrics`; the replicas run without tokens, so anyone is `admin`).
 async fn calls_served(replica: &Serve, tool: &str) -> u64 {
-    let text = util::http_client()
+    let text = support::http_client()
         .get(format!("{}/metrics", replica.base))
         .send()
         .await
@@ -186,7 +184,7 @@ async fn stateless_replicas_behind_haproxy_serve_any_request() {
 }
 
 async fn scenario() {
-    let db = crate::postgres::cluster().database("stateless").unwrap();
+    let db = crate::support::cluster().database("stateless").unwrap();
     let url = db.url();
     let uv = uv();
     let dir = tempfile::tempdir().unwrap();

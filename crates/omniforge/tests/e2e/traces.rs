@@ -12,11 +12,10 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 
-use crate::manifest_tools::{Fixture, fixture_manifest};
-use crate::oauth::{open_session, post};
-use crate::procs::Serve;
-use crate::script_tools::data_home;
-use crate::util::{deps, http_client, repo_root, require, uv};
+use crate::support::{
+    Fixture, Serve, bearer_post as post, bearer_session as open_session, data_home, deps,
+    fixture_manifest, http_client, repo_root, require, uv,
+};
 
 const TOKENS: &str = "root s3cret-admin-5d1 admin\n";
 const TOKEN: &str = "s3cret-admin-5d1";

@@ -18,8 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::secrets::Client;
-use crate::util::{self, Auth, HttpServer, omniforge_cli, uv};
+use crate::support::{self, Auth, HttpClient, HttpServer, omniforge_cli, uv};
 
 const WRITER: &str = "writer-token-0123456789abcdef";
 const BOSS: &str = "boss-token-0123456789abcdef";
@@ -42,7 +41,7 @@ async fn start() -> HttpServer {
 
 /// `/healthz`'s `warm` object, as an `admin` sees it (with each template's key and pid).
 async fn warm(server: &HttpServer) -> Value {
-    let health: Value = util::http_client()
+    let health: Value = support::http_client()
         .get(format!("{}/healthz", server.base()))
         .bearer_auth(BOSS)
         .timeout(Duration::from_secs(10))
@@ -107,7 +106,7 @@ async fn gone(pid: u32, what: &str) {
     }
 }
 
-async fn ok(c: &mut Client, tool: &str, arguments: Value) -> String {
+async fn ok(c: &mut HttpClient, tool: &str, arguments: Value) -> String {
     let (text, is_error, raw) = c.call(tool, arguments).await;
     assert!(!is_error, "{tool}: {raw}");
     text
@@ -116,7 +115,7 @@ async fn ok(c: &mut Client, tool: &str, arguments: Value) -> String {
 #[tokio::test]
 async fn warm_templates_retire_on_update_rollback_disable_and_delete() {
     let server = start().await;
-    let mut writer = Client::open(&server, WRITER).await;
+    let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let code = |v: &str| format!("print('{v}')\n");
     let create = json!({"name": "echo", "description": "Says its version.", "code": code("one")});
     ok(&mut writer, "omniforge_create_tool", create).await;
@@ -126,7 +125,7 @@ async fn warm_templates_retire_on_update_rollback_disable_and_delete() {
     // Without `admin` (a `tools:write` token, or none), `/healthz` gives the pool's totals
     // only: no tool, principal or pid.
     for token in [Some(WRITER), None] {
-        let mut get = util::http_client().get(format!("{}/healthz", server.base()));
+        let mut get = support::http_client().get(format!("{}/healthz", server.base()));
         if let Some(token) = token {
             get = get.bearer_auth(token);
         }
@@ -193,12 +192,12 @@ async fn warm_templates_retire_on_update_rollback_disable_and_delete() {
 #[tokio::test]
 async fn a_warm_template_killed_while_a_call_runs_still_answers() {
     let server = start().await;
-    let mut writer = Client::open(&server, WRITER).await;
+    let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let code = "import time\ntime.sleep(1.5)\nprint('done')\n";
     let create = json!({"name": "slow", "description": "Sleeps, then answers.", "code": code});
     ok(&mut writer, "omniforge_create_tool", create).await;
     let (pid, _) = only_template(&server, "slow", 1).await;
-    let mut caller = Client::open(&server, WRITER).await;
+    let mut caller = HttpClient::bearer(server.url(), WRITER).await;
     let call = tokio::spawn(async move { caller.call("slow", json!({})).await });
     // Wait until the call runs on the template, then kill the template from the host.
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -233,8 +232,8 @@ async fn a_warm_template_killed_while_a_call_runs_still_answers() {
 #[tokio::test]
 async fn a_secret_changed_between_two_warm_calls_reaches_only_the_second() {
     let server = start().await;
-    let mut boss = Client::open(&server, BOSS).await;
-    let mut writer = Client::open(&server, WRITER).await;
+    let mut boss = HttpClient::bearer(server.url(), BOSS).await;
+    let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let first = format!("first-{}-{}", std::process::id(), line!());
     let second = format!("second-{}-{}", std::process::id(), line!());
     let rev = |s: &str| s.chars().rev().collect::<String>();
@@ -280,7 +279,7 @@ async fn a_secret_changed_between_two_warm_calls_reaches_only_the_second() {
 #[tokio::test]
 async fn a_change_from_another_process_retires_the_template() {
     let server = start().await;
-    let mut writer = Client::open(&server, WRITER).await;
+    let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let create = json!({"name": "echo", "description": "Says one.", "code": "print('one')\n"});
     ok(&mut writer, "omniforge_create_tool", create).await;
     let (pid, _) = only_template(&server, "echo", 1).await;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
-use crate::util::{
+use crate::support::{
     ANY_TOOL, Auth, HttpReply, HttpServer, REPLY_TIMEOUT, Session, StdioServer,
     VERSION_HEADER_SINCE, http_client, http_send, init_http, init_stdio, is_response, request_ids,
 };

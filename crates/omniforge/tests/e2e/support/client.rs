@@ -1,0 +1,436 @@
+//! THE MCP clients the tests speak through: [`HttpClient`] (Streamable HTTP sessions, with or
+//! without a bearer token) and [`StdioClient`] (`omniforge stdio` as a child, raw JSON-RPC
+//! lines, notifications kept). Both send, initialize, list, call a tool and wait for a
+//! notification ([`HttpClient::notifications`], [`StdioClient::wait_for`]). The one-shot
+//! bearer helpers ([`bearer_post`], [`bearer_session`]) are for tests that look at the HTTP
+//! answer itself (status, `WWW-Authenticate`).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::mpsc;
+
+use super::http::{
+    HttpReply, get_headers, http_client, http_send, initialize_request, post_headers,
+};
+use super::process::{Captured, drain, kill_and_reap, spawn_piped};
+use super::server::omniforge_in;
+use super::sse::sse_messages;
+
+/// THE MCP client over Streamable HTTP: an initialized 2025-06-18 session (optionally with a
+/// bearer token), or the same session sent to another URL (a replica, the balancer).
+pub(crate) struct HttpClient {
+    http: reqwest::Client,
+    /// The MCP endpoint this client posts to.
+    pub(crate) url: String,
+    token: Option<String>,
+    /// `None`: no session.
+    pub(crate) session: Option<String>,
+    next_id: u64,
+}
+
+/// The revision the HTTP sessions speak.
+const VERSION: &str = "2025-06-18";
+
+impl HttpClient {
+    /// Initializes a session at `url`, without a token.
+    pub(crate) async fn open(url: &str) -> Result<HttpClient, String> {
+        HttpClient::handshake(url, None).await
+    }
+
+    /// Initializes a session at `url` with a bearer token; panics when that fails.
+    pub(crate) async fn bearer(url: &str, token: &str) -> HttpClient {
+        HttpClient::handshake(url, Some(token))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    async fn handshake(url: &str, token: Option<&str>) -> Result<HttpClient, String> {
+        let mut mcp = HttpClient {
+            http: http_client(),
+            url: url.to_owned(),
+            token: token.map(str::to_owned),
+            session: None,
+            next_id: 1,
+        };
+        let reply = mcp
+            .post(initialize_request(0, VERSION), &[json!(0)])
+            .await?;
+        if reply.status != 200 {
+            return Err(format!(
+                "initialize: HTTP {} {}",
+                reply.status,
+                String::from_utf8_lossy(&reply.body)
+            ));
+        }
+        let session = reply
+            .header("mcp-session-id")
+            .ok_or("no Mcp-Session-Id")?
+            .to_owned();
+        mcp.session = Some(session);
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let reply = mcp.post(note, &[]).await?;
+        if reply.status != 202 {
+            return Err(format!("initialized: HTTP {}", reply.status));
+        }
+        Ok(mcp)
+    }
+
+    /// The same session, sent to `url` (another replica, the balancer).
+    pub(crate) fn same_session_at(&self, url: &str) -> HttpClient {
+        HttpClient {
+            http: self.http.clone(),
+            url: url.to_owned(),
+            token: self.token.clone(),
+            session: self.session.clone(),
+            next_id: self.next_id + 1000,
+        }
+    }
+
+    fn with_token(&self, mut headers: Vec<(String, String)>) -> Vec<(String, String)> {
+        if let Some(token) = &self.token {
+            headers.push(("Authorization".into(), format!("Bearer {token}")));
+        }
+        headers
+    }
+
+    async fn post(&self, body: Value, wait: &[Value]) -> Result<HttpReply, String> {
+        let headers = self.with_token(post_headers(
+            self.session.as_deref(),
+            self.session.as_ref().map(|_| VERSION),
+        ));
+        http_send(
+            &self.http,
+            "POST",
+            &self.url,
+            &headers,
+            Some(serde_json::to_vec(&body).unwrap()),
+            wait,
+        )
+        .await
+    }
+
+    /// The headers of a GET on the session's SSE stream (notifications), with the token.
+    pub(crate) fn stream_headers(&self) -> Vec<(String, String)> {
+        let session = self.session.as_deref().expect("a session");
+        self.with_token(get_headers(session, VERSION))
+    }
+
+    /// Opens the session's GET stream: the notifications, as they arrive.
+    pub(crate) fn notifications(&self) -> mpsc::UnboundedReceiver<Value> {
+        let mut req = self.http.get(&self.url);
+        for (name, value) in self.stream_headers() {
+            req = req.header(name, value);
+        }
+        sse_messages(req)
+    }
+
+    /// One request: its whole response message (`result` or `error`), or why there was none
+    /// (`HTTP 404`, a transport failure).
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let reply = self.post(body, std::slice::from_ref(&id)).await?;
+        if reply.status != 200 {
+            return Err(format!("HTTP {}", reply.status));
+        }
+        reply
+            .messages
+            .iter()
+            .find(|m| m["id"] == id)
+            .cloned()
+            .ok_or_else(|| format!("{method}: no response ({:?})", reply.notes))
+    }
+
+    /// One request's `result`; panics on anything else.
+    pub(crate) async fn result(&mut self, method: &str, params: Value) -> Value {
+        let m = self
+            .request(method, params.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{method} {params}: {e}"));
+        assert!(m.get("error").is_none(), "{method} {params}: {m}");
+        m["result"].clone()
+    }
+
+    /// One request that must fail; its JSON-RPC `error`.
+    pub(crate) async fn error(&mut self, method: &str, params: Value) -> Value {
+        let m = self
+            .request(method, params.clone())
+            .await
+            .unwrap_or_else(|e| panic!("{method} {params}: {e}"));
+        m.get("error")
+            .unwrap_or_else(|| panic!("{method}: not an error: {m}"))
+            .clone()
+    }
+
+    /// `tools/list`: the names, in order.
+    pub(crate) async fn tool_names(&mut self) -> Vec<String> {
+        let list = self.result("tools/list", json!({})).await;
+        list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// `tools/call`: the first text, whether it is an error, and the whole result.
+    pub(crate) async fn call(&mut self, name: &str, arguments: Value) -> (String, bool, Value) {
+        let r = self
+            .result("tools/call", json!({"name": name, "arguments": arguments}))
+            .await;
+        let text = r["content"][0]["text"].as_str().unwrap_or("").to_owned();
+        (text, r["isError"] == true, r)
+    }
+}
+
+/// `omniforge --data-dir DIR --uv UV stdio ARGS...`, initialized (2025-11-25), speaking raw
+/// JSON-RPC lines; notifications that arrive are kept in order.
+pub(crate) struct StdioClient {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+    next_id: u64,
+    /// Notifications that arrived while waiting for responses, in order.
+    pub(crate) notifications: Vec<Value>,
+    stderr: Captured,
+    /// The InitializeResult.
+    pub(crate) initialize: Value,
+}
+
+impl StdioClient {
+    pub(crate) async fn start(dir: &Path, extra: &[&str]) -> StdioClient {
+        let mut child = spawn_piped(omniforge_in(dir).arg("stdio").args(extra)).unwrap();
+        let stderr = Captured::default();
+        drain(child.stderr.take().unwrap(), stderr.clone());
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut mcp = StdioClient {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+            notifications: Vec::new(),
+            stderr,
+            initialize: Value::Null,
+        };
+        let init = mcp
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "content-e2e", "version": "0"}}),
+            )
+            .await;
+        mcp.initialize = init["result"].clone();
+        mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        mcp
+    }
+
+    pub(crate) async fn send(&mut self, message: Value) {
+        self.stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    /// The next message, or `None` after `timeout`.
+    pub(crate) async fn next(&mut self, timeout: Duration) -> Option<Value> {
+        match tokio::time::timeout(timeout, self.lines.next_line()).await {
+            Ok(Ok(Some(line))) => Some(
+                serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}")),
+            ),
+            Ok(_) => panic!("server stdout closed; stderr:\n{}", self.stderr.tail(4000)),
+            Err(_) => None,
+        }
+    }
+
+    /// Sends a request and returns its whole response (`result` or `error`).
+    pub(crate) async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(message) = self.next(left).await else {
+                panic!(
+                    "no answer to {method} within 120 s; stderr:\n{}",
+                    self.stderr.tail(4000)
+                );
+            };
+            if message.get("id") == Some(&json!(id)) {
+                return message;
+            }
+            if message.get("method").is_some() && message.get("id").is_none() {
+                self.notifications.push(message);
+            }
+        }
+    }
+
+    /// The `result` of a request that must succeed.
+    pub(crate) async fn result(&mut self, method: &str, params: Value) -> Value {
+        let response = self.request(method, params.clone()).await;
+        assert!(
+            response.get("error").is_none(),
+            "{method} {params} failed: {response}"
+        );
+        response["result"].clone()
+    }
+
+    /// The `error` of a request that must fail.
+    pub(crate) async fn error(&mut self, method: &str, params: Value) -> Value {
+        let response = self.request(method, params.clone()).await;
+        assert!(
+            response.get("result").is_none(),
+            "{method} {params} should fail: {response}"
+        );
+        response["error"].clone()
+    }
+
+    pub(crate) async fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.result("tools/call", json!({"name": tool, "arguments": arguments}))
+            .await
+    }
+
+    /// Waits for a notification with `method` (and, if given, `params`); earlier ones count.
+    pub(crate) async fn wait_for(
+        &mut self,
+        method: &str,
+        params: Option<&Value>,
+        timeout: Duration,
+    ) -> bool {
+        let matches =
+            |m: &Value| m["method"] == json!(method) && params.is_none_or(|p| &m["params"] == p);
+        if let Some(i) = self.notifications.iter().position(matches) {
+            self.notifications.remove(i);
+            return true;
+        }
+        let deadline = Instant::now() + timeout;
+        while let Some(message) = self
+            .next(deadline.saturating_duration_since(Instant::now()))
+            .await
+        {
+            if matches(&message) {
+                return true;
+            }
+            self.notifications.push(message);
+        }
+        false
+    }
+}
+
+impl Drop for StdioClient {
+    fn drop(&mut self) {
+        kill_and_reap(&mut self.child);
+    }
+}
+
+/// The text items of a CallToolResult, joined with `\n` (the one text there usually is).
+pub(crate) fn text_of(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter(|c| c["type"] == "text")
+                .filter_map(|c| c["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default()
+}
+
+/// One MCP exchange over HTTP with a bearer token: status, `WWW-Authenticate`, session id, and
+/// the JSON-RPC messages of the answer.
+pub(crate) struct BearerReply {
+    pub(crate) status: u16,
+    pub(crate) challenge: Option<String>,
+    pub(crate) session: Option<String>,
+    pub(crate) messages: Vec<Value>,
+}
+
+impl BearerReply {
+    pub(crate) fn result(&self) -> &Value {
+        self.messages
+            .iter()
+            .find_map(|m| m.get("result"))
+            .unwrap_or_else(|| panic!("no result in {:?}", self.messages))
+    }
+}
+
+/// POSTs one message asking for a plain JSON answer (no SSE), with a timeout long enough for
+/// a tool creation's environment build.
+pub(crate) async fn bearer_post(
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: Value,
+) -> BearerReply {
+    let mut request = http_client()
+        .post(url)
+        .timeout(Duration::from_secs(120))
+        .header("Accept", "application/json")
+        .json(&body);
+    if let Some(session) = session {
+        request = request
+            .header("Mcp-Session-Id", session)
+            .header("MCP-Protocol-Version", "2025-11-25");
+    }
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let reply = request.send().await.unwrap();
+    let header = |name: &str| {
+        reply
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let (challenge, session) = (header("www-authenticate"), header("mcp-session-id"));
+    let status = reply.status().as_u16();
+    let text = reply.text().await.unwrap();
+    let messages = match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Array(items)) => items,
+        Ok(one) => vec![one],
+        Err(_) => Vec::new(),
+    };
+    BearerReply {
+        status,
+        challenge,
+        session,
+        messages,
+    }
+}
+
+/// `initialize` + `notifications/initialized` with `token`; the session id.
+pub(crate) async fn bearer_session(url: &str, token: &str) -> String {
+    let reply = bearer_post(url, Some(token), None, initialize_request(1, "2025-11-25")).await;
+    assert_eq!(reply.status, 200, "initialize: {:?}", reply.messages);
+    let session = reply.session.expect("a session id");
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let reply = bearer_post(url, Some(token), Some(&session), note).await;
+    assert_eq!(reply.status, 202);
+    session
+}
+
+/// A `tools/call` request message.
+pub(crate) fn call_message(id: u64, tool: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": arguments}})
+}
+
+/// The value of `name="..."` in a `WWW-Authenticate` challenge.
+pub(crate) fn param<'a>(challenge: &'a str, name: &str) -> Option<&'a str> {
+    let start = challenge.find(&format!("{name}=\""))? + name.len() + 2;
+    let len = challenge[start..].find('"')?;
+    Some(&challenge[start..start + len])
+}
