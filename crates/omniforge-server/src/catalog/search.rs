@@ -138,6 +138,13 @@ impl Postings {
 /// No slot.
 const NONE: u32 = u32::MAX;
 
+/// One entry's terms with their frequencies per field, and its field lengths.
+#[derive(Default)]
+struct Analyzed {
+    terms: Vec<(Term, u16)>,
+    lens: [u8; FIELDS],
+}
+
 /// One indexed entry.
 struct Doc {
     entry: Arc<Entry>,
@@ -245,12 +252,28 @@ impl Index {
     /// Replaces every entry of `source` (not pending versions) with `entries`.
     pub(crate) fn replace_source(&mut self, source: ToolSource, entries: &[Arc<Entry>]) {
         self.remove_where(|d| d.entry.source == source && !d.pending);
-        for entry in entries {
+        // Analysed on every core (a replica's start-up indexes 100,000 tools), inserted in
+        // order.
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+        let chunk = entries.len().div_ceil(threads).max(1024);
+        let analyzed: Vec<Analyzed> = std::thread::scope(|scope| {
+            let workers: Vec<_> = entries
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(|| part.iter().map(|e| self.analyze(e)).collect::<Vec<_>>())
+                })
+                .collect();
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_default())
+                .collect()
+        });
+        for (entry, analyzed) in entries.iter().zip(analyzed) {
             // A list holds a name once; should it not, the later entry is indexed.
             if let Some(slot) = self.find(source, &entry.name, None) {
                 self.remove_slot(slot);
             }
-            self.add(entry.clone(), None, false);
+            self.insert(entry.clone(), None, analyzed, false);
         }
         for postings in self.terms.values_mut() {
             if let Postings::Many(list) = postings {
@@ -430,17 +453,46 @@ impl Index {
     }
 
     fn add(&mut self, entry: Arc<Entry>, author: Option<Arc<str>>, exact: bool) {
-        let mut tfs: HashMap<Term, u16> = HashMap::new();
+        let analyzed = self.analyze(&entry);
+        self.insert(entry, author, analyzed, exact);
+    }
+
+    /// `entry`'s terms with their frequencies per field (sorted by term), and its field
+    /// lengths.
+    fn analyze(&self, entry: &Entry) -> Analyzed {
+        let mut all: Vec<(Term, usize)> = Vec::new();
         let mut lens = [0u32; FIELDS];
-        self.each_term(&entry, &mut |field, term| {
-            let f = field as usize;
-            lens[f] += 1;
-            let tf = tfs.entry(Term::new(term)).or_insert(0);
-            let (shift, bits) = TF_BITS[f];
-            if (*tf >> shift) & ((1 << bits) - 1) < (1 << bits) - 1 {
-                *tf += 1 << shift;
-            }
+        self.each_term(entry, &mut |field, term| {
+            lens[field as usize] += 1;
+            all.push((Term::new(term), field as usize));
         });
+        all.sort_unstable();
+        let mut terms: Vec<(Term, u16)> = Vec::new();
+        for (term, f) in all {
+            let (shift, bits) = TF_BITS[f];
+            let max = (1 << bits) - 1;
+            match terms.last_mut() {
+                Some((last, tfs)) if *last == term => {
+                    if (*tfs >> shift) & max < max {
+                        *tfs += 1 << shift;
+                    }
+                }
+                _ => terms.push((term, 1 << shift)),
+            }
+        }
+        Analyzed {
+            terms,
+            lens: lens.map(|l| u8::try_from(l).unwrap_or(u8::MAX)),
+        }
+    }
+
+    fn insert(
+        &mut self,
+        entry: Arc<Entry>,
+        author: Option<Arc<str>>,
+        analyzed: Analyzed,
+        exact: bool,
+    ) {
         let slot = match self.free.pop() {
             Some(slot) => slot,
             None => {
@@ -449,7 +501,7 @@ impl Index {
                 u32::try_from(self.docs.len() - 1).unwrap_or(NONE)
             }
         };
-        for (term, tfs) in tfs {
+        for (term, tfs) in analyzed.terms {
             let p = Posting { doc: slot, tfs };
             match self.terms.get_mut(&term) {
                 Some(postings) => postings.push(p, exact),
@@ -458,7 +510,7 @@ impl Index {
                 }
             }
         }
-        let lens = lens.map(|l| u8::try_from(l).unwrap_or(u8::MAX));
+        let lens = analyzed.lens;
         for (sum, len) in self.len_sums.iter_mut().zip(lens) {
             *sum += u64::from(len);
         }

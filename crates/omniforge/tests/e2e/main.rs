@@ -31,6 +31,7 @@ mod replicas;
 mod robustness;
 mod schema_profile;
 mod script_tools;
+mod search;
 mod secrets;
 mod server;
 mod sessions;

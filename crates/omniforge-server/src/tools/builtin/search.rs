@@ -23,8 +23,9 @@ use crate::tools::ops::{Hints, Operation, Outcome, ToolDef};
 pub(crate) const MAX_TOOLS: u32 = 50;
 /// The longest summary, in characters.
 pub(crate) const MAX_SUMMARY: usize = 200;
-/// The longest query, in bytes (a longer one is refused, not searched in part).
-pub(crate) const MAX_QUERY_BYTES: usize = 4096;
+/// The longest query, in characters (a longer one is refused, not searched in part; a
+/// task's whole text, pasted data included, fits).
+pub(crate) const MAX_QUERY_CHARS: usize = 65_536;
 
 /// What the discovery built-ins work on: the catalog (weak: its entries hold this).
 pub(crate) struct Discovery {
@@ -89,7 +90,7 @@ fn ten() -> u32 {
 #[serde(deny_unknown_fields)]
 pub(crate) struct SearchTools {
     /// What the tool should do, in a few words, or its name.
-    #[schemars(length(max = 4096))]
+    #[schemars(length(max = 65536))]
     pub(crate) query: String,
     /// How many tools to return, best first.
     #[serde(default = "ten")]
@@ -132,10 +133,10 @@ impl Operation for SearchTools {
                 ),
             ));
         }
-        if self.query.len() > MAX_QUERY_BYTES {
+        if self.query.chars().count() > MAX_QUERY_CHARS {
             return Err(AuthoringError::invalid(
                 "query",
-                format!("at most {MAX_QUERY_BYTES} bytes"),
+                format!("at most {MAX_QUERY_CHARS} characters"),
             ));
         }
         let catalog = discovery.catalog()?;
