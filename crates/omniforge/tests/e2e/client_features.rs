@@ -6,7 +6,7 @@
 //! elicitation schema as the client received them, and the errors a script gets when the client
 //! lacks a capability or the revision forbids server-to-client requests.
 //!
-//! The drivers (`client_drivers/client.py`, `client.mjs`) declare a capability only when the
+//! The drivers (`support/py/features_client.py`, `support/node/features_client.mjs`) declare a capability only when the
 //! test gives them an answer for it, record every request and notification they receive
 //! during a call, and answer one JSON command line with one JSON line.
 
@@ -21,9 +21,9 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::support::{
-    BIN, Captured, Serve, StdioGuard, add_tools, data_home, drain, e2e_dir, line_channel, no_proxy,
-    node_driver, node22, python_driver, python1, python2, repo_root, require, spawn_piped,
-    stdio_argv, ts_modules, unique, uv,
+    BIN, Captured, Serve, StdioGuard, add_tools, data_home, drain, line_channel, no_proxy,
+    node_driver, node_script, node22, py_driver, python_driver, python1, python2, repo_root,
+    require, spawn_piped, stdio_argv, ts_modules, unique, uv,
 };
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(90);
@@ -92,7 +92,6 @@ impl Client {
     /// client `features` (answers for sampling, elicitation, roots), after initialize.
     async fn start(sdk: Sdk, transport: &'static str, target: &str, features: &Value) -> Client {
         let dir = tempfile::tempdir().unwrap();
-        let drivers = e2e_dir("client_drivers");
         let mut cmd = match sdk {
             Sdk::Py1 | Sdk::Py2 => {
                 let python = match sdk {
@@ -100,14 +99,14 @@ impl Client {
                     _ => python2(),
                 };
                 require(std::slice::from_ref(&python));
-                python_driver(&python, &drivers.join("client.py"))
+                python_driver(&python, &py_driver("features_client.py"))
             }
             Sdk::Ts => {
                 require(&[
                     node22(),
                     ts_modules().join("@modelcontextprotocol/sdk/package.json"),
                 ]);
-                node_driver(dir.path(), &drivers.join("client.mjs"))
+                node_driver(dir.path(), &node_script("features_client.mjs"))
             }
         };
         cmd.arg(transport)

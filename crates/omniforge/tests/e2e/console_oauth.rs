@@ -1,6 +1,6 @@
 //! The console's sign-in through the issuer (issue 17): "Sign in with ISSUER", the real
 //! authorization server's own sign-in and consent pages (`oidc-provider`, scripted with plain
-//! HTTP as `drivers/oauth_client.py` does), the code exchanged with PKCE by a confidential
+//! HTTP as `support/py/oauth_client.py` does), the code exchanged with PKCE by a confidential
 //! client, and a console session for the `oauth:` principal; a callback presented by another
 //! browser, or presented twice, opens nothing.
 

@@ -793,7 +793,7 @@ async fn export_then_import_round_trips() {
 #[tokio::test]
 async fn python_sdks_read_resources_and_prompts_over_stdio() {
     let dir = data_with_pack().await;
-    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/content_drivers/read.py");
+    let driver = crate::support::py_driver("read_content.py");
     for sdk in ["py-mcp1", "py-mcp2"] {
         let python = repo_root().join(".deps").join(sdk).join("bin/python");
         assert!(

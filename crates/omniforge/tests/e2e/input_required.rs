@@ -118,9 +118,9 @@ fn refused(answer: &Value) {
     );
 }
 
-/// Runs `client_drivers/content_request.py` with `args` (after the URL): its JSON line.
+/// Runs `support/py/content_request.py` with `args` (after the URL): its JSON line.
 async fn content_request(url: &str, args: &[&str]) -> Value {
-    let driver = crate::support::e2e_dir("client_drivers").join("content_request.py");
+    let driver = crate::support::py_driver("content_request.py");
     let out = python_driver(&python2(), &driver)
         .arg(url)
         .args(args)
@@ -153,7 +153,7 @@ async fn an_elicitation_over_two_rounds_through_the_python_sdk() {
     let (_home, data) = data_home();
     add_tools(&data, &[two_steps_tool()]);
     let server = Serve::on_data(&data, &[]).await;
-    let driver = crate::support::e2e_dir("client_drivers").join("input_required.py");
+    let driver = crate::support::py_driver("input_required.py");
     let answers = json!([accept("name", "Alice"), accept("color", "blue")]);
     let out = python_driver(&python2(), &driver)
         .args([server.url.as_str(), "two_steps", &answers.to_string()])

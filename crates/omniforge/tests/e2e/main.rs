@@ -36,6 +36,7 @@ mod stateless;
 mod stateless_replicas;
 mod support;
 mod tasks;
+mod tidy;
 mod traces;
 mod warm;
 mod wire;

@@ -2,10 +2,10 @@
 //! manifest, proxied to a real Connect service (the Node fixture in `tests/fixtures/connect`,
 //! built with the official `@connectrpc/connect-node`), driven by the official MCP clients.
 //!
-//! Most cases use the Python SDK 2.x over Streamable HTTP (`manifest_drivers/repl.py`, a
+//! Most cases use the Python SDK 2.x over Streamable HTTP (`support/py/repl.py`, a
 //! scripted client: the test writes one JSON command per line, the driver answers each with
 //! one JSON line). `omniforge bridge` is driven over stdio by the TypeScript SDK
-//! (`manifest_drivers/repl.mjs`, same protocol) and by raw JSON-RPC lines. Upstream failures
+//! (`support/node/repl.mjs`, same protocol) and by raw JSON-RPC lines. Upstream failures
 //! that a Connect server does not produce (an HTML 502 page, a 200 that is not JSON) come from
 //! a tiny loopback HTTP server in this file; "connection refused" is a port that was just
 //! closed. Nothing is mocked: every MCP exchange goes through the real binary.
@@ -30,8 +30,8 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::support::{
-    self, BIN, Captured, Fixture, Serve, drain, e2e_dir, fixture_manifest, kill_and_reap, no_proxy,
-    node_driver, node22, python_driver, python2, require, ts_modules,
+    self, BIN, Captured, Fixture, Serve, drain, fixture_manifest, kill_and_reap, no_proxy,
+    node_driver, node_script, node22, py_driver, python_driver, python2, require, ts_modules,
 };
 
 /// The fixture tools that are unary RPCs, i.e. MCP tools.
@@ -295,14 +295,14 @@ impl Repl {
         let mut cmd = match sdk {
             Sdk::Py2 => {
                 require(&[python2()]);
-                python_driver(&python2(), &e2e_dir("manifest_drivers").join("repl.py"))
+                python_driver(&python2(), &py_driver("repl.py"))
             }
             Sdk::Ts => {
                 require(&[
                     node22(),
                     ts_modules().join("@modelcontextprotocol/sdk/package.json"),
                 ]);
-                node_driver(dir.path(), &e2e_dir("manifest_drivers").join("repl.mjs"))
+                node_driver(dir.path(), &node_script("repl.mjs"))
             }
         };
         cmd.arg(kind)
@@ -310,6 +310,8 @@ impl Repl {
             .args(extra)
             .current_dir(dir.path())
             .env("HOME", dir.path())
+            // One request's limit in the driver (its default is 60 s).
+            .env("REPL_TIMEOUT_S", "20")
             .env("NO_COLOR", "1");
         let mut child = no_proxy(&mut cmd)
             .stdin(Stdio::piped())

@@ -1,5 +1,5 @@
 //! `GET /metrics` (issue 16): who may read it, `--metrics-listen`, and counters that move with
-//! real calls, parsed by the official Prometheus Python client (`drivers/metrics.py`, which
+//! real calls, parsed by the official Prometheus Python client (`support/py/metrics.py`, which
 //! picks `prometheus_client.openmetrics.parser` for the OpenMetrics text the server sends).
 
 use std::time::Duration;
@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use crate::support::{
     Fixture, Serve, add_tools, bearer_post as post, bearer_session as open_session,
-    call_message as call, data_home, deps, e2e_dir, fixture_manifest, http_client,
-    initialize_request, param, python_driver, require, sleeper_tool, start_task, text_of,
-    until_terminal, uv,
+    call_message as call, data_home, deps, fixture_manifest, http_client, initialize_request,
+    param, py_driver, python_driver, require, sleeper_tool, start_task, text_of, until_terminal,
+    uv,
 };
 
 const TOKENS: &str = "alice s3cret-call-7f2 tools:call\nroot s3cret-admin-9c4 admin\n\
@@ -18,11 +18,11 @@ const TOKENS: &str = "alice s3cret-call-7f2 tools:call\nroot s3cret-admin-9c4 ad
 const ADMIN: &str = "s3cret-admin-9c4";
 const WRITER: &str = "s3cret-write-2b8";
 
-/// `drivers/metrics.py URL [--bearer TOKEN]`: status, content type and parsed families.
+/// `support/py/metrics.py URL [--bearer TOKEN]`: status, content type and parsed families.
 async fn scrape(url: &str, bearer: Option<&str>) -> Value {
     let python = deps().join("py-obs/bin/python");
     require(std::slice::from_ref(&python));
-    let mut cmd = python_driver(&python, &e2e_dir("drivers/metrics.py"));
+    let mut cmd = python_driver(&python, &py_driver("metrics.py"));
     cmd.arg(url);
     if let Some(token) = bearer {
         cmd.args(["--bearer", token]);
@@ -72,25 +72,7 @@ async fn serve(data: &std::path::Path, extra: &[&str]) -> (Serve, String) {
         .args(extra)
         .start()
         .await;
-    // Logged before the server announces itself ready; stderr is read by another task.
-    let mut waited = 0;
-    let url = loop {
-        let log = server.stderr();
-        let url = log
-            .lines()
-            .filter(|l| l.contains("serving metrics"))
-            .find_map(|l| l.split("url=").nth(1))
-            .and_then(|rest| rest.split_whitespace().next())
-            .map(str::to_owned);
-        match url {
-            Some(url) => break url,
-            None if waited < 100 => {
-                waited += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-            None => panic!("no metrics URL in the log within 10 s:\n{log}"),
-        }
-    };
+    let url = server.metrics_url().await;
     (server, url)
 }
 

@@ -1,7 +1,7 @@
 //! OAuth 2.1 resource server (issue 16), against a real authorization server: `oidc-provider`
 //! (`tests/fixtures/oidc/server.mjs`, started per test on loopback) issuing real JWT access
 //! tokens for OmniForge's resource URL, and the official Python SDK's OAuth client
-//! (`drivers/oauth_client.py`) for the discovery flows.
+//! (`support/py/oauth_client.py`) for the discovery flows.
 //!
 //! The server under test runs with `--oauth-issuer ISSUER` (its audience defaults to its own
 //! loopback URL), and the provider is told that URL once the server is listening
@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use crate::support::{
     ANY_TOOL, BearerReply as Reply, Serve, Setup, bearer_post as post,
-    bearer_session as open_session, call_message as call, e2e_dir, http_client, initialize_request,
-    no_proxy, param, python_driver, python2, repo_root, require, text_of,
+    bearer_session as open_session, call_message as call, http_client, initialize_request,
+    no_proxy, param, py_driver, python_driver, python2, repo_root, require, text_of,
 };
 
 const ALL_SCOPES: &str = "tools:call tools:write admin";
@@ -38,11 +38,11 @@ fn claims(token: &str) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-/// Runs `drivers/oauth_client.py ARGS` (the Python SDK's OAuth client) and returns its stdout
+/// Runs `support/py/oauth_client.py ARGS` (the Python SDK's OAuth client) and returns its stdout
 /// lines by tag.
 async fn sdk_driver(args: &[&str]) -> Vec<(String, Value)> {
     require(&[python2()]);
-    let mut cmd = python_driver(&python2(), &e2e_dir("drivers").join("oauth_client.py"));
+    let mut cmd = python_driver(&python2(), &py_driver("oauth_client.py"));
     no_proxy(cmd.args(args));
     let output = tokio::time::timeout(Duration::from_secs(90), cmd.output())
         .await

@@ -4,7 +4,7 @@
 //! Everything is real: the binary (`CARGO_BIN_EXE_omniforge`), uv (`.deps/bin/uv`, passed with
 //! `--uv` so nothing downloads uv), PyPI (python-dateutil is really resolved and installed),
 //! bubblewrap (the default `--sandbox standard`), and the clients: the Python SDK 2.x
-//! (`script_drivers/repl.py`) and the TypeScript SDK (`script_drivers/repl.mjs`), scripted
+//! (`support/py/repl.py`) and the TypeScript SDK (`support/node/repl.mjs`), scripted
 //! drivers that answer one JSON command line with one JSON line. The kill -9 burst speaks raw
 //! JSON-RPC over HTTP, so that several creations are in flight at the moment of the kill.
 //!
@@ -26,8 +26,8 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::support::{
-    self, Captured, Serve, StdioGuard, data_home, drain, e2e_dir, kill_and_reap,
-    kill_leftover_servers, line_channel, marked, no_proxy, node_driver, node22, panic_lines,
+    self, Captured, Serve, StdioGuard, data_home, drain, kill_and_reap, kill_leftover_servers,
+    line_channel, marked, no_proxy, node_driver, node_script, node22, panic_lines, py_driver,
     python_driver, python2, repo_root, require, spawn_piped, stdio_argv, text_of, ts_modules,
     unique, uv,
 };
@@ -90,7 +90,7 @@ impl Repl {
         let mut cmd = match sdk {
             Sdk::Py2 => {
                 require(&[python2(), uv()]);
-                python_driver(&python2(), &e2e_dir("script_drivers").join("repl.py"))
+                python_driver(&python2(), &py_driver("repl.py"))
             }
             Sdk::Ts => {
                 require(&[
@@ -98,7 +98,7 @@ impl Repl {
                     uv(),
                     ts_modules().join("@modelcontextprotocol/sdk/package.json"),
                 ]);
-                node_driver(dir.path(), &e2e_dir("script_drivers").join("repl.mjs"))
+                node_driver(dir.path(), &node_script("repl.mjs"))
             }
         };
         cmd.arg(kind)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::{
-    Fixture, Serve, add_tools, data_home, e2e_dir, fixture_manifest, no_proxy, python_driver,
+    Fixture, Serve, add_tools, data_home, fixture_manifest, no_proxy, py_driver, python_driver,
     python2, require, sleeper_tool, start_task, stateless_meta as meta,
     stateless_request as request, task_get as get, unique, until_terminal, uv,
 };
@@ -321,11 +321,8 @@ async fn the_python_sdk_polls_a_task_longer_than_its_request_timeout() {
     add_tools(&data, &[sleeper_tool()]);
     let server = serve(&data, &[]).await;
     // The client gives each request 4 s; the script takes 10 s. The driver's Tasks extension
-    // (client_drivers/tasks_client.py) polls tasks/get until the task completes.
-    let mut driver = python_driver(
-        &python2(),
-        &e2e_dir("client_drivers").join("tasks_client.py"),
-    );
+    // (support/py/tasks_client.py) polls tasks/get until the task completes.
+    let mut driver = python_driver(&python2(), &py_driver("tasks_client.py"));
     no_proxy(&mut driver)
         .args([&server.url, "sleeper", r#"{"seconds": 10}"#, "4"])
         .kill_on_drop(true);

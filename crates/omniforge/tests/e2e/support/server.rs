@@ -24,6 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
+use super::eventually::eventually;
 use super::paths::{BIN, require, uv};
 use super::process::{Captured, drain, kill_and_reap, panic_lines, spawn_piped};
 
@@ -190,6 +191,25 @@ impl Serve {
             self.pid,
             self.stderr.tail(6000)
         );
+    }
+
+    /// The URL of `--metrics-listen`, from its `serving metrics` log line. That line is
+    /// written before the server is ready, but its stderr is read by another task: waited for.
+    pub(crate) async fn metrics_url(&self) -> String {
+        eventually(
+            Duration::from_secs(10),
+            "the `serving metrics` log line",
+            async || {
+                let log = self.stderr.text();
+                log.lines()
+                    .filter(|l| l.contains("serving metrics"))
+                    .find_map(|l| l.split("url=").nth(1))
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("not in the log so far:\n{}", self.stderr.tail(4000)))
+            },
+        )
+        .await
     }
 
     /// A server to configure before [`ServeCommand::start`].
