@@ -274,6 +274,7 @@ async fn a_full_queue_drops_rows_not_calls_and_counts_them() {
 /// A queue of 0 rows is refused at start.
 #[tokio::test]
 async fn a_queue_of_no_rows_is_refused() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let (ok, _, err) =
         support::omniforge_cli(dir.path(), &["stdio", "--call-log-queue", "0"], Some("")).await;

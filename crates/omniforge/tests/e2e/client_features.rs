@@ -432,6 +432,7 @@ fn full_features() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_tools_answer_exactly_over_stdio_and_http() {
+    crate::support::needs_deps!();
     require(&[uv(), pack_path()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -469,6 +470,7 @@ fn ask_all_tool() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_get_the_clients_answers_or_a_clear_error() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -540,6 +542,7 @@ async fn scripts_get_the_clients_answers_or_a_clear_error() {
 /// sampling request with its params unchanged) under `inputRequests`, with a sealed state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revision_2026_07_28_asks_through_an_input_required_result() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[ask_all_tool()]);
@@ -609,6 +612,7 @@ async fn revision_2026_07_28_asks_through_an_input_required_result() {
 /// A content item a script gets wrong is an error result that names it, never text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_content_items_are_named_errors() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -693,6 +697,7 @@ fn events(body: &str) -> Vec<Event> {
 /// response; a GET with `Last-Event-ID` resumes it and delivers the response.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_post_stream_is_resumed_with_last_event_id() {
+    crate::support::needs_deps!();
     require(&[uv(), pack_path()]);
     let (_home, data) = data_home();
     let reconnection: Vec<Value> = pack_tools()
@@ -817,6 +822,7 @@ async fn raw_session(http: &reqwest::Client, url: &str, capabilities: Value) -> 
 /// waiting for an answer that cannot come), even though the client declared the capabilities.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_only_calls_cannot_ask_the_client() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[ask_all_tool()]);
@@ -868,6 +874,7 @@ async fn json_only_calls_cannot_ask_the_client() {
 /// while an answer is pending cancels the client's request too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_client_answer_times_out_and_is_cancelled() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -929,6 +936,7 @@ async fn a_slow_client_answer_times_out_and_is_cancelled() {
 /// and the result then follows on the same stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_request_rides_the_calls_post_stream() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(
@@ -1005,6 +1013,7 @@ async fn a_script_request_rides_the_calls_post_stream() {
 /// ninth and tenth are refused at once, the eight get their answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_most_eight_requests_wait_for_the_client() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -1048,6 +1057,7 @@ omniforge.result(structured={"answers": len(answers), "refused": refused})
 /// message, a sampling request or an embedded resource of the result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_are_redacted_from_everything_sent_to_the_client() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());

@@ -366,30 +366,36 @@ fn check(run: &Run) -> Vec<String> {
 
 #[tokio::test]
 async fn client_py1_stdio() {
+    crate::support::needs_deps!();
     run_client(Sdk::Py1, Transport::Stdio).await;
 }
 
 #[tokio::test]
 async fn client_py1_http() {
+    crate::support::needs_deps!();
     run_client(Sdk::Py1, Transport::Http).await;
 }
 
 #[tokio::test]
 async fn client_py2_stdio() {
+    crate::support::needs_deps!();
     run_client(Sdk::Py2, Transport::Stdio).await;
 }
 
 #[tokio::test]
 async fn client_py2_http() {
+    crate::support::needs_deps!();
     run_client(Sdk::Py2, Transport::Http).await;
 }
 
 #[tokio::test]
 async fn client_ts_stdio() {
+    crate::support::needs_deps!();
     run_client(Sdk::Ts, Transport::Stdio).await;
 }
 
 #[tokio::test]
 async fn client_ts_http() {
+    crate::support::needs_deps!();
     run_client(Sdk::Ts, Transport::Http).await;
 }

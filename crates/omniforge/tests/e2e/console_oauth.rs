@@ -178,6 +178,7 @@ async fn at_the_issuer(browser: &mut Browser, authorize: &str, login: &str) -> S
 
 #[tokio::test]
 async fn console_signs_in_through_the_issuers_own_pages() {
+    crate::support::needs_deps!();
     let secret_dir = tempfile::tempdir().unwrap();
     let secret = secret_dir.path().join("console-secret");
     std::fs::write(&secret, "console-web-secret\n").unwrap();

@@ -33,6 +33,7 @@ async fn data_with_pack() -> tempfile::TempDir {
 
 #[tokio::test]
 async fn conformance_pack_is_served_exactly() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let mut mcp = StdioClient::start(dir.path(), &[]).await;
     let caps = &mcp.initialize["capabilities"];
@@ -248,6 +249,7 @@ fn write_json(dir: &Path, name: &str, value: &Value) -> String {
 
 #[tokio::test]
 async fn cli_changes_reach_subscribers_and_list_listeners() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let files = tempfile::tempdir().unwrap();
     let mut mcp = StdioClient::start(dir.path(), &[]).await;
@@ -366,6 +368,7 @@ async fn cli_changes_reach_subscribers_and_list_listeners() {
 
 #[tokio::test]
 async fn authoring_builtins_validate_and_serve() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = StdioClient::start(dir.path(), &[]).await;
 
@@ -618,6 +621,7 @@ async fn authoring_builtins_validate_and_serve() {
 
 #[tokio::test]
 async fn no_authoring_hides_the_content_builtins() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = StdioClient::start(dir.path(), &["--no-authoring"]).await;
     let tools = mcp.result("tools/list", json!({})).await;
@@ -657,6 +661,7 @@ fn tool_pack() -> Value {
 
 #[tokio::test]
 async fn pack_import_is_idempotent_and_all_or_nothing() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();
     let pack = write_json(files.path(), "tools.json", &tool_pack());
@@ -743,6 +748,7 @@ async fn pack_import_is_idempotent_and_all_or_nothing() {
 
 #[tokio::test]
 async fn export_then_import_round_trips() {
+    crate::support::needs_deps!();
     let a = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();
     let pack = write_json(files.path(), "tools.json", &tool_pack());
@@ -792,6 +798,7 @@ async fn export_then_import_round_trips() {
 
 #[tokio::test]
 async fn python_sdks_read_resources_and_prompts_over_stdio() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let driver = crate::support::py_driver("read_content.py");
     for sdk in ["py-mcp1", "py-mcp2"] {
@@ -977,6 +984,7 @@ impl HttpSession {
 
 #[tokio::test]
 async fn http_scopes_and_updates_on_the_get_stream() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let files = tempfile::tempdir().unwrap();
     let tokens = files.path().join("tokens");
@@ -1069,6 +1077,7 @@ async fn http_scopes_and_updates_on_the_get_stream() {
 
 #[tokio::test]
 async fn resource_and_prompt_lists_are_paginated() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let mut mcp = StdioClient::start(dir.path(), &["--page-size", "1"]).await;
     for (method, field, want) in [
@@ -1119,6 +1128,7 @@ async fn resource_and_prompt_lists_are_paginated() {
 
 #[tokio::test]
 async fn rev_2026_listen_gets_updates_of_accepted_resources() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let files = tempfile::tempdir().unwrap();
     let server = crate::support::Serve::start(&[
@@ -1193,6 +1203,7 @@ async fn rev_2026_listen_gets_updates_of_accepted_resources() {
 /// next to the stored ones, and are not listed.
 #[tokio::test]
 async fn kept_outputs_of_cut_results_are_still_readable() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let mut mcp = StdioClient::start(dir.path(), &["--max-result-bytes", "100"]).await;
     let created = mcp

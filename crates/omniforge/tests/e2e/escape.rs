@@ -139,16 +139,19 @@ macro_rules! thrice {
             mod $attack {
                 #[tokio::test]
                 async fn with_namespaces() {
+                    crate::support::needs_deps!();
                     super::$attack(super::Mode::Namespaces).await
                 }
 
                 #[tokio::test]
                 async fn without_namespaces() {
+                    crate::support::needs_deps!();
                     super::$attack(super::Mode::NoNamespaces).await
                 }
 
                 #[tokio::test]
                 async fn warm() {
+                    crate::support::needs_deps!();
                     super::$attack(super::Mode::Warm).await
                 }
             }
@@ -2515,6 +2518,7 @@ thrice!(
 /// stored exactly as authored.
 #[tokio::test]
 async fn escape_suite_wire24_object_schema_without_properties_gets_empty_properties() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let omni = Omni::start(&[]).await;
     let mut s = Session::open(&omni.url).await;
@@ -2599,6 +2603,7 @@ async fn escape_suite_wire24_object_schema_without_properties_gets_empty_propert
 /// progress is sent (neither on the POST stream nor on the session's GET stream).
 #[tokio::test]
 async fn escape_suite_wire33_heartbeat_progress_only_with_token() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let s_secs: f64 = std::env::var("OMNIFORGE_E2E_LONG_RUN_S")
         .ok()

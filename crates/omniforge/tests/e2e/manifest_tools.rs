@@ -760,6 +760,7 @@ fn write_atomically(path: &Path, bytes: &[u8]) {
 /// raw JSON of a tools/list over plain HTTP.
 #[tokio::test]
 async fn list_shows_unary_rpcs_with_mcp_fields_only() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_fixture, omni, mut repl) = fixture_scene(&[]).await;
 
@@ -793,6 +794,7 @@ async fn list_shows_unary_rpcs_with_mcp_fields_only() {
 /// (which proto3 JSON sends as `{}`) comes back with the zero values filled in.
 #[tokio::test]
 async fn echo_succeeds_and_zero_values_are_filled() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_fixture, omni, mut repl) = fixture_scene(&[]).await;
 
@@ -839,6 +841,7 @@ async fn echo_succeeds_and_zero_values_are_filled() {
 /// and the streaming RPC called by name: each an isError result, the server still serving.
 #[tokio::test]
 async fn connect_error_bad_arguments_and_streaming_call() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_fixture, omni, mut repl) = fixture_scene(&[]).await;
 
@@ -929,6 +932,7 @@ async fn connect_error_bad_arguments_and_streaming_call() {
 /// configured upstream credential.
 #[tokio::test]
 async fn connection_refused_is_an_error_result() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let manifest = fixture_manifest();
     let upstream = format!("http://127.0.0.1:{}", closed_port());
@@ -963,6 +967,7 @@ async fn connection_refused_is_an_error_result() {
 /// does): isError with the status and a short excerpt of the page.
 #[tokio::test]
 async fn http_502_html_page_is_an_error_result() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let page = format!(
         "<html>\n<head><title>502 Bad Gateway</title></head>\n<body>\n<center><h1>502 Bad \
@@ -1039,6 +1044,7 @@ async fn http_502_html_page_is_an_error_result() {
 /// the body.
 #[tokio::test]
 async fn invalid_json_reply_is_an_error_result() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let stub = StubHttp::start(http_response(
         "HTTP/1.1 200 OK",
@@ -1071,6 +1077,7 @@ async fn invalid_json_reply_is_an_error_result() {
 /// result with a clear configuration message.
 #[tokio::test]
 async fn missing_upstream_is_a_configuration_error() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let manifest = fixture_manifest();
     let omni = Omni::serve(&["--manifest", manifest.to_str().unwrap()]).await;
@@ -1101,6 +1108,7 @@ async fn missing_upstream_is_a_configuration_error() {
 /// Without --upstream-auth, the auth-required RPC is refused upstream.
 #[tokio::test]
 async fn whoami_without_upstream_auth_is_unauthenticated() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_fixture, omni, mut repl) = fixture_scene(&[]).await;
     let result = repl.result("fixture_whoami", json!({})).await;
@@ -1123,6 +1131,7 @@ async fn whoami_without_upstream_auth_is_unauthenticated() {
 /// Idempotency-Key (the manifest sets `idempotency_key: true`).
 #[tokio::test]
 async fn whoami_with_upstream_auth_and_fresh_idempotency_keys() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_fixture, omni, mut repl) =
         fixture_scene(&["--upstream-auth", "Bearer fixture-token"]).await;
@@ -1162,6 +1171,7 @@ async fn whoami_with_upstream_auth_and_fresh_idempotency_keys() {
 /// OmniForge's auth but is never forwarded upstream.
 #[tokio::test]
 async fn client_token_is_not_forwarded_upstream() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let tokens = tempfile::tempdir().unwrap();
@@ -1228,6 +1238,7 @@ async fn client_token_is_not_forwarded_upstream() {
 /// --upstream-timeout 500ms: a 3 s Slow call fails fast, and the upstream sees the abort.
 #[tokio::test]
 async fn upstream_timeout_aborts_the_call() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (fixture, omni, mut repl) = fixture_scene(&["--upstream-timeout", "500ms"]).await;
     let reply = repl.call("fixture_slow", json!({"millis": 3000})).await;
@@ -1271,6 +1282,7 @@ async fn upstream_timeout_aborts_the_call() {
 /// upstream request is aborted and the server keeps answering.
 #[tokio::test]
 async fn client_cancellation_aborts_the_upstream_call() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (fixture, omni, mut repl) = fixture_scene(&["--upstream-timeout", "60s"]).await;
     let reply = repl
@@ -1308,6 +1320,7 @@ async fn client_cancellation_aborts_the_upstream_call() {
 /// notification, not a disconnect, that cancels.
 #[tokio::test]
 async fn raw_http_notifications_cancelled_aborts_the_upstream_call() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let manifest = fixture_manifest();
@@ -1415,6 +1428,7 @@ async fn raw_http_notifications_cancelled_aborts_the_upstream_call() {
 /// aborts it upstream, and the bridge answers the next call.
 #[tokio::test]
 async fn bridge_raw_stdio_cancellation() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let manifest = fixture_manifest();
@@ -1489,6 +1503,7 @@ async fn bridge_raw_stdio_cancellation() {
 /// new list lacks it; an invalid rewrite keeps the previous tools and announces nothing.
 #[tokio::test]
 async fn hot_reload_removes_a_tool_and_ignores_invalid_json() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let (_dir, manifest) = manifest_copy();
@@ -1579,6 +1594,7 @@ async fn hot_reload_removes_a_tool_and_ignores_invalid_json() {
 /// the outputSchema).
 #[tokio::test]
 async fn bridge_stdio_typescript_client() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let data = tempfile::tempdir().unwrap();
@@ -1769,6 +1785,7 @@ async fn fixture_omni(fixture: &Fixture, args: &[&str]) -> Omni {
 /// its id gets 404 with a JSON-RPC body (never 500).
 #[tokio::test]
 async fn a_call_longer_than_the_idle_timeout_keeps_its_session() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let omni = fixture_omni(&fixture, &["--session-idle-timeout", "1s"]).await;
@@ -1818,6 +1835,7 @@ async fn a_call_longer_than_the_idle_timeout_keeps_its_session() {
 /// share cancels all three.
 #[tokio::test]
 async fn concurrent_posts_with_one_id_each_get_their_own_answer() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let omni = fixture_omni(&fixture, &["--upstream-timeout", "60s"]).await;

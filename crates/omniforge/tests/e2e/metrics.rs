@@ -78,6 +78,7 @@ async fn serve(data: &std::path::Path, extra: &[&str]) -> (Serve, String) {
 
 #[tokio::test]
 async fn metrics_need_admin_on_the_mcp_listener_and_metrics_listen_serves_without_auth() {
+    crate::support::needs_deps!();
     let (_dir, data) = data_home();
     let (server, listen_url) = serve(&data, &[]).await;
     let on_mcp = format!("{}/metrics", server.base);
@@ -131,6 +132,7 @@ async fn metrics_need_admin_on_the_mcp_listener_and_metrics_listen_serves_withou
 /// free, never becomes one.
 #[tokio::test]
 async fn counters_move_with_calls_errors_and_a_kill() {
+    crate::support::needs_deps!();
     let (_dir, data) = data_home();
     let (server, url) = serve(&data, &["--metrics-max-tools", "3", "--require-approval"]).await;
     let session = open_session(&server.url, ADMIN).await;
@@ -336,6 +338,7 @@ async fn counters_move_with_calls_errors_and_a_kill() {
 /// says which limit it hit.
 #[tokio::test]
 async fn kills_by_memory_and_pids_are_counted() {
+    crate::support::needs_deps!();
     let (_dir, data) = data_home();
     let (server, url) = serve(&data, &["--memory-limit-bytes", "268435456"]).await;
     let session = open_session(&server.url, ADMIN).await;
@@ -391,6 +394,7 @@ async fn kills_by_memory_and_pids_are_counted() {
 /// upstream call is timed under its service's `upstream` label.
 #[tokio::test]
 async fn front_refusals_and_upstream_calls_are_counted() {
+    crate::support::needs_deps!();
     let fixture = Fixture::start().await;
     let manifest = fixture_manifest();
     let (_dir, data) = data_home();
@@ -496,6 +500,7 @@ async fn front_refusals_and_upstream_calls_are_counted() {
 /// from the store at each scrape: `working` while its script runs, `completed` after.
 #[tokio::test]
 async fn the_task_gauges_follow_a_task_from_working_to_completed() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_dir, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -546,6 +551,7 @@ async fn open_streams(url: &str, kind: &str) -> f64 {
 /// stops counting when the client closes it.
 #[tokio::test]
 async fn an_open_get_stream_is_counted_until_the_client_closes_it() {
+    crate::support::needs_deps!();
     let (_dir, data) = data_home();
     let (server, url) = serve(&data, &[]).await;
     let session = open_session(&server.url, ADMIN).await;

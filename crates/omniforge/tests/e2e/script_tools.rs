@@ -471,6 +471,7 @@ async fn check_add_vat(repl: &mut Repl, changes_before: u64) {
 
 #[tokio::test]
 async fn add_vat_python_sdk_http() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data, omni, mut repl) = http_scene(&[]).await;
     let before = repl.changes().await;
@@ -496,6 +497,7 @@ async fn add_vat_python_sdk_http() {
 
 #[tokio::test]
 async fn add_vat_typescript_sdk_stdio() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -525,6 +527,7 @@ async fn add_vat_typescript_sdk_stdio() {
 
 #[tokio::test]
 async fn dependency_versions_rollback_and_delete() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data, omni, mut repl) = http_scene(&[]).await;
 
@@ -674,6 +677,7 @@ async fn dependency_versions_rollback_and_delete() {
 
 #[tokio::test]
 async fn validation_errors_name_the_problem_and_save_nothing() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     let before = repl.list().await;
@@ -776,6 +780,7 @@ async fn validation_errors_name_the_problem_and_save_nothing() {
 
 #[tokio::test]
 async fn output_schema_gives_structured_content_or_a_clear_error() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     let code = r#"import json, sys
@@ -859,6 +864,7 @@ else:
 
 #[tokio::test]
 async fn limits_timeout_output_cut_exit_code_and_stderr() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     create_ok(
@@ -962,6 +968,7 @@ async fn limits_timeout_output_cut_exit_code_and_stderr() {
 /// script connects.
 #[tokio::test]
 async fn network_is_denied_by_default() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1033,6 +1040,7 @@ except OSError as e:
 
 #[tokio::test]
 async fn cancelled_call_leaves_no_process_and_server_answers_next_call() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     // The run re-executes itself with the marker in argv and starts a child that carries it
@@ -1131,6 +1139,7 @@ os.execv(sys.executable, sleeper)
 
 #[tokio::test]
 async fn call_tool_by_name_and_no_authoring_hides_authoring_tools() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data, omni, mut repl) = http_scene(&[]).await;
     create_ok(&mut repl, add_vat_args()).await;
@@ -1285,6 +1294,7 @@ impl Raw {
 
 #[tokio::test]
 async fn kill9_during_creation_burst_keeps_every_acknowledged_tool() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data) = data_home();
     let mut omni = Serve::on_data(&data, &[]).await;
@@ -1392,6 +1402,7 @@ async fn kill9_during_creation_burst_keeps_every_acknowledged_tool() {
 
 #[tokio::test]
 async fn change_by_another_process_shows_up_with_list_changed() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data) = data_home();
     let _guard = StdioGuard(data.clone());

@@ -48,6 +48,7 @@ fn marked(marker: &str) -> Vec<i32> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_outlives_its_request_and_a_second_server_reads_it() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -85,6 +86,7 @@ async fn a_task_outlives_its_request_and_a_second_server_reads_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_task_kills_its_processes() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -148,6 +150,7 @@ async fn a_cancelled_task_kills_its_processes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_principals_task_is_an_unknown_id() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -189,6 +192,7 @@ async fn another_principals_task_is_an_unknown_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_server_died_reads_failed_with_a_message() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -205,6 +209,7 @@ async fn a_task_whose_server_died_reads_failed_with_a_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn questions_inside_a_task_wait_for_tasks_update_through_any_server() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(
@@ -282,6 +287,7 @@ print("%s/%s" % (answers["who"]["content"]["name"], answers["sure"]["content"]["
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_past_its_time_limit_reads_failed() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(
@@ -316,6 +322,7 @@ async fn a_task_past_its_time_limit_reads_failed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_polls_a_task_longer_than_its_request_timeout() {
+    crate::support::needs_deps!();
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -349,6 +356,7 @@ async fn the_python_sdk_polls_a_task_longer_than_its_request_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tasks_cut_output_lives_as_long_as_the_task() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(
@@ -429,6 +437,7 @@ async fn a_tasks_cut_output_lives_as_long_as_the_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manifest_tool_named_in_task_support_runs_as_a_task() {
+    crate::support::needs_deps!();
     let fixture = Fixture::start().await;
     let (home, data) = data_home();
     let config = home.path().join("omniforge.toml");
@@ -517,6 +526,7 @@ print("Hello, %s! task=%s sure=%s" % (name, task, sure))
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_started_task_asks_inline_first_then_runs_as_the_task() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[greet_later_tool("required")]);
@@ -587,6 +597,7 @@ async fn a_script_started_task_asks_inline_first_then_runs_as_the_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_task_does_nothing_where_no_task_can_start() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let probe = |name: &str, support: &str, start: &str| {

@@ -19,8 +19,31 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 use regex::Regex;
+
+static KRATE_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bcrate::(\w+)").unwrap());
+static SUPERS_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\b(?:super::)+(\w+)").unwrap());
+static SPAWN_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"Command::new\(\s*(?:\w+::)*BIN\s*\)|CARGO_BIN_EXE_").unwrap());
+static OMNI_RE: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bstruct\s+Omni\b").unwrap());
+static FIELD_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\s*(?:pub(?:\([\w:]+\))?\s+)?\w+\s*:\s*(?:\w+::)*Serve\s*,").unwrap()
+});
+static STARTS_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"Serve::|HttpServer::start|StdioServer::start|\bBIN\b").unwrap());
+static HTTP_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"reqwest::Client::(?:new|builder)\s*\(|ClientBuilder::new\s*\(").unwrap()
+});
+static NEXT_ID_RE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\s*(?:pub(?:\([\w:]+\))?\s+)?next_id\s*:\s*u\d+\s*,").unwrap());
+static SLEEP_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"(?:tokio::time::|std::thread::|\bthread::|\btime::)sleep\s*\(|(?:^|[^\w.:])sleep\s*\(",
+    )
+    .unwrap()
+});
 
 /// (file under `tests/e2e`, rule, how many times it breaks the rule today).
 const ALLOWED: &[(&str, &str, usize)] = &[
@@ -101,7 +124,7 @@ fn code_of(line: &str) -> &str {
     let mut from = 0;
     while let Some(at) = line[from..].find("//") {
         let at = from + at;
-        if line[..at].matches('"').count() % 2 == 0 {
+        if line[..at].matches('"').count().is_multiple_of(2) {
             return &line[..at];
         }
         from = at + 2;
@@ -139,14 +162,14 @@ fn test_modules() -> Vec<String> {
 /// or an inline one, is fine).
 fn imports(rel: &str, text: &str, modules: &[String]) -> usize {
     let own = module_of(rel).remove(0);
-    let krate = Regex::new(r"\bcrate::(\w+)").unwrap();
-    let supers = Regex::new(r"\b(?:super::)+(\w+)").unwrap();
+    let krate = &*KRATE_RE;
+    let supers = &*SUPERS_RE;
     let other = |name: &str| name != own && modules.iter().any(|m| m == name);
     let mut n = 0;
     for line in text.lines().map(code_of) {
         n += krate
             .captures_iter(line)
-            .filter(|c| &c[1] != "support" && &c[1] != own)
+            .filter(|c| &c[1] != "support" && c[1] != own)
             .count();
         n += supers.captures_iter(line).filter(|c| other(&c[1])).count();
     }
@@ -155,10 +178,10 @@ fn imports(rel: &str, text: &str, modules: &[String]) -> usize {
 
 /// `server`: a server started by hand, or a struct wrapping one.
 fn server(text: &str) -> usize {
-    let spawn = Regex::new(r"Command::new\(\s*(?:\w+::)*BIN\s*\)|CARGO_BIN_EXE_").unwrap();
-    let omni = Regex::new(r"\bstruct\s+Omni\b").unwrap();
-    let field = Regex::new(r"^\s*(?:pub(?:\([\w:]+\))?\s+)?\w+\s*:\s*(?:\w+::)*Serve\s*,").unwrap();
-    let starts = Regex::new(r"Serve::|HttpServer::start|StdioServer::start|\bBIN\b").unwrap();
+    let spawn = &*SPAWN_RE;
+    let omni = &*OMNI_RE;
+    let field = &*FIELD_RE;
+    let starts = &*STARTS_RE;
     let lines: Vec<&str> = text.lines().map(code_of).collect();
     let mut n = 0;
     let mut in_struct = false;
@@ -188,9 +211,8 @@ fn server(text: &str) -> usize {
 
 /// `client`: an HTTP client of its own, or a struct that numbers JSON-RPC requests.
 fn client(text: &str) -> usize {
-    let http =
-        Regex::new(r"reqwest::Client::(?:new|builder)\s*\(|ClientBuilder::new\s*\(").unwrap();
-    let next_id = Regex::new(r"^\s*(?:pub(?:\([\w:]+\))?\s+)?next_id\s*:\s*u\d+\s*,").unwrap();
+    let http = &*HTTP_RE;
+    let next_id = &*NEXT_ID_RE;
     text.lines()
         .map(code_of)
         .map(|line| http.find_iter(line).count() + usize::from(next_id.is_match(line)))
@@ -199,10 +221,7 @@ fn client(text: &str) -> usize {
 
 /// `sleep`: a fixed sleep without a `// scenario:` reason on its line or the line above.
 fn sleep(text: &str) -> usize {
-    let sleep = Regex::new(
-        r"(?:tokio::time::|std::thread::|\bthread::|\btime::)sleep\s*\(|(?:^|[^\w.:])sleep\s*\(",
-    )
-    .unwrap();
+    let sleep = &*SLEEP_RE;
     let lines: Vec<&str> = text.lines().collect();
     (0..lines.len())
         .filter(|&i| {
