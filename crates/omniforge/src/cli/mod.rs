@@ -1,5 +1,6 @@
 //! The commands, one file per family: [`serve`] (`serve`, `stdio`, `bridge`), [`tool`],
-//! [`resource`], [`prompt`], [`pack`], [`secret`] (and `secret rotate-key`), [`maintenance`] (`doctor`, `gc`, `backup`), [`migrate`].
+//! [`resource`], [`prompt`], [`pack`], [`secret`] (and `secret rotate-key`), [`maintenance`] (`doctor`, `gc`, `backup`), [`migrate`],
+//! [`health`] (the container's HEALTHCHECK).
 //!
 //! [`parts`] builds the server library's parts from the settings (the one place that knows
 //! how), [`render`] turns results into text for people, [`progress`] shows long work on stderr,
@@ -18,6 +19,7 @@ macro_rules! out {
 }
 
 mod audit;
+mod health;
 mod maintenance;
 mod migrate;
 mod pack;
@@ -88,6 +90,10 @@ pub(crate) fn caller() -> Caller {
 /// Whatever the command fails with, with context for people.
 pub(crate) async fn run(settings: Settings) -> Result<()> {
     let Settings { common, task } = settings;
+    if let Task::Health(url, timeout) = &task {
+        // Touches nothing on disk: the HEALTHCHECK runs it every few seconds.
+        return health::check(url, *timeout).await;
+    }
     std::fs::create_dir_all(&common.data_dir)
         .with_context(|| format!("creating data directory {}", common.data_dir.display()))?;
     match task {
@@ -95,6 +101,7 @@ pub(crate) async fn run(settings: Settings) -> Result<()> {
         Task::Stdio => serve::stdio(&common, parts::Tools::All).await,
         Task::Bridge => serve::stdio(&common, parts::Tools::ManifestOnly).await,
         Task::Doctor { json } => maintenance::doctor(&common, json),
+        Task::Health(url, timeout) => health::check(&url, timeout).await,
         Task::Gc => maintenance::gc(&common).await,
         Task::Backup(file) => maintenance::backup(&common, &file).await,
         Task::Migrate(migrate) => migrate::run(&common, &migrate).await,

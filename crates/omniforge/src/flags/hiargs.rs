@@ -43,6 +43,8 @@ pub(crate) enum Task {
         /// JSON output.
         json: bool,
     },
+    /// `health`: GET this URL (`http://ADDR/healthz`), giving up after the duration.
+    Health(String, Duration),
     /// `gc`.
     Gc,
     /// `backup FILE`.
@@ -392,6 +394,9 @@ impl Settings {
             Command::Stdio(_) => Task::Stdio,
             Command::Serve(args) => Task::Serve(http(args.http, *args.oauth, &file)?),
             Command::Doctor(args) => Task::Doctor { json: args.json },
+            Command::Health(args) => {
+                Task::Health(health_url(args.listen.or(file.listen)), args.timeout)
+            }
             Command::Gc => Task::Gc,
             Command::Backup { file } => Task::Backup(file),
             Command::Migrate(MigrateArgs {
@@ -412,6 +417,19 @@ impl Settings {
         };
         Ok(Settings { common, task })
     }
+}
+
+/// The `/healthz` URL of a server listening on `listen` (default 127.0.0.1:8765); an
+/// unspecified address (0.0.0.0, ::) is reached on the loopback address of its family.
+fn health_url(listen: Option<SocketAddr>) -> String {
+    let mut addr = listen.unwrap_or(SocketAddr::from(([127, 0, 0, 1], 8765)));
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    format!("http://{addr}/healthz")
 }
 
 /// The settings of `serve`.

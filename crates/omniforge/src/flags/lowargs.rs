@@ -113,6 +113,9 @@ pub(crate) enum Command {
     /// Report the script sandbox layers this machine provides; exits 0 only when every layer
     /// the chosen --sandbox level needs is present.
     Doctor(DoctorArgs),
+    /// GET /healthz of the local server (`--listen`, as `serve` reads it); exits 0 when it
+    /// answers 200, else 1: the container image's HEALTHCHECK.
+    Health(HealthArgs),
     /// Remove script environments that no tool version uses any more (the server also does
     /// this every hour).
     Gc,
@@ -210,6 +213,18 @@ pub(crate) struct DoctorArgs {
     pub(crate) json: bool,
     #[command(flatten)]
     sandbox: SandboxOptions,
+}
+
+/// Options of `omniforge health`.
+#[derive(Debug, Args)]
+pub(crate) struct HealthArgs {
+    /// The server's listen address, as given to `serve` (an unspecified address such as
+    /// 0.0.0.0 is reached on loopback) [default: the config file's `listen`, else 127.0.0.1:8765].
+    #[arg(long, env = "OMNIFORGE_LISTEN", value_name = "ADDR")]
+    pub(crate) listen: Option<std::net::SocketAddr>,
+    /// Give up after this long.
+    #[arg(long, default_value = "5s", value_name = "DURATION", value_parser = super::options::parse_duration)]
+    pub(crate) timeout: std::time::Duration,
 }
 
 /// Options of the commands that write a tool, template or prompt (and so may build its
@@ -555,6 +570,7 @@ impl Cli {
                 options.calls.overlay(take(&mut run.calls));
             }
             Command::Gc
+            | Command::Health(_)
             | Command::Backup { .. }
             | Command::Migrate(_)
             | Command::Secret(_)

@@ -700,3 +700,31 @@ async fn doctor_says_whether_the_warm_pool_is_on() {
         }
     }
 }
+
+/// `omniforge health` (the container image's HEALTHCHECK): exit 0 while the server answers
+/// `/healthz`, also when given the unspecified address the server listens on in a container,
+/// and exit 1, naming the URL, once it is gone.
+#[tokio::test]
+async fn health_answers_for_a_running_server_and_fails_without_one() {
+    let server = crate::support::HttpServer::start(&[], &crate::support::Auth::None).await;
+    let port = server.base().rsplit(':').next().unwrap().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    for listen in [format!("127.0.0.1:{port}"), format!("0.0.0.0:{port}")] {
+        let (ok, out, err) =
+            omniforge_cli(dir.path(), &["health", "--listen", &listen], None).await;
+        assert!(ok, "health --listen {listen} failed: {err}");
+        assert_eq!(out, "", "health prints nothing when healthy");
+    }
+    drop(server);
+    let (ok, _, err) = omniforge_cli(
+        dir.path(),
+        &["health", "--listen", &format!("127.0.0.1:{port}")],
+        None,
+    )
+    .await;
+    assert!(!ok, "health succeeded with no server on port {port}");
+    assert!(
+        err.contains(&format!("GET http://127.0.0.1:{port}/healthz")),
+        "the error names the URL: {err}"
+    );
+}
