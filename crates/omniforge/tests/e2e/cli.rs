@@ -706,6 +706,7 @@ async fn doctor_says_whether_the_warm_pool_is_on() {
 /// and exit 1, naming the URL, once it is gone.
 #[tokio::test]
 async fn health_answers_for_a_running_server_and_fails_without_one() {
+    crate::support::needs_deps!();
     let server = crate::support::HttpServer::start(&[], &crate::support::Auth::None).await;
     let port = server.base().rsplit(':').next().unwrap().to_owned();
     let dir = tempfile::tempdir().unwrap();

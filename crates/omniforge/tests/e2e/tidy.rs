@@ -65,6 +65,7 @@ const ALLOWED: &[(&str, &str, usize)] = &[
     ("escape.rs", "sleep", 6),
     ("input_required.rs", "client", 1),
     ("input_required.rs", "server", 1),
+    ("kubernetes.rs", "server", 2),
     ("manifest_tools.rs", "server", 5),
     ("manifest_tools.rs", "sleep", 10),
     ("metrics.rs", "sleep", 1),
