@@ -5,9 +5,9 @@
 #   deploy/image/rootfs.sh WORKDIR UV_VERSION
 #
 # writes WORKDIR/rootfs.tar, a minimal Debian bookworm from the mirror this machine's apt
-# already uses (mmdebstrap, variant essential, documentation left out) with the packages below
-# and the user omniforge (uid 10001), and WORKDIR/uv/bin/uv, uv from PyPI as the server installs
-# it (pip, the pinned version).
+# already uses (mmdebstrap, variant essential, merged /usr, documentation left out) with the
+# packages below and the user omniforge (uid 10001), and WORKDIR/uv/bin/uv, uv from PyPI as the
+# server installs it (pip, the pinned version).
 set -euo pipefail
 log() { printf 'image: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -34,7 +34,10 @@ if grep -q '^Types:' "$work/debian.sources"; then srcname=debian.sources; else m
 
 
 # Leave out what a server never reads: documentation, manual pages, locales, apt's lists.
+# merged-usr: the /usr merge by mmdebstrap's own hook, not the usrmerge package (which pulls in
+# perl, 45 MB). force-unsafe-io: no fsync per file; a crash only fails this build.
 mmdebstrap --variant=essential --mode=root --quiet \
+  --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --dpkgopt=force-unsafe-io \
   --include="$(IFS=,; echo "${PACKAGES[*]}")" \
   --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \

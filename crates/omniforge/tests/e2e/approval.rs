@@ -19,7 +19,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::{
-    self, Auth, EventStream, HttpClient, HttpServer, is_list_changed, open_stream, uv,
+    self, Auth, EventStream, HttpClient, HttpServer, eventually, is_list_changed, open_stream, uv,
 };
 
 const WRITER: &str = "writer-token-0123456789abcdef";
@@ -484,14 +484,17 @@ async fn cli_flow(database: Option<&str>) {
     assert!(success, "{out}{err}");
     assert_eq!(out.trim(), "No version is pending approval.");
     // The writer no longer sees its rejected tool, once the server has read the change.
-    let deadline = tokio::time::Instant::now() + CHANGE_TIMEOUT;
-    while description_of(&mut writer, "second").await.is_some() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the writer still lists its rejected tool"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        CHANGE_TIMEOUT,
+        "the writer no longer lists its rejected tool",
+        async || {
+            description_of(&mut writer, "second")
+                .await
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
 
     let (seen, records) = audit(&server, database).await;
     for want in [

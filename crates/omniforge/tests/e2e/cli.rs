@@ -195,15 +195,11 @@ async fn boolean_flags_before_the_subcommand() {
 
 /// `omniforge COMMAND --help`, which must succeed; returns stdout.
 async fn help(args: &[&str]) -> String {
-    let out = tokio::process::Command::new(BIN)
-        .args(args)
-        .arg("--help")
-        .env("NO_COLOR", "1")
-        .output()
-        .await
-        .unwrap();
-    assert!(out.status.success(), "{args:?} --help: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
+    let dir = tempfile::tempdir().unwrap();
+    let args: Vec<&str> = args.iter().copied().chain(["--help"]).collect();
+    let (ok, out, err) = omniforge_cli(dir.path(), &args, None).await;
+    assert!(ok, "{args:?}: {out}{err}");
+    out
 }
 
 /// The long options a help text lists.

@@ -203,7 +203,7 @@ async fn run_client(sdk: Sdk, transport: Transport) {
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
     let driver_err = Captured::default();
-    support::drain(child.stderr.take().unwrap(), driver_err.clone());
+    let stderr_done = support::drain(child.stderr.take().unwrap(), driver_err.clone());
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
 
     let mut run = Run {
@@ -248,8 +248,9 @@ async fn run_client(sdk: Sdk, transport: Transport) {
             }
         }
     };
-    // Let the stderr drain catch the last bytes.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The stderr capture is complete at its EOF (a stdio server the driver left behind may
+    // hold the pipe: not for long).
+    let _ = tokio::time::timeout(Duration::from_secs(2), stderr_done).await;
 
     let mut problems = check(&run);
     if let Some(server) = &server {

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::support::Setup;
+use crate::support::{Setup, browser_client};
 
 /// A browser's cookies and the one HTTP client it needs: redirects are followed by hand
 /// (each hop is checked), cookies kept by name (both servers are on 127.0.0.1, which a
@@ -26,11 +26,7 @@ struct Page {
 impl Browser {
     fn new() -> Browser {
         Browser {
-            http: reqwest::Client::builder()
-                .no_proxy()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap(),
+            http: browser_client(),
             cookies: BTreeMap::new(),
         }
     }

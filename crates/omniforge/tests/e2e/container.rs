@@ -80,8 +80,20 @@ impl Drop for Cleanup {
                 let _ = podman().args(["rmi", "--force", &id]).output();
             }
         }
+        // A cgroup can be removed only once its last process is gone, which may be a moment
+        // after `podman rm` returns: a few tries, 10 s in all.
         for dir in &self.cgroups {
-            remove_cgroup_tree(dir);
+            for _ in 0..50 {
+                remove_cgroup_tree(dir);
+                if !dir.exists() {
+                    break;
+                }
+                // scenario: waiting for the kernel to let the emptied cgroup go (no event for it)
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            if dir.exists() {
+                eprintln!("container: could not remove {}", dir.display());
+            }
         }
     }
 }

@@ -9,8 +9,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Serve, add_definitions, add_tools, data_home, parse_sse, python_driver, python2, require,
-    two_steps_tool, uv,
+    Serve, add_definitions, add_tools, data_home, http_client, omniforge_cli, parse_sse,
+    python_driver, python2, require, two_steps_tool, uv,
 };
 
 const STATELESS: &str = "2026-07-28";
@@ -57,11 +57,7 @@ async fn request(
         params[k] = v.clone();
     }
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let mut post = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .post(url);
+    let mut post = http_client().post(url);
     if let Some(token) = token {
         post = post.bearer_auth(token);
     }
@@ -265,18 +261,8 @@ async fn a_question_under_replay_has_secret_values_redacted() {
     require(&[uv()]);
     let (_home, data) = data_home();
     let secret = format!("sk-mrtr-{}", std::process::id());
-    let mut set = std::process::Command::new(env!("CARGO_BIN_EXE_omniforge"))
-        .args(["secret", "set", "E2E_KEY", "--data-dir"])
-        .arg(&data)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        let mut stdin = set.stdin.take().unwrap();
-        stdin.write_all(secret.as_bytes()).unwrap();
-    }
-    assert!(set.wait().unwrap().success());
+    let (ok, _, err) = omniforge_cli(&data, &["secret", "set", "E2E_KEY"], Some(&secret)).await;
+    assert!(ok, "omniforge secret set: {err}");
     let code = r#"import os
 import omniforge
 omniforge.sample("the key is " + os.environ["E2E_KEY"], max_tokens=5, key="leak")

@@ -40,5 +40,6 @@ mod support;
 mod tasks;
 mod tidy;
 mod traces;
+mod walkthrough;
 mod warm;
 mod wire;

@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use crate::support::{
     Fixture, Serve, add_tools, bearer_post as post, bearer_session as open_session,
-    call_message as call, data_home, deps, fixture_manifest, http_client, initialize_request,
-    param, py_driver, python_driver, require, sleeper_tool, start_task, text_of, until_terminal,
-    uv,
+    call_message as call, data_home, deps, eventually, fixture_manifest, http_client,
+    initialize_request, param, py_driver, python_driver, require, sleeper_tool, start_task,
+    text_of, until_terminal, uv,
 };
 
 const TOKENS: &str = "alice s3cret-call-7f2 tools:call\nroot s3cret-admin-9c4 admin\n\
@@ -569,16 +569,13 @@ async fn an_open_get_stream_is_counted_until_the_client_closes_it() {
     assert_eq!(open_streams(&url, "get").await, 1.0, "the open GET stream");
     drop(stream);
     // The server notices the closed connection at its next write or poll of the body.
-    let mut open = 1.0;
-    for _ in 0..50 {
-        open = open_streams(&url, "get").await;
-        if open == 0.0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(
-        open, 0.0,
-        "the GET stream still counted 5 s after the client closed it"
-    );
+    eventually(
+        Duration::from_secs(5),
+        "the closed GET stream no longer counted",
+        async || match open_streams(&url, "get").await {
+            0.0 => Ok(()),
+            open => Err(format!("omniforge_open_streams{{kind=\"get\"}} = {open}")),
+        },
+    )
+    .await;
 }

@@ -13,8 +13,9 @@ use serde_json::{Value, json};
 
 use crate::support::{
     ANY_TOOL, BearerReply as Reply, Serve, Setup, bearer_post as post,
-    bearer_session as open_session, call_message as call, http_client, initialize_request,
-    no_proxy, param, py_driver, python_driver, python2, repo_root, require, text_of,
+    bearer_session as open_session, browser_client, call_message as call, eventually, http_client,
+    initialize_request, no_proxy, param, py_driver, python_driver, python2, repo_root, require,
+    text_of,
 };
 
 const ALL_SCOPES: &str = "tools:call tools:write admin";
@@ -347,14 +348,18 @@ async fn expired_token_is_refused() {
     .await;
     assert_eq!(reply.status, 200, "{}", setup.logs());
     // Wait for the token's own clock, not a fixed sleep.
-    while std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        <= exp
-    {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(
+        Duration::from_secs(10),
+        "the token's exp passed",
+        async || {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs();
+            (now > exp).then_some(())
+        },
+    )
+    .await;
     let reply = post(
         setup.url(),
         Some(&token),
@@ -723,10 +728,7 @@ async fn console_signs_in_with_an_oauth_access_token() {
     let other = "http://127.0.0.1:2/other";
     let setup = Setup::start(&["--resource", other], &[]).await;
     let base = setup.url().trim_end_matches("/mcp").to_owned();
-    let browser = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let browser = browser_client();
     let cookie_of = |reply: &reqwest::Response| {
         reply
             .headers()

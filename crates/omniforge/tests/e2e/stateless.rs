@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Serve, StdioServer, add_tools, data_home, parse_sse, require, uv};
+use crate::support::{
+    Serve, StdioServer, add_tools, data_home, http_client, parse_sse, require, uv,
+};
 
 const STATELESS: &str = "2026-07-28";
 
@@ -41,11 +43,7 @@ async fn call_as(
 ) -> (u16, Vec<Value>) {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": name, "arguments": arguments, "_meta": meta}});
-    let mut post = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .post(url);
+    let mut post = http_client().post(url);
     if let Some(token) = token {
         post = post.bearer_auth(token);
     }

@@ -18,7 +18,7 @@ use super::http::{
 };
 use super::process::{Captured, drain, kill_and_reap, spawn_piped};
 use super::server::omniforge_in;
-use super::sse::sse_messages;
+use super::sse::sse_messages_open;
 
 /// THE MCP client over Streamable HTTP: an initialized 2025-06-18 session (optionally with a
 /// bearer token), or the same session sent to another URL (a replica, the balancer).
@@ -29,35 +29,44 @@ pub(crate) struct HttpClient {
     token: Option<String>,
     /// `None`: no session.
     pub(crate) session: Option<String>,
+    /// The revision asked for in `initialize` and sent as `MCP-Protocol-Version`.
+    version: &'static str,
     next_id: u64,
 }
 
-/// The revision the HTTP sessions speak.
+/// The revision the HTTP sessions speak unless told otherwise ([`HttpClient::open_as`]).
 const VERSION: &str = "2025-06-18";
 
 impl HttpClient {
     /// Initializes a session at `url`, without a token.
     pub(crate) async fn open(url: &str) -> Result<HttpClient, String> {
-        HttpClient::handshake(url, None).await
+        HttpClient::open_as(url, None, VERSION).await
     }
 
     /// Initializes a session at `url` with a bearer token; panics when that fails.
     pub(crate) async fn bearer(url: &str, token: &str) -> HttpClient {
-        HttpClient::handshake(url, Some(token))
+        HttpClient::open_as(url, Some(token), VERSION)
             .await
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    async fn handshake(url: &str, token: Option<&str>) -> Result<HttpClient, String> {
+    /// Initializes a session at `url` speaking revision `version`, with a bearer token if
+    /// given.
+    pub(crate) async fn open_as(
+        url: &str,
+        token: Option<&str>,
+        version: &'static str,
+    ) -> Result<HttpClient, String> {
         let mut mcp = HttpClient {
             http: http_client(),
             url: url.to_owned(),
             token: token.map(str::to_owned),
             session: None,
+            version,
             next_id: 1,
         };
         let reply = mcp
-            .post(initialize_request(0, VERSION), &[json!(0)])
+            .post(initialize_request(0, version), &[json!(0)])
             .await?;
         if reply.status != 200 {
             return Err(format!(
@@ -86,6 +95,7 @@ impl HttpClient {
             url: url.to_owned(),
             token: self.token.clone(),
             session: self.session.clone(),
+            version: self.version,
             next_id: self.next_id + 1000,
         }
     }
@@ -97,16 +107,21 @@ impl HttpClient {
         headers
     }
 
-    async fn post(&self, body: Value, wait: &[Value]) -> Result<HttpReply, String> {
-        let headers = self.with_token(post_headers(
+    /// The headers of a POST in this session: Content-Type, Accept, Mcp-Session-Id,
+    /// MCP-Protocol-Version and the token.
+    pub(crate) fn headers(&self) -> Vec<(String, String)> {
+        self.with_token(post_headers(
             self.session.as_deref(),
-            self.session.as_ref().map(|_| VERSION),
-        ));
+            self.session.as_ref().map(|_| self.version),
+        ))
+    }
+
+    async fn post(&self, body: Value, wait: &[Value]) -> Result<HttpReply, String> {
         http_send(
             &self.http,
             "POST",
             &self.url,
-            &headers,
+            &self.headers(),
             Some(serde_json::to_vec(&body).unwrap()),
             wait,
         )
@@ -116,16 +131,18 @@ impl HttpClient {
     /// The headers of a GET on the session's SSE stream (notifications), with the token.
     pub(crate) fn stream_headers(&self) -> Vec<(String, String)> {
         let session = self.session.as_deref().expect("a session");
-        self.with_token(get_headers(session, VERSION))
+        self.with_token(get_headers(session, self.version))
     }
 
-    /// Opens the session's GET stream: the notifications, as they arrive.
-    pub(crate) fn notifications(&self) -> mpsc::UnboundedReceiver<Value> {
+    /// Opens the session's GET stream: the notifications, as they arrive. Returns once the
+    /// server has answered the GET (status 200, an event stream), so a change made after it
+    /// is announced on it.
+    pub(crate) async fn notifications(&self) -> mpsc::UnboundedReceiver<Value> {
         let mut req = self.http.get(&self.url);
         for (name, value) in self.stream_headers() {
             req = req.header(name, value);
         }
-        sse_messages(req)
+        sse_messages_open(req).await
     }
 
     /// One request: its whole response message (`result` or `error`), or why there was none

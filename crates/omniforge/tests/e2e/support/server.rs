@@ -269,6 +269,41 @@ impl Serve {
     pub(crate) fn kill(&mut self) {
         kill_and_reap(&mut self.child);
     }
+
+    /// Sends SIGTERM (the graceful shutdown); see [`Serve::wait_exit`].
+    pub(crate) fn sigterm(&self) {
+        sigterm(self.pid);
+    }
+}
+
+/// `kill -TERM PID`; panics unless it was delivered.
+fn sigterm(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -TERM {pid} failed: {status}");
+}
+
+/// Runs `omniforge ARGS...` as given (no `--data-dir` added; stdin closed) to completion,
+/// killing it after `timeout`: `None` if it was still running then. For commands that must
+/// end on their own, such as a `serve` that refuses to start.
+pub(crate) async fn omniforge_run(
+    args: &[&str],
+    timeout: Duration,
+) -> Option<std::process::Output> {
+    let child = Command::new(BIN)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    tokio::time::timeout(timeout, child)
+        .await
+        .ok()
+        .map(|r| r.unwrap())
 }
 
 impl Drop for Serve {
@@ -452,6 +487,23 @@ impl StdioServer {
     /// Whether the process is still running.
     pub(crate) fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits up to `timeout` for the process to exit (awaited, not polled); stdin stays open.
+    pub(crate) async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok)
+    }
+
+    /// Sends SIGTERM (stdin stays open).
+    pub(crate) fn sigterm(&self) {
+        sigterm(
+            self.child
+                .id()
+                .expect("the stdio server was already reaped"),
+        );
     }
 
     /// Closes stdin (the stdio way to ask a server to stop) and waits up to `timeout` for
