@@ -212,6 +212,7 @@ fn options_of(help: &str) -> Vec<String> {
 /// server options every command used to repeat.
 #[tokio::test]
 async fn subcommand_help_lists_only_its_options() {
+    crate::support::needs_deps!();
     const GLOBAL: [&str; 6] = [
         "--config",
         "--data-dir",
@@ -280,6 +281,7 @@ async fn subcommand_help_lists_only_its_options() {
 /// The `--manifest` help reads "comma-separated", not "comma- separated".
 #[tokio::test]
 async fn manifest_help_reads_comma_separated() {
+    crate::support::needs_deps!();
     for command in [&["serve"][..], &["stdio"], &["bridge"], &[]] {
         let text = help(command).await;
         let manifest = text
