@@ -49,12 +49,10 @@ static SLEEP_RE: LazyLock<Regex> = LazyLock::new(|| {
 const ALLOWED: &[(&str, &str, usize)] = &[
     ("client_features.rs", "client", 4),
     ("client_features.rs", "server", 2),
-    ("escape.rs", "client", 1),
-    ("escape.rs", "server", 2),
-    ("escape.rs", "sleep", 6),
     ("kubernetes.rs", "server", 2),
-    ("manifest_tools.rs", "server", 5),
-    ("manifest_tools.rs", "sleep", 10),
+    ("manifest_tools/mod.rs", "server", 2),
+    ("manifest_tools/raw.rs", "server", 2),
+    ("manifest_tools/startup.rs", "server", 1),
     ("robustness.rs", "client", 1),
     ("walkthrough.rs", "server", 3),
 ];

@@ -12,7 +12,7 @@
 //! - a change made by another process (the command line on the same data directory), heard
 //!   through the change feed, retires the template too.
 //!
-//! The escape suite's warm mode (`escape.rs`, `NAME::warm`) attacks through the same path.
+//! The escape suite's warm mode (`escape/`, `NAME::warm`) attacks through the same path.
 
 use std::time::Duration;
 
