@@ -32,6 +32,8 @@ pub(crate) struct ServeCommand {
     cmd: Command,
     listen: String,
     args: Vec<std::ffi::OsString>,
+    /// The data directory [`ServeCommand::fresh_data_dir`] made, kept as long as the server.
+    data: Option<TempDir>,
 }
 
 impl ServeCommand {
@@ -48,6 +50,16 @@ impl ServeCommand {
         self
     }
 
+    /// `--data-dir` a fresh temporary directory that lives as long as the [`Serve`].
+    pub(crate) fn fresh_data_dir(mut self) -> ServeCommand {
+        let dir = tempfile::tempdir().unwrap();
+        self.args.push("--data-dir".into());
+        self.args.push(dir.path().join("data").into_os_string());
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        self.data = Some(dir);
+        self
+    }
+
     /// The process command, for environment settings.
     pub(crate) fn cmd(&mut self) -> &mut Command {
         &mut self.cmd
@@ -60,6 +72,7 @@ impl ServeCommand {
             mut cmd,
             listen,
             args,
+            data,
         } = self;
         let ready_dir = tempfile::tempdir().unwrap();
         let ready = ready_dir.path().join("ready");
@@ -131,6 +144,7 @@ impl ServeCommand {
             stdout,
             ready,
             _ready_dir: ready_dir,
+            _data: data,
         }
     }
 }
@@ -159,6 +173,7 @@ pub(crate) struct Serve {
     stdout: Captured,
     ready: PathBuf,
     _ready_dir: TempDir,
+    _data: Option<TempDir>,
 }
 
 impl Serve {
@@ -198,6 +213,7 @@ impl Serve {
             cmd: Command::new(BIN),
             listen: "127.0.0.1:0".to_owned(),
             args: Vec::new(),
+            data: None,
         }
     }
 
