@@ -11,7 +11,6 @@
 //! during a call, and answer one JSON command line with one JSON line.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -21,9 +20,9 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::support::{
-    BIN, Captured, Serve, StdioGuard, add_tools, data_home, drain, line_channel, no_proxy,
-    node_driver, node_script, node22, py_driver, python_driver, python1, python2, repo_root,
-    require, spawn_piped, stdio_argv, ts_modules, unique, uv,
+    Captured, Serve, StdioGuard, add_tools, data_home, drain, http_client, line_channel, no_proxy,
+    node_driver, node_script, node22, omniforge_cli, py_driver, python_driver, python1, python2,
+    repo_root, require, spawn_piped, stdio_argv, ts_modules, unique, uv,
 };
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(90);
@@ -58,22 +57,11 @@ fn pack_tools() -> Vec<Value> {
 
 /// Imports the whole conformance pack into the store in `data` with `omniforge pack import`,
 /// as scripts/conformance does.
-fn import_pack(data: &Path) {
-    let out = std::process::Command::new(BIN)
-        .arg("--data-dir")
-        .arg(data)
-        .arg("--uv")
-        .arg(uv())
-        .args(["pack", "import"])
-        .arg(pack_path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "omniforge pack import failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+async fn import_pack(data: &Path) {
+    let pack = pack_path();
+    let (ok, out, err) =
+        omniforge_cli(data, &["pack", "import", pack.to_str().unwrap()], None).await;
+    assert!(ok, "omniforge pack import failed: {out}{err}");
 }
 
 /// A running `client.py` / `client.mjs`.
@@ -437,7 +425,7 @@ async fn conformance_tools_answer_exactly_over_stdio_and_http() {
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
     let pack = pack_tools();
-    import_pack(&data);
+    import_pack(&data).await;
     let server = Serve::on_data(&data, &[]).await;
     for sdk in [Sdk::Py2, Sdk::Ts, Sdk::Py1] {
         let mut client = Client::start(sdk, "http", &server.url, &full_features()).await;
@@ -555,10 +543,7 @@ async fn revision_2026_07_28_asks_through_an_input_required_result() {
             "io.modelcontextprotocol/clientCapabilities": {"sampling": {}, "elicitation": {}, "roots": {}}
         }}
     });
-    let response = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
+    let response = http_client()
         .post(&server.url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -706,7 +691,7 @@ async fn a_closed_post_stream_is_resumed_with_last_event_id() {
         .collect();
     add_tools(&data, &reconnection);
     let server = Serve::on_data(&data, &[]).await;
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = http_client();
     let session = raw_session(&http, &server.url, json!({})).await;
     let call = raw_post(
         &http,
@@ -827,7 +812,7 @@ async fn json_only_calls_cannot_ask_the_client() {
     let (_home, data) = data_home();
     add_tools(&data, &[ask_all_tool()]);
     let server = Serve::on_data(&data, &[]).await;
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = http_client();
     let session = raw_session(
         &http,
         &server.url,
@@ -945,7 +930,7 @@ async fn a_script_request_rides_the_calls_post_stream() {
                  "code": "import omniforge\nr = omniforge.sample('ping?', max_tokens=5)\nomniforge.result(content=[omniforge.text(r['content']['text'])])\n"})],
     );
     let server = Serve::on_data(&data, &[]).await;
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = http_client();
     let session = raw_session(&http, &server.url, json!({"sampling": {}})).await;
     let mut call = raw_post(
         &http,
@@ -1062,21 +1047,8 @@ async fn secrets_are_redacted_from_everything_sent_to_the_client() {
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
     let secret = unique("sk-e2e-");
-    let mut set = std::process::Command::new(BIN)
-        .args(["secret", "set", "E2E_KEY", "--data-dir"])
-        .arg(&data)
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        set.stdin
-            .take()
-            .unwrap()
-            .write_all(secret.as_bytes())
-            .unwrap();
-    }
-    assert!(set.wait().unwrap().success());
+    let (ok, _, err) = omniforge_cli(&data, &["secret", "set", "E2E_KEY"], Some(&secret)).await;
+    assert!(ok, "omniforge secret set: {err}");
     let code = r#"import os
 import omniforge
 key = os.environ["E2E_KEY"]

@@ -47,10 +47,7 @@ static SLEEP_RE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// (file under `tests/e2e`, rule, how many times it breaks the rule today).
 const ALLOWED: &[(&str, &str, usize)] = &[
-    ("client_features.rs", "client", 4),
-    ("client_features.rs", "server", 2),
     ("kubernetes.rs", "server", 2),
-    ("manifest_tools/mod.rs", "server", 2),
     ("manifest_tools/raw.rs", "server", 2),
     ("manifest_tools/startup.rs", "server", 1),
     ("robustness.rs", "client", 1),

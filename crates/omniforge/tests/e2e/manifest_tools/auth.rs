@@ -79,7 +79,7 @@ async fn client_token_is_not_forwarded_upstream() {
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     let manifest = fixture_manifest();
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--token-file",
         token_file.to_str().unwrap(),
         "--manifest",

@@ -66,7 +66,7 @@ async fn client_cancellation_aborts_the_upstream_call() {
         "fixture_stats within 5 s of cancelling: the Slow call must have started and been \
          aborted upstream: {stats}\nfixture stderr:\n{}\nserver stderr:\n{}",
         fixture.stderr.tail(3000),
-        omni.stderr.tail(3000)
+        omni.stderr_captured().tail(3000)
     );
     let result = repl.result("fixture_echo", json!({"text": "after"})).await;
     assert_eq!(
@@ -91,7 +91,7 @@ async fn raw_http_notifications_cancelled_aborts_the_upstream_call() {
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let manifest = fixture_manifest();
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--manifest",
         manifest.to_str().unwrap(),
         "--upstream",
@@ -155,7 +155,7 @@ async fn raw_http_notifications_cancelled_aborts_the_upstream_call() {
          stream was open when the cancel was sent): the Slow call must have been aborted upstream: \
          {stats}\nthe call's POST: HTTP {status:?} {:?}\nserver stderr:\n{}\nfixture stderr:\n{}",
         String::from_utf8_lossy(&body),
-        omni.stderr.tail(3000),
+        omni.stderr_captured().tail(3000),
         fixture.stderr.tail(3000)
     );
     let m = raw

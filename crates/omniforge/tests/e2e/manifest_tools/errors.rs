@@ -101,7 +101,7 @@ async fn connection_refused_is_an_error_result() {
     let started = Instant::now();
     let manifest = fixture_manifest();
     let upstream = format!("http://127.0.0.1:{}", closed_port());
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--manifest",
         manifest.to_str().unwrap(),
         "--upstream",
@@ -145,7 +145,7 @@ async fn http_502_html_page_is_an_error_result() {
         &page,
     ));
     let manifest = fixture_manifest();
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--manifest",
         manifest.to_str().unwrap(),
         "--upstream",
@@ -217,7 +217,7 @@ async fn invalid_json_reply_is_an_error_result() {
         "not json",
     ));
     let manifest = fixture_manifest();
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--manifest",
         manifest.to_str().unwrap(),
         "--upstream",
@@ -245,7 +245,7 @@ async fn missing_upstream_is_a_configuration_error() {
     crate::support::needs_deps!();
     let started = Instant::now();
     let manifest = fixture_manifest();
-    let omni = Omni::serve(&["--manifest", manifest.to_str().unwrap()]).await;
+    let omni = serve(&["--manifest", manifest.to_str().unwrap()]).await;
     let mut repl = Repl::start(Sdk::Py2, "http", &omni.url, &[]).await;
     let names = repl.names().await;
     assert!(

@@ -122,36 +122,11 @@ fn line_reader(
 // OmniForge
 // ---------------------------------------------------------------------------------------
 
-/// `omniforge serve --listen 127.0.0.1:0 --data-dir <temp> ARGS...` with full output capture.
-struct Omni {
-    _server: Serve,
-    /// `http://127.0.0.1:PORT/mcp`.
-    url: String,
-    stderr: crate::support::Captured,
-    _dir: TempDir,
-}
-
-impl Omni {
-    async fn serve(args: &[&str]) -> Omni {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        std::fs::create_dir(&data).unwrap();
-        let mut command = Serve::command()
-            .args(&["--data-dir".as_ref(), data.as_os_str()])
-            .args(args);
-        no_proxy(command.cmd());
-        let server = command.start().await;
-        Omni {
-            url: server.url.clone(),
-            stderr: server.stderr_captured().clone(),
-            _server: server,
-            _dir: dir,
-        }
-    }
-
-    fn panics(&self) -> Vec<String> {
-        panic_lines(&self.stderr.text())
-    }
+/// `omniforge serve --listen 127.0.0.1:0 --data-dir <temp> ARGS...`, without proxy settings.
+async fn serve(args: &[&str]) -> Serve {
+    let mut command = Serve::command().fresh_data_dir().args(args);
+    no_proxy(command.cmd());
+    command.start().await
 }
 
 fn panic_lines(text: &str) -> Vec<String> {
@@ -352,7 +327,7 @@ fn show(what: &str, result: &Value) {
 
 /// Starts the fixture, OmniForge (`serve`) with the fixture manifest and `args`, and the
 /// Python 2.x client over Streamable HTTP.
-async fn fixture_scene(args: &[&str]) -> (Fixture, Omni, Repl) {
+async fn fixture_scene(args: &[&str]) -> (Fixture, Serve, Repl) {
     let fixture = Fixture::start().await;
     let manifest = fixture_manifest();
     let mut all = vec![
@@ -362,18 +337,18 @@ async fn fixture_scene(args: &[&str]) -> (Fixture, Omni, Repl) {
         &fixture.url,
     ];
     all.extend_from_slice(args);
-    let omni = Omni::serve(&all).await;
+    let omni = serve(&all).await;
     let repl = Repl::start(Sdk::Py2, "http", &omni.url, &[]).await;
     (fixture, omni, repl)
 }
 
 /// Asserts that no server panicked and prints how long the test took.
-fn finish(name: &str, started: Instant, omni: &Omni) {
-    let panics = omni.panics();
+fn finish(name: &str, started: Instant, omni: &Serve) {
+    let panics = panic_lines(&omni.stderr());
     assert!(
         panics.is_empty(),
         "omniforge panicked: {panics:?}\n{}",
-        omni.stderr.tail(6000)
+        omni.stderr_captured().tail(6000)
     );
     eprintln!(
         "manifest_tools::{name}: {:.2} s",

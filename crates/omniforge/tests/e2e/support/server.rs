@@ -33,6 +33,8 @@ pub(crate) struct ServeCommand {
     cmd: Command,
     listen: String,
     args: Vec<std::ffi::OsString>,
+    /// The data directory [`ServeCommand::fresh_data_dir`] made, kept as long as the server.
+    data: Option<TempDir>,
 }
 
 impl ServeCommand {
@@ -49,6 +51,16 @@ impl ServeCommand {
         self
     }
 
+    /// `--data-dir` a fresh temporary directory that lives as long as the [`Serve`].
+    pub(crate) fn fresh_data_dir(mut self) -> ServeCommand {
+        let dir = tempfile::tempdir().unwrap();
+        self.args.push("--data-dir".into());
+        self.args.push(dir.path().join("data").into_os_string());
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        self.data = Some(dir);
+        self
+    }
+
     /// The process command, for environment settings.
     pub(crate) fn cmd(&mut self) -> &mut Command {
         &mut self.cmd
@@ -61,6 +73,7 @@ impl ServeCommand {
             mut cmd,
             listen,
             args,
+            data,
         } = self;
         let ready_dir = tempfile::tempdir().unwrap();
         let ready = ready_dir.path().join("ready");
@@ -132,6 +145,7 @@ impl ServeCommand {
             stdout,
             ready,
             _ready_dir: ready_dir,
+            _data: data,
         }
     }
 }
@@ -160,6 +174,7 @@ pub(crate) struct Serve {
     stdout: Captured,
     ready: PathBuf,
     _ready_dir: TempDir,
+    _data: Option<TempDir>,
 }
 
 impl Serve {
@@ -218,6 +233,7 @@ impl Serve {
             cmd: Command::new(BIN),
             listen: "127.0.0.1:0".to_owned(),
             args: Vec::new(),
+            data: None,
         }
     }
 
