@@ -9,8 +9,11 @@
 //!   loop, the tool-source adapters and the wire (`mcp/`) do;
 //! - no built-in's arguments are a hand-written JSON Schema: their inputSchemas are derived
 //!   from the argument types;
-//! - ARCHITECTURE.md stays a small map whose paths exist (`doc`).
+//! - ARCHITECTURE.md stays a small map whose paths exist (`doc`);
+//! - the book in `docs/` stays whole: pages, summary, built-ins, screenshots (`book`).
 
+#[path = "architecture/book.rs"]
+mod book;
 #[path = "architecture/doc.rs"]
 mod doc;
 

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use omniforge_store::{
     Actor, AuditAction, AuditFilter, AuditObject, AuditRecord, DEFAULT_BUSY_TIMEOUT,
@@ -15,7 +15,7 @@ use omniforge_store::{
 };
 use omniforge_store::{AuditLog as _, ContentStore as _, ToolStore as _};
 
-use crate::support::{BIN, Serve, cluster};
+use crate::support::{Serve, cluster, eventually, omniforge_cli};
 
 /// Opens the store at `url` with the default settings, as the CLI would.
 async fn open(url: &str) -> Arc<Engine> {
@@ -68,12 +68,17 @@ async fn serve_prunes_at_start(database: &str, dir: &Path) {
         .start()
         .await;
     // The prune runs beside the serving: wait (up to a deadline) for its record.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut now = records(&store).await;
-    while !now.iter().any(|r| r.action == AuditAction::Prune) && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        now = records(&store).await;
-    }
+    let now = eventually(
+        Duration::from_secs(30),
+        "the prune's audit record",
+        async || {
+            let now = records(&store).await;
+            now.iter()
+                .any(|r| r.action == AuditAction::Prune)
+                .then_some(now)
+        },
+    )
+    .await;
     let stderr = server.output_tail();
     server.kill();
     assert_eq!(
@@ -113,43 +118,27 @@ async fn serve_prunes_the_audit_log_at_start_postgres() {
 /// `serve --help` shows the flag; a malformed duration is refused before anything starts.
 #[tokio::test]
 async fn the_flag_is_in_help_and_parsed() {
-    let out = tokio::process::Command::new(BIN)
-        .args(["serve", "--help"])
-        .env("NO_COLOR", "1")
-        .output()
-        .await
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let help = String::from_utf8(out.stdout).unwrap();
+    crate::support::needs_deps!();
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, help, err) = omniforge_cli(dir.path(), &["serve", "--help"], None).await;
+    assert!(ok, "{help}{err}");
     assert!(help.contains("--audit-retention <DURATION>"), "{help}");
     assert!(help.contains("keep everything"), "{help}");
 
-    let dir = tempfile::tempdir().unwrap();
-    let out = tokio::process::Command::new(BIN)
-        .args(["serve", "--audit-retention", "soon", "--data-dir"])
-        .arg(dir.path())
-        .env("NO_COLOR", "1")
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success(), "{out:?}");
-    let err = String::from_utf8(out.stderr).unwrap();
+    let args = ["serve", "--audit-retention", "soon"];
+    let (ok, out, err) = omniforge_cli(dir.path(), &args, None).await;
+    assert!(!ok, "{out}{err}");
     assert!(err.contains("--audit-retention"), "{err}");
 }
 
 /// A zero retention would wipe the audit log at start: it is refused, and the store is not opened.
 #[tokio::test]
 async fn zero_retention_is_refused() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
-    let out = tokio::process::Command::new(BIN)
-        .args(["serve", "--audit-retention", "0s", "--data-dir"])
-        .arg(dir.path())
-        .env("NO_COLOR", "1")
-        .output()
-        .await
-        .unwrap();
-    assert!(!out.status.success(), "{out:?}");
-    let err = String::from_utf8(out.stderr).unwrap();
+    let args = ["serve", "--audit-retention", "0s"];
+    let (ok, out, err) = omniforge_cli(dir.path(), &args, None).await;
+    assert!(!ok, "{out}{err}");
     assert!(
         err.contains("--audit-retention must be longer than 0"),
         "{err}"

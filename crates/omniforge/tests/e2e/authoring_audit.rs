@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Auth, HttpClient, HttpServer, omniforge_cli, uv};
+use crate::support::{self, Auth, HttpClient, HttpServer, eventually, omniforge_cli, uv};
 
 const WRITER: &str = "writer-token-0123456789abcdef";
 const WRITER2: &str = "writer2-token-0123456789abcdef";
@@ -53,6 +53,7 @@ fn ok(what: &str, (text, is_error, raw): (String, bool, Value)) -> String {
 
 #[tokio::test]
 async fn audit_log_records_every_action_with_its_principal() {
+    crate::support::needs_deps!();
     let server = serve(&[]).await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let mut boss = HttpClient::bearer(server.url(), BOSS).await;
@@ -200,6 +201,7 @@ async fn audit_log_records_every_action_with_its_principal() {
 /// error as for an unknown id.
 #[tokio::test]
 async fn kept_output_is_readable_only_by_its_caller_and_admins() {
+    crate::support::needs_deps!();
     let server = serve(&["--max-result-bytes", "64"]).await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let mut other = HttpClient::bearer(server.url(), WRITER2).await;
@@ -244,6 +246,7 @@ async fn kept_output_is_readable_only_by_its_caller_and_admins() {
 /// for stored tools, over MCP and in a pack.
 #[tokio::test]
 async fn call_history_is_shown_and_the_builtin_prefix_is_reserved() {
+    crate::support::needs_deps!();
     let server = serve(&[]).await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let code = "import json, sys\nif json.load(sys.stdin).get('fail'):\n    raise ValueError('bad input 42')\nprint('fine')\n";
@@ -255,14 +258,15 @@ async fn call_history_is_shown_and_the_builtin_prefix_is_reserved() {
 
     // The call log is written off the answers' path, a batch at a time: both rows are there
     // within the batch's few milliseconds.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let out = loop {
-        let out = cli(&server, &["tool", "calls", "flaky", "--limit", "5"]).await;
-        if out.lines().count() >= 2 || std::time::Instant::now() > deadline {
-            break out;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let out = eventually(
+        std::time::Duration::from_secs(5),
+        "both calls in `tool calls`",
+        async || {
+            let out = cli(&server, &["tool", "calls", "flaky", "--limit", "5"]).await;
+            (out.lines().count() >= 2).then_some(out)
+        },
+    )
+    .await;
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2, "{out}");
     // Newest first: the failure, with its reason.

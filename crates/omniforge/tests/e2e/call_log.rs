@@ -19,7 +19,9 @@ use omniforge_store::{
 };
 use serde_json::json;
 
-use crate::support::{self, HttpClient, Serve, StdioServer, cluster, http_client, init_stdio};
+use crate::support::{
+    self, HttpClient, Serve, StdioServer, cluster, eventually, http_client, init_stdio,
+};
 
 /// The built-in every test calls: cheap, and logged like any tool.
 const TOOL: &str = "omniforge_instructions";
@@ -117,16 +119,17 @@ async fn every_call_is_logged_within_a_second(database: &str, dir: &Path) {
     call_concurrently(&server.url, SESSIONS, EACH).await;
     let answered = Instant::now();
     let n = SESSIONS * EACH;
-    let mut seen = logged(database).await;
-    while seen != (n, n as u64) && answered.elapsed() < Duration::from_secs(1) {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        seen = logged(database).await;
-    }
-    assert_eq!(
-        seen,
-        (n, n as u64),
-        "(rows, counted in the hour) a second after the last of {n} answers"
-    );
+    let within = Duration::from_secs(1).saturating_sub(answered.elapsed());
+    let what = format!("{n} rows, {n} counted in the hour, a second after the last answer");
+    eventually(within, &what, async || {
+        let seen = logged(database).await;
+        if seen == (n, n as u64) {
+            Ok(())
+        } else {
+            Err(format!("(rows, counted in the hour) {seen:?}"))
+        }
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -229,15 +232,7 @@ async fn a_full_queue_drops_rows_not_calls_and_counts_them() {
         ],
     )
     .await;
-    // Logged before the server is ready.
-    let log = server.stderr();
-    let metrics_url = log
-        .lines()
-        .filter(|l| l.contains("serving metrics"))
-        .find_map(|l| l.split("url=").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no metrics URL in\n{log}"))
-        .to_owned();
+    let metrics_url = server.metrics_url().await;
     const N: usize = 4 * 10;
     call_concurrently(&server.url, 4, 10).await;
 
@@ -282,6 +277,7 @@ async fn a_full_queue_drops_rows_not_calls_and_counts_them() {
 /// A queue of 0 rows is refused at start.
 #[tokio::test]
 async fn a_queue_of_no_rows_is_refused() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let (ok, _, err) =
         support::omniforge_cli(dir.path(), &["stdio", "--call-log-queue", "0"], Some("")).await;

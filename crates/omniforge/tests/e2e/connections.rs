@@ -43,6 +43,21 @@ async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
 
 const HEALTHZ: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
 
+/// Sends `GET /healthz` on an open connection and asserts a 200 within 5 s.
+async fn healthz_on(stream: &mut TcpStream) {
+    stream.write_all(HEALTHZ).await.unwrap();
+    let mut buf = [0u8; 4096];
+    let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut buf))
+        .await
+        .expect("an open connection must still be served")
+        .unwrap();
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+}
+
 /// 20 connections that send a request head one byte every 200 ms are closed once the 1 s
 /// header read timeout passes, while `/healthz` keeps answering; a keep-alive connection left
 /// idle after its answer is closed after the 2 s keep-alive timeout, not before.
@@ -64,6 +79,7 @@ async fn slow_clients_are_dropped_after_the_header_read_timeout() {
                     dropped += 1;
                 }
             }
+            // scenario: a slow-loris client sends its head a byte every 200 ms
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         let mut closed = 0;
@@ -116,10 +132,14 @@ async fn past_the_connection_cap_new_connections_wait() {
     for _ in 0..3 {
         open.push(TcpStream::connect(&address).await.unwrap());
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server has taken all three once each has been answered (they stay open: keep-alive).
+    for stream in &mut open {
+        healthz_on(stream).await;
+    }
     let url = format!("{}/healthz", server.base);
     let waiting =
         tokio::spawn(async move { http_client().get(url).send().await.map(|r| r.status()) });
+    // scenario: the fourth must still be unanswered after a while, not just at once
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(
         !waiting.is_finished(),
@@ -127,17 +147,7 @@ async fn past_the_connection_cap_new_connections_wait() {
     );
     // The open connections go on.
     let first = &mut open[0];
-    first.write_all(HEALTHZ).await.unwrap();
-    let mut buf = [0u8; 4096];
-    let n = tokio::time::timeout(Duration::from_secs(5), first.read(&mut buf))
-        .await
-        .expect("an open connection must still be served")
-        .unwrap();
-    assert!(
-        buf[..n].starts_with(b"HTTP/1.1 200"),
-        "{:?}",
-        String::from_utf8_lossy(&buf[..n])
-    );
+    healthz_on(first).await;
     drop(open.pop());
     let status = tokio::time::timeout(Duration::from_secs(5), waiting)
         .await

@@ -12,7 +12,7 @@
 //! the store says what the browser did (and did not) change.
 //!
 //! Screenshots of every page go to `target/console-screenshots/`; with
-//! `OMNIFORGE_CONSOLE_DOCS=1` the curated set for the README is written to `docs/console/`.
+//! `OMNIFORGE_CONSOLE_DOCS=1` the curated set for the book is written to `docs/src/console/`.
 
 use std::time::Duration;
 
@@ -95,6 +95,7 @@ omniforge.result(content=[omniforge.text("three images"), omniforge.image(PNG, "
 
 #[tokio::test]
 async fn the_console_in_a_real_browser() {
+    crate::support::needs_deps!();
     let chromium = std::env::var_os("OMNIFORGE_CHROMIUM")
         .map_or("/usr/bin/chromium".into(), std::path::PathBuf::from);
     require(&[
@@ -345,7 +346,7 @@ async fn run_driver(server: &HttpServer, out: &str, steps: Vec<Value>, docs: boo
     if docs {
         driver
             .arg("--curated")
-            .arg(repo_root().join("docs/console"));
+            .arg(repo_root().join("docs/src/console"));
     }
     no_proxy(&mut driver);
     let output = tokio::time::timeout(Duration::from_secs(300), driver.output())

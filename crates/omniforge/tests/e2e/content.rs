@@ -9,12 +9,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::process::Command;
 
-use crate::support::{BIN, StdioClient, cli_ok, omniforge_cli, repo_root, text_of, uv};
+use crate::support::{
+    BIN, HttpClient, StdioClient, cli_ok, http_client, omniforge_cli, open_stream, repo_root,
+    text_of, uv, wait_message,
+};
 
 /// The 1x1 red PNG of the conformance suite's reference server.
 const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
@@ -33,6 +36,7 @@ async fn data_with_pack() -> tempfile::TempDir {
 
 #[tokio::test]
 async fn conformance_pack_is_served_exactly() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let mut mcp = StdioClient::start(dir.path(), &[]).await;
     let caps = &mcp.initialize["capabilities"];
@@ -248,6 +252,7 @@ fn write_json(dir: &Path, name: &str, value: &Value) -> String {
 
 #[tokio::test]
 async fn cli_changes_reach_subscribers_and_list_listeners() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let files = tempfile::tempdir().unwrap();
     let mut mcp = StdioClient::start(dir.path(), &[]).await;
@@ -366,6 +371,7 @@ async fn cli_changes_reach_subscribers_and_list_listeners() {
 
 #[tokio::test]
 async fn authoring_builtins_validate_and_serve() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = StdioClient::start(dir.path(), &[]).await;
 
@@ -618,6 +624,7 @@ async fn authoring_builtins_validate_and_serve() {
 
 #[tokio::test]
 async fn no_authoring_hides_the_content_builtins() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = StdioClient::start(dir.path(), &["--no-authoring"]).await;
     let tools = mcp.result("tools/list", json!({})).await;
@@ -657,6 +664,7 @@ fn tool_pack() -> Value {
 
 #[tokio::test]
 async fn pack_import_is_idempotent_and_all_or_nothing() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();
     let pack = write_json(files.path(), "tools.json", &tool_pack());
@@ -743,6 +751,7 @@ async fn pack_import_is_idempotent_and_all_or_nothing() {
 
 #[tokio::test]
 async fn export_then_import_round_trips() {
+    crate::support::needs_deps!();
     let a = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();
     let pack = write_json(files.path(), "tools.json", &tool_pack());
@@ -792,8 +801,9 @@ async fn export_then_import_round_trips() {
 
 #[tokio::test]
 async fn python_sdks_read_resources_and_prompts_over_stdio() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
-    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/content_drivers/read.py");
+    let driver = crate::support::py_driver("read_content.py");
     for sdk in ["py-mcp1", "py-mcp2"] {
         let python = repo_root().join(".deps").join(sdk).join("bin/python");
         assert!(
@@ -880,103 +890,9 @@ async fn python_sdks_read_resources_and_prompts_over_stdio() {
     }
 }
 
-/// One HTTP session of a bearer token on a [`Serve`](crate::support::Serve)d server.
-struct HttpSession {
-    client: reqwest::Client,
-    url: String,
-    token: String,
-    id: String,
-    next_id: u64,
-}
-
-impl HttpSession {
-    async fn open(url: &str, token: &str) -> HttpSession {
-        let client = crate::support::http_client();
-        let mut session = HttpSession {
-            client,
-            url: url.to_owned(),
-            token: token.to_owned(),
-            id: String::new(),
-            next_id: 1,
-        };
-        let body = crate::support::initialize_request(0, "2025-11-25");
-        let reply = session.post(&body, &[json!(0)]).await;
-        session.id = reply
-            .header("mcp-session-id")
-            .expect("initialize gave no Mcp-Session-Id")
-            .to_owned();
-        let reply = session
-            .post(
-                &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-                &[],
-            )
-            .await;
-        assert_eq!(reply.status, 202);
-        session
-    }
-
-    fn headers(&self) -> Vec<(String, String)> {
-        let session = (!self.id.is_empty()).then_some(self.id.as_str());
-        let mut h = crate::support::post_headers(session, session.map(|_| "2025-11-25"));
-        h.push(("Authorization".into(), format!("Bearer {}", self.token)));
-        h
-    }
-
-    async fn post(&self, body: &Value, wait: &[Value]) -> crate::support::HttpReply {
-        crate::support::http_send(
-            &self.client,
-            "POST",
-            &self.url,
-            &self.headers(),
-            Some(serde_json::to_vec(body).unwrap()),
-            wait,
-        )
-        .await
-        .unwrap()
-    }
-
-    /// The response to one request.
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next_id;
-        self.next_id += 1;
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        let reply = self.post(&body, &[json!(id)]).await;
-        reply
-            .messages
-            .iter()
-            .find(|m| m.get("id") == Some(&json!(id)))
-            .cloned()
-            .unwrap_or_else(|| panic!("no response to {method}: {reply:?}"))
-    }
-
-    /// Opens the session's GET stream; everything it carries is appended to the returned text.
-    async fn listen(&self) -> std::sync::Arc<std::sync::Mutex<String>> {
-        let mut headers = self.headers();
-        headers.retain(|(k, _)| k != "Content-Type" && k != "Accept");
-        let mut request = self
-            .client
-            .get(&self.url)
-            .header("Accept", "text/event-stream");
-        for (k, v) in headers {
-            request = request.header(k, v);
-        }
-        let mut response = request.send().await.unwrap();
-        assert_eq!(response.status().as_u16(), 200, "GET stream refused");
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let sink = seen.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(chunk)) = response.chunk().await {
-                sink.lock()
-                    .unwrap()
-                    .push_str(&String::from_utf8_lossy(&chunk));
-            }
-        });
-        seen
-    }
-}
-
 #[tokio::test]
 async fn http_scopes_and_updates_on_the_get_stream() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let files = tempfile::tempdir().unwrap();
     let tokens = files.path().join("tokens");
@@ -999,11 +915,16 @@ async fn http_scopes_and_updates_on_the_get_stream() {
         tokens.as_os_str(),
     ])
     .await;
-    let mut reader = HttpSession::open(&server.url, "tok-reader-5f1c2d").await;
-    let mut writer = HttpSession::open(&server.url, "tok-writer-9a8b7c").await;
+    let session = async |token: &str| {
+        HttpClient::open_as(&server.url, Some(token), "2025-11-25")
+            .await
+            .unwrap()
+    };
+    let mut reader = session("tok-reader-5f1c2d").await;
+    let mut writer = session("tok-writer-9a8b7c").await;
 
     // tools:call reads resources and prompts but cannot author them.
-    let tools = reader.request("tools/list", json!({})).await;
+    let tools = reader.request("tools/list", json!({})).await.unwrap();
     let names: Vec<&str> = tools["result"]["tools"]
         .as_array()
         .unwrap()
@@ -1019,7 +940,8 @@ async fn http_scopes_and_updates_on_the_get_stream() {
             "tools/call",
             json!({"name": "omniforge_update_resource", "arguments": {"uri": "test://watched-resource", "text": "x"}}),
         )
-        .await;
+        .await
+        .unwrap();
     assert_eq!(refused["result"]["isError"], json!(true), "{refused}");
     assert_eq!(
         refused["result"]["content"][0]["text"],
@@ -1027,7 +949,8 @@ async fn http_scopes_and_updates_on_the_get_stream() {
     );
     let prompt = reader
         .request("prompts/get", json!({"name": "test_simple_prompt"}))
-        .await;
+        .await
+        .unwrap();
     assert_eq!(
         prompt["result"]["messages"][0]["content"]["text"],
         json!("This is a simple prompt for testing.")
@@ -1039,36 +962,39 @@ async fn http_scopes_and_updates_on_the_get_stream() {
             "resources/subscribe",
             json!({"uri": "test://watched-resource"}),
         )
-        .await;
+        .await
+        .unwrap();
     assert_eq!(subscribed["result"], json!({}), "{subscribed}");
-    let stream = reader.listen().await;
+    let mut stream = reader.notifications().await;
     let updated = writer
         .request(
             "tools/call",
             json!({"name": "omniforge_update_resource", "arguments": {"uri": "test://watched-resource", "text": "new"}}),
         )
-        .await;
+        .await
+        .unwrap();
     assert_eq!(updated["result"]["isError"], json!(false), "{updated}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let want =
-        r#""method":"notifications/resources/updated","params":{"uri":"test://watched-resource"}"#;
-    while !stream.lock().unwrap().contains(want) {
-        assert!(
-            Instant::now() < deadline,
-            "no resources/updated on the GET stream within 5 s: {:?}\nserver:\n{}",
-            stream.lock().unwrap(),
+    let want = json!({"uri": "test://watched-resource"});
+    wait_message(&mut stream, Duration::from_secs(5), |m| {
+        m["method"] == "notifications/resources/updated" && m["params"] == want
+    })
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "no resources/updated on the GET stream: {e}\nserver:\n{}",
             server.output_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        )
+    });
     let read = reader
         .request("resources/read", json!({"uri": "test://watched-resource"}))
-        .await;
+        .await
+        .unwrap();
     assert_eq!(read["result"]["contents"][0]["text"], json!("new"));
 }
 
 #[tokio::test]
 async fn resource_and_prompt_lists_are_paginated() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let mut mcp = StdioClient::start(dir.path(), &["--page-size", "1"]).await;
     for (method, field, want) in [
@@ -1119,6 +1045,7 @@ async fn resource_and_prompt_lists_are_paginated() {
 
 #[tokio::test]
 async fn rev_2026_listen_gets_updates_of_accepted_resources() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let files = tempfile::tempdir().unwrap();
     let server = crate::support::Serve::start(&[
@@ -1134,44 +1061,31 @@ async fn rev_2026_listen_gets_updates_of_accepted_resources() {
         "_meta": meta,
         "notifications": {"resourceSubscriptions": ["test://watched-resource", "test://unknown"],
                           "promptsListChanged": true}}});
-    let mut response = crate::support::http_client()
-        .post(&server.url)
-        .header("Content-Type", "application/json")
-        .header("Accept", "application/json, text/event-stream")
-        .header("MCP-Protocol-Version", "2026-07-28")
-        .header("Mcp-Method", "subscriptions/listen")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status().as_u16(), 200);
-    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let sink = seen.clone();
-    tokio::spawn(async move {
-        while let Ok(Some(chunk)) = response.chunk().await {
-            sink.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&chunk));
-        }
-    });
-    let wait_for = |needle: &'static str| {
-        let seen = seen.clone();
-        async move {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !seen.lock().unwrap().contains(needle) {
-                if Instant::now() > deadline {
-                    return Err(seen.lock().unwrap().clone());
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Ok(())
-        }
-    };
+    let headers = [
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "subscriptions/listen"),
+    ]
+    .map(|(k, v)| (k.to_owned(), v.to_owned()));
+    let (status, _, stream) = open_stream(
+        &http_client(),
+        reqwest::Method::POST,
+        &server.url,
+        &headers,
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let mut stream = stream.expect("an event stream");
     // Only the stored URI is accepted.
-    wait_for("notifications/subscriptions/acknowledged")
+    let (ack, _) = stream
+        .wait_for(Duration::from_secs(5), |m| {
+            m["method"] == "notifications/subscriptions/acknowledged"
+        })
         .await
         .unwrap_or_else(|s| panic!("no acknowledgement: {s}\n{}", server.output_tail()));
-    let ack = seen.lock().unwrap().clone();
+    let ack = ack.to_string();
     assert!(
         ack.contains(r#""resourceSubscriptions":["test://watched-resource"]"#),
         "{ack}"
@@ -1182,17 +1096,21 @@ async fn rev_2026_listen_gets_updates_of_accepted_resources() {
         &json!({"uri": "test://watched-resource", "name": "watched-resource", "text": "v2"}),
     );
     cli_ok(dir.path(), &["resource", "add", &file]).await;
-    wait_for(
-        r#""method":"notifications/resources/updated","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":7},"uri":"test://watched-resource"}"#,
-    )
-    .await
-    .unwrap_or_else(|s| panic!("no resources/updated on the listen stream: {s}"));
+    let want = json!({"_meta": {"io.modelcontextprotocol/subscriptionId": 7},
+                      "uri": "test://watched-resource"});
+    stream
+        .wait_for(Duration::from_secs(5), |m| {
+            m["method"] == "notifications/resources/updated" && m["params"] == want
+        })
+        .await
+        .unwrap_or_else(|s| panic!("no resources/updated on the listen stream: {s}"));
 }
 
 /// The server's own resources (the whole output behind a cut tool result) are still served
 /// next to the stored ones, and are not listed.
 #[tokio::test]
 async fn kept_outputs_of_cut_results_are_still_readable() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let mut mcp = StdioClient::start(dir.path(), &["--max-result-bytes", "100"]).await;
     let created = mcp

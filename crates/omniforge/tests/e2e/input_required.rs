@@ -9,8 +9,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Serve, add_definitions, add_tools, data_home, parse_sse, python_driver, python2, require,
-    two_steps_tool, uv,
+    Serve, add_definitions, add_tools, data_home, http_client, omniforge_cli, parse_sse,
+    python_driver, python2, require, two_steps_tool, uv,
 };
 
 const STATELESS: &str = "2026-07-28";
@@ -57,11 +57,7 @@ async fn request(
         params[k] = v.clone();
     }
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    let mut post = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .post(url);
+    let mut post = http_client().post(url);
     if let Some(token) = token {
         post = post.bearer_auth(token);
     }
@@ -118,9 +114,9 @@ fn refused(answer: &Value) {
     );
 }
 
-/// Runs `client_drivers/content_request.py` with `args` (after the URL): its JSON line.
+/// Runs `support/py/content_request.py` with `args` (after the URL): its JSON line.
 async fn content_request(url: &str, args: &[&str]) -> Value {
-    let driver = crate::support::e2e_dir("client_drivers").join("content_request.py");
+    let driver = crate::support::py_driver("content_request.py");
     let out = python_driver(&python2(), &driver)
         .arg(url)
         .args(args)
@@ -149,11 +145,12 @@ fn asked(out: &Value) -> Vec<&str> {
 /// and completes with both answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_elicitation_over_two_rounds_through_the_python_sdk() {
+    crate::support::needs_deps!();
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_tools(&data, &[two_steps_tool()]);
     let server = Serve::on_data(&data, &[]).await;
-    let driver = crate::support::e2e_dir("client_drivers").join("input_required.py");
+    let driver = crate::support::py_driver("input_required.py");
     let answers = json!([accept("name", "Alice"), accept("color", "blue")]);
     let out = python_driver(&python2(), &driver)
         .args([server.url.as_str(), "two_steps", &answers.to_string()])
@@ -178,6 +175,7 @@ async fn an_elicitation_over_two_rounds_through_the_python_sdk() {
 /// under a key still in the ring (rotation: a new first key, the old one second, still opens).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_state_opens_only_for_its_caller_request_and_keyring() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (home, data) = data_home();
     add_tools(&data, &[two_steps_tool()]);
@@ -259,21 +257,12 @@ async fn a_request_state_opens_only_for_its_caller_request_and_keyring() {
 /// sent live: the secret's value never reaches the client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_under_replay_has_secret_values_redacted() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let secret = format!("sk-mrtr-{}", std::process::id());
-    let mut set = std::process::Command::new(env!("CARGO_BIN_EXE_omniforge"))
-        .args(["secret", "set", "E2E_KEY", "--data-dir"])
-        .arg(&data)
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        let mut stdin = set.stdin.take().unwrap();
-        stdin.write_all(secret.as_bytes()).unwrap();
-    }
-    assert!(set.wait().unwrap().success());
+    let (ok, _, err) = omniforge_cli(&data, &["secret", "set", "E2E_KEY"], Some(&secret)).await;
+    assert!(ok, "omniforge secret set: {err}");
     let code = r#"import os
 import omniforge
 omniforge.sample("the key is " + os.environ["E2E_KEY"], max_tokens=5, key="leak")
@@ -318,6 +307,7 @@ print("%s: %s" % (v["topic"], (answer.get("content") or {}).get("detail")), end=
 /// 2026-07-28. Either way the read completes with the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_script_asks_the_python_sdk_under_either_revision() {
+    crate::support::needs_deps!();
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_asking_template(&data);
@@ -347,6 +337,7 @@ async fn a_template_script_asks_the_python_sdk_under_either_revision() {
 /// retry with the answer completes the read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_request_state_is_bound_to_its_uri() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_asking_template(&data);
@@ -407,6 +398,7 @@ print(json.dumps({"description": "plan for " + args["topic"], "messages": [
 /// is a -32603 JSON-RPC error naming the prompt, and the server goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_script_asks_over_two_rounds_of_input_required() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_definitions(
@@ -489,6 +481,7 @@ async fn a_prompt_script_asks_over_two_rounds_of_input_required() {
 /// that the client answers by retrying `prompts/get` under 2026-07-28.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_script_asks_the_python_sdk_under_either_revision() {
+    crate::support::needs_deps!();
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_definitions(&data, "prompt", &[plan_prompt()]);

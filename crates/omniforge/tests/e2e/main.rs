@@ -39,6 +39,8 @@ mod stateless;
 mod stateless_replicas;
 mod support;
 mod tasks;
+mod tidy;
 mod traces;
+mod walkthrough;
 mod warm;
 mod wire;

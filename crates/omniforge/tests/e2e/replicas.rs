@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::support::{
-    Auth, Driver, HttpClient, HttpServer, Sdk, Serve, balancer, counts_with_a_success,
+    Auth, Driver, HttpClient, HttpServer, Sdk, Serve, balancer, counts_with_a_success, eventually,
     omniforge_cli, session_on, uv,
 };
 
@@ -97,21 +97,22 @@ async fn listed(mcp: &mut HttpClient) -> BTreeMap<String, String> {
 }
 
 /// Polls `mcp`'s tool list until every tool of `want` is there with one of its accepted
-/// descriptions; the missing or different ones otherwise.
-async fn converged(mcp: &mut HttpClient, want: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
-    let deadline = tokio::time::Instant::now() + PROPAGATION;
-    loop {
+/// descriptions; panics with the missing or different ones (as `what`) otherwise.
+async fn converged(what: &str, mcp: &mut HttpClient, want: &BTreeMap<String, BTreeSet<String>>) {
+    eventually(PROPAGATION, what, async || {
         let have = listed(mcp).await;
         let wrong: Vec<String> = want
             .iter()
             .filter(|(name, ok)| !have.get(*name).is_some_and(|d| ok.contains(d)))
             .map(|(name, ok)| format!("{name}: have {:?}, want one of {ok:?}", have.get(name)))
             .collect();
-        if wrong.is_empty() || tokio::time::Instant::now() > deadline {
-            return wrong;
+        if wrong.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{wrong:#?}"))
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    })
+    .await;
 }
 
 /// One writer of the burst: `writes` creates and updates through the balancer, in its own
@@ -162,15 +163,12 @@ async fn writer(
                     want.entry(name).or_default().insert(description);
                 }
                 // The session's replica is gone: a new session, on a survivor.
-                for _ in 0..50 {
-                    match HttpClient::open(&lb).await {
-                        Ok(new) => {
-                            mcp = new;
-                            break;
-                        }
-                        Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
-                    }
-                }
+                mcp = eventually(
+                    Duration::from_secs(10),
+                    "a new session through the balancer",
+                    async || HttpClient::open(&lb).await,
+                )
+                .await;
             }
         }
     }
@@ -179,6 +177,7 @@ async fn writer(
 
 #[tokio::test]
 async fn three_replicas_behind_haproxy_lose_nothing() {
+    crate::support::needs_deps!();
     tokio::time::timeout(Duration::from_secs(300), replicas_scenario())
         .await
         .expect("the replica scenario did not finish within 300 s");
@@ -225,10 +224,9 @@ async fn replicas_scenario() {
     let mut notes = Vec::new();
     for r in &replicas {
         let mcp = HttpClient::open(&r.url).await.unwrap();
-        notes.push(mcp.notifications());
+        notes.push(mcp.notifications().await);
         direct.push(mcp);
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
 
     // A secret set through replica 1; a tool that reads it, created through the balancer.
     let value = format!("pg-secret-{}", std::process::id());
@@ -303,28 +301,40 @@ async fn replicas_scenario() {
     for rx in &mut notes {
         drain_notes(rx);
     }
-    let acked = Arc::new(AtomicUsize::new(0));
-    let tasks: Vec<_> = (0..5)
-        .map(|who| tokio::spawn(writer(lb.url.clone(), who, 10, acked.clone())))
-        .collect();
-    while acked.load(Ordering::SeqCst) < 15 && !tasks.iter().all(|t| t.is_finished()) {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    replicas[0].kill();
-    eprintln!(
-        "replicas: replica 1 killed after {} acknowledged writes",
-        acked.load(Ordering::SeqCst)
-    );
-    let mut want = BTreeMap::new();
-    for task in tasks {
-        let (w, _) = task.await.unwrap();
-        want.extend(w);
-    }
+    // The writers run as local tasks of this (current-thread) runtime: a writer waits with
+    // `eventually`, whose attempts borrow, so its future is not `Send`.
+    let mut want = tokio::task::LocalSet::new()
+        .run_until(async {
+            let acked = Arc::new(AtomicUsize::new(0));
+            let tasks: Vec<_> = (0..5)
+                .map(|who| tokio::task::spawn_local(writer(lb.url.clone(), who, 10, acked.clone())))
+                .collect();
+            eventually(
+                Duration::from_secs(240),
+                "15 acknowledged writes (or the writers done)",
+                async || {
+                    (acked.load(Ordering::SeqCst) >= 15 || tasks.iter().all(|t| t.is_finished()))
+                        .then_some(())
+                },
+            )
+            .await;
+            replicas[0].kill();
+            eprintln!(
+                "replicas: replica 1 killed after {} acknowledged writes",
+                acked.load(Ordering::SeqCst)
+            );
+            let mut want = BTreeMap::new();
+            for task in tasks {
+                let (w, _) = task.await.unwrap();
+                want.extend(w);
+            }
+            want
+        })
+        .await;
     assert!(want.len() >= 15, "{want:?}");
     for i in [1, 2] {
         let mut fresh = HttpClient::open(&replicas[i].url).await.unwrap();
-        let wrong = converged(&mut fresh, &want).await;
-        assert!(wrong.is_empty(), "replica {}: {wrong:#?}", i + 1);
+        converged(&format!("replica {}", i + 1), &mut fresh, &want).await;
     }
     // Every acknowledged tool runs on the survivors.
     for (n, name) in want.keys().enumerate() {
@@ -339,18 +349,15 @@ async fn replicas_scenario() {
     );
     // The session of the dead replica: 404 through the balancer, then a new one works.
     let mut dead = on_replica_1;
-    let mut status = String::new();
-    for _ in 0..50 {
-        match dead.request("ping", json!({})).await {
-            Err(e) if e == "HTTP 404" => {
-                status = e;
-                break;
-            }
-            other => status = format!("{other:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(status, "HTTP 404", "{}", lb.log.tail(3000));
+    eventually(
+        Duration::from_secs(10),
+        "HTTP 404 for the dead replica's session",
+        async || match dead.request("ping", json!({})).await {
+            Err(e) if e == "HTTP 404" => Ok(()),
+            other => Err(format!("{other:?}\n{}", lb.log.tail(3000))),
+        },
+    )
+    .await;
     let mut again = HttpClient::open(&lb.url).await.unwrap();
     assert!(listed(&mut again).await.contains_key("spy"));
 
@@ -400,22 +407,22 @@ async fn replicas_scenario() {
     for rx in &mut notes {
         drain_notes(rx);
     }
-    let mut created = false;
-    for _ in 0..50 {
-        // The first statements after a restart may meet connections the restart cut.
-        if let Ok((_, false)) = call(
+    // The first statements after a restart may meet connections the restart cut.
+    eventually(
+        Duration::from_secs(10),
+        "a tool created after the database restart",
+        async || match call(
             &mut direct[1],
             "omniforge_create_tool",
             tool("after_restart", "made after the database restarted"),
         )
         .await
         {
-            created = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert!(created, "{}", replicas[1].output_tail());
+            Ok((_, false)) => Ok(()),
+            other => Err(format!("{other:?}\n{}", replicas[1].output_tail())),
+        },
+    )
+    .await;
     assert!(
         list_changed(&mut notes[2]).await,
         "no list_changed on replica 3 after the restart"
@@ -424,8 +431,7 @@ async fn replicas_scenario() {
         "after_restart".into(),
         BTreeSet::from(["made after the database restarted".to_owned()]),
     );
-    let wrong = converged(&mut direct[2], &want).await;
-    assert!(wrong.is_empty(), "replica 3 after the restart: {wrong:#?}");
+    converged("replica 3 after the restart", &mut direct[2], &want).await;
     let (text, is_error) = call(&mut direct[2], "after_restart", json!({}))
         .await
         .unwrap();
@@ -437,6 +443,7 @@ async fn replicas_scenario() {
 /// of an unknown id there.
 #[tokio::test]
 async fn a_kept_output_is_read_through_another_replica_by_its_owner_only() {
+    crate::support::needs_deps!();
     const WRITER: &str = "writer-token-0123456789abcdef";
     const WRITER2: &str = "writer2-token-0123456789abcdef";
     const BOSS: &str = "boss-token-0123456789abcdef";

@@ -17,15 +17,11 @@
 //! send pings with legal but unusual ids one at a time: each must be answered exactly once.
 
 use std::collections::BTreeMap;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
 
-use crate::support::{self, BIN, Captured, Serve};
+use crate::support::{self, ReadError, Serve, StdioServer, http_client};
 
 /// How many generated messages each test sends.
 const MESSAGES: usize = 10_000;
@@ -584,63 +580,17 @@ fn show(line: &[u8]) -> String {
 async fn robust_stdio_survives_10k_mutated_messages() {
     let seed = seed();
     let started = Instant::now();
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = Command::new(BIN)
-        .args(["stdio", "--data-dir"])
-        .arg(dir.path())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {BIN}: {e}"));
-    let stderr = Captured::default();
-    support::drain(child.stderr.take().unwrap(), stderr.clone());
-    let mut stdin = child.stdin.take().unwrap();
-
-    // Read stdout concurrently, split into lines, and note when the final ping is answered.
-    let lines: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
-    let (final_tx, final_rx) = tokio::sync::oneshot::channel::<Vec<u8>>();
-    let reader = {
-        let lines = lines.clone();
-        let mut out = child.stdout.take().unwrap();
-        tokio::spawn(async move {
-            let needle = format!("\"{FINAL_PING_ID}\"").into_bytes();
-            let mut final_tx = Some(final_tx);
-            let mut pending = Vec::new();
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                let n = match out.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                pending.extend_from_slice(&buf[..n]);
-                while let Some(end) = pending.iter().position(|&b| b == b'\n') {
-                    let line: Vec<u8> = pending.drain(..=end).collect();
-                    if final_tx.is_some() && line.windows(needle.len()).any(|w| w == needle) {
-                        let _ = final_tx.take().unwrap().send(line.clone());
-                    }
-                    lines.lock().unwrap().push(line);
-                }
-            }
-            if !pending.is_empty() {
-                lines.lock().unwrap().push(pending);
-            }
-        })
-    };
+    // stdout is read (and kept whole) by the server's own reader task while we write.
+    let mut server = StdioServer::start(&[]);
 
     // A real handshake first. 2025-03-26 allows batches, so they reach the regrouping code
     // instead of being refused wholesale.
     let init = json!({"jsonrpc":"2.0","id":"robust-init","method":"initialize","params":{
         "protocolVersion":"2025-03-26","capabilities":{},
         "clientInfo":{"name":"omniforge-robustness","version":"0"}}});
-    stdin
-        .write_all(format!("{init}\n").as_bytes())
-        .await
-        .unwrap();
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+    server.send_line(&init.to_string()).await.unwrap();
+    server
+        .send_line("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}")
         .await
         .unwrap();
 
@@ -674,32 +624,34 @@ async fn robust_stdio_survives_10k_mutated_messages() {
         (stats, blob)
     };
     let bytes_written = written.len();
-    let writer = tokio::spawn(async move {
-        for chunk in written.chunks(16 * 1024) {
-            stdin.write_all(chunk).await?;
-        }
-        let ping = json!({"jsonrpc":"2.0","id":FINAL_PING_ID,"method":"ping"});
-        stdin.write_all(format!("{ping}\n").as_bytes()).await?;
-        stdin.flush().await?;
-        Ok::<_, std::io::Error>(stdin)
-    });
-
     let mut problems = Vec::new();
-    let stdin = match tokio::time::timeout(Duration::from_secs(60), writer).await {
-        Ok(Ok(Ok(stdin))) => Some(stdin),
-        Ok(Ok(Err(e))) => {
-            problems.push(format!("writing to the server's stdin failed: {e}"));
-            None
+    let ping = json!({"jsonrpc":"2.0","id":FINAL_PING_ID,"method":"ping"});
+    let writing = tokio::time::timeout(Duration::from_secs(60), async {
+        for chunk in written.chunks(16 * 1024) {
+            server.send_raw(chunk).await?;
         }
-        Ok(Err(e)) => panic!("writer task: {e}"),
+        server.send_line(&ping.to_string()).await
+    })
+    .await;
+    match writing {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => problems.push(format!("writing to the server's stdin failed: {e}")),
         Err(_) => {
             problems.push("writing the messages took over 60 s (is the server reading?)".into());
-            None
         }
-    };
+    }
     let written_at = started.elapsed();
 
-    let final_answer = tokio::time::timeout(Duration::from_secs(30), final_rx).await;
+    let needle = format!("\"{FINAL_PING_ID}\"").into_bytes();
+    let final_answer = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let line = server.read_raw_line(Duration::from_secs(30)).await?;
+            if line.windows(needle.len()).any(|w| w == needle) {
+                return Ok(line);
+            }
+        }
+    })
+    .await;
     let answered_at = started.elapsed();
     match final_answer {
         Ok(Ok(line)) => {
@@ -713,35 +665,27 @@ async fn robust_stdio_survives_10k_mutated_messages() {
                 ));
             }
         }
-        Ok(Err(_)) => problems.push("stdout closed before the final ping was answered".into()),
-        Err(_) => problems.push("the final ping got no answer within 30 s".into()),
-    }
-    let alive = matches!(child.try_wait(), Ok(None));
-    if !alive {
-        problems.push(format!(
-            "the server process is not running any more: {:?}",
-            child.try_wait()
-        ));
-    }
-
-    // Close stdin: the server must exit, and every line it wrote is then in `lines`.
-    drop(stdin);
-    let exit = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
-    match &exit {
-        Ok(Ok(status)) if status.success() => {}
-        Ok(Ok(status)) => problems.push(format!(
-            "after stdin closed the server exited with {status}"
-        )),
-        Ok(Err(e)) => problems.push(format!("waiting for the server: {e}")),
-        Err(_) => {
-            problems.push("the server did not exit within 15 s of stdin closing".into());
-            support::kill_and_reap(&mut child);
+        Ok(Err(ReadError::Closed)) => {
+            problems.push("stdout closed before the final ping was answered".into());
+        }
+        Ok(Err(ReadError::Timeout)) | Err(_) => {
+            problems.push("the final ping got no answer within 30 s".into());
         }
     }
-    let _ = tokio::time::timeout(Duration::from_secs(5), reader).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    if !server.is_alive() {
+        problems.push("the server process is not running any more".into());
+    }
 
-    let lines = lines.lock().unwrap().clone();
+    // Close stdin: the server must exit, and every line it wrote is then in its stdout.
+    match server.close(Duration::from_secs(15)).await {
+        Some(status) if status.success() => {}
+        Some(status) => problems.push(format!(
+            "after stdin closed the server exited with {status}"
+        )),
+        None => problems.push("the server did not exit within 15 s of stdin closing".into()),
+    }
+    let stdout = server.stdout_bytes();
+    let lines: Vec<&[u8]> = stdout.split_inclusive(|&b| b == b'\n').collect();
     let mut bad = Vec::new();
     let mut codes: BTreeMap<String, usize> = BTreeMap::new();
     let mut answered: std::collections::HashMap<String, usize> = Default::default();
@@ -801,7 +745,7 @@ async fn robust_stdio_survives_10k_mutated_messages() {
                 .join(", ")
         ));
     }
-    let err_text = stderr.text();
+    let err_text = server.stderr_all();
     let panics = support::panic_lines(&err_text);
     if !panics.is_empty() {
         problems.push(format!(
@@ -825,7 +769,7 @@ async fn robust_stdio_survives_10k_mutated_messages() {
             "stdio robustness (seed {seed}; replay with OMNIFORGE_ROBUST_SEED={seed}):\n  - {}\n\n\
              --- server stderr (end) ---\n{}",
             problems.join("\n  - "),
-            stderr.tail(8000)
+            server.stderr_text()
         );
     }
 }
@@ -991,11 +935,7 @@ async fn robust_http_survives_10k_mutated_bodies() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let mut server = Serve::start(&["--data-dir".as_ref(), data.as_os_str()]).await;
-    let client = reqwest::Client::builder()
-        .no_proxy()
-        .connect_timeout(Duration::from_secs(5))
-        .build()
-        .unwrap();
+    let client = http_client();
     let url = server.url.clone();
 
     let modern = open_session(&client, &url, "2025-11-25")
@@ -1265,7 +1205,7 @@ async fn robust_stdio_answers_odd_request_ids() {
 async fn robust_http_answers_odd_request_ids() {
     let dir = tempfile::tempdir().unwrap();
     let server = Serve::start(&["--data-dir".as_ref(), dir.path().as_os_str()]).await;
-    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let client = http_client();
     let session = open_session(&client, &server.url, "2025-11-25")
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", server.output_tail()));

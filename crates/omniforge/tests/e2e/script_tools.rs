@@ -4,7 +4,7 @@
 //! Everything is real: the binary (`CARGO_BIN_EXE_omniforge`), uv (`.deps/bin/uv`, passed with
 //! `--uv` so nothing downloads uv), PyPI (python-dateutil is really resolved and installed),
 //! bubblewrap (the default `--sandbox standard`), and the clients: the Python SDK 2.x
-//! (`script_drivers/repl.py`) and the TypeScript SDK (`script_drivers/repl.mjs`), scripted
+//! (`support/py/repl.py`) and the TypeScript SDK (`support/node/repl.mjs`), scripted
 //! drivers that answer one JSON command line with one JSON line. The kill -9 burst speaks raw
 //! JSON-RPC over HTTP, so that several creations are in flight at the moment of the kill.
 //!
@@ -26,10 +26,10 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::support::{
-    self, Captured, Serve, StdioGuard, data_home, drain, e2e_dir, kill_and_reap,
-    kill_leftover_servers, line_channel, marked, no_proxy, node_driver, node22, panic_lines,
-    python_driver, python2, repo_root, require, spawn_piped, stdio_argv, text_of, ts_modules,
-    unique, uv,
+    Captured, HttpClient, MarkedGuard, Serve, StdioGuard, data_home, drain, eventually,
+    kill_and_reap, kill_leftover_servers, line_channel, marked, no_proxy, node_driver, node_script,
+    node22, panic_lines, py_driver, python_driver, python2, repo_root, require, spawn_piped,
+    stdio_argv, text_of, ts_modules, unique, uv,
 };
 
 /// How long one driver command may take unless it says otherwise (tool creation installs
@@ -90,7 +90,7 @@ impl Repl {
         let mut cmd = match sdk {
             Sdk::Py2 => {
                 require(&[python2(), uv()]);
-                python_driver(&python2(), &e2e_dir("script_drivers").join("repl.py"))
+                python_driver(&python2(), &py_driver("repl.py"))
             }
             Sdk::Ts => {
                 require(&[
@@ -98,7 +98,7 @@ impl Repl {
                     uv(),
                     ts_modules().join("@modelcontextprotocol/sdk/package.json"),
                 ]);
-                node_driver(dir.path(), &e2e_dir("script_drivers").join("repl.mjs"))
+                node_driver(dir.path(), &node_script("repl.mjs"))
             }
         };
         cmd.arg(kind)
@@ -471,6 +471,7 @@ async fn check_add_vat(repl: &mut Repl, changes_before: u64) {
 
 #[tokio::test]
 async fn add_vat_python_sdk_http() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data, omni, mut repl) = http_scene(&[]).await;
     let before = repl.changes().await;
@@ -496,6 +497,7 @@ async fn add_vat_python_sdk_http() {
 
 #[tokio::test]
 async fn add_vat_typescript_sdk_stdio() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -525,6 +527,7 @@ async fn add_vat_typescript_sdk_stdio() {
 
 #[tokio::test]
 async fn dependency_versions_rollback_and_delete() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data, omni, mut repl) = http_scene(&[]).await;
 
@@ -674,6 +677,7 @@ async fn dependency_versions_rollback_and_delete() {
 
 #[tokio::test]
 async fn validation_errors_name_the_problem_and_save_nothing() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     let before = repl.list().await;
@@ -776,6 +780,7 @@ async fn validation_errors_name_the_problem_and_save_nothing() {
 
 #[tokio::test]
 async fn output_schema_gives_structured_content_or_a_clear_error() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     let code = r#"import json, sys
@@ -859,6 +864,7 @@ else:
 
 #[tokio::test]
 async fn limits_timeout_output_cut_exit_code_and_stderr() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     create_ok(
@@ -962,6 +968,7 @@ async fn limits_timeout_output_cut_exit_code_and_stderr() {
 /// script connects.
 #[tokio::test]
 async fn network_is_denied_by_default() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1013,8 +1020,19 @@ except OSError as e:
 
     let allowed = repl.ok("dial_allowed", json!({"port": port})).await;
     let text = text_of(&allowed);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let reached = accepted(&listener);
+    let reached = if text == "CONNECTED" {
+        eventually(
+            Duration::from_secs(5),
+            "the allowed script's connection accepted",
+            async || {
+                let n = accepted(&listener);
+                (n > 0).then_some(n)
+            },
+        )
+        .await
+    } else {
+        accepted(&listener)
+    };
     eprintln!("  network: true: {text:?}, accepted {reached}");
     assert!(
         text == "CONNECTED" && reached == 1,
@@ -1033,6 +1051,7 @@ except OSError as e:
 
 #[tokio::test]
 async fn cancelled_call_leaves_no_process_and_server_answers_next_call() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     // The run re-executes itself with the marker in argv and starts a child that carries it
@@ -1056,23 +1075,31 @@ os.execv(sys.executable, sleeper)
     .await;
 
     let marker = unique("omniforge-e2e-cancel-");
+    // Clean up after a failure: the processes this test caused.
+    let _leftovers = MarkedGuard(marker.clone());
     let reply = repl
         .cmd(json!({"op": "start", "tag": "slow", "name": "slow", "args": {"marker": marker}}))
         .await;
     assert_eq!(reply["ok"], true, "start: {reply}");
     let call_started = Instant::now();
     // Wait until both processes of the run are up.
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while marked(&marker).len() < 2 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let during = marked(&marker);
-    assert!(
-        during.len() >= 2,
-        "the slow run never showed both of its processes (found {during:?}); server stderr:\n{}",
-        omni.output_tail()
-    );
-    // Cancel about 1 s into the call.
+    let during = eventually(
+        Duration::from_secs(15),
+        "both processes of the slow run",
+        async || {
+            let during = marked(&marker);
+            if during.len() >= 2 {
+                Ok(during)
+            } else {
+                Err(format!(
+                    "found {during:?}; server stderr:\n{}",
+                    omni.output_tail()
+                ))
+            }
+        },
+    )
+    .await;
+    // scenario: cancel about 1 s into the call.
     tokio::time::sleep(Duration::from_secs(1).saturating_sub(call_started.elapsed())).await;
     let cancel_at = Instant::now();
     let reply = repl.cmd(json!({"op": "cancel", "tag": "slow"})).await;
@@ -1082,34 +1109,32 @@ os.execv(sys.executable, sleeper)
         "the client could not cancel the call: {reply}"
     );
 
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut left = marked(&marker);
-    while !left.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        left = marked(&marker);
-    }
+    eventually(
+        Duration::from_secs(5),
+        &format!(
+            "processes of the cancelled run (pids were {during:?}) gone after \
+             notifications/cancelled"
+        ),
+        async || {
+            let stray: Vec<String> = marked(&marker)
+                .iter()
+                .map(|pid| {
+                    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                    format!(
+                        "{pid}: {}",
+                        String::from_utf8_lossy(&cmdline).replace('\0', " ")
+                    )
+                })
+                .collect();
+            if stray.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("still alive: {stray:?}"))
+            }
+        },
+    )
+    .await;
     let gone_after = cancel_at.elapsed();
-    let stray: Vec<String> = left
-        .iter()
-        .map(|pid| {
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            format!(
-                "{pid}: {}",
-                String::from_utf8_lossy(&cmdline).replace('\0', " ")
-            )
-        })
-        .collect();
-    // Clean up after a failure: these are processes this test caused.
-    for pid in &left {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-    }
-    assert!(
-        stray.is_empty(),
-        "5 s after notifications/cancelled, processes of the cancelled run (pids were \
-         {during:?}) are still alive: {stray:?}"
-    );
     eprintln!(
         "  the run's processes were gone {:.0} ms after the cancel",
         gone_after.as_secs_f64() * 1000.0
@@ -1131,6 +1156,7 @@ os.execv(sys.executable, sleeper)
 
 #[tokio::test]
 async fn call_tool_by_name_and_no_authoring_hides_authoring_tools() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data, omni, mut repl) = http_scene(&[]).await;
     create_ok(&mut repl, add_vat_args()).await;
@@ -1209,100 +1235,37 @@ async fn call_tool_by_name_and_no_authoring_hides_authoring_tools() {
 // 8. kill -9 during a burst of creations
 // ---------------------------------------------------------------------------------------
 
-/// A raw Streamable HTTP session (JSON-RPC by hand), for the burst.
-struct Raw {
-    client: reqwest::Client,
-    url: String,
-    session: String,
-    version: String,
-    next_id: u64,
+/// `tools/call` in `mcp`'s session: the result, or why there is none.
+async fn call_result(mcp: &mut HttpClient, name: &str, arguments: Value) -> Result<Value, String> {
+    let m = mcp
+        .request("tools/call", json!({"name": name, "arguments": arguments}))
+        .await?;
+    m.get("result")
+        .cloned()
+        .ok_or_else(|| format!("no result: {m}"))
 }
 
-impl Raw {
-    async fn open(url: &str) -> Result<Raw, String> {
-        let client = support::http_client();
-        let body = serde_json::to_vec(&support::initialize_request(1, "2025-11-25")).unwrap();
-        let reply = support::http_send(
-            &client,
-            "POST",
-            url,
-            &support::post_headers(None, None),
-            Some(body),
-            &[json!(1)],
-        )
-        .await?;
-        let session = reply
-            .header("mcp-session-id")
-            .ok_or_else(|| format!("no Mcp-Session-Id: {reply:?}"))?
-            .to_owned();
-        let version = reply
-            .messages
-            .iter()
-            .find_map(|m| m.pointer("/result/protocolVersion").and_then(Value::as_str))
-            .ok_or_else(|| format!("no protocolVersion: {:?}", reply.messages))?
-            .to_owned();
-        let raw = Raw {
-            client,
-            url: url.to_owned(),
-            session,
-            version,
-            next_id: 2,
-        };
-        let body = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec();
-        let reply = support::http_send(
-            &raw.client,
-            "POST",
-            &raw.url,
-            &support::post_headers(Some(&raw.session), Some(&raw.version)),
-            Some(body),
-            &[],
-        )
-        .await?;
-        if reply.status != 202 {
-            return Err(format!("notifications/initialized: HTTP {}", reply.status));
-        }
-        Ok(raw)
-    }
-
-    /// `tools/call`; the result, or why there is none.
-    async fn call(&mut self, name: &str, arguments: Value) -> Result<Value, String> {
-        let id = json!(self.next_id);
-        self.next_id += 1;
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                          "params": {"name": name, "arguments": arguments}});
-        let reply = support::http_send(
-            &self.client,
-            "POST",
-            &self.url,
-            &support::post_headers(Some(&self.session), Some(&self.version)),
-            Some(serde_json::to_vec(&body).unwrap()),
-            std::slice::from_ref(&id),
-        )
-        .await?;
-        reply
-            .messages
-            .iter()
-            .find(|m| m.get("id") == Some(&id))
-            .and_then(|m| m.get("result").cloned())
-            .ok_or_else(|| format!("no result (HTTP {}, notes {:?})", reply.status, reply.notes))
-    }
+/// A 2025-11-25 session at `url`, for the burst.
+async fn burst_session(url: &str) -> Result<HttpClient, String> {
+    HttpClient::open_as(url, None, "2025-11-25").await
 }
 
 #[tokio::test]
 async fn kill9_during_creation_burst_keeps_every_acknowledged_tool() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data) = data_home();
     let mut omni = Serve::on_data(&data, &[]).await;
     // Build the shared environment first, so that the burst is store writes, not installs.
     {
-        let mut raw = Raw::open(&omni.url).await.expect("open a session");
-        let result = raw
-            .call(
-                "omniforge_create_tool",
-                json!({"name": "warmup", "description": "d", "code": "print('warm')"}),
-            )
-            .await
-            .expect("create warmup");
+        let mut raw = burst_session(&omni.url).await.expect("open a session");
+        let result = call_result(
+            &mut raw,
+            "omniforge_create_tool",
+            json!({"name": "warmup", "description": "d", "code": "print('warm')"}),
+        )
+        .await
+        .expect("create warmup");
         assert_ne!(result["isError"], true, "create warmup: {result}");
     }
 
@@ -1316,28 +1279,31 @@ async fn kill9_during_creation_burst_keeps_every_acknowledged_tool() {
         let acked = acked.clone();
         let sent = sent.clone();
         tasks.push(tokio::spawn(async move {
-            let Ok(mut raw) = Raw::open(&url).await else { return };
+            let Ok(mut raw) = burst_session(&url).await else { return };
             for i in 0..200 {
                 let name = format!("burst_{w}_{i}");
                 sent.lock().unwrap().push(name.clone());
                 let args = json!({"name": name, "description": "burst", "code": format!("print('{name}')")});
-                match raw.call("omniforge_create_tool", args).await {
+                match call_result(&mut raw, "omniforge_create_tool", args).await {
                     Ok(result) if result["isError"] != true => acked.lock().unwrap().push(name),
                     _ => return,
                 }
             }
         }));
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while acked.lock().unwrap().len() < KILL_AFTER && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let at_kill = acked.lock().unwrap().len();
-    assert!(
-        at_kill >= KILL_AFTER,
-        "only {at_kill} creations were acknowledged in 30 s; server stderr:\n{}",
-        omni.output_tail()
-    );
+    let at_kill = eventually(
+        Duration::from_secs(30),
+        &format!("{KILL_AFTER} creations acknowledged"),
+        async || {
+            let n = acked.lock().unwrap().len();
+            if n >= KILL_AFTER {
+                Ok(n)
+            } else {
+                Err(format!("only {n}; server stderr:\n{}", omni.output_tail()))
+            }
+        },
+    )
+    .await;
     omni.kill();
     for t in tasks {
         let _ = tokio::time::timeout(Duration::from_secs(15), t).await;
@@ -1397,6 +1363,7 @@ async fn kill9_during_creation_burst_keeps_every_acknowledged_tool() {
 
 #[tokio::test]
 async fn change_by_another_process_shows_up_with_list_changed() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data) = data_home();
     let _guard = StdioGuard(data.clone());

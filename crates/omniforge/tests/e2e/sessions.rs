@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::support::{self, Serve, http_client, http_send, initialize_request, post_headers};
+use crate::support::{
+    self, Serve, eventually, http_client, http_send, initialize_request, post_headers,
+};
 
 /// `omniforge serve --insecure-no-auth --data-dir <temp> ARGS...`.
 async fn serve(args: &[&str]) -> (Serve, TempDir) {
@@ -110,30 +112,35 @@ async fn expired_sessions_are_freed_and_memory_returns() {
         "only {live_at_peak} sessions were live together: opening {SESSIONS} took longer than \
          the idle timeout, so this run does not show their memory is freed"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut live = live_at_peak;
-    while live > 0 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        live = live_sessions(&client, &server.base).await;
-    }
-    // The expiry pass trims the heap right after closing; give it a moment.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let after = rss_kib(server.pid());
+    eventually(
+        Duration::from_secs(60),
+        "/healthz counting 0 live sessions once all expired",
+        async || match live_sessions(&client, &server.base).await {
+            0 => Ok(()),
+            live => Err(format!("{live} live\n{}", server.output_tail())),
+        },
+    )
+    .await;
+    // The expiry pass trims the heap right after closing.
+    let after = eventually(
+        Duration::from_secs(5),
+        "RSS back within 20 MB of the start",
+        async || {
+            let after = rss_kib(server.pid());
+            if after <= before + 20 * 1024 {
+                Ok(after)
+            } else {
+                Err(format!(
+                    "{before} KiB before, {peak} KiB at the peak, {after} KiB after expiry"
+                ))
+            }
+        },
+    )
+    .await;
     eprintln!(
         "sessions: {live_at_peak} live after opening; RSS {before} KiB before, {peak} KiB at the \
          peak, {after} KiB after expiry ({:+} KiB)",
         after as i64 - before as i64
-    );
-    assert_eq!(
-        live,
-        0,
-        "/healthz must count 0 live sessions once all expired\n{}",
-        server.output_tail()
-    );
-    assert!(
-        after <= before + 20 * 1024,
-        "RSS must come back within 20 MB of the start: {before} KiB before, {peak} KiB at the \
-         peak, {after} KiB after expiry"
     );
     eprintln!(
         "sessions::expired_sessions_are_freed_and_memory_returns: {:.2} s",

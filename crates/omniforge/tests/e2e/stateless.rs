@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Serve, StdioServer, add_tools, data_home, parse_sse, require, uv};
+use crate::support::{
+    Serve, StdioServer, add_tools, data_home, http_client, parse_sse, require, uv,
+};
 
 const STATELESS: &str = "2026-07-28";
 
@@ -41,11 +43,7 @@ async fn call_as(
 ) -> (u16, Vec<Value>) {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": name, "arguments": arguments, "_meta": meta}});
-    let mut post = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
-        .post(url);
+    let mut post = http_client().post(url);
     if let Some(token) = token {
         post = post.bearer_auth(token);
     }
@@ -107,6 +105,7 @@ omniforge.result(structured={"declared": caps})
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_undeclared_capability_is_missing_capability_400() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[needs_sampling_tool()]);
@@ -186,6 +185,7 @@ except omniforge.RequestError as e:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_builtin_runs_declared_builtins_under_the_callers_scopes() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (home, data) = data_home();
     add_tools(
@@ -318,6 +318,7 @@ async fn call_builtin_runs_declared_builtins_under_the_callers_scopes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_logs_only_at_the_meta_log_level() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(

@@ -25,8 +25,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::support::{
-    self, Driver, Sdk, Serve, balancer, counts_with_a_success, http_send, post_headers,
-    sleeper_tool, sse_messages, start_task, two_steps_tool, until_terminal, uv,
+    self, Captured, Driver, Sdk, Serve, balancer, counts_with_a_success, eventually, http_send,
+    post_headers, sleeper_tool, sse_messages, start_task, two_steps_tool, until_terminal, uv,
 };
 
 /// The stateless revision.
@@ -178,6 +178,7 @@ async fn calls_served(replica: &Serve, tool: &str) -> u64 {
 
 #[tokio::test]
 async fn stateless_replicas_behind_haproxy_serve_any_request() {
+    crate::support::needs_deps!();
     tokio::time::timeout(Duration::from_secs(300), scenario())
         .await
         .expect("the stateless replica scenario did not finish within 300 s");
@@ -360,21 +361,22 @@ async fn scenario() {
     eprintln!("stateless: raw 2026-07-28 calls of {TOOL} checked");
 
     // Every replica serves calls of the tool.
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let served = loop {
-        let mut served = Vec::new();
-        for r in &replicas {
-            served.push(calls_served(r, TOOL).await);
-        }
-        if served.iter().all(|&n| n >= CALLS_EACH) || tokio::time::Instant::now() > deadline {
-            break served;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    assert!(
-        served.iter().all(|&n| n >= CALLS_EACH),
-        "calls of {TOOL} served per replica: {served:?}"
-    );
+    let served = eventually(
+        PATIENCE,
+        &format!("{CALLS_EACH} calls of {TOOL} served per replica"),
+        async || {
+            let mut served = Vec::new();
+            for r in &replicas {
+                served.push(calls_served(r, TOOL).await);
+            }
+            if served.iter().all(|&n| n >= CALLS_EACH) {
+                Ok(served)
+            } else {
+                Err(format!("served {served:?}"))
+            }
+        },
+    )
+    .await;
     let mut before = Vec::new();
     for client in [&mut python, &mut typescript] {
         let counts = counts_with_a_success(client).await;
@@ -391,22 +393,14 @@ async fn scenario() {
     // kill -9 of replica 1: at most the one request in flight there fails per client, until
     // the health check takes the replica out.
     replicas[0].kill();
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    while !lb.log.text().contains("replica1 is DOWN") {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "haproxy did not take replica 1 out:\n{}",
-            lb.log.tail(3000)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    taken_out(&lb.log, "replica1", PATIENCE).await;
     // The request in flight on replica 1 may fail late: the TypeScript SDK leaves a request
     // whose SSE answer was cut pending until its own timeout (30 s in the driver).
     let mut around = Vec::new();
     for client in [&mut python, &mut typescript] {
         client.send("report").await;
         let during = client.expect("COUNTS").await;
-        // A few seconds of calls on the survivors.
+        // scenario: a few seconds of the client's calls on the survivors.
         tokio::time::sleep(Duration::from_secs(2)).await;
         let after = counts_with_a_success(client).await;
         let failed = during["failed"].as_u64().unwrap() + after["failed"].as_u64().unwrap();
@@ -470,14 +464,12 @@ async fn scenario() {
         replicas[1].output_tail()
     );
     let exited = started.elapsed();
-    while !lb.log.text().contains("replica2 is DOWN") {
-        assert!(
-            started.elapsed() < PATIENCE,
-            "haproxy did not take replica 2 out:\n{}",
-            lb.log.tail(3000)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    taken_out(
+        &lb.log,
+        "replica2",
+        PATIENCE.saturating_sub(started.elapsed()),
+    )
+    .await;
     let mut draining = Vec::new();
     for client in [&mut python, &mut typescript] {
         let counts = counts_with_a_success(client).await;
@@ -495,6 +487,19 @@ async fn scenario() {
     eprintln!("stateless: around the kill (until DOWN, then after) {around:?}");
 }
 
+/// Waits (up to `within`) until HAProxy's log says `server` is DOWN.
+async fn taken_out(log: &Captured, server: &str, within: Duration) {
+    let line = format!("{server} is DOWN");
+    eventually(within, &format!("haproxy took {server} out"), async || {
+        if log.text().contains(&line) {
+            Ok(())
+        } else {
+            Err(log.tail(3000))
+        }
+    })
+    .await;
+}
+
 /// Retries `f` until it gives a result, for at most [`PATIENCE`] (a replica that has not yet
 /// heard of a tool created through another answers that it is unknown; each retry is logged,
 /// none was needed in the runs so far); panics with the last error otherwise.
@@ -503,15 +508,12 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<String, String>>,
 {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        match f().await {
-            Ok(text) => return text,
-            Err(error) if tokio::time::Instant::now() > deadline => panic!("{error}"),
-            Err(error) => {
-                eprintln!("stateless: retrying after {error}");
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
+    eventually(PATIENCE, "a replica's answer", async || {
+        let answer = f().await;
+        if let Err(error) = &answer {
+            eprintln!("stateless: retrying after {error}");
         }
-    }
+        answer
+    })
+    .await
 }

@@ -6,53 +6,43 @@
 //! questions inside a task wait for `tasks/update`, delivered through another server. The
 //! conformance suite (scripts/conformance) checks the wire shapes.
 
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::support::{
-    Fixture, Serve, add_tools, data_home, e2e_dir, fixture_manifest, no_proxy, python_driver,
-    python2, require, sleeper_tool, start_task, stateless_meta as meta,
-    stateless_request as request, task_get as get, unique, until_terminal, uv,
+    Fixture, MarkedGuard, Serve, add_tools, data_home, eventually, fixture_manifest, marked,
+    no_proxy, py_driver, python_driver, python2, require, sleeper_tool, start_task,
+    stateless_meta as meta, stateless_request as request, task_get as get, unique, until_terminal,
+    uv,
 };
 
-/// `omniforge serve` on `data` with `args`.
-async fn serve(data: &Path, args: &[&str]) -> Serve {
-    Serve::command()
-        .args(&["--data-dir".as_ref(), data.as_os_str()])
-        .args(&["--uv".as_ref(), uv().as_os_str()])
-        .args(args)
-        .start()
-        .await
-}
-
-/// Live processes whose argv contains `marker`.
-fn marked(marker: &str) -> Vec<i32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
-            continue;
-        };
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        let zombie = stat
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'));
-        if !zombie && String::from_utf8_lossy(&cmdline).contains(marker) {
-            pids.push(pid);
-        }
-    }
-    pids
+/// Polls `tasks/get` on `url` until the task asks its questions (it must be `working` until
+/// then): the `input_required` result.
+async fn input_required(url: &str, task_id: &str) -> Value {
+    eventually(
+        Duration::from_secs(30),
+        "the task input_required",
+        async || {
+            let answer = get(url, None, task_id).await;
+            if answer["result"]["status"] == "input_required" {
+                return Some(answer["result"].clone());
+            }
+            assert_eq!(answer["result"]["status"], "working", "{answer}");
+            None
+        },
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_outlives_its_request_and_a_second_server_reads_it() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
-    let first = serve(&data, &[]).await;
-    let second = serve(&data, &[]).await;
+    let first = Serve::on_data(&data, &[]).await;
+    let second = Serve::on_data(&data, &[]).await;
     // Without the extension the same tool answers inline.
     let inline = request(
         &first.url,
@@ -85,11 +75,13 @@ async fn a_task_outlives_its_request_and_a_second_server_reads_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_task_kills_its_processes() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
-    let server = serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let marker = unique("omniforge-e2e-task-cancel-");
+    let _leftovers = MarkedGuard(marker.clone());
     let task_id = start_task(
         &server.url,
         None,
@@ -97,14 +89,12 @@ async fn a_cancelled_task_kills_its_processes() {
         json!({"seconds": 60, "marker": marker}),
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while marked(&marker).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the task's process never started"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        Duration::from_secs(30),
+        "the task's process started",
+        async || (!marked(&marker).is_empty()).then_some(()),
+    )
+    .await;
     let ack = request(
         &server.url,
         None,
@@ -113,18 +103,19 @@ async fn a_cancelled_task_kills_its_processes() {
     )
     .await;
     assert_eq!(ack["result"], json!({"resultType": "complete"}), "{ack}");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut left = marked(&marker);
-    while !left.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        left = marked(&marker);
-    }
-    for pid in &left {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", &pid.to_string()])
-            .status();
-    }
-    assert!(left.is_empty(), "5 s after tasks/cancel: {left:?} alive");
+    eventually(
+        Duration::from_secs(5),
+        "the task's processes gone after tasks/cancel",
+        async || {
+            let left = marked(&marker);
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("{left:?} alive"))
+            }
+        },
+    )
+    .await;
     let cancelled = get(&server.url, None, &task_id).await;
     assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
     // Cancelling again acknowledges the same and changes nothing.
@@ -148,6 +139,7 @@ async fn a_cancelled_task_kills_its_processes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_principals_task_is_an_unknown_id() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -158,7 +150,7 @@ async fn another_principals_task_is_an_unknown_id() {
     )
     .unwrap();
     std::fs::set_permissions(&tokens, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let server = serve(&data, &["--token-file", tokens.to_str().unwrap()]).await;
+    let server = Serve::on_data(&data, &["--token-file", tokens.to_str().unwrap()]).await;
     let alice = Some("alice-token-0123456789abcdef");
     let bob = Some("bob-token-0123456789abcdef0");
     let task_id = start_task(&server.url, alice, "sleeper", json!({"seconds": 1})).await;
@@ -189,13 +181,14 @@ async fn another_principals_task_is_an_unknown_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_server_died_reads_failed_with_a_message() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
-    let mut first = serve(&data, &["--task-lease", "2s"]).await;
+    let mut first = Serve::on_data(&data, &["--task-lease", "2s"]).await;
     let task_id = start_task(&first.url, None, "sleeper", json!({"seconds": 60})).await;
     first.kill();
-    let second = serve(&data, &["--task-lease", "2s"]).await;
+    let second = Serve::on_data(&data, &["--task-lease", "2s"]).await;
     let failed = until_terminal(&second.url, None, &task_id, Duration::from_secs(30)).await;
     assert_eq!(failed["status"], "failed", "{failed}");
     let message = failed["error"]["message"].as_str().unwrap();
@@ -205,6 +198,7 @@ async fn a_task_whose_server_died_reads_failed_with_a_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn questions_inside_a_task_wait_for_tasks_update_through_any_server() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(
@@ -224,8 +218,8 @@ print("%s/%s" % (answers["who"]["content"]["name"], answers["sure"]["content"]["
 "#,
         })],
     );
-    let runner = serve(&data, &[]).await;
-    let other = serve(&data, &[]).await;
+    let runner = Serve::on_data(&data, &[]).await;
+    let other = Serve::on_data(&data, &[]).await;
     // A required tool without the extension: -32021, nothing runs.
     let refused = request(
         &runner.url,
@@ -236,16 +230,7 @@ print("%s/%s" % (answers["who"]["content"]["name"], answers["sure"]["content"]["
     .await;
     assert_eq!(refused["error"]["code"], -32021, "{refused}");
     let task_id = start_task(&runner.url, None, "two_questions", json!({})).await;
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let waiting = loop {
-        let answer = get(&other.url, None, &task_id).await;
-        if answer["result"]["status"] == "input_required" {
-            break answer["result"].clone();
-        }
-        assert_eq!(answer["result"]["status"], "working", "{answer}");
-        assert!(Instant::now() < deadline, "never input_required: {answer}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let waiting = input_required(&other.url, &task_id).await;
     let requests = waiting["inputRequests"].as_object().unwrap();
     assert_eq!(requests.len(), 2, "{waiting}");
     assert_eq!(requests["who"]["method"], "elicitation/create", "{waiting}");
@@ -282,6 +267,7 @@ print("%s/%s" % (answers["who"]["content"]["name"], answers["sure"]["content"]["
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_past_its_time_limit_reads_failed() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(
@@ -295,7 +281,7 @@ async fn a_task_past_its_time_limit_reads_failed() {
             "code": "import time\ntime.sleep(30)\n",
         })],
     );
-    let server = serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     // Inline, the time limit is an isError result as before.
     let inline = request(
         &server.url,
@@ -316,16 +302,14 @@ async fn a_task_past_its_time_limit_reads_failed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_polls_a_task_longer_than_its_request_timeout() {
+    crate::support::needs_deps!();
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
-    let server = serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     // The client gives each request 4 s; the script takes 10 s. The driver's Tasks extension
-    // (client_drivers/tasks_client.py) polls tasks/get until the task completes.
-    let mut driver = python_driver(
-        &python2(),
-        &e2e_dir("client_drivers").join("tasks_client.py"),
-    );
+    // (support/py/tasks_client.py) polls tasks/get until the task completes.
+    let mut driver = python_driver(&python2(), &py_driver("tasks_client.py"));
     no_proxy(&mut driver)
         .args([&server.url, "sleeper", r#"{"seconds": 10}"#, "4"])
         .kill_on_drop(true);
@@ -352,6 +336,7 @@ async fn the_python_sdk_polls_a_task_longer_than_its_request_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tasks_cut_output_lives_as_long_as_the_task() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(
@@ -365,7 +350,7 @@ async fn a_tasks_cut_output_lives_as_long_as_the_task() {
         })],
     );
     // Kept outputs expire after 1 s; tasks are kept an hour.
-    let server = serve(
+    let server = Serve::on_data(
         &data,
         &[
             "--max-result-bytes",
@@ -412,9 +397,16 @@ async fn a_tasks_cut_output_lives_as_long_as_the_task() {
     let done = until_terminal(&server.url, None, &task_id, Duration::from_secs(60)).await;
     assert_eq!(done["status"], "completed", "{done}");
     let task_uri = link_of(&done["result"]);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
     // Past --output-ttl: the inline call's output is gone, the task's is not.
-    let gone = read(inline_uri).await;
+    let gone = eventually(
+        Duration::from_secs(10),
+        "the inline call's output gone past --output-ttl",
+        async || {
+            let answer = read(inline_uri.clone()).await;
+            answer.get("error").is_some().then_some(answer)
+        },
+    )
+    .await;
     assert_eq!(gone["error"]["code"], -32602, "{gone}");
     let message = gone["error"]["message"].as_str().unwrap_or_default();
     assert!(message.starts_with("resource not found"), "{gone}");
@@ -432,6 +424,7 @@ async fn a_tasks_cut_output_lives_as_long_as_the_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manifest_tool_named_in_task_support_runs_as_a_task() {
+    crate::support::needs_deps!();
     let fixture = Fixture::start().await;
     let (home, data) = data_home();
     let config = home.path().join("omniforge.toml");
@@ -444,7 +437,7 @@ async fn a_manifest_tool_named_in_task_support_runs_as_a_task() {
         ),
     )
     .unwrap();
-    let server = serve(&data, &["--config", config.to_str().unwrap()]).await;
+    let server = Serve::on_data(&data, &["--config", config.to_str().unwrap()]).await;
     let task_id = start_task(
         &server.url,
         None,
@@ -468,16 +461,17 @@ async fn a_manifest_tool_named_in_task_support_runs_as_a_task() {
         ..Default::default()
     };
     // Written off the answer's path, a batch at a time: there within a few milliseconds.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    let calls = loop {
-        let calls = omniforge_store::CallLog::calls(&store, &filter)
-            .await
-            .unwrap();
-        if !calls.is_empty() || std::time::Instant::now() > deadline {
-            break calls;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let calls = eventually(
+        Duration::from_secs(5),
+        "the task's call logged",
+        async || {
+            let calls = omniforge_store::CallLog::calls(&store, &filter)
+                .await
+                .unwrap();
+            (!calls.is_empty()).then_some(calls)
+        },
+    )
+    .await;
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert_eq!(calls[0].call.source, omniforge_store::CallSource::Manifest);
     assert_eq!(calls[0].call.outcome, omniforge_store::CallOutcome::Ok);
@@ -520,10 +514,11 @@ print("Hello, %s! task=%s sure=%s" % (name, task, sure))
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_started_task_asks_inline_first_then_runs_as_the_task() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[greet_later_tool("required")]);
-    let server = serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let call = |extra: Value| {
         let mut params = json!({"name": "greet_later", "arguments": {}, "_meta": meta(true)});
         params
@@ -555,16 +550,7 @@ async fn a_script_started_task_asks_inline_first_then_runs_as_the_task() {
     assert!(created.get("inputRequests").is_none(), "{round2}");
     let task_id = created["taskId"].as_str().unwrap().to_owned();
     // The script goes on as the task: its next question is the task's.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let waiting = loop {
-        let answer = get(&server.url, None, &task_id).await;
-        if answer["result"]["status"] == "input_required" {
-            break answer["result"].clone();
-        }
-        assert_eq!(answer["result"]["status"], "working", "{answer}");
-        assert!(Instant::now() < deadline, "never input_required: {answer}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let waiting = input_required(&server.url, &task_id).await;
     let keys: Vec<&String> = waiting["inputRequests"]
         .as_object()
         .unwrap()
@@ -590,6 +576,7 @@ async fn a_script_started_task_asks_inline_first_then_runs_as_the_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_task_does_nothing_where_no_task_can_start() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let probe = |name: &str, support: &str, start: &str| {
@@ -610,7 +597,7 @@ async fn start_task_does_nothing_where_no_task_can_start() {
             probe("call_optional", "optional", "call"),
         ],
     );
-    let server = serve(&data, &[]).await;
+    let server = Serve::on_data(&data, &[]).await;
     let call = |tool: &str, tasks: bool| {
         request(
             &server.url,

@@ -12,18 +12,19 @@
 //! - a change made by another process (the command line on the same data directory), heard
 //!   through the change feed, retires the template too.
 //!
-//! The escape suite's warm mode (`escape.rs`, `NAME::warm`) attacks through the same path.
+//! The escape suite's warm mode (`escape/`, `NAME::warm`) attacks through the same path.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{self, Auth, HttpClient, HttpServer, omniforge_cli, uv};
+use crate::support::{self, Auth, HttpClient, HttpServer, eventually, omniforge_cli, uv};
 
 const WRITER: &str = "writer-token-0123456789abcdef";
 const BOSS: &str = "boss-token-0123456789abcdef";
 
-async fn start() -> HttpServer {
+/// A server with a strict sandbox and an 8-template warm pool, and the two tokens.
+async fn warm_server() -> HttpServer {
     let uv = uv();
     HttpServer::start(
         &[
@@ -96,14 +97,11 @@ fn alive(pid: u32) -> bool {
 
 /// Waits (up to 15 s) until `pid` is gone; panics with `what` otherwise.
 async fn gone(pid: u32, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while alive(pid) {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: template process {pid} still runs"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let what = format!("{what}: template process {pid} gone");
+    eventually(Duration::from_secs(15), &what, async || {
+        (!alive(pid)).then_some(())
+    })
+    .await;
 }
 
 async fn ok(c: &mut HttpClient, tool: &str, arguments: Value) -> String {
@@ -114,7 +112,8 @@ async fn ok(c: &mut HttpClient, tool: &str, arguments: Value) -> String {
 
 #[tokio::test]
 async fn warm_templates_retire_on_update_rollback_disable_and_delete() {
-    let server = start().await;
+    crate::support::needs_deps!();
+    let server = warm_server().await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let code = |v: &str| format!("print('{v}')\n");
     let create = json!({"name": "echo", "description": "Says its version.", "code": code("one")});
@@ -191,7 +190,8 @@ async fn warm_templates_retire_on_update_rollback_disable_and_delete() {
 
 #[tokio::test]
 async fn a_warm_template_killed_while_a_call_runs_still_answers() {
-    let server = start().await;
+    crate::support::needs_deps!();
+    let server = warm_server().await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let code = "import time\ntime.sleep(1.5)\nprint('done')\n";
     let create = json!({"name": "slow", "description": "Sleeps, then answers.", "code": code});
@@ -200,18 +200,19 @@ async fn a_warm_template_killed_while_a_call_runs_still_answers() {
     let mut caller = HttpClient::bearer(server.url(), WRITER).await;
     let call = tokio::spawn(async move { caller.call("slow", json!({})).await });
     // Wait until the call runs on the template, then kill the template from the host.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let t = templates(&server, "slow").await;
-        if t.first().is_some_and(|t| t["running"] == 1) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the call never ran on the template: {t:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(
+        Duration::from_secs(10),
+        "the call runs on the template",
+        async || {
+            let t = templates(&server, "slow").await;
+            if t.first().is_some_and(|t| t["running"] == 1) {
+                Ok(())
+            } else {
+                Err(format!("templates: {t:?}"))
+            }
+        },
+    )
+    .await;
     let status = std::process::Command::new("kill")
         .args(["-KILL", &pid.to_string()])
         .status()
@@ -231,7 +232,8 @@ async fn a_warm_template_killed_while_a_call_runs_still_answers() {
 
 #[tokio::test]
 async fn a_secret_changed_between_two_warm_calls_reaches_only_the_second() {
-    let server = start().await;
+    crate::support::needs_deps!();
+    let server = warm_server().await;
     let mut boss = HttpClient::bearer(server.url(), BOSS).await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let first = format!("first-{}-{}", std::process::id(), line!());
@@ -278,7 +280,8 @@ async fn a_secret_changed_between_two_warm_calls_reaches_only_the_second() {
 
 #[tokio::test]
 async fn a_change_from_another_process_retires_the_template() {
-    let server = start().await;
+    crate::support::needs_deps!();
+    let server = warm_server().await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let create = json!({"name": "echo", "description": "Says one.", "code": "print('one')\n"});
     ok(&mut writer, "omniforge_create_tool", create).await;
@@ -293,24 +296,26 @@ async fn a_change_from_another_process_retires_the_template() {
     // Enabled again there: the first call runs cold and starts the template; the next is warm.
     let (done, out, err) = omniforge_cli(&data, &["tool", "enable", "echo"], None).await;
     assert!(done, "{out}{err}");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
+    eventually(Duration::from_secs(15), "echo comes back", async || {
         let (text, is_error, _) = writer.call("echo", json!({})).await;
         if !is_error && text == "one" {
-            break;
+            Ok(())
+        } else {
+            Err(format!("echo answered {text:?}"))
         }
-        assert!(Instant::now() < deadline, "echo never came back: {text}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while templates(&server, "echo")
-        .await
-        .first()
-        .is_none_or(|t| t["state"] != "ready")
-    {
-        assert!(Instant::now() < deadline, "no template after a cold call");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
+    eventually(
+        Duration::from_secs(30),
+        "a ready template after a cold call",
+        async || {
+            let t = templates(&server, "echo").await;
+            t.first()
+                .is_some_and(|t| t["state"] == "ready")
+                .then_some(())
+        },
+    )
+    .await;
     let (p2, before) = only_template(&server, "echo", 1).await;
     assert_ne!(p2, pid);
     assert_eq!(ok(&mut writer, "echo", json!({})).await, "one");

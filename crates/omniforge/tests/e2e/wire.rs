@@ -484,7 +484,7 @@ impl Runner {
             }
         }
 
-        if let Err(e) = self.start().await {
+        if let Err(e) = self.set_up().await {
             self.fail(format!("setup: {e}"));
             return;
         }
@@ -545,7 +545,7 @@ impl Runner {
     }
 
     /// Starts the case's server and performs its setup.
-    async fn start(&mut self) -> Result<(), String> {
+    async fn set_up(&mut self) -> Result<(), String> {
         let setup = parse_setup(&self.case["setup"]);
         let args = self.run.server_args.clone();
         match self.transport().to_owned().as_str() {
@@ -1318,9 +1318,15 @@ impl Runner {
     async fn process_alive(&mut self, anchor: Anchor, want: &Value) -> Result<(), String> {
         let want = want.as_bool().ok_or("process_alive is not a boolean")?;
         let server = self.stdio_outcome(anchor)?.server;
-        // A server that exits after its last reply needs a moment to be seen dead.
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let alive = self.stdio[server].is_alive();
+        let server = &mut self.stdio[server];
+        let alive = if want {
+            // scenario: still running a moment after its last reply, not only at once
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            server.is_alive()
+        } else {
+            // A server that exits after its last reply: its exit is awaited.
+            server.wait_exit(Duration::from_secs(5)).await.is_none()
+        };
         if alive == want {
             Ok(())
         } else {

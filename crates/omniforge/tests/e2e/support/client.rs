@@ -14,11 +14,11 @@ use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 
 use super::http::{
-    HttpReply, get_headers, http_client, http_send, initialize_request, post_headers,
+    HttpReply, get_headers, http_client, http_send, initialize_request, is_response, post_headers,
 };
 use super::process::{Captured, drain, kill_and_reap, spawn_piped};
 use super::server::omniforge_in;
-use super::sse::sse_messages;
+use super::sse::{parse_sse, sse_messages_open};
 
 /// THE MCP client over Streamable HTTP: an initialized 2025-06-18 session (optionally with a
 /// bearer token), or the same session sent to another URL (a replica, the balancer).
@@ -29,35 +29,44 @@ pub(crate) struct HttpClient {
     token: Option<String>,
     /// `None`: no session.
     pub(crate) session: Option<String>,
+    /// The revision asked for in `initialize` and sent as `MCP-Protocol-Version`.
+    version: &'static str,
     next_id: u64,
 }
 
-/// The revision the HTTP sessions speak.
+/// The revision the HTTP sessions speak unless told otherwise ([`HttpClient::open_as`]).
 const VERSION: &str = "2025-06-18";
 
 impl HttpClient {
     /// Initializes a session at `url`, without a token.
     pub(crate) async fn open(url: &str) -> Result<HttpClient, String> {
-        HttpClient::handshake(url, None).await
+        HttpClient::open_as(url, None, VERSION).await
     }
 
     /// Initializes a session at `url` with a bearer token; panics when that fails.
     pub(crate) async fn bearer(url: &str, token: &str) -> HttpClient {
-        HttpClient::handshake(url, Some(token))
+        HttpClient::open_as(url, Some(token), VERSION)
             .await
             .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    async fn handshake(url: &str, token: Option<&str>) -> Result<HttpClient, String> {
+    /// Initializes a session at `url` speaking revision `version`, with a bearer token if
+    /// given.
+    pub(crate) async fn open_as(
+        url: &str,
+        token: Option<&str>,
+        version: &'static str,
+    ) -> Result<HttpClient, String> {
         let mut mcp = HttpClient {
             http: http_client(),
             url: url.to_owned(),
             token: token.map(str::to_owned),
             session: None,
+            version,
             next_id: 1,
         };
         let reply = mcp
-            .post(initialize_request(0, VERSION), &[json!(0)])
+            .post(initialize_request(0, version), &[json!(0)])
             .await?;
         if reply.status != 200 {
             return Err(format!(
@@ -86,6 +95,7 @@ impl HttpClient {
             url: url.to_owned(),
             token: self.token.clone(),
             session: self.session.clone(),
+            version: self.version,
             next_id: self.next_id + 1000,
         }
     }
@@ -97,16 +107,21 @@ impl HttpClient {
         headers
     }
 
-    async fn post(&self, body: Value, wait: &[Value]) -> Result<HttpReply, String> {
-        let headers = self.with_token(post_headers(
+    /// The headers of a POST in this session: Content-Type, Accept, Mcp-Session-Id,
+    /// MCP-Protocol-Version and the token.
+    pub(crate) fn headers(&self) -> Vec<(String, String)> {
+        self.with_token(post_headers(
             self.session.as_deref(),
-            self.session.as_ref().map(|_| VERSION),
-        ));
+            self.session.as_ref().map(|_| self.version),
+        ))
+    }
+
+    async fn post(&self, body: Value, wait: &[Value]) -> Result<HttpReply, String> {
         http_send(
             &self.http,
             "POST",
             &self.url,
-            &headers,
+            &self.headers(),
             Some(serde_json::to_vec(&body).unwrap()),
             wait,
         )
@@ -116,16 +131,18 @@ impl HttpClient {
     /// The headers of a GET on the session's SSE stream (notifications), with the token.
     pub(crate) fn stream_headers(&self) -> Vec<(String, String)> {
         let session = self.session.as_deref().expect("a session");
-        self.with_token(get_headers(session, VERSION))
+        self.with_token(get_headers(session, self.version))
     }
 
-    /// Opens the session's GET stream: the notifications, as they arrive.
-    pub(crate) fn notifications(&self) -> mpsc::UnboundedReceiver<Value> {
+    /// Opens the session's GET stream: the notifications, as they arrive. Returns once the
+    /// server has answered the GET (status 200, an event stream), so a change made after it
+    /// is announced on it.
+    pub(crate) async fn notifications(&self) -> mpsc::UnboundedReceiver<Value> {
         let mut req = self.http.get(&self.url);
         for (name, value) in self.stream_headers() {
             req = req.header(name, value);
         }
-        sse_messages(req)
+        sse_messages_open(req).await
     }
 
     /// One request: its whole response message (`result` or `error`), or why there was none
@@ -186,6 +203,143 @@ impl HttpClient {
         let text = r["content"][0]["text"].as_str().unwrap_or("").to_owned();
         (text, r["isError"] == true, r)
     }
+
+    /// One request with its own `budget`: the whole [`Exchange`] on its POST stream, read
+    /// until the response arrives (or the stream ends, or the budget passes; a reply cut off
+    /// by the budget says so in `notes`). `Err` only when no answer started within the budget.
+    pub(crate) async fn exchange(
+        &mut self,
+        method: &str,
+        params: Value,
+        budget: Duration,
+    ) -> Result<Exchange, String> {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let headers = self.headers();
+        let started = Instant::now();
+        let deadline = tokio::time::Instant::now() + budget;
+        let mut req = self
+            .http
+            .post(&self.url)
+            .body(serde_json::to_vec(&body).unwrap());
+        for (k, v) in &headers {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let mut resp = match tokio::time::timeout_at(deadline, req.send()).await {
+            Err(_) => return Err(format!("{method}: no response headers within {budget:?}")),
+            Ok(Err(e)) => return Err(format!("{method}: request failed: {e:?}")),
+            Ok(Ok(r)) => r,
+        };
+        let mut ex = Exchange {
+            id,
+            status: resp.status().as_u16(),
+            content_type: media_type(&resp),
+            ..Exchange::default()
+        };
+        let sse = ex.content_type.as_deref() == Some("text/event-stream");
+        let mut pending = Vec::new();
+        while !(sse && ex.response().is_some()) {
+            match tokio::time::timeout_at(deadline, resp.chunk()).await {
+                Err(_) => {
+                    ex.notes.push(format!(
+                        "reply not finished after {budget:?}; stopped reading"
+                    ));
+                    break;
+                }
+                Ok(Err(e)) => {
+                    ex.notes.push(format!("body read failed: {e}"));
+                    break;
+                }
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(chunk))) => {
+                    pending.extend_from_slice(&chunk);
+                    if sse {
+                        let at = started.elapsed().as_secs_f64();
+                        ex.messages
+                            .extend(take_events(&mut pending).into_iter().map(|m| (at, m)));
+                    }
+                }
+            }
+        }
+        let at = started.elapsed().as_secs_f64();
+        if sse {
+            pending.extend_from_slice(b"\n\n");
+            ex.messages
+                .extend(take_events(&mut pending).into_iter().map(|m| (at, m)));
+        } else if !pending.is_empty() {
+            match serde_json::from_slice::<Value>(&pending) {
+                Ok(Value::Array(items)) => ex.messages.extend(items.into_iter().map(|m| (at, m))),
+                Ok(v) => ex.messages.push((at, v)),
+                Err(e) => ex.notes.push(format!(
+                    "body is not JSON ({e}): {:?}",
+                    String::from_utf8_lossy(&pending[..pending.len().min(300)])
+                )),
+            }
+        }
+        ex.elapsed = started.elapsed();
+        Ok(ex)
+    }
+}
+
+/// One request sent by [`HttpClient::exchange`] and everything that came back on its POST
+/// stream, each message with its arrival time: for tests that time what arrives (progress
+/// heartbeats) or give a call a budget of its own.
+#[derive(Debug, Default)]
+pub(crate) struct Exchange {
+    /// The request's id.
+    pub(crate) id: Value,
+    pub(crate) status: u16,
+    /// The media type of the answer, lower-cased, without parameters.
+    pub(crate) content_type: Option<String>,
+    /// (seconds since the request was sent, message), in arrival order.
+    pub(crate) messages: Vec<(f64, Value)>,
+    /// Problems met while reading (a reply not finished within the budget, a bad body).
+    pub(crate) notes: Vec<String>,
+    /// From sending the request to its response (or the end of reading).
+    pub(crate) elapsed: Duration,
+}
+
+impl Exchange {
+    /// The response (result or error) to the request.
+    pub(crate) fn response(&self) -> Option<&Value> {
+        self.messages
+            .iter()
+            .map(|(_, m)| m)
+            .find(|m| is_response(m) && m.get("id") == Some(&self.id))
+    }
+
+    /// The `notifications/progress` that arrived, with their arrival times.
+    pub(crate) fn progress(&self) -> Vec<(f64, Value)> {
+        self.messages
+            .iter()
+            .filter(|(_, m)| m["method"] == "notifications/progress")
+            .cloned()
+            .collect()
+    }
+}
+
+/// Complete SSE events at the front of `pending` (everything up to the last blank line),
+/// parsed; the incomplete rest stays in `pending`.
+fn take_events(pending: &mut Vec<u8>) -> Vec<Value> {
+    let Some(end) = pending.windows(2).rposition(|w| w == b"\n\n") else {
+        return Vec::new();
+    };
+    let complete: Vec<u8> = pending.drain(..end + 2).collect();
+    parse_sse(&complete, true).0
+}
+
+/// The media type of `resp`, lower-cased, without parameters.
+fn media_type(resp: &reqwest::Response) -> Option<String> {
+    let ct = resp.headers().get(reqwest::header::CONTENT_TYPE)?;
+    let ct = ct.to_str().ok()?;
+    Some(
+        ct.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase(),
+    )
 }
 
 /// `omniforge --data-dir DIR --uv UV stdio ARGS...`, initialized (2025-11-25), speaking raw

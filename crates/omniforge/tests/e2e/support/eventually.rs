@@ -32,7 +32,29 @@ const MAX_PAUSE: Duration = Duration::from_millis(200);
 /// Runs `f` until it gives a value (`Some`/`Ok`), pausing 10 ms, 20 ms, ... up to 200 ms
 /// between attempts, and returns that value. Panics after `deadline` (counted from the
 /// call) with `what` and the last error; an attempt still running at the deadline is cut off.
-pub(crate) async fn eventually<T, A, F>(deadline: Duration, what: &str, mut f: F) -> T
+pub(crate) async fn eventually<T, A, F>(deadline: Duration, what: &str, f: F) -> T
+where
+    A: Attempt<T>,
+    F: AsyncFnMut() -> A,
+{
+    match try_eventually(deadline, f).await {
+        Ok(value) => value,
+        Err(NotYet { attempts, last }) => {
+            panic!("{what}: not within {deadline:?} ({attempts} attempts); last: {last}")
+        }
+    }
+}
+
+/// Why [`try_eventually`] gave up: how often it tried, and the last attempt's reason.
+#[derive(Debug)]
+pub(crate) struct NotYet {
+    pub(crate) attempts: u32,
+    pub(crate) last: String,
+}
+
+/// [`eventually`] for a wait whose timeout is an outcome the test reports itself (a process
+/// that should be gone but is not): `Err` after `deadline` instead of a panic.
+pub(crate) async fn try_eventually<T, A, F>(deadline: Duration, mut f: F) -> Result<T, NotYet>
 where
     A: Attempt<T>,
     F: AsyncFnMut() -> A,
@@ -44,14 +66,14 @@ where
         attempts += 1;
         let last = match tokio::time::timeout_at(end, f()).await {
             Ok(attempt) => match attempt.into_attempt() {
-                Ok(value) => return value,
+                Ok(value) => return Ok(value),
                 Err(e) => e,
             },
             Err(_) => "the last attempt was still running".to_owned(),
         };
         let now = tokio::time::Instant::now();
         if now >= end {
-            panic!("{what}: not within {deadline:?} ({attempts} attempts); last: {last}");
+            return Err(NotYet { attempts, last });
         }
         tokio::time::sleep(pause.min(end - now)).await;
         pause = (pause * 2).min(MAX_PAUSE);

@@ -24,6 +24,17 @@ pub(crate) fn http_client() -> reqwest::Client {
         .unwrap()
 }
 
+/// [`http_client`] that follows no redirect: a browser's sign-in is stepped through by hand,
+/// each hop checked.
+pub(crate) fn browser_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(Duration::from_secs(5))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
 /// What an HTTP exchange returned.
 #[derive(Debug)]
 pub(crate) struct HttpReply {

@@ -217,3 +217,17 @@ pub(crate) fn processes_matching(pred: impl Fn(&str, &str) -> bool) -> Vec<i32> 
 pub(crate) fn marked(marker: &str) -> Vec<i32> {
     processes_matching(|cmdline, environ| cmdline.contains(marker) || environ.contains(marker))
 }
+
+/// Kills (by pid) the processes still carrying its marker ([`marked`]) when it is dropped, so
+/// a test that waits for a script's processes to end leaves none behind when the wait fails.
+pub(crate) struct MarkedGuard(pub(crate) String);
+
+impl Drop for MarkedGuard {
+    fn drop(&mut self) {
+        for pid in marked(&self.0) {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+    }
+}

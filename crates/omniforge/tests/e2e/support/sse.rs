@@ -105,6 +105,29 @@ impl EventStream {
     }
 }
 
+/// Reads `rx` (a [`sse_messages`] channel) until a message satisfies `want`, for at most
+/// `within`: that message, or what arrived instead.
+pub(crate) async fn wait_message(
+    rx: &mut mpsc::UnboundedReceiver<Value>,
+    within: Duration,
+    want: impl Fn(&Value) -> bool,
+) -> Result<Value, String> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut before = Vec::new();
+    loop {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Err(_) => {
+                return Err(format!(
+                    "nothing matching within {within:?}; got {before:?}"
+                ));
+            }
+            Ok(None) => return Err(format!("the stream ended; got {before:?}")),
+            Ok(Some(m)) if want(&m) => return Ok(m),
+            Ok(Some(m)) => before.push(m),
+        }
+    }
+}
+
 pub(crate) fn is_list_changed(m: &Value) -> bool {
     m.get("method") == Some(&json!("notifications/tools/list_changed"))
 }
@@ -113,26 +136,56 @@ pub(crate) fn is_list_changed(m: &Value) -> bool {
 pub(crate) fn sse_messages(req: reqwest::RequestBuilder) -> mpsc::UnboundedReceiver<Value> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
-        let Ok(mut resp) = req.send().await else {
+        let Ok(resp) = req.send().await else {
             return;
         };
-        let mut buf = Vec::new();
-        while let Ok(Some(chunk)) = resp.chunk().await {
-            buf.extend_from_slice(&chunk);
-            while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
-                let event: Vec<u8> = buf.drain(..end + 2).collect();
-                for line in String::from_utf8_lossy(&event).lines() {
-                    if let Some(data) = line.strip_prefix("data:")
-                        && let Ok(v) = serde_json::from_str::<Value>(data.trim())
-                        && tx.send(v).is_err()
-                    {
-                        return;
-                    }
+        forward_sse(resp, tx).await;
+    });
+    rx
+}
+
+/// [`sse_messages`], returning only once the answer's headers are in: the stream is open
+/// (panics unless it is a 200 event stream, within [`REPLY_TIMEOUT`]).
+pub(crate) async fn sse_messages_open(
+    req: reqwest::RequestBuilder,
+) -> mpsc::UnboundedReceiver<Value> {
+    let resp = tokio::time::timeout(REPLY_TIMEOUT, req.send())
+        .await
+        .expect("no stream headers in time")
+        .expect("the stream request failed");
+    let is_sse = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    assert!(
+        resp.status() == 200 && is_sse,
+        "not an open event stream: HTTP {} {:?}",
+        resp.status(),
+        resp.headers()
+    );
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(forward_sse(resp, tx));
+    rx
+}
+
+/// Forwards the JSON `data:` of each SSE event of `resp` until it ends or `tx` closes.
+async fn forward_sse(mut resp: reqwest::Response, tx: mpsc::UnboundedSender<Value>) {
+    let mut buf = Vec::new();
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        buf.extend_from_slice(&chunk);
+        while let Some(end) = buf.windows(2).position(|w| w == b"\n\n") {
+            let event: Vec<u8> = buf.drain(..end + 2).collect();
+            for line in String::from_utf8_lossy(&event).lines() {
+                if let Some(data) = line.strip_prefix("data:")
+                    && let Ok(v) = serde_json::from_str::<Value>(data.trim())
+                    && tx.send(v).is_err()
+                {
+                    return;
                 }
             }
         }
-    });
-    rx
+    }
 }
 
 /// The JSON-RPC messages in an SSE body, and the problems found.
