@@ -30,6 +30,7 @@ use crate::telemetry::metrics::Metrics;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
 use crate::tools::builtin::instructions::{BRIDGE_INSTRUCTIONS, SERVER_INSTRUCTIONS};
+use crate::tools::builtin::search::Discovery;
 use crate::tools::manifest::source::{ManifestConfig, ManifestSource, ManifestSourceError};
 use crate::tools::stored::call::StoredTools;
 use crate::tools::stored::kept::KeptOutputs;
@@ -366,7 +367,10 @@ async fn start_stored(
     };
     catalog.replace(
         ToolSource::Builtin,
-        tool_sources::builtins(s.authoring.then_some(&authoring)),
+        tool_sources::builtins(
+            s.authoring.then_some(&authoring),
+            &Arc::new(Discovery::new(catalog)),
+        ),
     );
     source.reload_all().await.map_err(StartError::Tools)?;
     // Loading 100,000 tools decoded each one's row before keeping its compact entry: give the

@@ -261,7 +261,15 @@ async fn tokens_are_required_and_sessions_belong_to_theirs() {
         .iter()
         .map(|t| t["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["omniforge_instructions", "omniforge_call_tool"]);
+    assert_eq!(
+        names,
+        [
+            "omniforge_instructions",
+            "omniforge_search_tools",
+            "omniforge_get_tool_schemas",
+            "omniforge_call_tool"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -491,8 +499,9 @@ async fn healthz_counts_tools_and_sessions() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["status"], "ok");
     assert_eq!(body["sessions"], 1);
-    // instructions, 7 tool and 6 secret built-ins, call_tool, 10 content built-ins.
-    assert_eq!(body["tools"]["builtin"], 28);
+    // instructions, search and schemas, 7 tool and 6 secret built-ins, call_tool, 10
+    // content built-ins.
+    assert_eq!(body["tools"]["builtin"], 30);
     assert_eq!(body["tools"]["stored"], 0);
 }
 

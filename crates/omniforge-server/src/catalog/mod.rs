@@ -8,6 +8,8 @@
 //! - [`pages`]: pages of `tools/list` as `Tool`s, the last few kept per snapshot.
 //! - [`publish`]: [`Catalog`](publish::Catalog), the per-source lists and their merge,
 //!   published under one lock as an immutable [`Snapshot`](snapshot::Snapshot).
+//! - [`search`]: the search index (BM25F over each entry's fields), kept in step by every
+//!   publish; [`terms`]: a tool's fields and text as search terms.
 //! - [`snapshot`]: lookup, visibility, argument checks and the call itself.
 //! - [`schema_profile`]: how schemas are served (`as-authored`, `conservative`).
 
@@ -16,4 +18,6 @@ pub(crate) mod entry;
 pub(crate) mod pages;
 pub(crate) mod publish;
 pub(crate) mod schema_profile;
+pub(crate) mod search;
 pub(crate) mod snapshot;
+pub(crate) mod terms;

@@ -9,13 +9,19 @@
 //! snapshot. Writers change a source and publish the new merge **under one lock**, so two
 //! sources changing at once can never publish a stale merge; then they bump a `watch` channel
 //! that the notifier turns into `notifications/tools/list_changed`.
+//!
+//! The search index ([`Index`]) follows the lists: each writer changes it by the same delta
+//! (one entry for an upsert, a source's list for a replace) and publishes the snapshot
+//! while it holds the index's write lock, so a search, which holds the read lock, always sees
+//! the index and the snapshot of one moment.
 
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 
 use tokio::sync::watch;
 
 use crate::catalog::entry::{Entry, ToolSource};
 use crate::catalog::schema_profile::{self, SchemaProfile};
+use crate::catalog::search::{Hits, Index, Query};
 use crate::catalog::snapshot::Snapshot;
 
 /// The raw lists, one per source, in merge order.
@@ -39,6 +45,8 @@ pub(crate) struct Catalog {
     /// The published merge. Readers take it for an `Arc` clone; a writer replaces it (while
     /// holding `sources`).
     snapshot: RwLock<Arc<Snapshot>>,
+    /// The search index over every list. Written only while `sources` is held.
+    index: RwLock<Index>,
     /// Bumped after every publish that changes what `tools/list` shows; the notifier waits on it.
     changes: watch::Sender<u64>,
     /// How schemas are served.
@@ -52,6 +60,7 @@ impl Catalog {
         Catalog {
             sources: Mutex::default(),
             snapshot: RwLock::new(Arc::default()),
+            index: RwLock::default(),
             changes,
             profile,
         }
@@ -63,6 +72,20 @@ impl Catalog {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The entries `query` finds, best first.
+    pub(crate) fn search(&self, query: &Query<'_>) -> Hits {
+        self.index
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .search(query)
+    }
+
+    /// How many entries the search index holds, and its size in bytes (roughly).
+    pub(crate) fn index_size(&self) -> (usize, usize) {
+        let index = self.index.read().unwrap_or_else(|e| e.into_inner());
+        (index.len(), index.heap_bytes())
     }
 
     /// A receiver that sees a new value after every change of what `tools/list` shows.
@@ -77,6 +100,8 @@ impl Catalog {
         // this, 100,000 stored tools kept an 11 MB buffer for their 0.8 MB of `Arc`s (heaptrack).
         entries.shrink_to_fit();
         let mut lists = self.lock();
+        let mut index = self.index_mut();
+        index.replace_source(source, &entries);
         lists.sources[source as usize] = entries;
         self.publish(&lists);
     }
@@ -87,6 +112,8 @@ impl Catalog {
         let source = entry.source as usize;
         let entry = self.prepare(entry);
         let mut lists = self.lock();
+        let mut index = self.index_mut();
+        index.upsert(entry.clone(), None);
         let list = &mut lists.sources[source];
         list.retain(|e| e.name != entry.name);
         list.insert(0, entry);
@@ -100,6 +127,8 @@ impl Catalog {
         let before = list.len();
         list.retain(|e| &*e.name != name);
         if list.len() != before {
+            let mut index = self.index_mut();
+            index.remove(source, name);
             self.publish(&lists);
         }
     }
@@ -107,11 +136,13 @@ impl Catalog {
     /// Replaces every pending entry (each with its author's principal id). What `tools/list`
     /// shows to everyone is unchanged, so nothing is announced.
     pub(crate) fn replace_pending(&self, entries: Vec<(Arc<str>, Entry)>) {
-        let entries = entries
+        let entries: Vec<_> = entries
             .into_iter()
             .map(|(author, e)| (author, self.prepare(e)))
             .collect();
         let mut lists = self.lock();
+        let mut index = self.index_mut();
+        index.replace_pending(None, &entries);
         lists.pending = entries;
         self.publish(&lists);
     }
@@ -128,6 +159,8 @@ impl Catalog {
         if entries.is_empty() && lists.pending.len() == before {
             return;
         }
+        let mut index = self.index_mut();
+        index.replace_pending(Some(name), &entries);
         lists.pending.extend(entries);
         self.publish(&lists);
     }
@@ -142,6 +175,11 @@ impl Catalog {
 
     fn lock(&self) -> MutexGuard<'_, Lists> {
         self.sources.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The index, for a writer that holds `sources` (and publishes before letting it go).
+    fn index_mut(&self) -> RwLockWriteGuard<'_, Index> {
+        self.index.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Applies the schema profile once, when the entry arrives (not at every merge).

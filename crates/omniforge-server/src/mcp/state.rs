@@ -93,10 +93,12 @@ impl Shared {
         let sandbox_layers: Vec<Value> = layers
             .map(|l| json!({"name": l.name, "active": l.active, "detail": l.detail}))
             .collect();
+        let (indexed, bytes) = self.catalog.index_size();
         json!({
             "status": "ok",
             "version": env!("CARGO_PKG_VERSION"),
             "tools": tools,
+            "search_index": {"entries": indexed, "bytes": bytes},
             "sandbox": sandbox,
             "sandbox_layers": sandbox_layers,
             "sessions": sessions,

@@ -1,6 +1,6 @@
 //! The tool sources, each publishing [`Entry`]s whose calls implement the one
 //! [`ToolCall`](crate::catalog::call::ToolCall) trait:
-//! - [`builtin`]: `omniforge_instructions` and `omniforge_call_tool`;
+//! - [`builtin`]: `omniforge_instructions`, the discovery built-ins and `omniforge_call_tool`;
 //! - [`authoring`]: the authoring built-ins (tools, secrets, content);
 //! - [`manifest`]: RPCs of operator-configured forge manifests;
 //! - [`stored`]: script tools kept in the store.
@@ -22,6 +22,7 @@ use crate::catalog::entry::Entry;
 use crate::content::snapshot::Content;
 use crate::tools::authoring::approval::Approval;
 use crate::tools::authoring::tool::ToolAuthoring;
+use crate::tools::builtin::search::{Discovery, GetToolSchemas, SearchTools};
 
 /// What the authoring built-ins work on: each family's operations work on one part
 /// ([`Part`]).
@@ -36,11 +37,16 @@ pub(crate) struct Authoring {
     pub(crate) content: Arc<Content>,
 }
 
-/// Every built-in, in catalog order: `omniforge_instructions`, the tool, approval and secret
-/// authoring built-ins, `omniforge_call_tool`, the content authoring built-ins. Without `authoring`,
-/// only the first and `omniforge_call_tool`.
-pub(crate) fn builtins(authoring: Option<&Authoring>) -> Vec<Entry> {
-    let mut entries = vec![builtin::instructions::entry()];
+/// Every built-in, in catalog order: `omniforge_instructions`, the discovery built-ins
+/// (`omniforge_search_tools`, `omniforge_get_tool_schemas`), the tool, approval and secret
+/// authoring built-ins, `omniforge_call_tool`, the content authoring built-ins. Without
+/// `authoring`, only the first three and `omniforge_call_tool`.
+pub(crate) fn builtins(authoring: Option<&Authoring>, discovery: &Arc<Discovery>) -> Vec<Entry> {
+    let mut entries = vec![
+        builtin::instructions::entry(),
+        ops::mcp::entry::<SearchTools>(discovery),
+        ops::mcp::entry::<GetToolSchemas>(discovery),
+    ];
     if let Some(a) = authoring {
         entries.extend(authoring::tool::entries(&a.tools));
         entries.extend(authoring::approval::entries(&a.approval));

@@ -222,6 +222,7 @@ async fn audit(
 
 #[tokio::test]
 async fn pending_version_is_its_authors_alone_until_approved() {
+    crate::support::needs_deps!();
     let server = serve(None).await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let mut writer2 = HttpClient::bearer(server.url(), WRITER2).await;
@@ -487,11 +488,13 @@ async fn pending_version_is_its_authors_alone_until_approved() {
 
 #[tokio::test]
 async fn cli_lists_approves_and_rejects_pending_versions() {
+    crate::support::needs_deps!();
     cli_flow(None).await;
 }
 
 #[tokio::test]
 async fn cli_lists_approves_and_rejects_pending_versions_on_postgres() {
+    crate::support::needs_deps!();
     let db = crate::support::cluster().database("approval").unwrap();
     cli_flow(Some(&db.url())).await;
 }

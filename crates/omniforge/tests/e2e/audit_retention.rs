@@ -118,6 +118,7 @@ async fn serve_prunes_the_audit_log_at_start_postgres() {
 /// `serve --help` shows the flag; a malformed duration is refused before anything starts.
 #[tokio::test]
 async fn the_flag_is_in_help_and_parsed() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let (ok, help, err) = omniforge_cli(dir.path(), &["serve", "--help"], None).await;
     assert!(ok, "{help}{err}");
@@ -133,6 +134,7 @@ async fn the_flag_is_in_help_and_parsed() {
 /// A zero retention would wipe the audit log at start: it is refused, and the store is not opened.
 #[tokio::test]
 async fn zero_retention_is_refused() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let args = ["serve", "--audit-retention", "0s"];
     let (ok, out, err) = omniforge_cli(dir.path(), &args, None).await;

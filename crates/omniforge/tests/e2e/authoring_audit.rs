@@ -53,6 +53,7 @@ fn ok(what: &str, (text, is_error, raw): (String, bool, Value)) -> String {
 
 #[tokio::test]
 async fn audit_log_records_every_action_with_its_principal() {
+    crate::support::needs_deps!();
     let server = serve(&[]).await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let mut boss = HttpClient::bearer(server.url(), BOSS).await;
@@ -200,6 +201,7 @@ async fn audit_log_records_every_action_with_its_principal() {
 /// error as for an unknown id.
 #[tokio::test]
 async fn kept_output_is_readable_only_by_its_caller_and_admins() {
+    crate::support::needs_deps!();
     let server = serve(&["--max-result-bytes", "64"]).await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let mut other = HttpClient::bearer(server.url(), WRITER2).await;
@@ -244,6 +246,7 @@ async fn kept_output_is_readable_only_by_its_caller_and_admins() {
 /// for stored tools, over MCP and in a pack.
 #[tokio::test]
 async fn call_history_is_shown_and_the_builtin_prefix_is_reserved() {
+    crate::support::needs_deps!();
     let server = serve(&[]).await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let code = "import json, sys\nif json.load(sys.stdin).get('fail'):\n    raise ValueError('bad input 42')\nprint('fine')\n";

@@ -232,15 +232,7 @@ async fn a_full_queue_drops_rows_not_calls_and_counts_them() {
         ],
     )
     .await;
-    // Logged before the server is ready.
-    let log = server.stderr();
-    let metrics_url = log
-        .lines()
-        .filter(|l| l.contains("serving metrics"))
-        .find_map(|l| l.split("url=").nth(1))
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no metrics URL in\n{log}"))
-        .to_owned();
+    let metrics_url = server.metrics_url().await;
     const N: usize = 4 * 10;
     call_concurrently(&server.url, 4, 10).await;
 
@@ -285,6 +277,7 @@ async fn a_full_queue_drops_rows_not_calls_and_counts_them() {
 /// A queue of 0 rows is refused at start.
 #[tokio::test]
 async fn a_queue_of_no_rows_is_refused() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let (ok, _, err) =
         support::omniforge_cli(dir.path(), &["stdio", "--call-log-queue", "0"], Some("")).await;

@@ -16,6 +16,7 @@ use crate::support::{
 
 #[tokio::test]
 async fn tool_commands_reach_a_running_server() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let mut server = omniforge_in(dir.path())
         .arg("stdio")
@@ -176,6 +177,7 @@ async fn tool_commands_reach_a_running_server() {
 /// `omniforge [OPTIONS] stdio`) does not swallow the subcommand's name.
 #[tokio::test]
 async fn boolean_flags_before_the_subcommand() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     for flag in [
         "--no-authoring",
@@ -210,6 +212,7 @@ fn options_of(help: &str) -> Vec<String> {
 /// server options every command used to repeat.
 #[tokio::test]
 async fn subcommand_help_lists_only_its_options() {
+    crate::support::needs_deps!();
     const GLOBAL: [&str; 6] = [
         "--config",
         "--data-dir",
@@ -278,6 +281,7 @@ async fn subcommand_help_lists_only_its_options() {
 /// The `--manifest` help reads "comma-separated", not "comma- separated".
 #[tokio::test]
 async fn manifest_help_reads_comma_separated() {
+    crate::support::needs_deps!();
     for command in [&["serve"][..], &["stdio"], &["bridge"], &[]] {
         let text = help(command).await;
         let manifest = text
@@ -296,6 +300,7 @@ async fn manifest_help_reads_comma_separated() {
 /// and marks the current version.
 #[tokio::test]
 async fn tool_history_shows_readable_times() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let example = repo_root().join("examples/tools/add_vat.json");
     let (ok, out, err) = omniforge_cli(
@@ -343,6 +348,7 @@ async fn tool_history_shows_readable_times() {
 /// `enable`, `disable`, `rollback` and `rm` print one line each, naming the tool.
 #[tokio::test]
 async fn mutating_tool_commands_print_one_line() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let example = repo_root().join("examples/tools/add_vat.json");
     let (ok, out, err) = omniforge_cli(
@@ -395,6 +401,7 @@ async fn mutating_tool_commands_print_one_line() {
 /// stderr is not a terminal (a spinner when it is). stdout keeps only the one result line.
 #[tokio::test]
 async fn tool_add_reports_install_progress_on_stderr() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let tool = dir.path().join("uses_six.json");
     std::fs::write(
@@ -434,6 +441,7 @@ async fn tool_add_reports_install_progress_on_stderr() {
 /// users type.
 #[tokio::test]
 async fn bridge_without_addr_names_addr() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let manifest = repo_root().join("tests/fixtures/connect/manifest.json");
     let mut bridge = spawn_piped(
@@ -527,6 +535,7 @@ async fn ready_file_names_the_endpoint_until_exit() {
 /// one written after it beats both.
 #[tokio::test]
 async fn a_flag_before_the_subcommand_beats_the_environment() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     for (env, args, want) in [
         (
@@ -657,6 +666,7 @@ async fn serving_process_environment_is_unreadable_by_its_uid() {
 /// `--warm-pool 0` (flag or `OMNIFORGE_WARM_POOL`, the flag winning), `--sandbox off`.
 #[tokio::test]
 async fn doctor_says_whether_the_warm_pool_is_on() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     for (env, args, on, reason) in [
         (None, &["doctor", "--json"][..], true, ""),
@@ -773,6 +783,7 @@ async fn serve_starts_with_one_short_summary() {
 /// and exit 1, naming the URL, once it is gone.
 #[tokio::test]
 async fn health_answers_for_a_running_server_and_fails_without_one() {
+    crate::support::needs_deps!();
     let server = crate::support::HttpServer::start(&[], &crate::support::Auth::None).await;
     let port = server.base().rsplit(':').next().unwrap().to_owned();
     let dir = tempfile::tempdir().unwrap();

@@ -6,12 +6,11 @@
 //! elicitation schema as the client received them, and the errors a script gets when the client
 //! lacks a capability or the revision forbids server-to-client requests.
 //!
-//! The drivers (`client_drivers/client.py`, `client.mjs`) declare a capability only when the
+//! The drivers (`support/py/features_client.py`, `support/node/features_client.mjs`) declare a capability only when the
 //! test gives them an answer for it, record every request and notification they receive
 //! during a call, and answer one JSON command line with one JSON line.
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -21,9 +20,9 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::support::{
-    BIN, Captured, Serve, StdioGuard, add_tools, data_home, drain, e2e_dir, line_channel, no_proxy,
-    node_driver, node22, python_driver, python1, python2, repo_root, require, spawn_piped,
-    stdio_argv, ts_modules, unique, uv,
+    Captured, Serve, StdioGuard, add_tools, data_home, drain, http_client, line_channel, no_proxy,
+    node_driver, node_script, node22, omniforge_cli, py_driver, python_driver, python1, python2,
+    repo_root, require, spawn_piped, stdio_argv, ts_modules, unique, uv,
 };
 
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(90);
@@ -58,22 +57,11 @@ fn pack_tools() -> Vec<Value> {
 
 /// Imports the whole conformance pack into the store in `data` with `omniforge pack import`,
 /// as scripts/conformance does.
-fn import_pack(data: &Path) {
-    let out = std::process::Command::new(BIN)
-        .arg("--data-dir")
-        .arg(data)
-        .arg("--uv")
-        .arg(uv())
-        .args(["pack", "import"])
-        .arg(pack_path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "omniforge pack import failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+async fn import_pack(data: &Path) {
+    let pack = pack_path();
+    let (ok, out, err) =
+        omniforge_cli(data, &["pack", "import", pack.to_str().unwrap()], None).await;
+    assert!(ok, "omniforge pack import failed: {out}{err}");
 }
 
 /// A running `client.py` / `client.mjs`.
@@ -92,7 +80,6 @@ impl Client {
     /// client `features` (answers for sampling, elicitation, roots), after initialize.
     async fn start(sdk: Sdk, transport: &'static str, target: &str, features: &Value) -> Client {
         let dir = tempfile::tempdir().unwrap();
-        let drivers = e2e_dir("client_drivers");
         let mut cmd = match sdk {
             Sdk::Py1 | Sdk::Py2 => {
                 let python = match sdk {
@@ -100,14 +87,14 @@ impl Client {
                     _ => python2(),
                 };
                 require(std::slice::from_ref(&python));
-                python_driver(&python, &drivers.join("client.py"))
+                python_driver(&python, &py_driver("features_client.py"))
             }
             Sdk::Ts => {
                 require(&[
                     node22(),
                     ts_modules().join("@modelcontextprotocol/sdk/package.json"),
                 ]);
-                node_driver(dir.path(), &drivers.join("client.mjs"))
+                node_driver(dir.path(), &node_script("features_client.mjs"))
             }
         };
         cmd.arg(transport)
@@ -433,11 +420,12 @@ fn full_features() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conformance_tools_answer_exactly_over_stdio_and_http() {
+    crate::support::needs_deps!();
     require(&[uv(), pack_path()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
     let pack = pack_tools();
-    import_pack(&data);
+    import_pack(&data).await;
     let server = Serve::on_data(&data, &[]).await;
     for sdk in [Sdk::Py2, Sdk::Ts, Sdk::Py1] {
         let mut client = Client::start(sdk, "http", &server.url, &full_features()).await;
@@ -470,6 +458,7 @@ fn ask_all_tool() -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_get_the_clients_answers_or_a_clear_error() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -541,6 +530,7 @@ async fn scripts_get_the_clients_answers_or_a_clear_error() {
 /// sampling request with its params unchanged) under `inputRequests`, with a sealed state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revision_2026_07_28_asks_through_an_input_required_result() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[ask_all_tool()]);
@@ -553,10 +543,7 @@ async fn revision_2026_07_28_asks_through_an_input_required_result() {
             "io.modelcontextprotocol/clientCapabilities": {"sampling": {}, "elicitation": {}, "roots": {}}
         }}
     });
-    let response = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .unwrap()
+    let response = http_client()
         .post(&server.url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -610,6 +597,7 @@ async fn revision_2026_07_28_asks_through_an_input_required_result() {
 /// A content item a script gets wrong is an error result that names it, never text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_content_items_are_named_errors() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -694,6 +682,7 @@ fn events(body: &str) -> Vec<Event> {
 /// response; a GET with `Last-Event-ID` resumes it and delivers the response.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_closed_post_stream_is_resumed_with_last_event_id() {
+    crate::support::needs_deps!();
     require(&[uv(), pack_path()]);
     let (_home, data) = data_home();
     let reconnection: Vec<Value> = pack_tools()
@@ -702,7 +691,7 @@ async fn a_closed_post_stream_is_resumed_with_last_event_id() {
         .collect();
     add_tools(&data, &reconnection);
     let server = Serve::on_data(&data, &[]).await;
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = http_client();
     let session = raw_session(&http, &server.url, json!({})).await;
     let call = raw_post(
         &http,
@@ -818,11 +807,12 @@ async fn raw_session(http: &reqwest::Client, url: &str, capabilities: Value) -> 
 /// waiting for an answer that cannot come), even though the client declared the capabilities.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_only_calls_cannot_ask_the_client() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[ask_all_tool()]);
     let server = Serve::on_data(&data, &[]).await;
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = http_client();
     let session = raw_session(
         &http,
         &server.url,
@@ -869,6 +859,7 @@ async fn json_only_calls_cannot_ask_the_client() {
 /// while an answer is pending cancels the client's request too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_client_answer_times_out_and_is_cancelled() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -930,6 +921,7 @@ async fn a_slow_client_answer_times_out_and_is_cancelled() {
 /// and the result then follows on the same stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_request_rides_the_calls_post_stream() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(
@@ -938,7 +930,7 @@ async fn a_script_request_rides_the_calls_post_stream() {
                  "code": "import omniforge\nr = omniforge.sample('ping?', max_tokens=5)\nomniforge.result(content=[omniforge.text(r['content']['text'])])\n"})],
     );
     let server = Serve::on_data(&data, &[]).await;
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
+    let http = http_client();
     let session = raw_session(&http, &server.url, json!({"sampling": {}})).await;
     let mut call = raw_post(
         &http,
@@ -1006,6 +998,7 @@ async fn a_script_request_rides_the_calls_post_stream() {
 /// ninth and tenth are refused at once, the eight get their answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_most_eight_requests_wait_for_the_client() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -1049,25 +1042,13 @@ omniforge.result(structured={"answers": len(answers), "refused": refused})
 /// message, a sampling request or an embedded resource of the result.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_are_redacted_from_everything_sent_to_the_client() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let _guard = StdioGuard(data.clone());
     let secret = unique("sk-e2e-");
-    let mut set = std::process::Command::new(BIN)
-        .args(["secret", "set", "E2E_KEY", "--data-dir"])
-        .arg(&data)
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    {
-        use std::io::Write as _;
-        set.stdin
-            .take()
-            .unwrap()
-            .write_all(secret.as_bytes())
-            .unwrap();
-    }
-    assert!(set.wait().unwrap().success());
+    let (ok, _, err) = omniforge_cli(&data, &["secret", "set", "E2E_KEY"], Some(&secret)).await;
+    assert!(ok, "omniforge secret set: {err}");
     let code = r#"import os
 import omniforge
 key = os.environ["E2E_KEY"]

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-use crate::support::{self, BIN, Captured, Serve, deps, e2e_dir};
+use crate::support::{self, BIN, Captured, Serve, deps, node_script, py_driver};
 
 /// How long one driver run may take in all (its own waits are 15 s a request, 20 s for the
 /// notification).
@@ -168,7 +168,7 @@ async fn run_client(sdk: Sdk, transport: Transport) {
     let mut cmd = match sdk {
         Sdk::Py1 | Sdk::Py2 => {
             let mut cmd = Command::new(&program);
-            cmd.arg(e2e_dir("drivers").join("client.py"));
+            cmd.arg(py_driver("client.py"));
             cmd.env("PYTHONUNBUFFERED", "1")
                 .env("PYTHONDONTWRITEBYTECODE", "1");
             cmd
@@ -178,11 +178,7 @@ async fn run_client(sdk: Sdk, transport: Transport) {
             // whose node_modules is the bootstrapped one.
             let home = dir.path().join("ts");
             std::fs::create_dir(&home).unwrap();
-            std::fs::copy(
-                e2e_dir("drivers").join("client.mjs"),
-                home.join("client.mjs"),
-            )
-            .unwrap();
+            std::fs::copy(node_script("client.mjs"), home.join("client.mjs")).unwrap();
             std::os::unix::fs::symlink(&node_modules, home.join("node_modules")).unwrap();
             let mut cmd = Command::new(&program);
             cmd.arg(home.join("client.mjs"));
@@ -371,30 +367,36 @@ fn check(run: &Run) -> Vec<String> {
 
 #[tokio::test]
 async fn client_py1_stdio() {
+    crate::support::needs_deps!();
     run_client(Sdk::Py1, Transport::Stdio).await;
 }
 
 #[tokio::test]
 async fn client_py1_http() {
+    crate::support::needs_deps!();
     run_client(Sdk::Py1, Transport::Http).await;
 }
 
 #[tokio::test]
 async fn client_py2_stdio() {
+    crate::support::needs_deps!();
     run_client(Sdk::Py2, Transport::Stdio).await;
 }
 
 #[tokio::test]
 async fn client_py2_http() {
+    crate::support::needs_deps!();
     run_client(Sdk::Py2, Transport::Http).await;
 }
 
 #[tokio::test]
 async fn client_ts_stdio() {
+    crate::support::needs_deps!();
     run_client(Sdk::Ts, Transport::Stdio).await;
 }
 
 #[tokio::test]
 async fn client_ts_http() {
+    crate::support::needs_deps!();
     run_client(Sdk::Ts, Transport::Http).await;
 }

@@ -95,6 +95,7 @@ omniforge.result(content=[omniforge.text("three images"), omniforge.image(PNG, "
 
 #[tokio::test]
 async fn the_console_in_a_real_browser() {
+    crate::support::needs_deps!();
     let chromium = std::env::var_os("OMNIFORGE_CHROMIUM")
         .map_or("/usr/bin/chromium".into(), std::path::PathBuf::from);
     require(&[

@@ -1,6 +1,6 @@
 //! The console's sign-in through the issuer (issue 17): "Sign in with ISSUER", the real
 //! authorization server's own sign-in and consent pages (`oidc-provider`, scripted with plain
-//! HTTP as `drivers/oauth_client.py` does), the code exchanged with PKCE by a confidential
+//! HTTP as `support/py/oauth_client.py` does), the code exchanged with PKCE by a confidential
 //! client, and a console session for the `oauth:` principal; a callback presented by another
 //! browser, or presented twice, opens nothing.
 
@@ -174,6 +174,7 @@ async fn at_the_issuer(browser: &mut Browser, authorize: &str, login: &str) -> S
 
 #[tokio::test]
 async fn console_signs_in_through_the_issuers_own_pages() {
+    crate::support::needs_deps!();
     let secret_dir = tempfile::tempdir().unwrap();
     let secret = secret_dir.path().join("console-secret");
     std::fs::write(&secret, "console-web-secret\n").unwrap();

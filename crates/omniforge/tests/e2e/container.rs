@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use tokio::process::Command;
 
 use crate::support::{
-    BIN, deps, e2e_dir, eventually, http_client, no_proxy, python1, repo_root, require,
+    BIN, deps, eventually, http_client, no_proxy, py_driver, python1, repo_root, require,
 };
 
 /// The image's uid (deploy/image/rootfs.sh): owner of the delegated cgroups.
@@ -182,11 +182,11 @@ impl Drop for LogsOnPanic {
     }
 }
 
-/// Runs the SDK driver `forge.py URL TOKEN ARGS...`; returns its JSON line.
+/// Runs the SDK driver `support/py/container_forge.py URL TOKEN ARGS...`; returns its JSON line.
 async fn sdk(port: u16, token: &str, args: &[&str]) -> Value {
     let url = format!("http://127.0.0.1:{port}/mcp");
     let mut cmd = Command::new(python1());
-    cmd.arg(e2e_dir("container_drivers").join("forge.py"))
+    cmd.arg(py_driver("container_forge.py"))
         .arg(&url)
         .arg(token)
         .args(args)
@@ -194,16 +194,16 @@ async fn sdk(port: u16, token: &str, args: &[&str]) -> Value {
     no_proxy(&mut cmd);
     let out = tokio::time::timeout(Duration::from_secs(300), cmd.output())
         .await
-        .expect("forge.py did not finish within 300 s")
+        .expect("container_forge.py did not finish within 300 s")
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "forge.py {args:?} failed:\n{stdout}\n{}",
+        "container_forge.py {args:?} failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("forge.py printed {stdout:?}: {e}"))
+        .unwrap_or_else(|e| panic!("container_forge.py printed {stdout:?}: {e}"))
 }
 
 /// The text of a CallToolResult.
@@ -218,6 +218,7 @@ fn result_text(result: &Value) -> String {
 
 #[tokio::test]
 async fn the_image_runs_the_sandbox_forges_a_tool_and_keeps_it_across_containers() {
+    crate::support::needs_deps!();
     for tool in ["podman", "buildah", "mmdebstrap"] {
         assert!(
             run(StdCommand::new(tool).arg("--version")).0,

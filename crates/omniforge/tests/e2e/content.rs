@@ -36,6 +36,7 @@ async fn data_with_pack() -> tempfile::TempDir {
 
 #[tokio::test]
 async fn conformance_pack_is_served_exactly() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let mut mcp = StdioClient::start(dir.path(), &[]).await;
     let caps = &mcp.initialize["capabilities"];
@@ -251,6 +252,7 @@ fn write_json(dir: &Path, name: &str, value: &Value) -> String {
 
 #[tokio::test]
 async fn cli_changes_reach_subscribers_and_list_listeners() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let files = tempfile::tempdir().unwrap();
     let mut mcp = StdioClient::start(dir.path(), &[]).await;
@@ -369,6 +371,7 @@ async fn cli_changes_reach_subscribers_and_list_listeners() {
 
 #[tokio::test]
 async fn authoring_builtins_validate_and_serve() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = StdioClient::start(dir.path(), &[]).await;
 
@@ -621,6 +624,7 @@ async fn authoring_builtins_validate_and_serve() {
 
 #[tokio::test]
 async fn no_authoring_hides_the_content_builtins() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = StdioClient::start(dir.path(), &["--no-authoring"]).await;
     let tools = mcp.result("tools/list", json!({})).await;
@@ -660,6 +664,7 @@ fn tool_pack() -> Value {
 
 #[tokio::test]
 async fn pack_import_is_idempotent_and_all_or_nothing() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();
     let pack = write_json(files.path(), "tools.json", &tool_pack());
@@ -746,6 +751,7 @@ async fn pack_import_is_idempotent_and_all_or_nothing() {
 
 #[tokio::test]
 async fn export_then_import_round_trips() {
+    crate::support::needs_deps!();
     let a = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();
     let pack = write_json(files.path(), "tools.json", &tool_pack());
@@ -795,8 +801,9 @@ async fn export_then_import_round_trips() {
 
 #[tokio::test]
 async fn python_sdks_read_resources_and_prompts_over_stdio() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
-    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/content_drivers/read.py");
+    let driver = crate::support::py_driver("read_content.py");
     for sdk in ["py-mcp1", "py-mcp2"] {
         let python = repo_root().join(".deps").join(sdk).join("bin/python");
         assert!(
@@ -885,6 +892,7 @@ async fn python_sdks_read_resources_and_prompts_over_stdio() {
 
 #[tokio::test]
 async fn http_scopes_and_updates_on_the_get_stream() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let files = tempfile::tempdir().unwrap();
     let tokens = files.path().join("tokens");
@@ -986,6 +994,7 @@ async fn http_scopes_and_updates_on_the_get_stream() {
 
 #[tokio::test]
 async fn resource_and_prompt_lists_are_paginated() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let mut mcp = StdioClient::start(dir.path(), &["--page-size", "1"]).await;
     for (method, field, want) in [
@@ -1036,6 +1045,7 @@ async fn resource_and_prompt_lists_are_paginated() {
 
 #[tokio::test]
 async fn rev_2026_listen_gets_updates_of_accepted_resources() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let files = tempfile::tempdir().unwrap();
     let server = crate::support::Serve::start(&[
@@ -1100,6 +1110,7 @@ async fn rev_2026_listen_gets_updates_of_accepted_resources() {
 /// next to the stored ones, and are not listed.
 #[tokio::test]
 async fn kept_outputs_of_cut_results_are_still_readable() {
+    crate::support::needs_deps!();
     let dir = data_with_pack().await;
     let mut mcp = StdioClient::start(dir.path(), &["--max-result-bytes", "100"]).await;
     let created = mcp

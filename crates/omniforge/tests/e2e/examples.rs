@@ -42,6 +42,7 @@ fn is_error(result: &Value) -> bool {
 
 #[tokio::test]
 async fn examples_decide_whether_a_version_goes_live_over_mcp() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = StdioClient::start(dir.path(), &[]).await;
 
@@ -174,6 +175,7 @@ async fn examples_decide_whether_a_version_goes_live_over_mcp() {
 
 #[tokio::test]
 async fn example_runs_get_no_secrets() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let mut mcp = StdioClient::start(dir.path(), &[]).await;
     let secret = "s3cr3t-example-value-42";
@@ -246,6 +248,7 @@ fn remove_environments(data: &Path) {
 
 #[tokio::test]
 async fn cli_checks_and_rollbacks_run_the_examples() {
+    crate::support::needs_deps!();
     let data = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();
     let d = data.path();
@@ -310,6 +313,7 @@ async fn cli_checks_and_rollbacks_run_the_examples() {
 
 #[tokio::test]
 async fn a_pack_with_a_failing_example_imports_nothing() {
+    crate::support::needs_deps!();
     let data = tempfile::tempdir().unwrap();
     let files = tempfile::tempdir().unwrap();
     let d = data.path();

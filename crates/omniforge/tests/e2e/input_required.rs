@@ -114,9 +114,9 @@ fn refused(answer: &Value) {
     );
 }
 
-/// Runs `client_drivers/content_request.py` with `args` (after the URL): its JSON line.
+/// Runs `support/py/content_request.py` with `args` (after the URL): its JSON line.
 async fn content_request(url: &str, args: &[&str]) -> Value {
-    let driver = crate::support::e2e_dir("client_drivers").join("content_request.py");
+    let driver = crate::support::py_driver("content_request.py");
     let out = python_driver(&python2(), &driver)
         .arg(url)
         .args(args)
@@ -145,11 +145,12 @@ fn asked(out: &Value) -> Vec<&str> {
 /// and completes with both answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_elicitation_over_two_rounds_through_the_python_sdk() {
+    crate::support::needs_deps!();
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_tools(&data, &[two_steps_tool()]);
     let server = Serve::on_data(&data, &[]).await;
-    let driver = crate::support::e2e_dir("client_drivers").join("input_required.py");
+    let driver = crate::support::py_driver("input_required.py");
     let answers = json!([accept("name", "Alice"), accept("color", "blue")]);
     let out = python_driver(&python2(), &driver)
         .args([server.url.as_str(), "two_steps", &answers.to_string()])
@@ -174,6 +175,7 @@ async fn an_elicitation_over_two_rounds_through_the_python_sdk() {
 /// under a key still in the ring (rotation: a new first key, the old one second, still opens).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_state_opens_only_for_its_caller_request_and_keyring() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (home, data) = data_home();
     add_tools(&data, &[two_steps_tool()]);
@@ -255,6 +257,7 @@ async fn a_request_state_opens_only_for_its_caller_request_and_keyring() {
 /// sent live: the secret's value never reaches the client.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_question_under_replay_has_secret_values_redacted() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let secret = format!("sk-mrtr-{}", std::process::id());
@@ -304,6 +307,7 @@ print("%s: %s" % (v["topic"], (answer.get("content") or {}).get("detail")), end=
 /// 2026-07-28. Either way the read completes with the answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_script_asks_the_python_sdk_under_either_revision() {
+    crate::support::needs_deps!();
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_asking_template(&data);
@@ -333,6 +337,7 @@ async fn a_template_script_asks_the_python_sdk_under_either_revision() {
 /// retry with the answer completes the read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_request_state_is_bound_to_its_uri() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_asking_template(&data);
@@ -393,6 +398,7 @@ print(json.dumps({"description": "plan for " + args["topic"], "messages": [
 /// is a -32603 JSON-RPC error naming the prompt, and the server goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_script_asks_over_two_rounds_of_input_required() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_definitions(
@@ -475,6 +481,7 @@ async fn a_prompt_script_asks_over_two_rounds_of_input_required() {
 /// that the client answers by retrying `prompts/get` under 2026-07-28.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_prompt_script_asks_the_python_sdk_under_either_revision() {
+    crate::support::needs_deps!();
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_definitions(&data, "prompt", &[plan_prompt()]);

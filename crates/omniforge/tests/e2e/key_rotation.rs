@@ -41,6 +41,7 @@ async fn cli(data_dir: &Path, common: &[&str], args: &[&str], stdin: Option<&str
 
 #[tokio::test]
 async fn running_replicas_follow_a_key_rotation() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("ring.key");
     let key_arg = key.to_str().unwrap();
@@ -184,6 +185,7 @@ async fn running_replicas_follow_a_key_rotation() {
 /// them, the error names that file and the flags that give the keyrings.
 #[tokio::test]
 async fn migrate_reads_the_keyring_beside_a_sqlite_source() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let (src, other) = (dir.path().join("src"), dir.path().join("other"));
     std::fs::create_dir(&other).unwrap();

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{BIN, deps, e2e_dir, repo_root, require};
+use crate::support::{BIN, deps, py_driver, repo_root, require};
 
 /// Runs `cmd`; returns (success, stdout, stderr).
 fn run(cmd: &mut Command) -> (bool, String, String) {
@@ -40,6 +40,7 @@ fn find<'a>(objects: &'a [Value], kind: &str) -> &'a Value {
 
 #[test]
 fn the_manifests_render_with_kustomize_and_validate_against_the_schemas() {
+    crate::support::needs_deps!();
     let validate = deps().join("py-k8s/bin/kubernetes-validate");
     let python = deps().join("py-k8s/bin/python");
     require(&[validate.clone(), python.clone()]);
@@ -81,7 +82,7 @@ fn the_manifests_render_with_kustomize_and_validate_against_the_schemas() {
     assert!(ok, "kubernetes-validate:\n{stdout}\n{stderr}");
     let objects: Value = serde_json::from_str(
         &run(Command::new(&python)
-            .arg(e2e_dir("kubernetes_drivers").join("objects.py"))
+            .arg(py_driver("kubernetes_objects.py"))
             .arg(&out))
         .1,
     )

@@ -1,5 +1,5 @@
 //! `GET /metrics` (issue 16): who may read it, `--metrics-listen`, and counters that move with
-//! real calls, parsed by the official Prometheus Python client (`drivers/metrics.py`, which
+//! real calls, parsed by the official Prometheus Python client (`support/py/metrics.py`, which
 //! picks `prometheus_client.openmetrics.parser` for the OpenMetrics text the server sends).
 
 use std::time::Duration;
@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use crate::support::{
     Fixture, Serve, add_tools, bearer_post as post, bearer_session as open_session,
-    call_message as call, data_home, deps, e2e_dir, eventually, fixture_manifest, http_client,
-    initialize_request, param, python_driver, require, sleeper_tool, start_task, text_of,
-    until_terminal, uv,
+    call_message as call, data_home, deps, eventually, fixture_manifest, http_client,
+    initialize_request, param, py_driver, python_driver, require, sleeper_tool, start_task,
+    text_of, until_terminal, uv,
 };
 
 const TOKENS: &str = "alice s3cret-call-7f2 tools:call\nroot s3cret-admin-9c4 admin\n\
@@ -18,11 +18,11 @@ const TOKENS: &str = "alice s3cret-call-7f2 tools:call\nroot s3cret-admin-9c4 ad
 const ADMIN: &str = "s3cret-admin-9c4";
 const WRITER: &str = "s3cret-write-2b8";
 
-/// `drivers/metrics.py URL [--bearer TOKEN]`: status, content type and parsed families.
+/// `support/py/metrics.py URL [--bearer TOKEN]`: status, content type and parsed families.
 async fn scrape(url: &str, bearer: Option<&str>) -> Value {
     let python = deps().join("py-obs/bin/python");
     require(std::slice::from_ref(&python));
-    let mut cmd = python_driver(&python, &e2e_dir("drivers/metrics.py"));
+    let mut cmd = python_driver(&python, &py_driver("metrics.py"));
     cmd.arg(url);
     if let Some(token) = bearer {
         cmd.args(["--bearer", token]);
@@ -72,30 +72,13 @@ async fn serve(data: &std::path::Path, extra: &[&str]) -> (Serve, String) {
         .args(extra)
         .start()
         .await;
-    // Logged before the server announces itself ready; stderr is read by another task.
-    let mut waited = 0;
-    let url = loop {
-        let log = server.stderr();
-        let url = log
-            .lines()
-            .filter(|l| l.contains("serving metrics"))
-            .find_map(|l| l.split("url=").nth(1))
-            .and_then(|rest| rest.split_whitespace().next())
-            .map(str::to_owned);
-        match url {
-            Some(url) => break url,
-            None if waited < 100 => {
-                waited += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-            None => panic!("no metrics URL in the log within 10 s:\n{log}"),
-        }
-    };
+    let url = server.metrics_url().await;
     (server, url)
 }
 
 #[tokio::test]
 async fn metrics_need_admin_on_the_mcp_listener_and_metrics_listen_serves_without_auth() {
+    crate::support::needs_deps!();
     let (_dir, data) = data_home();
     let (server, listen_url) = serve(&data, &[]).await;
     let on_mcp = format!("{}/metrics", server.base);
@@ -149,6 +132,7 @@ async fn metrics_need_admin_on_the_mcp_listener_and_metrics_listen_serves_withou
 /// free, never becomes one.
 #[tokio::test]
 async fn counters_move_with_calls_errors_and_a_kill() {
+    crate::support::needs_deps!();
     let (_dir, data) = data_home();
     let (server, url) = serve(&data, &["--metrics-max-tools", "3", "--require-approval"]).await;
     let session = open_session(&server.url, ADMIN).await;
@@ -354,6 +338,7 @@ async fn counters_move_with_calls_errors_and_a_kill() {
 /// says which limit it hit.
 #[tokio::test]
 async fn kills_by_memory_and_pids_are_counted() {
+    crate::support::needs_deps!();
     let (_dir, data) = data_home();
     let (server, url) = serve(&data, &["--memory-limit-bytes", "268435456"]).await;
     let session = open_session(&server.url, ADMIN).await;
@@ -409,6 +394,7 @@ async fn kills_by_memory_and_pids_are_counted() {
 /// upstream call is timed under its service's `upstream` label.
 #[tokio::test]
 async fn front_refusals_and_upstream_calls_are_counted() {
+    crate::support::needs_deps!();
     let fixture = Fixture::start().await;
     let manifest = fixture_manifest();
     let (_dir, data) = data_home();
@@ -514,6 +500,7 @@ async fn front_refusals_and_upstream_calls_are_counted() {
 /// from the store at each scrape: `working` while its script runs, `completed` after.
 #[tokio::test]
 async fn the_task_gauges_follow_a_task_from_working_to_completed() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_dir, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -564,6 +551,7 @@ async fn open_streams(url: &str, kind: &str) -> f64 {
 /// stops counting when the client closes it.
 #[tokio::test]
 async fn an_open_get_stream_is_counted_until_the_client_closes_it() {
+    crate::support::needs_deps!();
     let (_dir, data) = data_home();
     let (server, url) = serve(&data, &[]).await;
     let session = open_session(&server.url, ADMIN).await;

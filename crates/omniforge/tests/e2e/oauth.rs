@@ -1,7 +1,7 @@
 //! OAuth 2.1 resource server (issue 16), against a real authorization server: `oidc-provider`
 //! (`tests/fixtures/oidc/server.mjs`, started per test on loopback) issuing real JWT access
 //! tokens for OmniForge's resource URL, and the official Python SDK's OAuth client
-//! (`drivers/oauth_client.py`) for the discovery flows.
+//! (`support/py/oauth_client.py`) for the discovery flows.
 //!
 //! The server under test runs with `--oauth-issuer ISSUER` (its audience defaults to its own
 //! loopback URL), and the provider is told that URL once the server is listening
@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 use crate::support::{
     ANY_TOOL, BearerReply as Reply, Serve, Setup, bearer_post as post,
-    bearer_session as open_session, browser_client, call_message as call, e2e_dir, eventually,
-    http_client, initialize_request, no_proxy, param, python_driver, python2, repo_root, require,
+    bearer_session as open_session, browser_client, call_message as call, eventually, http_client,
+    initialize_request, no_proxy, param, py_driver, python_driver, python2, repo_root, require,
     text_of,
 };
 
@@ -39,11 +39,11 @@ fn claims(token: &str) -> Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
-/// Runs `drivers/oauth_client.py ARGS` (the Python SDK's OAuth client) and returns its stdout
+/// Runs `support/py/oauth_client.py ARGS` (the Python SDK's OAuth client) and returns its stdout
 /// lines by tag.
 async fn sdk_driver(args: &[&str]) -> Vec<(String, Value)> {
     require(&[python2()]);
-    let mut cmd = python_driver(&python2(), &e2e_dir("drivers").join("oauth_client.py"));
+    let mut cmd = python_driver(&python2(), &py_driver("oauth_client.py"));
     no_proxy(cmd.args(args));
     let output = tokio::time::timeout(Duration::from_secs(90), cmd.output())
         .await
@@ -113,6 +113,7 @@ fn check_sdk_flow(setup: &Setup, lines: &[(String, Value)]) {
 
 #[tokio::test]
 async fn sdk_client_credentials_discovers_the_server_and_calls_a_tool() {
+    crate::support::needs_deps!();
     let setup = Setup::start(&[], &[]).await;
     let lines = sdk_driver(&[
         "client-credentials",
@@ -133,6 +134,7 @@ async fn sdk_client_credentials_discovers_the_server_and_calls_a_tool() {
 
 #[tokio::test]
 async fn sdk_authorization_code_with_pkce_signs_in_and_calls_a_tool() {
+    crate::support::needs_deps!();
     let setup = Setup::start(&[], &[]).await;
     let lines = sdk_driver(&[
         "authorization-code",
@@ -161,6 +163,7 @@ async fn sdk_authorization_code_with_pkce_signs_in_and_calls_a_tool() {
 
 #[tokio::test]
 async fn protected_resource_metadata_and_challenges() {
+    crate::support::needs_deps!();
     let setup = Setup::start(&[], &[]).await;
     let base = &setup.server.base;
     let expected = json!({
@@ -296,6 +299,7 @@ async fn access_token_in_the_query_gets_400() {
 
 #[tokio::test]
 async fn token_for_another_resource_is_refused() {
+    crate::support::needs_deps!();
     let other = "http://127.0.0.1:2/other";
     let setup = Setup::start(&["--resource", other], &["--log-level", "trace"]).await;
     let token = setup
@@ -331,6 +335,7 @@ async fn token_for_another_resource_is_refused() {
 
 #[tokio::test]
 async fn expired_token_is_refused() {
+    crate::support::needs_deps!();
     let setup = Setup::start(&["--short-ttl", "2"], &["--oauth-leeway", "0s"]).await;
     let token = setup.token("cc-short", Some(ALL_SCOPES)).await;
     let exp = claims(&token)["exp"].as_u64().unwrap();
@@ -371,6 +376,7 @@ async fn expired_token_is_refused() {
 
 #[tokio::test]
 async fn token_without_tools_write_cannot_author() {
+    crate::support::needs_deps!();
     let setup = Setup::start(&[], &[]).await;
     let caller = setup.token("cc-call", Some(ALL_SCOPES)).await;
     assert_eq!(claims(&caller)["scope"], "tools:call");
@@ -428,6 +434,7 @@ async fn token_without_tools_write_cannot_author() {
 
 #[tokio::test]
 async fn valid_token_without_omniforge_scope_gets_403() {
+    crate::support::needs_deps!();
     let setup = Setup::start(&[], &[]).await;
     let token = setup.token("cc-admin", None).await;
     assert!(
@@ -450,6 +457,7 @@ async fn valid_token_without_omniforge_scope_gets_403() {
 
 #[tokio::test]
 async fn scope_map_translates_provider_scopes() {
+    crate::support::needs_deps!();
     let setup = Setup::start(
         &[
             "--scope-name",
@@ -505,6 +513,7 @@ async fn scope_map_translates_provider_scopes() {
 
 #[tokio::test]
 async fn jwks_rotation_is_picked_up() {
+    crate::support::needs_deps!();
     let setup = Setup::start(&[], &["--oauth-jwks-min-refresh", "0s"]).await;
     let old = setup.token("cc-admin", Some(ALL_SCOPES)).await;
     open_session(setup.url(), &old).await;
@@ -556,6 +565,7 @@ async fn a_key_rotated_in_just_after_a_fetch_verifies_at_once() {
 
 #[tokio::test]
 async fn es256_tokens_are_verified() {
+    crate::support::needs_deps!();
     let setup = Setup::start(&["--alg", "ES256"], &[]).await;
     let token = setup.token("cc-admin", Some(ALL_SCOPES)).await;
     use base64::Engine as _;
@@ -571,6 +581,7 @@ async fn es256_tokens_are_verified() {
 
 #[tokio::test]
 async fn opaque_token_is_checked_by_introspection() {
+    crate::support::needs_deps!();
     let dir = tempfile::tempdir().unwrap();
     let secret = dir.path().join("secret");
     std::fs::write(&secret, "omniforge-rs-secret\n").unwrap();
@@ -635,6 +646,7 @@ async fn opaque_token_is_checked_by_introspection() {
 
 #[tokio::test]
 async fn static_tokens_and_oauth_together_and_sessions_follow_the_principal() {
+    crate::support::needs_deps!();
     let setup = Setup::start_with(&[], &[], "alice s3cret admin\n").await;
     let alice = open_session(setup.url(), "s3cret").await;
     let token = setup.token("cc-admin", Some(ALL_SCOPES)).await;
@@ -658,6 +670,7 @@ async fn static_tokens_and_oauth_together_and_sessions_follow_the_principal() {
 /// of the same subject reads it; another subject gets the answer an unknown URI gets.
 #[tokio::test]
 async fn kept_outputs_belong_to_the_oauth_principal() {
+    crate::support::needs_deps!();
     let setup = Setup::start(&[], &["--max-result-bytes", "64"]).await;
     let token = setup.token("cc-admin", Some(ALL_SCOPES)).await;
     let session = open_session(setup.url(), &token).await;
@@ -731,6 +744,7 @@ async fn kept_outputs_belong_to_the_oauth_principal() {
 /// one without an OmniForge scope does not.
 #[tokio::test]
 async fn console_signs_in_with_an_oauth_access_token() {
+    crate::support::needs_deps!();
     let other = "http://127.0.0.1:2/other";
     let setup = Setup::start(&["--resource", other], &[]).await;
     let base = setup.url().trim_end_matches("/mcp").to_owned();

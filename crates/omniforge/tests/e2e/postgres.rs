@@ -55,6 +55,7 @@ fn first_key_id(file: &Path) -> String {
 /// are sealed under the target keyring, and `secret rotate-key` works on PostgreSQL.
 #[tokio::test]
 async fn a_migrated_store_answers_like_the_original() {
+    crate::support::needs_deps!();
     let db = cluster().database("migrate").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let a = dir.path().join("a");

@@ -177,6 +177,7 @@ async fn writer(
 
 #[tokio::test]
 async fn three_replicas_behind_haproxy_lose_nothing() {
+    crate::support::needs_deps!();
     tokio::time::timeout(Duration::from_secs(300), replicas_scenario())
         .await
         .expect("the replica scenario did not finish within 300 s");
@@ -442,6 +443,7 @@ async fn replicas_scenario() {
 /// of an unknown id there.
 #[tokio::test]
 async fn a_kept_output_is_read_through_another_replica_by_its_owner_only() {
+    crate::support::needs_deps!();
     const WRITER: &str = "writer-token-0123456789abcdef";
     const WRITER2: &str = "writer2-token-0123456789abcdef";
     const BOSS: &str = "boss-token-0123456789abcdef";

@@ -94,6 +94,7 @@ fn wire26_problems(schema: &Value, name: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn wire26_conservative_profile_on_a_created_tool() {
+    crate::support::needs_deps!();
     let uv = uv();
     let uv = uv.to_str().unwrap();
     let mut server = StdioServer::start(&["--schema-profile", "conservative", "--uv", uv]);

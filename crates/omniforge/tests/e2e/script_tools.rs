@@ -4,7 +4,7 @@
 //! Everything is real: the binary (`CARGO_BIN_EXE_omniforge`), uv (`.deps/bin/uv`, passed with
 //! `--uv` so nothing downloads uv), PyPI (python-dateutil is really resolved and installed),
 //! bubblewrap (the default `--sandbox standard`), and the clients: the Python SDK 2.x
-//! (`script_drivers/repl.py`) and the TypeScript SDK (`script_drivers/repl.mjs`), scripted
+//! (`support/py/repl.py`) and the TypeScript SDK (`support/node/repl.mjs`), scripted
 //! drivers that answer one JSON command line with one JSON line. The kill -9 burst speaks raw
 //! JSON-RPC over HTTP, so that several creations are in flight at the moment of the kill.
 //!
@@ -26,10 +26,10 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 
 use crate::support::{
-    Captured, HttpClient, MarkedGuard, Serve, StdioGuard, data_home, drain, e2e_dir, eventually,
-    kill_and_reap, kill_leftover_servers, line_channel, marked, no_proxy, node_driver, node22,
-    panic_lines, python_driver, python2, repo_root, require, spawn_piped, stdio_argv, text_of,
-    ts_modules, unique, uv,
+    Captured, HttpClient, MarkedGuard, Serve, StdioGuard, data_home, drain, eventually,
+    kill_and_reap, kill_leftover_servers, line_channel, marked, no_proxy, node_driver, node_script,
+    node22, panic_lines, py_driver, python_driver, python2, repo_root, require, spawn_piped,
+    stdio_argv, text_of, ts_modules, unique, uv,
 };
 
 /// How long one driver command may take unless it says otherwise (tool creation installs
@@ -90,7 +90,7 @@ impl Repl {
         let mut cmd = match sdk {
             Sdk::Py2 => {
                 require(&[python2(), uv()]);
-                python_driver(&python2(), &e2e_dir("script_drivers").join("repl.py"))
+                python_driver(&python2(), &py_driver("repl.py"))
             }
             Sdk::Ts => {
                 require(&[
@@ -98,7 +98,7 @@ impl Repl {
                     uv(),
                     ts_modules().join("@modelcontextprotocol/sdk/package.json"),
                 ]);
-                node_driver(dir.path(), &e2e_dir("script_drivers").join("repl.mjs"))
+                node_driver(dir.path(), &node_script("repl.mjs"))
             }
         };
         cmd.arg(kind)
@@ -471,6 +471,7 @@ async fn check_add_vat(repl: &mut Repl, changes_before: u64) {
 
 #[tokio::test]
 async fn add_vat_python_sdk_http() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data, omni, mut repl) = http_scene(&[]).await;
     let before = repl.changes().await;
@@ -496,6 +497,7 @@ async fn add_vat_python_sdk_http() {
 
 #[tokio::test]
 async fn add_vat_typescript_sdk_stdio() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data) = data_home();
     let _guard = StdioGuard(data.clone());
@@ -525,6 +527,7 @@ async fn add_vat_typescript_sdk_stdio() {
 
 #[tokio::test]
 async fn dependency_versions_rollback_and_delete() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data, omni, mut repl) = http_scene(&[]).await;
 
@@ -729,6 +732,7 @@ async fn a_disabled_tool_says_so_on_update_and_create() {
 
 #[tokio::test]
 async fn validation_errors_name_the_problem_and_save_nothing() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     let before = repl.list().await;
@@ -831,6 +835,7 @@ async fn validation_errors_name_the_problem_and_save_nothing() {
 
 #[tokio::test]
 async fn output_schema_gives_structured_content_or_a_clear_error() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     let code = r#"import json, sys
@@ -914,6 +919,7 @@ else:
 
 #[tokio::test]
 async fn limits_timeout_output_cut_exit_code_and_stderr() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     create_ok(
@@ -1017,6 +1023,7 @@ async fn limits_timeout_output_cut_exit_code_and_stderr() {
 /// script connects.
 #[tokio::test]
 async fn network_is_denied_by_default() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1099,6 +1106,7 @@ except OSError as e:
 
 #[tokio::test]
 async fn cancelled_call_leaves_no_process_and_server_answers_next_call() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, _data, omni, mut repl) = http_scene(&[]).await;
     // The run re-executes itself with the marker in argv and starts a child that carries it
@@ -1203,6 +1211,7 @@ os.execv(sys.executable, sleeper)
 
 #[tokio::test]
 async fn call_tool_by_name_and_no_authoring_hides_authoring_tools() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data, omni, mut repl) = http_scene(&[]).await;
     create_ok(&mut repl, add_vat_args()).await;
@@ -1231,9 +1240,14 @@ async fn call_tool_by_name_and_no_authoring_hides_authoring_tools() {
         .collect();
     assert_eq!(
         builtins,
-        ["omniforge_instructions", "omniforge_call_tool"],
-        "with --no-authoring the built-ins must be only omniforge_instructions and \
-         omniforge_call_tool; tools/list: {names:?}"
+        [
+            "omniforge_instructions",
+            "omniforge_search_tools",
+            "omniforge_get_tool_schemas",
+            "omniforge_call_tool"
+        ],
+        "with --no-authoring the built-ins must be only omniforge_instructions, the discovery \
+         built-ins and omniforge_call_tool; tools/list: {names:?}"
     );
     assert!(
         names.iter().any(|n| n == "add_vat"),
@@ -1293,6 +1307,7 @@ async fn burst_session(url: &str) -> Result<HttpClient, String> {
 
 #[tokio::test]
 async fn kill9_during_creation_burst_keeps_every_acknowledged_tool() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data) = data_home();
     let mut omni = Serve::on_data(&data, &[]).await;
@@ -1403,6 +1418,7 @@ async fn kill9_during_creation_burst_keeps_every_acknowledged_tool() {
 
 #[tokio::test]
 async fn change_by_another_process_shows_up_with_list_changed() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_dir, data) = data_home();
     let _guard = StdioGuard(data.clone());

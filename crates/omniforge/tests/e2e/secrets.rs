@@ -24,6 +24,7 @@ const SECRET_TOOLS: [&str; 6] = [
 
 #[tokio::test]
 async fn secrets_over_mcp_need_admin_reach_tools_and_never_show() {
+    crate::support::needs_deps!();
     let uv = uv();
     let server = HttpServer::start(
         &["--uv", uv.to_str().unwrap()],
@@ -161,6 +162,7 @@ const EXFILTRATE: &str = "import base64, os\nv = os.environ.get('STOLEN')\nif v 
 /// nothing; the writer cannot grant; the CLI revokes.
 #[tokio::test]
 async fn writer_gets_no_secret_without_an_admin_grant_for_that_exact_version() {
+    crate::support::needs_deps!();
     let uv = uv();
     let server = HttpServer::start(
         &["--uv", uv.to_str().unwrap()],
@@ -293,6 +295,7 @@ async fn writer_gets_no_secret_without_an_admin_grant_for_that_exact_version() {
 /// secret's value nor the bearer token (rmcp's own "received request" lines included).
 #[tokio::test]
 async fn trace_logs_never_hold_secret_values_or_tokens() {
+    crate::support::needs_deps!();
     let uv = uv();
     let value = format!("tr4ce-s3cr3t-{}-{}", std::process::id(), line!());
     let code = "import os\nprint(len(os.environ.get('E2E_TRACE_KEY', '')))\n";

@@ -105,6 +105,7 @@ omniforge.result(structured={"declared": caps})
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_undeclared_capability_is_missing_capability_400() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[needs_sampling_tool()]);
@@ -184,6 +185,7 @@ except omniforge.RequestError as e:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn call_builtin_runs_declared_builtins_under_the_callers_scopes() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (home, data) = data_home();
     add_tools(
@@ -316,6 +318,7 @@ async fn call_builtin_runs_declared_builtins_under_the_callers_scopes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stateless_logs_only_at_the_meta_log_level() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(

@@ -178,6 +178,7 @@ async fn calls_served(replica: &Serve, tool: &str) -> u64 {
 
 #[tokio::test]
 async fn stateless_replicas_behind_haproxy_serve_any_request() {
+    crate::support::needs_deps!();
     tokio::time::timeout(Duration::from_secs(300), scenario())
         .await
         .expect("the stateless replica scenario did not finish within 300 s");

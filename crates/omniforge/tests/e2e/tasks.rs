@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::{
-    Fixture, MarkedGuard, Serve, add_tools, data_home, e2e_dir, eventually, fixture_manifest,
-    marked, no_proxy, python_driver, python2, require, sleeper_tool, start_task,
+    Fixture, MarkedGuard, Serve, add_tools, data_home, eventually, fixture_manifest, marked,
+    no_proxy, py_driver, python_driver, python2, require, sleeper_tool, start_task,
     stateless_meta as meta, stateless_request as request, task_get as get, unique, until_terminal,
     uv,
 };
@@ -37,6 +37,7 @@ async fn input_required(url: &str, task_id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_outlives_its_request_and_a_second_server_reads_it() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -74,6 +75,7 @@ async fn a_task_outlives_its_request_and_a_second_server_reads_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_task_kills_its_processes() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -137,6 +139,7 @@ async fn a_cancelled_task_kills_its_processes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_principals_task_is_an_unknown_id() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -178,6 +181,7 @@ async fn another_principals_task_is_an_unknown_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_whose_server_died_reads_failed_with_a_message() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
@@ -194,6 +198,7 @@ async fn a_task_whose_server_died_reads_failed_with_a_message() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn questions_inside_a_task_wait_for_tasks_update_through_any_server() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(
@@ -262,6 +267,7 @@ print("%s/%s" % (answers["who"]["content"]["name"], answers["sure"]["content"]["
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_past_its_time_limit_reads_failed() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(
@@ -296,16 +302,14 @@ async fn a_task_past_its_time_limit_reads_failed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_sdk_polls_a_task_longer_than_its_request_timeout() {
+    crate::support::needs_deps!();
     require(&[uv(), python2()]);
     let (_home, data) = data_home();
     add_tools(&data, &[sleeper_tool()]);
     let server = Serve::on_data(&data, &[]).await;
     // The client gives each request 4 s; the script takes 10 s. The driver's Tasks extension
-    // (client_drivers/tasks_client.py) polls tasks/get until the task completes.
-    let mut driver = python_driver(
-        &python2(),
-        &e2e_dir("client_drivers").join("tasks_client.py"),
-    );
+    // (support/py/tasks_client.py) polls tasks/get until the task completes.
+    let mut driver = python_driver(&python2(), &py_driver("tasks_client.py"));
     no_proxy(&mut driver)
         .args([&server.url, "sleeper", r#"{"seconds": 10}"#, "4"])
         .kill_on_drop(true);
@@ -332,6 +336,7 @@ async fn the_python_sdk_polls_a_task_longer_than_its_request_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tasks_cut_output_lives_as_long_as_the_task() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(
@@ -419,6 +424,7 @@ async fn a_tasks_cut_output_lives_as_long_as_the_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_manifest_tool_named_in_task_support_runs_as_a_task() {
+    crate::support::needs_deps!();
     let fixture = Fixture::start().await;
     let (home, data) = data_home();
     let config = home.path().join("omniforge.toml");
@@ -508,6 +514,7 @@ print("Hello, %s! task=%s sure=%s" % (name, task, sure))
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_started_task_asks_inline_first_then_runs_as_the_task() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     add_tools(&data, &[greet_later_tool("required")]);
@@ -569,6 +576,7 @@ async fn a_script_started_task_asks_inline_first_then_runs_as_the_task() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_task_does_nothing_where_no_task_can_start() {
+    crate::support::needs_deps!();
     require(&[uv()]);
     let (_home, data) = data_home();
     let probe = |name: &str, support: &str, start: &str| {

@@ -122,6 +122,7 @@ async fn serve(data: &std::path::Path, extra: &[&str], env: &[(&str, &str)]) -> 
 
 #[tokio::test]
 async fn spans_follow_the_client_trace_into_the_sandbox_and_the_upstream() {
+    crate::support::needs_deps!();
     let receiver = Receiver::start().await;
     let fixture = Fixture::start().await;
     let manifest = fixture_manifest();
@@ -259,6 +260,7 @@ async fn spans_follow_the_client_trace_into_the_sandbox_and_the_upstream() {
 
 #[tokio::test]
 async fn nothing_is_exported_without_otlp_endpoint() {
+    crate::support::needs_deps!();
     let receiver = Receiver::start().await;
     let (_dir, data) = data_home();
     // The standard OpenTelemetry variables alone turn nothing on.

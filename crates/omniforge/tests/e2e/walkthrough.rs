@@ -91,6 +91,7 @@ fn steps_are_read_as_written() {
 
 #[tokio::test]
 async fn the_getting_started_chapter_runs_as_written() {
+    crate::support::needs_deps!();
     require(&[python2(), uv()]);
     let chapter = std::fs::read_to_string(repo_root().join("docs/src/getting-started.md")).unwrap();
     let steps = steps(&chapter);

@@ -112,6 +112,7 @@ async fn ok(c: &mut HttpClient, tool: &str, arguments: Value) -> String {
 
 #[tokio::test]
 async fn warm_templates_retire_on_update_rollback_disable_and_delete() {
+    crate::support::needs_deps!();
     let server = warm_server().await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let code = |v: &str| format!("print('{v}')\n");
@@ -189,6 +190,7 @@ async fn warm_templates_retire_on_update_rollback_disable_and_delete() {
 
 #[tokio::test]
 async fn a_warm_template_killed_while_a_call_runs_still_answers() {
+    crate::support::needs_deps!();
     let server = warm_server().await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let code = "import time\ntime.sleep(1.5)\nprint('done')\n";
@@ -230,6 +232,7 @@ async fn a_warm_template_killed_while_a_call_runs_still_answers() {
 
 #[tokio::test]
 async fn a_secret_changed_between_two_warm_calls_reaches_only_the_second() {
+    crate::support::needs_deps!();
     let server = warm_server().await;
     let mut boss = HttpClient::bearer(server.url(), BOSS).await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
@@ -277,6 +280,7 @@ async fn a_secret_changed_between_two_warm_calls_reaches_only_the_second() {
 
 #[tokio::test]
 async fn a_change_from_another_process_retires_the_template() {
+    crate::support::needs_deps!();
     let server = warm_server().await;
     let mut writer = HttpClient::bearer(server.url(), WRITER).await;
     let create = json!({"name": "echo", "description": "Says one.", "code": "print('one')\n"});

@@ -40,6 +40,12 @@ OmniForge is an MCP server whose tool list can grow while you work.
    newest first.
 When two sources offer the same name, the earlier source wins.
 
+## Finding tools
+Search before you forge: `omniforge_search_tools {query, limit?, detail?}` ranks the tools you
+may call by what they do (or finds one by its exact name), one line each;
+`omniforge_get_tool_schemas {names}` gives their full schemas. A tool a colleague forged is
+found the moment it exists.
+
 ## Calling tools
 - `arguments` must be a JSON object matching the tool's `inputSchema`; leave it out for `{}`.
 - Problems with a call (unknown tool, arguments that do not match) come back as a normal result

@@ -1,5 +1,5 @@
 //! `GET /healthz`: liveness plus what a person checking the server wants at a glance: the
-//! tools per source, the sandbox layers (as `omniforge doctor` names them), the sessions and
+//! tools per source, the search index (entries, approximate bytes), the sandbox layers (as `omniforge doctor` names them), the sessions and
 //! the warm templates (`warm`: on or why off, each template's state, pid, calls and memory).
 
 use crate::mcp::state::Shared;

@@ -154,16 +154,19 @@ macro_rules! thrice {
             mod $attack {
                 #[tokio::test]
                 async fn with_namespaces() {
+                    crate::support::needs_deps!();
                     super::$attack(super::Mode::Namespaces).await
                 }
 
                 #[tokio::test]
                 async fn without_namespaces() {
+                    crate::support::needs_deps!();
                     super::$attack(super::Mode::NoNamespaces).await
                 }
 
                 #[tokio::test]
                 async fn warm() {
+                    crate::support::needs_deps!();
                     super::$attack(super::Mode::Warm).await
                 }
             }

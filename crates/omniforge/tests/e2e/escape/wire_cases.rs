@@ -7,6 +7,7 @@ use super::*;
 /// stored exactly as authored.
 #[tokio::test]
 async fn escape_suite_wire24_object_schema_without_properties_gets_empty_properties() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (server, _home) = attack_server(Mode::Namespaces, &[]).await;
     let mut s = session(&server.url).await;
@@ -85,6 +86,7 @@ async fn escape_suite_wire24_object_schema_without_properties_gets_empty_propert
 /// progress is sent (neither on the POST stream nor on the session's GET stream).
 #[tokio::test]
 async fn escape_suite_wire33_heartbeat_progress_only_with_token() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let s_secs: f64 = std::env::var("OMNIFORGE_E2E_LONG_RUN_S")
         .ok()

@@ -5,6 +5,7 @@ use super::*;
 /// Without --upstream-auth, the auth-required RPC is refused upstream.
 #[tokio::test]
 async fn whoami_without_upstream_auth_is_unauthenticated() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_fixture, omni, mut repl) = fixture_scene(&[]).await;
     let result = repl.result("fixture_whoami", json!({})).await;
@@ -27,6 +28,7 @@ async fn whoami_without_upstream_auth_is_unauthenticated() {
 /// Idempotency-Key (the manifest sets `idempotency_key: true`).
 #[tokio::test]
 async fn whoami_with_upstream_auth_and_fresh_idempotency_keys() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_fixture, omni, mut repl) =
         fixture_scene(&["--upstream-auth", "Bearer fixture-token"]).await;
@@ -66,6 +68,7 @@ async fn whoami_with_upstream_auth_and_fresh_idempotency_keys() {
 /// OmniForge's auth but is never forwarded upstream.
 #[tokio::test]
 async fn client_token_is_not_forwarded_upstream() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let tokens = tempfile::tempdir().unwrap();
@@ -76,7 +79,7 @@ async fn client_token_is_not_forwarded_upstream() {
         std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
     let manifest = fixture_manifest();
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--token-file",
         token_file.to_str().unwrap(),
         "--manifest",

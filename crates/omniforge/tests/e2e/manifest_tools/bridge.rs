@@ -7,6 +7,7 @@ use super::*;
 /// the outputSchema).
 #[tokio::test]
 async fn bridge_stdio_typescript_client() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let data = tempfile::tempdir().unwrap();

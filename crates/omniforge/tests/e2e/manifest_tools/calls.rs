@@ -6,6 +6,7 @@ use super::*;
 /// (which proto3 JSON sends as `{}`) comes back with the zero values filled in.
 #[tokio::test]
 async fn echo_succeeds_and_zero_values_are_filled() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_fixture, omni, mut repl) = fixture_scene(&[]).await;
 

@@ -5,6 +5,7 @@ use super::*;
 /// --upstream-timeout 500ms: a 3 s Slow call fails fast, and the upstream sees the abort.
 #[tokio::test]
 async fn upstream_timeout_aborts_the_call() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (fixture, omni, mut repl) = fixture_scene(&["--upstream-timeout", "500ms"]).await;
     let reply = repl.call("fixture_slow", json!({"millis": 3000})).await;
@@ -48,6 +49,7 @@ async fn upstream_timeout_aborts_the_call() {
 /// upstream request is aborted and the server keeps answering.
 #[tokio::test]
 async fn client_cancellation_aborts_the_upstream_call() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (fixture, omni, mut repl) = fixture_scene(&["--upstream-timeout", "60s"]).await;
     let reply = repl
@@ -64,7 +66,7 @@ async fn client_cancellation_aborts_the_upstream_call() {
         "fixture_stats within 5 s of cancelling: the Slow call must have started and been \
          aborted upstream: {stats}\nfixture stderr:\n{}\nserver stderr:\n{}",
         fixture.stderr.tail(3000),
-        omni.stderr.tail(3000)
+        omni.stderr_captured().tail(3000)
     );
     let result = repl.result("fixture_echo", json!({"text": "after"})).await;
     assert_eq!(
@@ -85,10 +87,11 @@ async fn client_cancellation_aborts_the_upstream_call() {
 /// notification, not a disconnect, that cancels.
 #[tokio::test]
 async fn raw_http_notifications_cancelled_aborts_the_upstream_call() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let manifest = fixture_manifest();
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--manifest",
         manifest.to_str().unwrap(),
         "--upstream",
@@ -152,7 +155,7 @@ async fn raw_http_notifications_cancelled_aborts_the_upstream_call() {
          stream was open when the cancel was sent): the Slow call must have been aborted upstream: \
          {stats}\nthe call's POST: HTTP {status:?} {:?}\nserver stderr:\n{}\nfixture stderr:\n{}",
         String::from_utf8_lossy(&body),
-        omni.stderr.tail(3000),
+        omni.stderr_captured().tail(3000),
         fixture.stderr.tail(3000)
     );
     let m = raw
@@ -179,6 +182,7 @@ async fn raw_http_notifications_cancelled_aborts_the_upstream_call() {
 /// aborts it upstream, and the bridge answers the next call.
 #[tokio::test]
 async fn bridge_raw_stdio_cancellation() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let manifest = fixture_manifest();

@@ -6,6 +6,7 @@ use super::*;
 /// and the streaming RPC called by name: each an isError result, the server still serving.
 #[tokio::test]
 async fn connect_error_bad_arguments_and_streaming_call() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_fixture, omni, mut repl) = fixture_scene(&[]).await;
 
@@ -96,10 +97,11 @@ async fn connect_error_bad_arguments_and_streaming_call() {
 /// configured upstream credential.
 #[tokio::test]
 async fn connection_refused_is_an_error_result() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let manifest = fixture_manifest();
     let upstream = format!("http://127.0.0.1:{}", closed_port());
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--manifest",
         manifest.to_str().unwrap(),
         "--upstream",
@@ -130,6 +132,7 @@ async fn connection_refused_is_an_error_result() {
 /// does): isError with the status and a short excerpt of the page.
 #[tokio::test]
 async fn http_502_html_page_is_an_error_result() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let page = format!(
         "<html>\n<head><title>502 Bad Gateway</title></head>\n<body>\n<center><h1>502 Bad \
@@ -142,7 +145,7 @@ async fn http_502_html_page_is_an_error_result() {
         &page,
     ));
     let manifest = fixture_manifest();
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--manifest",
         manifest.to_str().unwrap(),
         "--upstream",
@@ -206,6 +209,7 @@ async fn http_502_html_page_is_an_error_result() {
 /// the body.
 #[tokio::test]
 async fn invalid_json_reply_is_an_error_result() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let stub = StubHttp::start(http_response(
         "HTTP/1.1 200 OK",
@@ -213,7 +217,7 @@ async fn invalid_json_reply_is_an_error_result() {
         "not json",
     ));
     let manifest = fixture_manifest();
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--manifest",
         manifest.to_str().unwrap(),
         "--upstream",
@@ -238,9 +242,10 @@ async fn invalid_json_reply_is_an_error_result() {
 /// result with a clear configuration message.
 #[tokio::test]
 async fn missing_upstream_is_a_configuration_error() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let manifest = fixture_manifest();
-    let omni = Omni::serve(&["--manifest", manifest.to_str().unwrap()]).await;
+    let omni = serve(&["--manifest", manifest.to_str().unwrap()]).await;
     let mut repl = Repl::start(Sdk::Py2, "http", &omni.url, &[]).await;
     let names = repl.names().await;
     assert!(

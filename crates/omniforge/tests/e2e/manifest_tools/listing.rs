@@ -7,6 +7,7 @@ use super::*;
 /// raw JSON of a tools/list over plain HTTP.
 #[tokio::test]
 async fn list_shows_unary_rpcs_with_mcp_fields_only() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let (_fixture, omni, mut repl) = fixture_scene(&[]).await;
 

@@ -2,10 +2,10 @@
 //! manifest, proxied to a real Connect service (the Node fixture in `tests/fixtures/connect`,
 //! built with the official `@connectrpc/connect-node`), driven by the official MCP clients.
 //!
-//! Most cases use the Python SDK 2.x over Streamable HTTP (`manifest_drivers/repl.py`, a
+//! Most cases use the Python SDK 2.x over Streamable HTTP (`support/py/repl.py`, a
 //! scripted client: the test writes one JSON command per line, the driver answers each with
 //! one JSON line). `omniforge bridge` is driven over stdio by the TypeScript SDK
-//! (`manifest_drivers/repl.mjs`, same protocol) and by raw JSON-RPC lines. Upstream failures
+//! (`support/node/repl.mjs`, same protocol) and by raw JSON-RPC lines. Upstream failures
 //! that a Connect server does not produce (an HTML 502 page, a 200 that is not JSON) come from
 //! a tiny loopback HTTP server (`stub.rs`); "connection refused" is a port that was just
 //! closed. Nothing is mocked: every MCP exchange goes through the real binary.
@@ -30,8 +30,9 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::support::{
-    self, BIN, Captured, Fixture, Serve, drain, e2e_dir, eventually, fixture_manifest,
-    kill_and_reap, no_proxy, node_driver, node22, python_driver, python2, require, ts_modules,
+    self, BIN, Captured, Fixture, Serve, drain, eventually, fixture_manifest, kill_and_reap,
+    no_proxy, node_driver, node_script, node22, py_driver, python_driver, python2, require,
+    ts_modules,
 };
 
 /// The fixture tools that are unary RPCs, i.e. MCP tools.
@@ -121,36 +122,11 @@ fn line_reader(
 // OmniForge
 // ---------------------------------------------------------------------------------------
 
-/// `omniforge serve --listen 127.0.0.1:0 --data-dir <temp> ARGS...` with full output capture.
-struct Omni {
-    _server: Serve,
-    /// `http://127.0.0.1:PORT/mcp`.
-    url: String,
-    stderr: crate::support::Captured,
-    _dir: TempDir,
-}
-
-impl Omni {
-    async fn serve(args: &[&str]) -> Omni {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        std::fs::create_dir(&data).unwrap();
-        let mut command = Serve::command()
-            .args(&["--data-dir".as_ref(), data.as_os_str()])
-            .args(args);
-        no_proxy(command.cmd());
-        let server = command.start().await;
-        Omni {
-            url: server.url.clone(),
-            stderr: server.stderr_captured().clone(),
-            _server: server,
-            _dir: dir,
-        }
-    }
-
-    fn panics(&self) -> Vec<String> {
-        panic_lines(&self.stderr.text())
-    }
+/// `omniforge serve --listen 127.0.0.1:0 --data-dir <temp> ARGS...`, without proxy settings.
+async fn serve(args: &[&str]) -> Serve {
+    let mut command = Serve::command().fresh_data_dir().args(args);
+    no_proxy(command.cmd());
+    command.start().await
 }
 
 fn panic_lines(text: &str) -> Vec<String> {
@@ -190,14 +166,14 @@ impl Repl {
         let mut cmd = match sdk {
             Sdk::Py2 => {
                 require(&[python2()]);
-                python_driver(&python2(), &e2e_dir("manifest_drivers").join("repl.py"))
+                python_driver(&python2(), &py_driver("repl.py"))
             }
             Sdk::Ts => {
                 require(&[
                     node22(),
                     ts_modules().join("@modelcontextprotocol/sdk/package.json"),
                 ]);
-                node_driver(dir.path(), &e2e_dir("manifest_drivers").join("repl.mjs"))
+                node_driver(dir.path(), &node_script("repl.mjs"))
             }
         };
         cmd.arg(kind)
@@ -205,6 +181,8 @@ impl Repl {
             .args(extra)
             .current_dir(dir.path())
             .env("HOME", dir.path())
+            // One request's limit in the driver (its default is 60 s).
+            .env("REPL_TIMEOUT_S", "20")
             .env("NO_COLOR", "1");
         let mut child = no_proxy(&mut cmd)
             .stdin(Stdio::piped())
@@ -349,7 +327,7 @@ fn show(what: &str, result: &Value) {
 
 /// Starts the fixture, OmniForge (`serve`) with the fixture manifest and `args`, and the
 /// Python 2.x client over Streamable HTTP.
-async fn fixture_scene(args: &[&str]) -> (Fixture, Omni, Repl) {
+async fn fixture_scene(args: &[&str]) -> (Fixture, Serve, Repl) {
     let fixture = Fixture::start().await;
     let manifest = fixture_manifest();
     let mut all = vec![
@@ -359,18 +337,18 @@ async fn fixture_scene(args: &[&str]) -> (Fixture, Omni, Repl) {
         &fixture.url,
     ];
     all.extend_from_slice(args);
-    let omni = Omni::serve(&all).await;
+    let omni = serve(&all).await;
     let repl = Repl::start(Sdk::Py2, "http", &omni.url, &[]).await;
     (fixture, omni, repl)
 }
 
 /// Asserts that no server panicked and prints how long the test took.
-fn finish(name: &str, started: Instant, omni: &Omni) {
-    let panics = omni.panics();
+fn finish(name: &str, started: Instant, omni: &Serve) {
+    let panics = panic_lines(&omni.stderr());
     assert!(
         panics.is_empty(),
         "omniforge panicked: {panics:?}\n{}",
-        omni.stderr.tail(6000)
+        omni.stderr_captured().tail(6000)
     );
     eprintln!(
         "manifest_tools::{name}: {:.2} s",

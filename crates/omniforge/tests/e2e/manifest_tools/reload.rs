@@ -6,10 +6,11 @@ use super::*;
 /// new list lacks it; an invalid rewrite keeps the previous tools and announces nothing.
 #[tokio::test]
 async fn hot_reload_removes_a_tool_and_ignores_invalid_json() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let (_dir, manifest) = manifest_copy();
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--manifest",
         manifest.to_str().unwrap(),
         "--upstream",
@@ -39,7 +40,7 @@ async fn hot_reload_removes_a_tool_and_ignores_invalid_json() {
         true,
         "no notifications/tools/list_changed within 10 s of removing fixture_lookup from the \
          manifest (temp file + rename): {reply}\nserver stderr:\n{}",
-        omni.stderr.tail(4000)
+        omni.stderr_captured().tail(4000)
     );
     let notified_after = rewritten.elapsed();
     let after = repl.names().await;

@@ -3,7 +3,7 @@
 use super::*;
 
 /// `omniforge serve` with the fixture's manifest plus `args`.
-async fn fixture_omni(fixture: &Fixture, args: &[&str]) -> Omni {
+async fn fixture_omni(fixture: &Fixture, args: &[&str]) -> Serve {
     let manifest = fixture_manifest();
     let mut all = vec![
         "--manifest",
@@ -12,7 +12,7 @@ async fn fixture_omni(fixture: &Fixture, args: &[&str]) -> Omni {
         &fixture.url,
     ];
     all.extend_from_slice(args);
-    Omni::serve(&all).await
+    serve(&all).await
 }
 
 /// A Slow call of 3 s on a session whose idle timeout is 1 s, with no other traffic, ends
@@ -20,6 +20,7 @@ async fn fixture_omni(fixture: &Fixture, args: &[&str]) -> Omni {
 /// its id gets 404 with a JSON-RPC body (never 500).
 #[tokio::test]
 async fn a_call_longer_than_the_idle_timeout_keeps_its_session() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let omni = fixture_omni(&fixture, &["--session-idle-timeout", "1s"]).await;
@@ -32,7 +33,7 @@ async fn a_call_longer_than_the_idle_timeout_keeps_its_session() {
         m["result"]["isError"],
         false,
         "a 3 s call on a session with a 1 s idle timeout must end with its result: {m}\n{}",
-        omni.stderr.tail(3000)
+        omni.stderr_captured().tail(3000)
     );
     assert_eq!(m["result"]["structuredContent"]["sleptMillis"], 3000, "{m}");
     let ping = raw
@@ -70,6 +71,7 @@ async fn a_call_longer_than_the_idle_timeout_keeps_its_session() {
 /// share cancels all three.
 #[tokio::test]
 async fn concurrent_posts_with_one_id_each_get_their_own_answer() {
+    crate::support::needs_deps!();
     let started = Instant::now();
     let fixture = Fixture::start().await;
     let omni = fixture_omni(&fixture, &["--upstream-timeout", "60s"]).await;
@@ -127,7 +129,7 @@ async fn concurrent_posts_with_one_id_each_get_their_own_answer() {
         3,
         "one notifications/cancelled naming an id three calls share must cancel all three: \
          {stats}\n{}",
-        omni.stderr.tail(3000)
+        omni.stderr_captured().tail(3000)
     );
     finish(
         "concurrent_posts_with_one_id_each_get_their_own_answer",
@@ -160,7 +162,7 @@ async fn upstream_cap_and_redirect_are_error_results() {
     drop(big);
     let stub = StubHttp::start(response);
     let manifest = fixture_manifest();
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--manifest",
         manifest.to_str().unwrap(),
         "--upstream",
@@ -170,12 +172,12 @@ async fn upstream_cap_and_redirect_are_error_results() {
     ])
     .await;
     let raw = RawHttp::open(&omni.url, None).await;
-    let before = rss_kib(omni._server.pid());
+    let before = rss_kib(omni.pid());
     let m = raw
         .request(json!({"jsonrpc":"2.0","id":2,"method":"tools/call",
                         "params":{"name":"fixture_echo","arguments":{"text":"hi"}}}))
         .await;
-    let after = rss_kib(omni._server.pid());
+    let after = rss_kib(omni.pid());
     let result = &m["result"];
     let text = text_of(result);
     assert!(
@@ -194,7 +196,7 @@ async fn upstream_cap_and_redirect_are_error_results() {
         b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:9/elsewhere\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
             .to_vec(),
     );
-    let omni = Omni::serve(&[
+    let omni = serve(&[
         "--manifest",
         manifest.to_str().unwrap(),
         "--upstream",

@@ -44,8 +44,10 @@ fn with_builtins(rest: &[&str]) -> Vec<String> {
 
 /// The built-in tools of a default server, in catalog order (as an `admin` principal, such
 /// as `anonymous` without tokens, sees them).
-const BUILTINS: [&str; 28] = [
+const BUILTINS: [&str; 30] = [
     "omniforge_instructions",
+    "omniforge_search_tools",
+    "omniforge_get_tool_schemas",
     "omniforge_create_tool",
     "omniforge_update_tool",
     "omniforge_delete_tool",

@@ -24,6 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
+use super::eventually::eventually;
 use super::paths::{BIN, require, uv};
 use super::process::{Captured, drain, kill_and_reap, panic_lines, spawn_piped};
 
@@ -32,6 +33,8 @@ pub(crate) struct ServeCommand {
     cmd: Command,
     listen: String,
     args: Vec<std::ffi::OsString>,
+    /// The data directory [`ServeCommand::fresh_data_dir`] made, kept as long as the server.
+    data: Option<TempDir>,
 }
 
 impl ServeCommand {
@@ -48,6 +51,16 @@ impl ServeCommand {
         self
     }
 
+    /// `--data-dir` a fresh temporary directory that lives as long as the [`Serve`].
+    pub(crate) fn fresh_data_dir(mut self) -> ServeCommand {
+        let dir = tempfile::tempdir().unwrap();
+        self.args.push("--data-dir".into());
+        self.args.push(dir.path().join("data").into_os_string());
+        std::fs::create_dir(dir.path().join("data")).unwrap();
+        self.data = Some(dir);
+        self
+    }
+
     /// The process command, for environment settings.
     pub(crate) fn cmd(&mut self) -> &mut Command {
         &mut self.cmd
@@ -60,6 +73,7 @@ impl ServeCommand {
             mut cmd,
             listen,
             args,
+            data,
         } = self;
         let ready_dir = tempfile::tempdir().unwrap();
         let ready = ready_dir.path().join("ready");
@@ -131,6 +145,7 @@ impl ServeCommand {
             stdout,
             ready,
             _ready_dir: ready_dir,
+            _data: data,
         }
     }
 }
@@ -159,6 +174,7 @@ pub(crate) struct Serve {
     stdout: Captured,
     ready: PathBuf,
     _ready_dir: TempDir,
+    _data: Option<TempDir>,
 }
 
 impl Serve {
@@ -192,12 +208,32 @@ impl Serve {
         );
     }
 
+    /// The URL of `--metrics-listen`, from its `serving metrics` log line. That line is
+    /// written before the server is ready, but its stderr is read by another task: waited for.
+    pub(crate) async fn metrics_url(&self) -> String {
+        eventually(
+            Duration::from_secs(10),
+            "the `serving metrics` log line",
+            async || {
+                let log = self.stderr.text();
+                log.lines()
+                    .filter(|l| l.contains("serving metrics"))
+                    .find_map(|l| l.split("url=").nth(1))
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("not in the log so far:\n{}", self.stderr.tail(4000)))
+            },
+        )
+        .await
+    }
+
     /// A server to configure before [`ServeCommand::start`].
     pub(crate) fn command() -> ServeCommand {
         ServeCommand {
             cmd: Command::new(BIN),
             listen: "127.0.0.1:0".to_owned(),
             args: Vec::new(),
+            data: None,
         }
     }
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""E2E driver for script tools: the official Python MCP SDK (2.x) as a scripted client.
+"""E2E driver: the official Python MCP SDK (2.x; 1.x works too) as a scripted client.
 
-    python repl.py http URL
-    python repl.py stdio '["/path/to/omniforge", "stdio", ...]'
+    python repl.py http URL [HEADER_NAME=VALUE ...]
+    python repl.py stdio '["/path/to/omniforge", "stdio" or "bridge", ...]'
 
-Run by crates/omniforge/tests/e2e/script_tools.rs. The driver connects and initializes,
-prints one JSON line `{"event": "ready", "init": {...}}`, then reads one JSON command per
-stdin line and answers each with exactly one JSON line on stdout, in order:
+Run by crates/omniforge/tests/e2e/script_tools.rs and manifest_tools.rs. The driver connects
+and initializes, prints one JSON line `{"event": "ready", "init": {...}}`, then reads one JSON
+command per stdin line and answers each with exactly one JSON line on stdout, in order:
 
     {"op": "list"}                         -> {"ok": true, "tools": [Tool, ...]}
     {"op": "call", "name": N, "args": {..}, "progress": bool, "timeout": s}
@@ -14,6 +14,10 @@ stdin line and answers each with exactly one JSON line on stdout, in order:
             "progress": [{"progress", "total", "message"}, ...]}
         With "progress": true the SDK sends a progressToken (_meta) and the notifications
         that arrive for this request are collected.
+    {"op": "call_cancel", "name": N, "args": {...}, "after": seconds}
+        starts the call and cancels it from the client after `after` seconds (the SDK then
+        sends notifications/cancelled)  -> {"ok": true, "cancelled": true|false,
+                                            "result": ... (if it finished first), "elapsed": s}
     {"op": "start", "tag": T, "name": N, "args": {..}}
         starts the call in the background -> {"ok": true}
     {"op": "cancel", "tag": T}
@@ -28,9 +32,11 @@ stdin line and answers each with exactly one JSON line on stdout, in order:
         -> {"ok": true, "count": M} once M >= N, or {"ok": false, "error": "timeout", "count": M}
     {"op": "quit"}                         -> {"ok": true}, then the driver exits 0
 
-A request the SDK reports as failed (JSON-RPC error, timeout, broken transport) gives
-{"ok": false, "error": TEXT}. Results are dumped by alias (camelCase: isError,
-structuredContent), without None fields. Diagnostics go to stderr.
+One request may take REPL_TIMEOUT_S seconds (environment; default 60) unless the command
+says otherwise. A request the SDK reports as failed (JSON-RPC error, timeout, broken
+transport) gives {"ok": false, "error": TEXT}. Results are dumped by alias (camelCase:
+isError, structuredContent), without None fields. Diagnostics go to stderr. Exit 0 after
+quit or EOF; 4 on an exception outside a command.
 """
 import json
 import os
@@ -43,12 +49,17 @@ import anyio
 from mcp import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-try:  # 2.x name; yields (read, write)
+try:  # 2.x (and late 1.x) name; 2.x yields (read, write)
     from mcp.client.streamable_http import streamable_http_client as http_client
+
+    NEW_HTTP = True
 except ImportError:  # 1.x name; yields (read, write, get_session_id)
     from mcp.client.streamable_http import streamablehttp_client as http_client
 
-REQUEST_TIMEOUT = 60  # seconds for one request unless the command says otherwise
+    NEW_HTTP = False
+
+# Seconds for one request unless the command says otherwise.
+REQUEST_TIMEOUT = float(os.environ.get("REPL_TIMEOUT_S", "60"))
 
 
 def out(payload):
@@ -56,14 +67,27 @@ def out(payload):
 
 
 def log(text):
-    print(f"script repl.py: {text}", file=sys.stderr, flush=True)
+    print(f"repl.py: {text}", file=sys.stderr, flush=True)
 
 
 def dump(model):
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)
 
 
-async def main(kind, target):
+def http_streams(url, headers):
+    if not headers:
+        return http_client(url)
+    if NEW_HTTP:
+        try:
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            return http_client(url, http_client=create_mcp_http_client(headers=headers))
+        except TypeError:
+            pass
+    return http_client(url, headers=headers)
+
+
+async def main(kind, target, extra):
     changes = {"count": 0}
     box = {"changed": anyio.Event()}
 
@@ -83,7 +107,8 @@ async def main(kind, target):
             params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=dict(os.environ, NO_COLOR="1"))
             streams = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
         elif kind == "http":
-            streams = await stack.enter_async_context(http_client(target))
+            headers = dict(h.split("=", 1) for h in extra)
+            streams = await stack.enter_async_context(http_streams(target, headers))
         else:
             raise SystemExit(f"unknown transport {kind!r}")
         session = await stack.enter_async_context(
@@ -137,6 +162,15 @@ async def run(session, cmd, changes, box, tg, background):
             )
         return {"ok": True, "result": dump(result), "elapsed": time.monotonic() - started,
                 "progress": seen}
+    if op == "call_cancel":
+        started = time.monotonic()
+        holder = {}
+        with anyio.move_on_after(cmd["after"]) as scope:
+            holder["result"] = await session.call_tool(cmd["name"], cmd.get("args", {}))
+        reply = {"ok": True, "cancelled": scope.cancelled_caught, "elapsed": time.monotonic() - started}
+        if "result" in holder:
+            reply["result"] = dump(holder["result"])
+        return reply
     if op == "start":
         state = {"done": anyio.Event(), "scope": anyio.CancelScope(), "started": time.monotonic()}
         background[cmd["tag"]] = state
@@ -190,11 +224,11 @@ async def run(session, cmd, changes, box, tg, background):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         print(__doc__, file=sys.stderr)
         sys.exit(2)
     try:
-        anyio.run(main, sys.argv[1], sys.argv[2])
+        anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3:])
     except BaseException:  # noqa: BLE001 - report everything, exit non-zero
         traceback.print_exc()
         log("FAIL: exception")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """E2E driver: the official Python MCP SDK (1.x or 2.x) reads resources and prompts.
 
-    python read.py '["/path/to/omniforge", "--data-dir", DIR, "stdio"]'
+    python read_content.py '["/path/to/omniforge", "--data-dir", DIR, "stdio"]'
 
 Run by crates/omniforge/tests/e2e/content.rs against a server whose database holds
 packs/conformance.toml. Prints one JSON object on stdout with what the SDK returned (models

@@ -2,7 +2,7 @@
 """Prints the objects of a multi-document YAML file (what `kubectl kustomize` rendered) as one
 JSON array, for crates/omniforge/tests/e2e/kubernetes.rs (PyYAML from .deps/py-k8s).
 
-    python objects.py RENDERED.yaml
+    python kubernetes_objects.py RENDERED.yaml
 """
 import json
 import sys

@@ -2,9 +2,9 @@
 """E2E driver of the container test: the official Python MCP SDK (1.x) over Streamable HTTP
 with a bearer token, against the server in the container.
 
-    python forge.py URL TOKEN forge TOOL_JSON ARGS_JSON   create the tool (omniforge_create_tool
+    python container_forge.py URL TOKEN forge TOOL_JSON ARGS_JSON   create the tool (omniforge_create_tool
                                                           with TOOL_JSON's arguments), then call it
-    python forge.py URL TOKEN call  NAME ARGS_JSON        list the tools, then call NAME
+    python container_forge.py URL TOKEN call  NAME ARGS_JSON        list the tools, then call NAME
 
 Prints one JSON line: {"created": TEXT?, "tools": [names], "result": CallToolResult}. A failure
 is a traceback and exit status 1.

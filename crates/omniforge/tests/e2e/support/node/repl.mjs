@@ -1,14 +1,13 @@
 #!/usr/bin/env node
-// E2E driver for script tools: the official TypeScript MCP SDK (@modelcontextprotocol/sdk 1.x)
-// as a scripted client, the subset of repl.py's line protocol: list, call, changes,
-// wait_changes, quit.
+// E2E driver: the official TypeScript MCP SDK (@modelcontextprotocol/sdk 1.x) as a scripted
+// client, the subset of repl.py's line protocol: list, call, changes, wait_changes, quit.
 //
-//   node repl.mjs stdio '["/path/to/omniforge", "stdio", ...]'
+//   node repl.mjs stdio '["/path/to/omniforge", "stdio" or "bridge", ...]'
 //   node repl.mjs http  http://127.0.0.1:PORT/mcp
 //
-// Run by crates/omniforge/tests/e2e/script_tools.rs, which copies this file into a temporary
-// directory next to a `node_modules` symlink to .deps/node/node_modules (ESM resolves bare
-// specifiers relative to the importing file). Prints `{"event":"ready",...}` after initialize,
+// Run by crates/omniforge/tests/e2e/script_tools.rs and manifest_tools.rs, which copy this
+// file into a temporary directory next to a `node_modules` symlink to .deps/node/node_modules
+// (ESM resolves bare specifiers relative to the importing file). Prints `{"event":"ready",...}` after initialize,
 // then answers each JSON command line on stdin with one JSON line on stdout. For stdio the
 // server's stderr is inherited (it shows up in the driver's stderr).
 import { createInterface } from 'node:readline';
@@ -17,9 +16,10 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
-const REQUEST_TIMEOUT_MS = 60_000;
+// One request's limit: REPL_TIMEOUT_S seconds (environment; default 60).
+const REQUEST_TIMEOUT_MS = Number(process.env.REPL_TIMEOUT_S ?? '60') * 1000;
 const out = (payload) => process.stdout.write(`${JSON.stringify(payload)}\n`);
-const log = (text) => process.stderr.write(`script repl.mjs: ${text}\n`);
+const log = (text) => process.stderr.write(`repl.mjs: ${text}\n`);
 
 async function main(kind, target) {
   let transport;
@@ -33,7 +33,7 @@ async function main(kind, target) {
   }
   let changes = 0;
   let wake = () => {};
-  const client = new Client({ name: 'omniforge-e2e-script-ts', version: '0.0.0' }, { capabilities: {} });
+  const client = new Client({ name: 'omniforge-e2e-repl-ts', version: '0.0.0' }, { capabilities: {} });
   client.onerror = (error) => log(`client error: ${error?.stack ?? error}`);
   client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
     changes += 1;

@@ -1,10 +1,10 @@
 #!/usr/bin/env node
 // E2E driver for client features: the official TypeScript MCP SDK (@modelcontextprotocol/sdk
 // 1.x) as a client that answers the server's requests (sampling, elicitation, roots) and
-// records what it received. Same command line and line protocol as client.py:
+// records what it received. Same command line and line protocol as features_client.py:
 //
-//   node client.mjs http  URL                  FEATURES_JSON
-//   node client.mjs stdio '["omniforge", ...]' FEATURES_JSON
+//   node features_client.mjs http  URL                  FEATURES_JSON
+//   node features_client.mjs stdio '["omniforge", ...]' FEATURES_JSON
 //
 // Run by crates/omniforge/tests/e2e/client_features.rs, which copies this file next to a
 // `node_modules` symlink to .deps/node/node_modules (ESM resolves bare specifiers from the file).

@@ -2,8 +2,8 @@
 """E2E driver for client features: the official Python MCP SDK (1.x or 2.x) as a client that
 answers the server's requests (sampling, elicitation, roots) and records what it received.
 
-    python client.py http  URL                  FEATURES_JSON
-    python client.py stdio '["omniforge", ...]' FEATURES_JSON
+    python features_client.py http  URL                  FEATURES_JSON
+    python features_client.py stdio '["omniforge", ...]' FEATURES_JSON
 
 FEATURES_JSON: {"sampling": RESULT?, "elicitation": RESULT?, "roots": [Root, ...]?,
 "sampling_delay": SECONDS?}. Each of the first three keys present registers the SDK callback (so
@@ -49,7 +49,7 @@ def out(payload):
 
 
 def log(text):
-    print(f"client.py: {text}", file=sys.stderr, flush=True)
+    print(f"features_client.py: {text}", file=sys.stderr, flush=True)
 
 
 def dump(model):
