@@ -115,10 +115,7 @@ async fn write_pending(
 /// anonymous session and CSRF token), the sign-in, then the page.
 async fn console_page(server: &HttpServer, token: &str, path: &str) -> String {
     let base = server.base();
-    let browser = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
+    let browser = support::browser_client();
     let cookie_of = |reply: &reqwest::Response| {
         reply
             .headers()
